@@ -1,0 +1,1 @@
+//! tern adapter for Cassandra/ScyllaDB (`scylla` driver). Filled in by the Cassandra adapter work.

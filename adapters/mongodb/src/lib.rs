@@ -1,0 +1,1 @@
+//! tern adapter for MongoDB (official `mongodb` driver). Filled in by the MongoDB adapter work.

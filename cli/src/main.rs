@@ -1,0 +1,4 @@
+//! The `tern` binary.
+fn main() {
+    println!("tern: not yet");
+}

@@ -1,0 +1,1 @@
+//! The embedded store (redb). Filled in by the embedded-store work.

@@ -1,0 +1,167 @@
+//! An in-memory [`Store`]: the reference implementation of the contract, for tests.
+//!
+//! Not persistent. Use the embedded store for anything that must survive the process.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use super::{
+    Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, Result, ScanPage, ScanRequest, Store, StoreInfo,
+    Write, WriteOutcome, check_writes,
+};
+use crate::model::keycode::{encode_key, encode_kind_prefix};
+use crate::model::{Entity, Key};
+
+#[derive(Debug, Default)]
+struct Inner {
+    entities: BTreeMap<Vec<u8>, Entity>,
+    meta: BTreeMap<String, MetaEntry>,
+}
+
+/// An in-memory store. Clones share the same data.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves plain data behind; keep using it.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+pub(crate) fn decode_cursor(cursor: &Cursor) -> Result<Vec<u8>> {
+    hex::decode(&cursor.0).map_err(|e| {
+        Error::new(ErrorKind::InvalidCursor, format!("cursor {:?} is not one this store made", cursor.0)).with_source(e)
+    })
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn info(&self) -> StoreInfo {
+        StoreInfo { scheme: "memory", location: "memory:".to_owned() }
+    }
+
+    fn capability(&self) -> Capability {
+        Capability {
+            scan_filter: true,
+            scan_ordered: true,
+            cas_compares_value: true,
+            update_pushdown: false,
+            transactions: false,
+            server_clock: false,
+            write_batch_max: None,
+        }
+    }
+
+    async fn kinds(&self) -> Result<Vec<String>> {
+        let inner = self.lock();
+        let mut kinds: Vec<String> = inner.entities.values().map(|e| e.key.kind.clone()).collect();
+        kinds.dedup();
+        Ok(kinds)
+    }
+
+    async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
+        let prefix = encode_kind_prefix(kind);
+        let start = match &request.cursor {
+            Some(c) => std::ops::Bound::Excluded(decode_cursor(c)?),
+            None => std::ops::Bound::Included(prefix.clone()),
+        };
+        let inner = self.lock();
+        let mut entities = Vec::new();
+        let mut last = None;
+        let mut exhausted = true;
+        for (k, e) in inner.entities.range((start, std::ops::Bound::Unbounded)) {
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            if entities.len() >= request.limit.max(1) {
+                exhausted = false;
+                break;
+            }
+            last = Some(k.clone());
+            if request.filter.matches(e) {
+                entities.push(e.clone());
+            }
+        }
+        let cursor = if exhausted { None } else { last.map(|k| Cursor(hex::encode(k))) };
+        Ok(ScanPage { entities, cursor })
+    }
+
+    async fn get(&self, key: &Key) -> Result<Option<Entity>> {
+        Ok(self.lock().entities.get(&encode_key(key)).cloned())
+    }
+
+    async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
+        check_writes(&writes)?;
+        let mut inner = self.lock();
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for w in writes {
+            let outcome = match w {
+                Write::Put(e) => {
+                    inner.entities.insert(encode_key(&e.key), e);
+                    WriteOutcome::Applied
+                }
+                Write::Insert(e) => {
+                    let k = encode_key(&e.key);
+                    if inner.entities.contains_key(&k) {
+                        WriteOutcome::Conflict
+                    } else {
+                        inner.entities.insert(k, e);
+                        WriteOutcome::Applied
+                    }
+                }
+                Write::Replace { expected, new } => {
+                    let k = encode_key(&expected.key);
+                    if inner.entities.get(&k) == Some(&expected) {
+                        inner.entities.insert(k, new);
+                        WriteOutcome::Applied
+                    } else {
+                        WriteOutcome::Conflict
+                    }
+                }
+                Write::Delete(key) => {
+                    inner.entities.remove(&encode_key(&key));
+                    WriteOutcome::Applied
+                }
+            };
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
+    }
+
+    async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
+        Ok(self.lock().meta.get(name).cloned())
+    }
+
+    async fn meta_cas(&self, name: &str, expected: Option<u64>, value: Option<&str>) -> Result<MetaCas> {
+        let mut inner = self.lock();
+        let current = inner.meta.get(name).cloned();
+        if current.as_ref().map(|e| e.revision) != expected {
+            return Ok(MetaCas::Conflict(current));
+        }
+        match value {
+            Some(v) => {
+                let revision = expected.unwrap_or(0) + 1;
+                inner.meta.insert(name.to_owned(), MetaEntry { value: v.to_owned(), revision });
+                Ok(MetaCas::Applied(revision))
+            }
+            None => {
+                inner.meta.remove(name);
+                Ok(MetaCas::Applied(0))
+            }
+        }
+    }
+
+    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+        Ok(self.lock().meta.keys().filter(|k| k.starts_with(prefix)).cloned().collect())
+    }
+}

@@ -1,0 +1,352 @@
+//! The async store interface that every backend implements.
+//!
+//! Adapters supply primitives; tern-core owns every algorithm (engine, census,
+//! lease, lazy migration) on top of them. A store is chosen once per process
+//! and shared as `Arc<dyn Store>`.
+//!
+//! # The contract
+//!
+//! **Scans.** [`Store::scan`] returns pages of the entities of one kind that
+//! pass a [`Filter`]. A scan started with `cursor: None` and continued with each
+//! page's cursor until it is `None`:
+//! - returns every entity that exists and passes the filter for the whole scan
+//!   at least once;
+//! - may return an entity more than once (Redis `SCAN`) unless
+//!   [`Capability::scan_ordered`] is set; version scoping makes duplicates harmless;
+//! - may or may not return entities inserted or changed during the scan (the
+//!   engine's census catches them);
+//! - returns only entities that pass the filter, evaluated exactly as
+//!   [`Filter::matches`] (stores without [`Capability::scan_filter`] evaluate it
+//!   on the client with that function);
+//! - may return pages shorter than the limit, even empty ones, before the end.
+//!
+//! A [`Cursor`] is opaque, serializable text. It survives the process that got
+//! it (the engine stores it in its checkpoint) and stays valid while the
+//! store's topology does not change; a store that can no longer continue from a
+//! cursor answers [`ErrorKind::InvalidCursor`] and the engine restarts the
+//! statement's scan from the beginning, which version scoping makes safe.
+//!
+//! **Writes.** [`Store::write_batch`] applies each [`Write`] atomically on its
+//! own (no atomicity across writes) and reports an outcome per write, in order.
+//! A [`Write::Replace`] is the compare-and-set of the engine and of lazy
+//! migration: it replaces the entity only if the stored one is still the one
+//! read. Every store compares the version; stores with
+//! [`Capability::cas_compares_value`] also compare the value, so that a writer
+//! that does not go through tern (and does not change the version) is detected too.
+//!
+//! **Metadata.** A small space of named JSON documents (tern's ledger, state,
+//! checkpoint and lease) with compare-and-set on a revision number. It lives
+//! in the store itself, in a collection, key namespace or table of its own that
+//! no kind can name.
+
+mod error;
+mod filter;
+
+#[cfg(feature = "embedded")]
+pub mod embedded;
+pub mod memory;
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Entity, Key, Value, Version};
+
+pub use error::{Error, ErrorKind, Result};
+pub use filter::{Condition, Filter, VersionFilter, lookup};
+
+/// What a store can do beyond the required operations. All `false` by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capability {
+    /// Scan conditions are evaluated inside the server (not on the client).
+    pub scan_filter: bool,
+    /// A scan returns entities in id order and never returns one twice.
+    pub scan_ordered: bool,
+    /// [`Write::Replace`] compares the stored value too, not only the version.
+    pub cas_compares_value: bool,
+    /// [`Store::update_in_place`] is implemented: per-entity statements run inside the server.
+    pub update_pushdown: bool,
+    /// The store offers multi-entity transactions (informational; tern does not rely on them).
+    pub transactions: bool,
+    /// [`Store::now`] reads the server's clock rather than this machine's.
+    pub server_clock: bool,
+    /// The largest batch [`Store::write_batch`] accepts in one call, if limited.
+    pub write_batch_max: Option<usize>,
+}
+
+/// Which store this is, for messages. Never holds a password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreInfo {
+    /// The URL scheme: `embedded`, `mongodb`, `redis`, `cassandra`, `memory`.
+    pub scheme: &'static str,
+    /// Where the store is, with any password removed.
+    pub location: String,
+}
+
+impl std::fmt::Display for StoreInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.location)
+    }
+}
+
+/// An opaque, serializable scan position. See the module docs for what it survives.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Cursor(pub String);
+
+/// A request for one page of a scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanRequest {
+    /// Which entities.
+    pub filter: Filter,
+    /// Where to continue; `None` starts at the beginning.
+    pub cursor: Option<Cursor>,
+    /// The most entities to return in this page (a hint for stores like Redis).
+    pub limit: usize,
+}
+
+/// One page of a scan.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScanPage {
+    /// The entities of this page.
+    pub entities: Vec<Entity>,
+    /// Where to continue, or `None` when the scan is complete.
+    pub cursor: Option<Cursor>,
+}
+
+/// One write of a batch. Each is atomic on its own.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// Create or replace, unconditionally ([SE] `put`).
+    Put(Entity),
+    /// Create only if no entity has this key.
+    Insert(Entity),
+    /// Replace `expected` by `new` only if the stored entity is still `expected`
+    /// (same version; same value too where [`Capability::cas_compares_value`]).
+    /// `new.key` must equal `expected.key`.
+    Replace {
+        /// The entity as it was read.
+        expected: Entity,
+        /// What to write in its place.
+        new: Entity,
+    },
+    /// Delete unconditionally ([SE] `delete`). Deleting a missing key succeeds.
+    Delete(Key),
+}
+
+/// The outcome of one [`Write`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The write took effect.
+    Applied,
+    /// The condition did not hold (changed meanwhile, or already exists); nothing was written.
+    Conflict,
+}
+
+/// A named metadata document and its revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaEntry {
+    /// JSON text.
+    pub value: String,
+    /// Increases with every write of this name; starts at 1.
+    pub revision: u64,
+}
+
+/// The outcome of [`Store::meta_cas`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaCas {
+    /// Written; the new revision (0 after a delete).
+    Applied(u64),
+    /// The expected revision did not hold; the current entry, if any.
+    Conflict(Option<MetaEntry>),
+}
+
+/// One per-entity operation of a pushed-down version step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PushOp {
+    /// Set the property at `path` to `value`.
+    Set {
+        /// The property path.
+        path: Vec<String>,
+        /// The value.
+        value: Value,
+    },
+    /// Remove the property at `path`.
+    Unset {
+        /// The property path.
+        path: Vec<String>,
+    },
+    /// Move the value at `from` to `to` (top-level names). When `from` is absent nothing changes.
+    Rename {
+        /// The old name.
+        from: String,
+        /// The new name.
+        to: String,
+    },
+}
+
+/// One version step run inside the server: entities at the step's version that
+/// match all `conditions` get `op`; every entity at that version advances by one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushStep {
+    /// Only entities matching all these atoms get `op`.
+    pub conditions: Vec<Condition>,
+    /// The change.
+    pub op: PushOp,
+}
+
+/// A request to run consecutive steps of one kind inside the server, for one
+/// batch of entities (those after `cursor`, up to `limit`, in the store's order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushdownRequest {
+    /// The kind.
+    pub kind: String,
+    /// The version the first step applies to; step `i` applies to `from + i`.
+    pub from: Version,
+    /// The steps, in order.
+    pub steps: Vec<PushStep>,
+    /// Where the previous batch ended.
+    pub cursor: Option<Cursor>,
+    /// The batch size.
+    pub limit: usize,
+}
+
+/// The outcome of one pushed-down batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushdownPage {
+    /// Entities whose version advanced.
+    pub advanced: u64,
+    /// For each step, entities whose data it changed.
+    pub changed: Vec<u64>,
+    /// Where the next batch starts, or `None` when done.
+    pub cursor: Option<Cursor>,
+}
+
+/// A store of entities: MongoDB, Redis, Cassandra, the embedded store, ...
+///
+/// See the module documentation for the contract.
+#[async_trait]
+pub trait Store: Send + Sync + Debug + 'static {
+    /// Which store this is. No I/O.
+    fn info(&self) -> StoreInfo;
+
+    /// What the store can do; fixed for the life of `self`. No I/O.
+    fn capability(&self) -> Capability;
+
+    /// The kinds that hold at least one entity, sorted. Never lists tern's metadata.
+    async fn kinds(&self) -> Result<Vec<String>>;
+
+    /// One page of the entities of `kind` that pass `request.filter`.
+    async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage>;
+
+    /// The entity with this key, or `None`.
+    async fn get(&self, key: &Key) -> Result<Option<Entity>>;
+
+    /// Applies writes, each atomically on its own; one outcome per write, in order.
+    async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
+
+    /// The metadata document `name`, if any.
+    async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>>;
+
+    /// Writes (or with `value: None`, deletes) the metadata document `name` if its
+    /// revision is still `expected` (`None`: if it does not exist).
+    ///
+    /// A write sets the revision to `expected + 1` (1 for a new document). After a
+    /// delete, revisions may start again at 1, so tern never deletes a document
+    /// that it fences with compare-and-set (the lease).
+    async fn meta_cas(&self, name: &str, expected: Option<u64>, value: Option<&str>) -> Result<MetaCas>;
+
+    /// The names of metadata documents that start with `prefix`, sorted.
+    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>>;
+
+    /// Runs consecutive per-entity steps inside the server for one batch.
+    /// Requires [`Capability::update_pushdown`].
+    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        let _ = request;
+        Err(Error::unsupported(self.info().scheme, "update_in_place"))
+    }
+
+    /// The current time in milliseconds since the Unix epoch: the server's clock
+    /// where [`Capability::server_clock`], else this machine's. Lease expiry is judged by it.
+    async fn now(&self) -> Result<i64> {
+        Ok(local_now_millis())
+    }
+
+    /// Counts the entities of `kind` that pass `filter`.
+    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+        let mut total = 0u64;
+        let mut seen = std::collections::HashSet::new();
+        let ordered = self.capability().scan_ordered;
+        let mut cursor = None;
+        loop {
+            let page = self.scan(kind, ScanRequest { filter: filter.clone(), cursor, limit: 1000 }).await?;
+            for e in page.entities {
+                if ordered || seen.insert(e.key) {
+                    total += 1;
+                }
+            }
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(total),
+            }
+        }
+    }
+
+    /// How many entities of `kind` are at each version: the census.
+    async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
+        let mut census = BTreeMap::new();
+        let mut seen = std::collections::HashSet::new();
+        let ordered = self.capability().scan_ordered;
+        let mut cursor = None;
+        loop {
+            let page = self.scan(kind, ScanRequest { filter: Filter::all(), cursor, limit: 1000 }).await?;
+            for e in page.entities {
+                if ordered || seen.insert(e.key) {
+                    *census.entry(e.version).or_insert(0) += 1;
+                }
+            }
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(census),
+            }
+        }
+    }
+
+    /// Writes one entity unconditionally (create or replace).
+    async fn put(&self, entity: Entity) -> Result<()> {
+        self.write_batch(vec![Write::Put(entity)]).await.map(|_| ())
+    }
+
+    /// Deletes one entity; a missing key is not an error.
+    async fn delete(&self, key: &Key) -> Result<()> {
+        self.write_batch(vec![Write::Delete(key.clone())]).await.map(|_| ())
+    }
+}
+
+/// This machine's clock in milliseconds since the Unix epoch.
+pub fn local_now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Checks a batch against the contract before an adapter runs it: replace keys agree.
+///
+/// # Errors
+/// [`ErrorKind::Unexpected`] naming the write whose keys differ.
+pub fn check_writes(writes: &[Write]) -> Result<()> {
+    for (i, w) in writes.iter().enumerate() {
+        if let Write::Replace { expected, new } = w {
+            if expected.key != new.key {
+                return Err(Error::new(
+                    ErrorKind::Unexpected,
+                    format!("write {i}: a replace must keep the key ({} vs {})", expected.key, new.key),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! Harness for tern's integration tests against real servers.
