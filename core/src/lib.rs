@@ -17,6 +17,7 @@
 //! lets a census prove a kind finished.
 #![deny(missing_docs)]
 
+pub mod lang;
+pub mod migrate;
 pub mod model;
 pub mod store;
-pub mod lang;

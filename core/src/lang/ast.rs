@@ -155,7 +155,9 @@ impl Statement {
     /// kind they name. A kind rename writes no entity data and is no step.
     pub fn written_kinds(&self) -> Vec<&str> {
         match self {
-            Statement::Add { prop, .. } | Statement::Delete { prop, .. } | Statement::Rename { prop, .. } => {
+            Statement::Add { prop, .. }
+            | Statement::Delete { prop, .. }
+            | Statement::Rename { prop, .. } => {
                 vec![prop.kind.as_str()]
             }
             Statement::Move(t) => vec![t.to_kind.as_str(), t.prop.kind.as_str()],

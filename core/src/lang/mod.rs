@@ -9,3 +9,6 @@
 pub mod ast;
 
 pub use ast::{Atom, Join, PropRef, Script, Span, Spanned, Statement, Transfer};
+pub mod eval;
+pub mod parse;
+pub use parse::{parse_file, print};

@@ -55,13 +55,19 @@ pub fn arb_map() -> impl Strategy<Value = Map> {
 
 /// An id: a string or an integer.
 pub fn arb_id() -> impl Strategy<Value = Value> {
-    prop_oneof!["[a-z0-9]{1,6}".prop_map(Value::String), any::<i64>().prop_map(Value::Int)]
+    prop_oneof![
+        "[a-z0-9]{1,6}".prop_map(Value::String),
+        any::<i64>().prop_map(Value::Int)
+    ]
 }
 
 /// An entity of the given kind.
 pub fn arb_entity(kind: &'static str) -> impl Strategy<Value = Entity> {
     (arb_id(), 0u64..5, arb_map()).prop_map(move |(id, version, value)| Entity {
-        key: Key { kind: kind.to_owned(), id },
+        key: Key {
+            kind: kind.to_owned(),
+            id,
+        },
         version,
         value,
     })

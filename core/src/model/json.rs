@@ -38,7 +38,9 @@ pub struct JsonError {
 
 impl JsonError {
     fn new(message: impl Into<String>) -> Self {
-        JsonError { message: message.into() }
+        JsonError {
+            message: message.into(),
+        }
     }
 }
 
@@ -140,7 +142,10 @@ pub fn json_to_map(json: &Json) -> Result<Map, JsonError> {
             .iter()
             .map(|(k, v)| Ok((k.clone(), from_json(v)?)))
             .collect(),
-        other => Err(JsonError::new(format!("expected a JSON object, found {}", json_type(other)))),
+        other => Err(JsonError::new(format!(
+            "expected a JSON object, found {}",
+            json_type(other)
+        ))),
     }
 }
 
@@ -149,7 +154,9 @@ fn parse_float_tag(inner: &Json) -> Result<Value, JsonError> {
         Some("NaN") => Ok(Value::Float(f64::NAN)),
         Some("inf") => Ok(Value::Float(f64::INFINITY)),
         Some("-inf") => Ok(Value::Float(f64::NEG_INFINITY)),
-        _ => Err(JsonError::new("\"$float\" must be \"NaN\", \"inf\" or \"-inf\"")),
+        _ => Err(JsonError::new(
+            "\"$float\" must be \"NaN\", \"inf\" or \"-inf\"",
+        )),
     }
 }
 
@@ -163,10 +170,9 @@ fn parse_bytes_tag(inner: &Json) -> Result<Value, JsonError> {
 }
 
 fn parse_date_tag(inner: &Json) -> Result<Value, JsonError> {
-    inner
-        .as_i64()
-        .map(Value::Timestamp)
-        .ok_or_else(|| JsonError::new("\"$date\" must hold integer milliseconds since the Unix epoch"))
+    inner.as_i64().map(Value::Timestamp).ok_or_else(|| {
+        JsonError::new("\"$date\" must hold integer milliseconds since the Unix epoch")
+    })
 }
 
 fn json_type(json: &Json) -> &'static str {
@@ -203,10 +209,14 @@ pub fn entity_to_json_line(entity: &Entity) -> String {
 /// # Errors
 /// When the line is not JSON, or lacks `kind`, `id` or `value`, or a field has the wrong shape.
 pub fn entity_from_json_line(line: &str) -> Result<Entity, JsonError> {
-    let json: Json = serde_json::from_str(line).map_err(|e| JsonError::new(format!("not valid JSON: {e}")))?;
-    let obj = json
-        .as_object()
-        .ok_or_else(|| JsonError::new(format!("expected a JSON object, found {}", json_type(&json))))?;
+    let json: Json =
+        serde_json::from_str(line).map_err(|e| JsonError::new(format!("not valid JSON: {e}")))?;
+    let obj = json.as_object().ok_or_else(|| {
+        JsonError::new(format!(
+            "expected a JSON object, found {}",
+            json_type(&json)
+        ))
+    })?;
     for field in obj.keys() {
         if !matches!(field.as_str(), "kind" | "id" | "version" | "value") {
             return Err(JsonError::new(format!(
@@ -218,16 +228,26 @@ pub fn entity_from_json_line(line: &str) -> Result<Entity, JsonError> {
         .get("kind")
         .and_then(Json::as_str)
         .ok_or_else(|| JsonError::new("missing \"kind\" (a string)"))?;
-    let id = from_json(obj.get("id").ok_or_else(|| JsonError::new("missing \"id\""))?)?;
+    let id = from_json(
+        obj.get("id")
+            .ok_or_else(|| JsonError::new("missing \"id\""))?,
+    )?;
     let version = match obj.get("version") {
         None => 0,
         Some(v) => v
             .as_u64()
             .ok_or_else(|| JsonError::new("\"version\" must be a non-negative integer"))?,
     };
-    let value = json_to_map(obj.get("value").ok_or_else(|| JsonError::new("missing \"value\" (an object)"))?)?;
+    let value = json_to_map(
+        obj.get("value")
+            .ok_or_else(|| JsonError::new("missing \"value\" (an object)"))?,
+    )?;
     let key = Key::new(kind, id).map_err(|e| JsonError::new(e.to_string()))?;
-    Ok(Entity { key, version, value })
+    Ok(Entity {
+        key,
+        version,
+        value,
+    })
 }
 
 #[cfg(test)]
@@ -259,7 +279,10 @@ mod tests {
     #[test]
     fn floats_keep_their_fraction() {
         assert_eq!(to_json_string(&Value::Float(2.0)), "2.0");
-        assert_eq!(from_json(&serde_json::json!(2.0)).unwrap(), Value::Float(2.0));
+        assert_eq!(
+            from_json(&serde_json::json!(2.0)).unwrap(),
+            Value::Float(2.0)
+        );
         assert_eq!(from_json(&serde_json::json!(2)).unwrap(), Value::Int(2));
     }
 
@@ -272,7 +295,8 @@ mod tests {
 
     #[test]
     fn entity_line_round_trips() {
-        let line = r#"{"kind":"user","id":"1234","version":1,"value":{"name":"Gerhard","tags":["a",2]}}"#;
+        let line =
+            r#"{"kind":"user","id":"1234","version":1,"value":{"name":"Gerhard","tags":["a",2]}}"#;
         let e = entity_from_json_line(line).unwrap();
         assert_eq!(e.version, 1);
         assert_eq!(entity_to_json_line(&e), line);
@@ -282,7 +306,8 @@ mod tests {
     fn entity_line_errors_name_the_problem() {
         let err = entity_from_json_line(r#"{"kind":"user","value":{}}"#).unwrap_err();
         assert!(err.to_string().contains("missing \"id\""));
-        let err = entity_from_json_line(r#"{"kind":"user","id":1,"value":{},"extra":1}"#).unwrap_err();
+        let err =
+            entity_from_json_line(r#"{"kind":"user","id":1,"value":{},"extra":1}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field"));
     }
 }

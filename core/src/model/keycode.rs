@@ -34,7 +34,11 @@ pub fn encode_value(value: &Value, out: &mut Vec<u8>) {
         Value::Float(f) => {
             out.push(T_FLOAT);
             let bits = f.to_bits();
-            let ordered = if bits >> 63 == 1 { !bits } else { bits ^ (1 << 63) };
+            let ordered = if bits >> 63 == 1 {
+                !bits
+            } else {
+                bits ^ (1 << 63)
+            };
             out.extend_from_slice(&ordered.to_be_bytes());
         }
         Value::String(s) => {

@@ -35,7 +35,9 @@ pub enum KeyError {
     #[error("invalid kind {0:?}: a kind is a non-empty name without control characters")]
     Kind(String),
     /// The id has a type no store can use as a key.
-    #[error("invalid id {0}: an id is a string, integer, bytes, timestamp, array (composite) or map, never null or float")]
+    #[error(
+        "invalid id {0}: an id is a string, integer, bytes, timestamp, array (composite) or map, never null or float"
+    )]
     Id(String),
 }
 
@@ -98,7 +100,11 @@ pub struct Entity {
 impl Entity {
     /// A new entity at version 0.
     pub fn new(key: Key, value: Map) -> Entity {
-        Entity { key, version: 0, value }
+        Entity {
+            key,
+            version: 0,
+            value,
+        }
     }
 
     /// The value of a top-level property, if present.

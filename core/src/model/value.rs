@@ -81,7 +81,10 @@ impl Value {
         match (self, literal) {
             (Value::Int(a), Value::Float(b)) | (Value::Float(b), Value::Int(a)) => {
                 // Exact comparison: the float must be integral and in range.
-                b.fract() == 0.0 && *b >= -(2f64.powi(63)) && *b < 2f64.powi(63) && (*b as i64) == *a
+                b.fract() == 0.0
+                    && *b >= -(2f64.powi(63))
+                    && *b < 2f64.powi(63)
+                    && (*b as i64) == *a
             }
             (Value::Float(a), Value::Float(b)) => a == b,
             (Value::Array(a), Value::Array(b)) => {
@@ -239,8 +242,21 @@ mod tests {
 
     #[test]
     fn order_is_by_type_then_value() {
-        let mut v = vec![Value::String("b".into()), Value::Int(3), Value::Null, Value::Int(-1)];
+        let mut v = vec![
+            Value::String("b".into()),
+            Value::Int(3),
+            Value::Null,
+            Value::Int(-1),
+        ];
         v.sort();
-        assert_eq!(v, vec![Value::Null, Value::Int(-1), Value::Int(3), Value::String("b".into())]);
+        assert_eq!(
+            v,
+            vec![
+                Value::Null,
+                Value::Int(-1),
+                Value::Int(3),
+                Value::String("b".into())
+            ]
+        );
     }
 }

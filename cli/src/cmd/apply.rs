@@ -1,0 +1,166 @@
+//! `tern plan` and `tern up`.
+
+use std::time::Duration;
+
+use tern_core::migrate::{DryRun, LeaseOptions, RunOptions, UpReport};
+use tern_core::model::json::entity_to_json_line;
+
+use crate::opt::{RunArgs, UpArgs};
+use crate::{Ctx, EXIT_OK};
+
+/// `tern plan`: a dry run of the pending migrations.
+///
+/// # Errors
+/// As `tern up` before it writes; unsafe statements are reported, not refused.
+pub async fn plan(ctx: &Ctx, run: &RunArgs, samples: usize) -> anyhow::Result<u8> {
+    let store = ctx.store().await?;
+    let set = ctx.migrations()?;
+    let migrator = ctx.migrator(store, set, run);
+    let dry = migrator.dry_run(run.to, samples).await?;
+    print_dry_run(ctx, &dry);
+    Ok(EXIT_OK)
+}
+
+fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
+    if ctx.opt.json {
+        let stages: Vec<serde_json::Value> = dry
+            .stages
+            .iter()
+            .map(|s| {
+                serde_json::json!({"migration": s.migration, "stage": s.description,
+                    "processed": s.counts.processed, "changed": s.counts.changed,
+                    "unmatched_sources": s.counts.unmatched_sources})
+            })
+            .collect();
+        let samples: Vec<serde_json::Value> = dry
+            .samples
+            .iter()
+            .map(|(key, c)| {
+                serde_json::json!({"key": key.to_string(),
+                    "before": c.before.as_ref().map(entity_to_json_line),
+                    "after": c.after.as_ref().map(entity_to_json_line)})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"dry_run": true, "stages": stages, "changed_entities": dry.changed_entities,
+                "samples": samples, "unsafe_conflicts": dry.conflicts, "safe": dry.conflicts.is_empty()})
+        );
+        return;
+    }
+    if dry.stages.is_empty() {
+        println!("nothing to do: no pending migrations");
+        return;
+    }
+    println!("dry run: nothing was written");
+    for s in &dry.stages {
+        println!(
+            "  {:04} {:<60} {:>9} entities, {:>9} would change{}",
+            s.migration,
+            s.description,
+            s.counts.processed,
+            s.counts.changed,
+            if s.counts.unmatched_sources > 0 {
+                format!(
+                    ", {} move sources match no target (kept)",
+                    s.counts.unmatched_sources
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    println!("{} entities would change", dry.changed_entities);
+    for (key, c) in &dry.samples {
+        println!("  {key}");
+        println!(
+            "    before: {}",
+            c.before
+                .as_ref()
+                .map_or_else(|| "(absent)".to_owned(), entity_to_json_line)
+        );
+        println!(
+            "    after:  {}",
+            c.after
+                .as_ref()
+                .map_or_else(|| "(deleted)".to_owned(), entity_to_json_line)
+        );
+    }
+    if dry.conflicts.is_empty() {
+        println!("safety: every move/copy target gets at most one value");
+    } else {
+        println!(
+            "UNSAFE: {} target(s) written by sources with different values; `tern up` refuses this:",
+            dry.conflicts.len()
+        );
+        for c in dry.conflicts.iter().take(20) {
+            println!("  {c}");
+        }
+    }
+}
+
+/// `tern up`.
+///
+/// # Errors
+/// See the exit codes: lock held (3), checksum mismatch (4), unsafe (5), interrupted (130).
+pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
+    if args.dry_run {
+        return plan(ctx, &args.run, 3).await;
+    }
+    let store = ctx.store().await?;
+    let set = ctx.migrations()?;
+    let migrator = ctx
+        .migrator(store, set, &args.run)
+        .with_lease_options(LeaseOptions {
+            ttl: ctx.settings.lease_ttl,
+            wait: args.wait.map(Duration::from_secs),
+            renew: true,
+        });
+    let migrator = migrator.with_run_options(RunOptions {
+        force_unsafe: args.force_unsafe,
+        ..ctx.run_options(&args.run)
+    });
+    let report = migrator.up(args.run.to).await?;
+    print_up(ctx, &report);
+    Ok(EXIT_OK)
+}
+
+fn print_up(ctx: &Ctx, report: &UpReport) {
+    if ctx.opt.json {
+        let applied: Vec<serde_json::Value> = report
+            .applied
+            .iter()
+            .map(|m| {
+                serde_json::json!({"id": m.id, "name": m.name, "resumed": m.resumed, "duration_ms": m.duration_ms,
+                    "processed": m.counts.processed, "changed": m.counts.changed, "conflicts": m.counts.conflicts,
+                    "skipped": m.counts.skipped, "swept": m.counts.swept,
+                    "unmatched_sources": m.counts.unmatched_sources})
+            })
+            .collect();
+        println!("{}", serde_json::json!({"applied": applied}));
+        return;
+    }
+    if report.applied.is_empty() {
+        println!("up to date: no pending migrations");
+        return;
+    }
+    for m in &report.applied {
+        println!(
+            "applied {:04}_{}{}: {} entities processed, {} changed, {} conflicts retried, {} late entities swept ({} ms)",
+            m.id,
+            m.name,
+            if m.resumed { " (resumed)" } else { "" },
+            m.counts.processed,
+            m.counts.changed,
+            m.counts.conflicts,
+            m.counts.swept,
+            m.duration_ms
+        );
+        if m.counts.unmatched_sources > 0 {
+            println!(
+                "  {} move source(s) matched no target and kept their property",
+                m.counts.unmatched_sources
+            );
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! One module per group of commands.
+
+pub mod apply;
+pub mod data;
+pub mod info;
+pub mod project;

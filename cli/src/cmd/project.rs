@@ -1,0 +1,194 @@
+//! `tern init`, `tern new`, `tern check`.
+
+use anyhow::{Context, bail};
+use tern_core::lang::Statement;
+use tern_core::migrate::{Body, MigrateError, source::parse_file_name};
+
+use crate::opt::{CheckArgs, InitArgs, NewArgs, RunArgs};
+use crate::{Ctx, EXIT_OK};
+
+const EXAMPLE: &str = "-- Each line is one statement of tern's evolution language, e.g.:\n\
+-- add blogpost.likes = 0\n\
+-- rename blogpost.text to content where blogpost.format = \"md\"\n\
+-- copy user.email to blogpost where user.name = blogpost.author\n";
+
+/// `tern init`: writes tern.toml and creates migrations/.
+///
+/// # Errors
+/// When files cannot be written.
+pub fn init(_ctx: &Ctx, args: &InitArgs) -> anyhow::Result<u8> {
+    let dir = &args.dir;
+    std::fs::create_dir_all(dir.join("migrations"))
+        .with_context(|| format!("cannot create {}", dir.join("migrations").display()))?;
+    let file = dir.join("tern.toml");
+    if file.exists() {
+        println!("{} exists; left as it is", file.display());
+    } else {
+        let text = format!(
+            "# tern project settings. Environment variables TERN_* override them\n\
+             # (TERN_STORE_URL, TERN_RUN__BATCH_SIZE, ...); --store overrides both.\n\
+             store_url = {:?}\n\
+             migrations = \"migrations\"\n\n\
+             [run]\nbatch_size = 1000\n# max_rate = 5000  # entities per second\n\n\
+             [lease]\nttl_ms = 30000\n",
+            args.with_store
+        );
+        std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
+        println!("created {}", file.display());
+    }
+    println!(
+        "migrations go in {}; create one with `tern new NAME`",
+        dir.join("migrations").display()
+    );
+    Ok(EXIT_OK)
+}
+
+/// `tern new NAME`: creates the next numbered migration file.
+///
+/// # Errors
+/// A bad name, a missing folder, or a file that cannot be written.
+pub fn new(ctx: &Ctx, args: &NewArgs) -> anyhow::Result<u8> {
+    let dir = &ctx.settings.migrations_dir;
+    if args.name.is_empty()
+        || !args
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        bail!(
+            "migration name {:?}: use letters, digits, `_` and `-` only",
+            args.name
+        );
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            anyhow::Error::new(MigrateError::MissingFolder(dir.clone()))
+        } else {
+            anyhow::Error::new(e).context(format!("cannot read {}", dir.display()))
+        }
+    })?;
+    let mut last = 0u32;
+    for entry in entries.flatten() {
+        if let Some((id, _)) = parse_file_name(&entry.file_name().to_string_lossy()) {
+            last = last.max(id);
+        }
+    }
+    let next = last
+        .checked_add(1)
+        .context("migration numbers are exhausted")?;
+    let path = dir.join(format!("{next:04}_{}.tern", args.name));
+    std::fs::write(&path, EXAMPLE).with_context(|| format!("cannot write {}", path.display()))?;
+    if ctx.opt.json {
+        println!(
+            "{}",
+            serde_json::json!({"created": path.display().to_string(), "id": next})
+        );
+    } else {
+        println!("created {}", path.display());
+    }
+    Ok(EXIT_OK)
+}
+
+/// `tern check`: parses, validates and classifies; with a store, runs the safety check.
+///
+/// # Errors
+/// Parse errors (file:line:col), validation errors; exit 5 for an unsafe move/copy.
+pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
+    let set = ctx.migrations()?;
+    let mut report = Vec::new();
+    for m in set.iter() {
+        let statements: Vec<serde_json::Value> = match &m.body {
+            Body::Script(script) => script
+                .statements()
+                .map(|s| {
+                    serde_json::json!({
+                        "statement": s.to_string(),
+                        "safety": classify(s),
+                    })
+                })
+                .collect(),
+            Body::Code(c) => vec![
+                serde_json::json!({"statement": format!("code on {}", c.kind()), "safety": "per-entity"}),
+            ],
+        };
+        report.push(serde_json::json!({"id": m.id, "name": m.name, "checksum": m.checksum, "statements": statements}));
+    }
+    let online = !args.offline && ctx.settings.store_url.is_some();
+    let mut conflicts = Vec::new();
+    let mut pending = Vec::new();
+    if online {
+        let store = ctx.store().await?;
+        let migrator = ctx.migrator(
+            store,
+            set.clone(),
+            &RunArgs {
+                to: None,
+                batch_size: None,
+                max_rate: None,
+            },
+        );
+        pending = migrator.validate().await?;
+        if !pending.is_empty() {
+            let dry = migrator.dry_run(None, 0).await?;
+            conflicts = dry.conflicts;
+        }
+    }
+    if ctx.opt.json {
+        println!(
+            "{}",
+            serde_json::json!({"migrations": report, "checked_against_store": online, "pending": pending,
+                "unsafe_conflicts": conflicts})
+        );
+    } else {
+        for m in &report {
+            println!(
+                "{:04}_{}  {}",
+                m["id"].as_u64().unwrap_or(0),
+                m["name"].as_str().unwrap_or(""),
+                m["checksum"].as_str().unwrap_or("")
+            );
+            for s in m["statements"].as_array().into_iter().flatten() {
+                println!(
+                    "  {:<28} {}",
+                    s["safety"].as_str().unwrap_or(""),
+                    s["statement"].as_str().unwrap_or("")
+                );
+            }
+        }
+        if online {
+            println!(
+                "pending: {}",
+                if pending.is_empty() {
+                    "none".to_owned()
+                } else {
+                    format!("{pending:?}")
+                }
+            );
+            if conflicts.is_empty() && !pending.is_empty() {
+                println!(
+                    "safety check (dry run against the store): no target is written with conflicting values"
+                );
+            }
+        } else {
+            println!(
+                "not checked against a store (move/copy safety depends on the data): pass --store or drop --offline"
+            );
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(MigrateError::Unsafe {
+            statement: "pending migrations".to_owned(),
+            conflicts,
+        }
+        .into());
+    }
+    Ok(EXIT_OK)
+}
+
+fn classify(s: &Statement) -> &'static str {
+    if s.is_safe_by_construction() {
+        "safe (Proposition 1)"
+    } else {
+        "needs data check (Prop. 2)"
+    }
+}

@@ -1,0 +1,41 @@
+//! Opening a store from its URL.
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use tern_core::store::{Store, url};
+
+/// Opens the store named by `store_url`. Messages name the URL without its password.
+///
+/// # Errors
+/// An unknown scheme, or a store that cannot be opened or reached.
+pub async fn open(store_url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    let shown = url::redact(store_url);
+    let Some(scheme) = url::scheme(store_url) else {
+        bail!(
+            "store URL {shown:?} has no scheme; use embedded:PATH, mongodb://HOST:PORT/DB, redis://HOST:PORT or cassandra://HOST:PORT/KEYSPACE"
+        );
+    };
+    match scheme.as_str() {
+        "embedded" => {
+            let path = store_url
+                .trim_start_matches("embedded:")
+                .trim_start_matches("//");
+            if path.is_empty() {
+                bail!(
+                    "store URL {shown:?} names no file; write embedded:PATH, e.g. embedded:tern.redb"
+                );
+            }
+            let store = tern_core::store::embedded::EmbeddedStore::open(path)
+                .with_context(|| format!("cannot open the embedded store {shown}"))?;
+            Ok(Arc::new(store))
+        }
+        "memory" => Ok(Arc::new(tern_core::store::memory::MemoryStore::new())),
+        "mongodb" | "mongodb+srv" | "redis" | "rediss" | "cassandra" | "scylla" => {
+            bail!("the {scheme} adapter is not part of this build yet; store URL {shown}")
+        }
+        other => bail!(
+            "unknown store scheme {other:?} in {shown}; use embedded:, mongodb://, redis:// or cassandra://"
+        ),
+    }
+}

@@ -1,0 +1,184 @@
+//! The `tern` command line: a thin layer over `tern-core` and the adapters.
+//!
+//! `main` parses [`opt::Opt`] and calls [`run`], which returns the process exit
+//! code. Library errors carry their exit code ([`tern_core::migrate::MigrateError::exit_code`]).
+
+pub mod cmd;
+pub mod config;
+pub mod connect;
+pub mod opt;
+pub mod progress;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tern_core::migrate::{
+    CancelFlag, LeaseOptions, MigrateError, MigrationSet, Migrator, RunOptions,
+};
+use tern_core::store::Store;
+
+use crate::config::Settings;
+use crate::opt::{Command, Opt};
+use crate::progress::{CliProgress, Mode};
+
+/// Exit code: success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: an error.
+pub const EXIT_ERROR: u8 = 1;
+/// Exit code: entities below their kind's version (`tern verify`), or pending migrations (`tern status --check` style).
+pub const EXIT_BEHIND: u8 = 1;
+
+/// The context of one invocation.
+pub struct Ctx {
+    /// The arguments.
+    pub opt: Opt,
+    /// The resolved settings.
+    pub settings: Settings,
+    /// Set by Ctrl-C.
+    pub cancel: CancelFlag,
+}
+
+impl Ctx {
+    /// The store URL, or a clear error saying where to give one.
+    ///
+    /// # Errors
+    /// When no source names a store.
+    pub fn store_url(&self) -> anyhow::Result<&str> {
+        self.settings.store_url.as_deref().ok_or_else(|| {
+            anyhow::anyhow!(
+                "no store given: pass --store URL, set TERN_STORE_URL, or write store_url = \"...\" in {}",
+                self.opt.config.display()
+            )
+        })
+    }
+
+    /// Opens the store.
+    ///
+    /// # Errors
+    /// When none is configured or it cannot be opened.
+    pub async fn store(&self) -> anyhow::Result<Arc<dyn Store>> {
+        connect::open(self.store_url()?).await
+    }
+
+    /// Loads the migrations folder.
+    ///
+    /// # Errors
+    /// A missing folder, bad file names, parse errors.
+    pub fn migrations(&self) -> anyhow::Result<MigrationSet> {
+        Ok(MigrationSet::load_dir(&self.settings.migrations_dir)?)
+    }
+
+    /// The progress mode.
+    pub fn progress_mode(&self) -> Mode {
+        Mode::detect(self.opt.quiet || self.opt.json)
+    }
+
+    /// The batch options: the settings with the command line's `overrides`.
+    pub fn run_options(&self, overrides: &opt::RunArgs) -> RunOptions {
+        RunOptions {
+            batch_size: overrides
+                .batch_size
+                .unwrap_or(self.settings.batch_size)
+                .max(1),
+            max_rate: overrides
+                .max_rate
+                .or(self.settings.max_rate)
+                .filter(|r| *r > 0.0),
+            census_passes: self.settings.census_passes,
+            ..RunOptions::default()
+        }
+    }
+
+    /// A migrator over `store` with the settings and `overrides`.
+    pub fn migrator(
+        &self,
+        store: Arc<dyn Store>,
+        set: MigrationSet,
+        overrides: &opt::RunArgs,
+    ) -> Migrator {
+        Migrator::new(store, set)
+            .with_run_options(self.run_options(overrides))
+            .with_lease_options(LeaseOptions {
+                ttl: self.settings.lease_ttl,
+                ..LeaseOptions::default()
+            })
+            .with_progress(Arc::new(CliProgress::new(self.progress_mode())))
+            .with_cancel(self.cancel.clone())
+    }
+}
+
+/// Runs one invocation and returns the exit code. Errors are printed here.
+pub async fn run(opt: Opt) -> ExitCode {
+    init_tracing(opt.verbose);
+    let cancel = CancelFlag::new();
+    {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!(
+                    "interrupt: finishing the current batch and writing its checkpoint (Ctrl-C again to stop at once)"
+                );
+                cancel.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("stopped; the last checkpoint holds, `tern up` resumes from it");
+                    std::process::exit(130);
+                }
+            }
+        });
+    }
+    let result = match config::resolve(&opt) {
+        Ok(settings) => {
+            let ctx = Ctx {
+                opt,
+                settings,
+                cancel,
+            };
+            dispatch(&ctx).await
+        }
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit_code_of(&err))
+        }
+    }
+}
+
+/// The exit code for an error: the library's own code where it has one.
+pub fn exit_code_of(err: &anyhow::Error) -> u8 {
+    err.chain()
+        .find_map(|e| e.downcast_ref::<MigrateError>())
+        .map_or(EXIT_ERROR, MigrateError::exit_code)
+}
+
+async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
+    match &ctx.opt.command {
+        Command::Init(args) => cmd::project::init(ctx, args),
+        Command::New(args) => cmd::project::new(ctx, args),
+        Command::Check(args) => cmd::project::check(ctx, args).await,
+        Command::Plan(args) => cmd::apply::plan(ctx, &args.run, args.samples).await,
+        Command::Up(args) => cmd::apply::up(ctx, args).await,
+        Command::Status => cmd::info::status(ctx).await,
+        Command::Verify => cmd::info::verify(ctx).await,
+        Command::Lock(args) => cmd::info::lock(ctx, args).await,
+        Command::Import(args) => cmd::data::import(ctx, args).await,
+        Command::Export(args) => cmd::data::export(ctx, args).await.context("export failed"),
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TERN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,174 @@
+//! Command-line arguments, as written (resolved into [`crate::config::Settings`]).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// tern: schema evolution for NoSQL stores.
+///
+/// Migrations live in `migrations/NNNN_name.tern`; the store is chosen by URL:
+/// `embedded:PATH`, `mongodb://...`, `redis://...`, `cassandra://host:port/keyspace`.
+///
+/// Exit codes: 0 ok, 1 error, 2 usage, 3 lock held, 4 checksum mismatch,
+/// 5 unsafe migration refused, 130 interrupted (resumable).
+#[derive(Debug, Parser)]
+#[command(name = "tern", version, propagate_version = true, max_term_width = 100)]
+pub struct Opt {
+    /// The store URL (overrides TERN_STORE_URL and tern.toml).
+    #[arg(long, global = true, value_name = "URL")]
+    pub store: Option<String>,
+
+    /// The project file.
+    #[arg(long, global = true, value_name = "FILE", default_value = "tern.toml")]
+    pub config: PathBuf,
+
+    /// The migrations folder (default: `migrations` beside the project file).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub migrations: Option<PathBuf>,
+
+    /// Print machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// More log output (-v info, -vv debug); logs go to stderr.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
+    /// No progress bar or notes, only results and errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create tern.toml and a migrations folder.
+    Init(InitArgs),
+    /// Create the next migration file, `migrations/NNNN_NAME.tern`.
+    New(NewArgs),
+    /// Parse and validate migrations; classify statements; run the move/copy safety check against the store.
+    Check(CheckArgs),
+    /// Show what pending migrations would change, without writing (a dry run).
+    Plan(PlanArgs),
+    /// Apply pending migrations in checkpointed, version-scoped batches.
+    Up(UpArgs),
+    /// Show applied and pending migrations, kind versions and the lock.
+    Status,
+    /// Count entities per kind per version and report any below their kind's version.
+    Verify,
+    /// Show the migration lock; release it once expired.
+    Lock(LockArgs),
+    /// Load entities from a JSON Lines file (`-` for stdin).
+    Import(ImportArgs),
+    /// Write entities as JSON Lines, sorted by kind then id.
+    Export(ExportArgs),
+}
+
+/// `tern init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The project folder to create or complete.
+    #[arg(default_value = ".")]
+    pub dir: PathBuf,
+    /// The store URL to write into tern.toml.
+    #[arg(
+        long = "with-store",
+        value_name = "URL",
+        default_value = "embedded:tern.redb"
+    )]
+    pub with_store: String,
+}
+
+/// `tern new`.
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The migration's name: letters, digits, `_` and `-`.
+    pub name: String,
+}
+
+/// `tern check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Only parse and validate; do not connect to the store.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+/// Options shared by `plan` and `up`.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Apply migrations up to and including this number.
+    #[arg(long, value_name = "N")]
+    pub to: Option<u32>,
+    /// Entities per batch and checkpoint.
+    #[arg(long, value_name = "N")]
+    pub batch_size: Option<usize>,
+    /// At most this many entities per second.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub max_rate: Option<f64>,
+}
+
+/// `tern plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Batch and range options.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Sample before/after entities to show per kind.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub samples: usize,
+}
+
+/// `tern up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Batch and range options.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Show what would change instead of applying it (same as `tern plan`).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Wait up to this many seconds for a lock held by another runner.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600")]
+    pub wait: Option<u64>,
+    /// Run a move/copy even though the safety check found targets written by
+    /// sources with different values (the greatest source key wins).
+    #[arg(long)]
+    pub force_unsafe: bool,
+}
+
+/// `tern lock`.
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// Remove the lock if it has expired (its runner died).
+    #[arg(long)]
+    pub release: bool,
+    /// With --release: remove it even if it has not expired. The runner holding
+    /// it stops at its next checkpoint (fencing); use only when it is known dead.
+    #[arg(long, requires = "release")]
+    pub force: bool,
+}
+
+/// `tern import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The JSON Lines file, one `{"kind", "id", "version", "value"}` a line; `-` for stdin.
+    pub file: PathBuf,
+    /// Entities per write batch.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub batch_size: usize,
+}
+
+/// `tern export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The kinds to export (default: all).
+    pub kinds: Vec<String>,
+    /// Write to this file instead of stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}

@@ -1,0 +1,141 @@
+//! Progress output: a bar with rate and ETA on a terminal, structured log lines elsewhere.
+
+use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tern_core::migrate::{Progress, RunCounts};
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A progress bar on stderr.
+    Bar,
+    /// One line per checkpoint on stderr.
+    Lines,
+    /// Nothing.
+    Quiet,
+}
+
+impl Mode {
+    /// The bar on a terminal, lines otherwise, nothing when quiet.
+    pub fn detect(quiet: bool) -> Mode {
+        if quiet {
+            Mode::Quiet
+        } else if std::io::stderr().is_terminal() {
+            Mode::Bar
+        } else {
+            Mode::Lines
+        }
+    }
+}
+
+/// The CLI's progress receiver.
+#[derive(Debug)]
+pub struct CliProgress {
+    mode: Mode,
+    bar: Mutex<Option<ProgressBar>>,
+    stage: Mutex<String>,
+}
+
+impl CliProgress {
+    /// A receiver in `mode`.
+    pub fn new(mode: Mode) -> CliProgress {
+        CliProgress {
+            mode,
+            bar: Mutex::new(None),
+            stage: Mutex::new(String::new()),
+        }
+    }
+
+    fn bar(&self) -> std::sync::MutexGuard<'_, Option<ProgressBar>> {
+        self.bar
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Progress for CliProgress {
+    fn stage_started(
+        &self,
+        migration: u32,
+        name: &str,
+        stage: usize,
+        stages: usize,
+        description: &str,
+        total: Option<u64>,
+    ) {
+        let label = format!(
+            "{migration:04}_{name} [{}/{}] {description}",
+            stage + 1,
+            stages
+        );
+        if let Ok(mut s) = self.stage.lock() {
+            s.clone_from(&label);
+        }
+        match self.mode {
+            Mode::Bar => {
+                let bar = match total {
+                    Some(t) => ProgressBar::new(t),
+                    None => ProgressBar::no_length(),
+                };
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+                let style = ProgressStyle::with_template(
+                    "{msg}\n  [{bar:40}] {human_pos}/{human_len} entities  {per_sec}  ETA {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+                bar.set_style(style);
+                bar.set_message(label);
+                bar.enable_steady_tick(Duration::from_millis(200));
+                *self.bar() = Some(bar);
+            }
+            Mode::Lines => {
+                eprintln!(
+                    "{}",
+                    serde_json::json!({"event": "stage", "migration": migration, "name": name, "stage": stage + 1,
+                        "stages": stages, "description": description, "total": total})
+                );
+            }
+            Mode::Quiet => {}
+        }
+    }
+
+    fn checkpoint(&self, done: u64, counts: &RunCounts) {
+        match self.mode {
+            Mode::Bar => {
+                if let Some(bar) = self.bar().as_ref() {
+                    bar.set_position(done);
+                }
+            }
+            Mode::Lines => {
+                let stage = self.stage.lock().map(|s| s.clone()).unwrap_or_default();
+                eprintln!(
+                    "{}",
+                    serde_json::json!({"event": "checkpoint", "stage": stage, "done": done,
+                        "processed": counts.processed, "changed": counts.changed,
+                        "conflicts": counts.conflicts, "skipped": counts.skipped})
+                );
+            }
+            Mode::Quiet => {}
+        }
+    }
+
+    fn stage_finished(&self, _counts: &RunCounts) {
+        if let Some(bar) = self.bar().take() {
+            bar.finish();
+        }
+    }
+
+    fn note(&self, text: &str) {
+        match self.mode {
+            Mode::Bar => match self.bar().as_ref() {
+                Some(bar) => bar.println(text),
+                None => eprintln!("{text}"),
+            },
+            Mode::Lines => eprintln!("{}", serde_json::json!({"event": "note", "text": text})),
+            Mode::Quiet => {}
+        }
+    }
+}

@@ -1,0 +1,868 @@
+//! The migrator: validates the ledger, takes the lease, runs pending migrations
+//! stage by stage with a checkpoint per batch, proves completion by census,
+//! and records the ledger.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::error::{MigrateError, Result};
+use super::lease::{Lease, LeaseOptions};
+use super::overlay::{Change, OverlayStore};
+use super::plan::{self, Plan, Stage, Step};
+use super::progress::{CancelFlag, FaultHook, NoProgress, Progress};
+use super::run::{Position, RunOptions, Runner};
+use super::source::{Migration, MigrationSet};
+use super::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
+use crate::model::{Key, Version};
+use crate::store::{Filter, ScanRequest, Store, VersionFilter};
+
+/// A migration that is applied, pending, or half-applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationStatus {
+    /// The number.
+    pub id: u32,
+    /// The name.
+    pub name: String,
+    /// Applied (with when), or not.
+    pub applied_at: Option<i64>,
+    /// A run of it was interrupted and will resume.
+    pub in_progress: bool,
+}
+
+/// What `tern status` shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// Every known migration, in order.
+    pub migrations: Vec<MigrationStatus>,
+    /// Each kind's current version.
+    pub kinds: BTreeMap<String, Version>,
+    /// The lease, if held (or left behind by a crashed runner).
+    pub lease: Option<state::LeaseRecord>,
+    /// The checkpoint of an interrupted run.
+    pub running: Option<RunState>,
+    /// The store's clock now (to judge the lease).
+    pub now: i64,
+}
+
+/// What one migration's run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationReport {
+    /// The number.
+    pub id: u32,
+    /// The name.
+    pub name: String,
+    /// The counts, including any earlier interrupted runs.
+    pub counts: RunCounts,
+    /// Whether this run resumed an interrupted one.
+    pub resumed: bool,
+    /// Milliseconds of this run.
+    pub duration_ms: u64,
+}
+
+/// What `tern up` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpReport {
+    /// The migrations applied, in order.
+    pub applied: Vec<MigrationReport>,
+}
+
+/// What a dry run found for one stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StagePreview {
+    /// The migration.
+    pub migration: u32,
+    /// The stage, described.
+    pub description: String,
+    /// Entities it would process (advance) and change.
+    pub counts: RunCounts,
+}
+
+/// What `tern plan` / `tern up --dry-run` found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DryRun {
+    /// Per stage, in order.
+    pub stages: Vec<StagePreview>,
+    /// Sample changes (up to the requested number per kind), sorted by key.
+    pub samples: Vec<(Key, Change)>,
+    /// Conflicts of unsafe move/copy statements (empty when safe).
+    pub conflicts: Vec<String>,
+    /// Total entities that would change.
+    pub changed_entities: u64,
+}
+
+/// Runs migrations against a store.
+pub struct Migrator {
+    store: Arc<dyn Store>,
+    set: MigrationSet,
+    run: RunOptions,
+    lease: LeaseOptions,
+    progress: Arc<dyn Progress>,
+    cancel: CancelFlag,
+    faults: Option<FaultHook>,
+}
+
+impl std::fmt::Debug for Migrator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Migrator")
+            .field("store", &self.store.info())
+            .field("migrations", &self.set.len())
+            .field("run", &self.run)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Migrator {
+    /// A migrator for `set` on `store`, with default options.
+    pub fn new(store: Arc<dyn Store>, set: MigrationSet) -> Migrator {
+        Migrator {
+            store,
+            set,
+            run: RunOptions::default(),
+            lease: LeaseOptions::default(),
+            progress: Arc::new(NoProgress),
+            cancel: CancelFlag::new(),
+            faults: None,
+        }
+    }
+
+    /// Sets the batch options.
+    #[must_use]
+    pub fn with_run_options(mut self, run: RunOptions) -> Migrator {
+        self.run = run;
+        self
+    }
+
+    /// Sets the lease options.
+    #[must_use]
+    pub fn with_lease_options(mut self, lease: LeaseOptions) -> Migrator {
+        self.lease = lease;
+        self
+    }
+
+    /// Sets the progress receiver.
+    #[must_use]
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Migrator {
+        self.progress = progress;
+        self
+    }
+
+    /// Sets the flag that stops a run after its current batch.
+    #[must_use]
+    pub fn with_cancel(mut self, cancel: CancelFlag) -> Migrator {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Installs a crash-injection hook (tests).
+    #[must_use]
+    pub fn with_fault_hook(mut self, hook: FaultHook) -> Migrator {
+        self.faults = Some(hook);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The migrations.
+    pub fn migrations(&self) -> &MigrationSet {
+        &self.set
+    }
+
+    /// Checks the ledger against the migrations: applied ones unchanged and
+    /// present, pending ones after the applied ones. Returns the pending ones up to `to`.
+    fn pending<'a>(&'a self, doc: &StateDoc, to: Option<u32>) -> Result<Vec<&'a Migration>> {
+        for entry in &doc.applied {
+            let Some(m) = self.set.get(entry.id) else {
+                return Err(MigrateError::MissingApplied {
+                    id: entry.id,
+                    name: entry.name.clone(),
+                });
+            };
+            if m.checksum != entry.checksum {
+                return Err(MigrateError::ChecksumMismatch {
+                    id: m.id,
+                    name: m.name.clone(),
+                    applied: entry.checksum.clone(),
+                    current: m.checksum.clone(),
+                });
+            }
+        }
+        let last_applied = doc.applied.iter().map(|e| e.id).max();
+        let applied: std::collections::BTreeSet<u32> = doc.applied.iter().map(|e| e.id).collect();
+        let mut pending = Vec::new();
+        for m in self.set.iter() {
+            if applied.contains(&m.id) {
+                continue;
+            }
+            if let Some(last) = last_applied {
+                if m.id < last {
+                    return Err(MigrateError::OutOfOrder {
+                        pending: m.id,
+                        applied: last,
+                    });
+                }
+            }
+            if to.is_none_or(|t| m.id <= t) {
+                pending.push(m);
+            }
+        }
+        Ok(pending)
+    }
+
+    /// The state of every migration, the kinds and the lock.
+    ///
+    /// # Errors
+    /// A store error, or an inconsistent ledger (edited or missing applied migration).
+    pub async fn status(&self) -> Result<Status> {
+        let doc = state::load(self.store.as_ref()).await?.doc;
+        let now = self
+            .store
+            .now()
+            .await
+            .map_err(MigrateError::store("reading the clock"))?;
+        let applied: BTreeMap<u32, &LedgerEntry> = doc.applied.iter().map(|e| (e.id, e)).collect();
+        let mut migrations: Vec<MigrationStatus> = self
+            .set
+            .iter()
+            .map(|m| MigrationStatus {
+                id: m.id,
+                name: m.name.clone(),
+                applied_at: applied.get(&m.id).map(|e| e.applied_at),
+                in_progress: doc.running.as_ref().is_some_and(|r| r.migration == m.id),
+            })
+            .collect();
+        for e in &doc.applied {
+            if self.set.get(e.id).is_none() {
+                migrations.push(MigrationStatus {
+                    id: e.id,
+                    name: format!("{} (file missing)", e.name),
+                    applied_at: Some(e.applied_at),
+                    in_progress: false,
+                });
+            }
+        }
+        migrations.sort_by_key(|m| m.id);
+        Ok(Status {
+            migrations,
+            kinds: doc.kinds,
+            lease: doc.lease,
+            running: doc.running,
+            now,
+        })
+    }
+
+    /// Validates the ledger against the migrations (the checks `up` does first).
+    ///
+    /// # Errors
+    /// As for [`Migrator::up`] before it writes anything.
+    pub async fn validate(&self) -> Result<Vec<u32>> {
+        let doc = state::load(self.store.as_ref()).await?.doc;
+        Ok(self
+            .pending(&doc, None)?
+            .into_iter()
+            .map(|m| m.id)
+            .collect())
+    }
+
+    /// Applies pending migrations up to `to` (all when `None`).
+    ///
+    /// # Errors
+    /// See [`MigrateError`]; every error leaves the store resumable.
+    pub async fn up(&self, to: Option<u32>) -> Result<UpReport> {
+        self.up_on(Arc::clone(&self.store), to, false)
+            .await
+            .map(|(report, _)| report)
+    }
+
+    /// Runs pending migrations on a dry-run overlay and reports what would change.
+    ///
+    /// # Errors
+    /// As for [`Migrator::up`], except that unsafe statements are reported, not refused.
+    pub async fn dry_run(&self, to: Option<u32>, samples_per_kind: usize) -> Result<DryRun> {
+        let overlay = OverlayStore::new(Arc::clone(&self.store))
+            .await
+            .map_err(MigrateError::store("preparing the dry run"))?;
+        let overlay = Arc::new(overlay);
+        let (_, stages) = self
+            .up_on(Arc::clone(&overlay) as Arc<dyn Store>, to, true)
+            .await?;
+        let mut out = DryRun {
+            stages: stages.previews,
+            conflicts: stages.conflicts,
+            ..DryRun::default()
+        };
+        let changes = overlay.changes();
+        let mut per_kind: BTreeMap<String, usize> = BTreeMap::new();
+        for (key, change) in changes {
+            let data_changed =
+                change.before.as_ref().map(|e| &e.value) != change.after.as_ref().map(|e| &e.value);
+            if data_changed {
+                out.changed_entities += 1;
+                let n = per_kind.entry(key.kind.clone()).or_default();
+                if *n < samples_per_kind {
+                    *n += 1;
+                    out.samples.push((key, change));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn up_on(
+        &self,
+        store: Arc<dyn Store>,
+        to: Option<u32>,
+        dry: bool,
+    ) -> Result<(UpReport, DryStages)> {
+        let doc = state::load(store.as_ref()).await?.doc;
+        let pending = self.pending(&doc, to)?;
+        let mut dry_stages = DryStages::default();
+        if pending.is_empty() {
+            if let Some(run) = &doc.running {
+                return Err(MigrateError::Dirty(format!(
+                    "an interrupted run of migration {} is recorded but that migration is not pending here; \
+                     run `tern up` without --to, or restore its file",
+                    run.migration
+                )));
+            }
+            return Ok((UpReport::default(), dry_stages));
+        }
+        let lease = Lease::acquire(Arc::clone(&store), &self.lease).await?;
+        let result = self
+            .run_pending(&store, &lease, &pending, dry, &mut dry_stages)
+            .await;
+        match &result {
+            Err(MigrateError::InjectedCrash(_)) => {
+                // Simulated process death: no cleanup at all.
+                std::mem::forget(lease);
+            }
+            _ => {
+                if let Err(e) = lease.release().await {
+                    tracing::warn!(error = %e, "could not release the lease; it expires by itself");
+                }
+            }
+        }
+        result.map(|r| (r, dry_stages))
+    }
+
+    async fn run_pending(
+        &self,
+        store: &Arc<dyn Store>,
+        lease: &Lease,
+        pending: &[&Migration],
+        dry: bool,
+        dry_stages: &mut DryStages,
+    ) -> Result<UpReport> {
+        let mut report = UpReport::default();
+        // A checksum check again under the lease: the ledger may have changed while we waited.
+        let doc = lease.snapshot().await;
+        let fresh = self.pending(&doc, pending.last().map(|m| m.id))?;
+        if let Some(run) = &doc.running {
+            match fresh.first() {
+                Some(m) if m.id == run.migration && m.checksum != run.checksum => {
+                    return Err(MigrateError::ChecksumMismatch {
+                        id: m.id,
+                        name: m.name.clone(),
+                        applied: run.checksum.clone(),
+                        current: m.checksum.clone(),
+                    });
+                }
+                Some(m) if m.id == run.migration => {}
+                _ => {
+                    return Err(MigrateError::Dirty(format!(
+                        "an interrupted run of migration {} is recorded, but the next pending migration is {}; \
+                         restore migration {}'s file so it can resume",
+                        run.migration,
+                        fresh
+                            .first()
+                            .map_or_else(|| "none".to_owned(), |m| m.id.to_string()),
+                        run.migration
+                    )));
+                }
+            }
+        }
+        for m in fresh {
+            if lease.is_lost() {
+                return Err(MigrateError::LeaseLost {
+                    token: lease.token(),
+                });
+            }
+            let r = self.run_one(store, lease, m, dry, dry_stages).await?;
+            report.applied.push(r);
+        }
+        Ok(report)
+    }
+
+    async fn run_one(
+        &self,
+        store: &Arc<dyn Store>,
+        lease: &Lease,
+        m: &Migration,
+        dry: bool,
+        dry_stages: &mut DryStages,
+    ) -> Result<MigrationReport> {
+        let started = Instant::now();
+        let doc = lease.snapshot().await;
+        let plan = plan::plan(m, &doc.kinds);
+        let history = plan::history(&self.set, m.id);
+        let now = store
+            .now()
+            .await
+            .map_err(MigrateError::store("reading the clock"))?;
+
+        if !dry
+            && !self.run.force_unsafe
+            && plan
+                .stages
+                .iter()
+                .any(|s| matches!(s, Stage::Transfer { .. }))
+            && doc.running.is_none()
+        {
+            self.safety_precheck(m).await?;
+        }
+
+        let (mut stage_index, mut pos, resumed) =
+            match &doc.running {
+                Some(run) if run.migration == m.id => {
+                    self.progress.note(&format!(
+                    "resuming migration {} ({}) at stage {} from its checkpoint ({} entities done)",
+                    m.id, m.name, run.stage + 1, run.counts.processed
+                ));
+                    (
+                        run.stage,
+                        Position {
+                            phase: run.phase,
+                            cursor: run.cursor.clone(),
+                            counts: run.counts,
+                        },
+                        true,
+                    )
+                }
+                _ => {
+                    let checksum = m.checksum.clone();
+                    let id = m.id;
+                    lease
+                        .update(move |doc| {
+                            doc.running = Some(RunState {
+                                migration: id,
+                                checksum,
+                                started_at: now,
+                                stage: 0,
+                                phase: 0,
+                                cursor: None,
+                                counts: RunCounts::default(),
+                                checkpoints: 0,
+                            });
+                        })
+                        .await?;
+                    (0, Position::default(), false)
+                }
+            };
+
+        let runner = Runner {
+            store: store.as_ref(),
+            lease,
+            options: &self.run,
+            progress: self.progress.as_ref(),
+            cancel: &self.cancel,
+            faults: self.faults.as_ref(),
+            history: &history,
+            conflicts: std::sync::Mutex::new(Vec::new()),
+            collect_conflicts: dry,
+            started,
+            processed_in_run: std::sync::atomic::AtomicU64::new(0),
+            unmatched: std::sync::atomic::AtomicU64::new(0),
+        };
+
+        let mut total = pos.counts;
+        while stage_index < plan.stages.len() {
+            let stage = &plan.stages[stage_index];
+            // Entities written late (old versions) must catch up before a stage that reads them.
+            self.catch_up_before(&runner, stage, &plan, &mut total)
+                .await?;
+            let estimate = if self.run.count_totals {
+                self.estimate(store.as_ref(), stage).await?
+            } else {
+                None
+            };
+            self.progress.stage_started(
+                m.id,
+                &m.name,
+                stage_index,
+                plan.stages.len(),
+                &stage.describe(),
+                estimate,
+            );
+            let before = pos.counts;
+            runner.run_stage(stage_index, stage, &mut pos).await?;
+            let mut stage_counts = pos.counts;
+            stage_counts.processed -= before.processed;
+            stage_counts.changed -= before.changed;
+            stage_counts.conflicts -= before.conflicts;
+            stage_counts.skipped -= before.skipped;
+            stage_counts.unmatched_sources -= before.unmatched_sources;
+            self.progress.stage_finished(&pos.counts);
+            if dry {
+                dry_stages.previews.push(StagePreview {
+                    migration: m.id,
+                    description: stage.describe(),
+                    counts: stage_counts,
+                });
+            }
+            stage_index += 1;
+            total = pos.counts;
+            pos = Position {
+                phase: 0,
+                cursor: None,
+                counts: pos.counts,
+            };
+            if stage_index < plan.stages.len() {
+                let counts = pos.counts;
+                lease
+                    .update(move |doc| {
+                        if let Some(run) = doc.running.as_mut() {
+                            run.stage = stage_index;
+                            run.phase = 0;
+                            run.cursor = None;
+                            run.counts = counts;
+                        }
+                    })
+                    .await?;
+            }
+        }
+
+        // The census: no entity of any written kind may be left below its target.
+        let swept = self.census_and_sweep(&runner, &plan).await?;
+        total.swept += swept;
+        if let Ok(mut c) = runner.conflicts.lock() {
+            dry_stages.conflicts.append(&mut c);
+        }
+
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let applied_at = store
+            .now()
+            .await
+            .map_err(MigrateError::store("reading the clock"))?;
+        let entry = LedgerEntry {
+            id: m.id,
+            name: m.name.clone(),
+            checksum: m.checksum.clone(),
+            applied_at,
+            duration_ms,
+            counts: total,
+            script: m.canonical_text(),
+            steps: plan
+                .steps
+                .iter()
+                .map(|s| (s.kind.clone(), s.version))
+                .collect(),
+        };
+        let targets = plan.targets.clone();
+        lease
+            .update(move |doc| {
+                doc.applied.push(entry);
+                for (kind, v) in targets {
+                    doc.kinds.insert(kind, v);
+                }
+                doc.running = None;
+            })
+            .await?;
+        self.progress.note(&format!(
+            "migration {} ({}) applied: {} entities processed, {} changed, {} conflicts retried, {} swept late{}",
+            m.id,
+            m.name,
+            total.processed,
+            total.changed,
+            total.conflicts,
+            total.swept,
+            if total.unmatched_sources > 0 {
+                format!(", {} move sources matched no target and kept their property", total.unmatched_sources)
+            } else {
+                String::new()
+            }
+        ));
+        Ok(MigrationReport {
+            id: m.id,
+            name: m.name.clone(),
+            counts: total,
+            resumed,
+            duration_ms,
+        })
+    }
+
+    /// Runs the migration on a dry-run overlay and refuses it if a move/copy is unsafe.
+    async fn safety_precheck(&self, m: &Migration) -> Result<()> {
+        let overlay = Arc::new(
+            OverlayStore::new(Arc::clone(&self.store))
+                .await
+                .map_err(MigrateError::store("preparing the safety check"))?,
+        );
+        let checker = Migrator {
+            store: Arc::clone(&overlay) as Arc<dyn Store>,
+            set: self.set.clone(),
+            run: RunOptions {
+                count_totals: false,
+                max_rate: None,
+                ..self.run.clone()
+            },
+            lease: LeaseOptions {
+                wait: None,
+                renew: true,
+                ..self.lease.clone()
+            },
+            progress: Arc::new(NoProgress),
+            cancel: self.cancel.clone(),
+            faults: None,
+        };
+        let mut stages = DryStages::default();
+        // The overlay copies the state, including our own lease: run without re-taking it.
+        let store: Arc<dyn Store> = overlay;
+        let mut doc = state::load(store.as_ref()).await?;
+        doc.doc.lease = None;
+        state::store_if(store.as_ref(), doc.revision, &doc.doc).await?;
+        let lease = Lease::acquire(Arc::clone(&store), &checker.lease).await?;
+        let r = Box::pin(checker.run_one(&store, &lease, m, true, &mut stages)).await;
+        let _ = lease.release().await;
+        r?;
+        if stages.conflicts.is_empty() {
+            Ok(())
+        } else {
+            let statement =
+                match plan::plan(m, &BTreeMap::new())
+                    .stages
+                    .iter()
+                    .find_map(|s| match s {
+                        Stage::Transfer { text, .. } => Some(text.clone()),
+                        _ => None,
+                    }) {
+                    Some(t) => t,
+                    None => format!("migration {}", m.id),
+                };
+            Err(MigrateError::Unsafe {
+                statement,
+                conflicts: stages.conflicts,
+            })
+        }
+    }
+
+    /// Entities of the kinds a stage reads or writes that are below the version
+    /// the stage expects (written late by old application code) are brought forward first.
+    async fn catch_up_before(
+        &self,
+        runner: &Runner<'_>,
+        stage: &Stage,
+        plan: &Plan,
+        total: &mut RunCounts,
+    ) -> Result<()> {
+        let needs: Vec<(String, Version)> = match stage {
+            Stage::Local { kind, from, .. } => vec![(kind.clone(), *from)],
+            Stage::Transfer {
+                transfer,
+                target_from,
+                source_version,
+                ..
+            } => {
+                vec![
+                    (transfer.to_kind.clone(), *target_from),
+                    (transfer.prop.kind.clone(), *source_version),
+                ]
+            }
+            Stage::RenameKind { .. } => vec![],
+        };
+        let _ = plan;
+        for (kind, version) in needs {
+            if version == 0 {
+                continue;
+            }
+            total.swept += self.sweep_below(runner, &kind, version).await?;
+        }
+        Ok(())
+    }
+
+    /// Brings every entity of `kind` below `target` forward to `target`. Returns how many.
+    async fn sweep_below(&self, runner: &Runner<'_>, kind: &str, target: Version) -> Result<u64> {
+        let mut swept = 0u64;
+        let mut cursor = None;
+        loop {
+            let page = self
+                .store_for(runner)
+                .scan(
+                    kind,
+                    ScanRequest {
+                        filter: Filter {
+                            version: VersionFilter::Below(target),
+                            conditions: vec![],
+                        },
+                        cursor,
+                        limit: self.run.batch_size,
+                    },
+                )
+                .await
+                .map_err(MigrateError::store(
+                    "scanning for entities below their version",
+                ))?;
+            for e in &page.entities {
+                let mut current = e.clone();
+                for _ in 0..=self.run.max_retries {
+                    let (new, _) = runner.bring_forward(&current, target).await?;
+                    let out = runner
+                        .store
+                        .write_batch(vec![crate::store::Write::Replace {
+                            expected: current.clone(),
+                            new,
+                        }])
+                        .await
+                        .map_err(MigrateError::store("writing a swept entity"))?;
+                    if out.first() == Some(&crate::store::WriteOutcome::Applied) {
+                        swept += 1;
+                        break;
+                    }
+                    match runner
+                        .store
+                        .get(&current.key)
+                        .await
+                        .map_err(MigrateError::store("re-reading an entity"))?
+                    {
+                        Some(again) if again.version < target => current = again,
+                        _ => break,
+                    }
+                }
+            }
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        if swept > 0 {
+            self.progress.note(&format!(
+                "{swept} entities of {kind} were below version {target} and were brought forward"
+            ));
+        }
+        Ok(swept)
+    }
+
+    fn store_for<'r>(&self, runner: &'r Runner<'_>) -> &'r dyn Store {
+        runner.store
+    }
+
+    /// Proves that no entity of the migration's kinds is below its target, sweeping late ones.
+    async fn census_and_sweep(&self, runner: &Runner<'_>, plan: &Plan) -> Result<u64> {
+        let mut swept = 0u64;
+        for (kind, &target) in &plan.targets {
+            let mut passes = 0u32;
+            loop {
+                let below = runner
+                    .store
+                    .count(
+                        kind,
+                        Filter {
+                            version: VersionFilter::Below(target),
+                            conditions: vec![],
+                        },
+                    )
+                    .await
+                    .map_err(MigrateError::store(
+                        "counting entities below their target (census)",
+                    ))?;
+                if below == 0 {
+                    break;
+                }
+                if passes >= self.run.census_passes {
+                    return Err(MigrateError::CensusFailed {
+                        kind: kind.clone(),
+                        target,
+                        count: below,
+                        passes,
+                    });
+                }
+                passes += 1;
+                self.progress.note(&format!(
+                    "census: {below} entities of {kind} below version {target}; sweep {passes}"
+                ));
+                swept += self.sweep_below(runner, kind, target).await?;
+            }
+        }
+        Ok(swept)
+    }
+
+    async fn estimate(&self, store: &dyn Store, stage: &Stage) -> Result<Option<u64>> {
+        let (kind, version) = match stage {
+            Stage::Local { kind, from, .. } => (kind.as_str(), *from),
+            Stage::Transfer {
+                transfer,
+                target_from,
+                ..
+            } => (transfer.to_kind.as_str(), *target_from),
+            Stage::RenameKind { .. } => return Ok(None),
+        };
+        store
+            .count(kind, Filter::at_version(version))
+            .await
+            .map(Some)
+            .map_err(MigrateError::store("counting entities to migrate"))
+    }
+
+    /// Counts the entities of every kind by version (the census of `tern verify`),
+    /// and each kind's expected version.
+    ///
+    /// # Errors
+    /// A store error.
+    pub async fn census(&self) -> Result<Vec<KindCensus>> {
+        let doc = state::load(self.store.as_ref()).await?.doc;
+        let mut kinds: Vec<String> = self
+            .store
+            .kinds()
+            .await
+            .map_err(MigrateError::store("listing kinds"))?;
+        for k in doc.kinds.keys() {
+            if !kinds.contains(k) {
+                kinds.push(k.clone());
+            }
+        }
+        kinds.sort();
+        let mut out = Vec::new();
+        for kind in kinds {
+            let versions = self
+                .store
+                .version_census(&kind)
+                .await
+                .map_err(MigrateError::store("counting entities by version"))?;
+            out.push(KindCensus {
+                expected: doc.kinds.get(&kind).copied().unwrap_or(0),
+                kind,
+                versions,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The census of one kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindCensus {
+    /// The kind.
+    pub kind: String,
+    /// The version all its entities should be at.
+    pub expected: Version,
+    /// Entities per version.
+    pub versions: BTreeMap<Version, u64>,
+}
+
+impl KindCensus {
+    /// Entities below the expected version.
+    pub fn behind(&self) -> u64 {
+        self.versions.range(..self.expected).map(|(_, n)| n).sum()
+    }
+}
+
+#[derive(Debug, Default)]
+struct DryStages {
+    previews: Vec<StagePreview>,
+    conflicts: Vec<String>,
+}
+
+#[allow(dead_code)]
+fn _steps_used(_: &[Step]) {}

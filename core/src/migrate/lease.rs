@@ -1,0 +1,454 @@
+//! The lease lock: one runner at a time, with expiry, renewal and fencing.
+//!
+//! The lease lives in tern's state document (see [`super::state`]). Acquiring
+//! it hands out a fencing token larger than every earlier one. Every write of
+//! the state document by the holder (checkpoints, ledger, renewals) is a
+//! compare-and-set on the document's revision, so once another runner has
+//! taken the lease over (after it expired) the old holder's next write fails
+//! and it stops: it can never write a stale checkpoint.
+//!
+//! Expiry is judged by [`Store::now`]: the server's clock where the store has
+//! one, else this machine's (runners on several machines then need clocks
+//! that agree to within a fraction of the TTL).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+
+use super::error::{MigrateError, Result};
+use super::state::{self, LeaseRecord, StateDoc, Versioned};
+use crate::store::Store;
+
+/// How to take the lease.
+#[derive(Debug, Clone)]
+pub struct LeaseOptions {
+    /// How long the lease lasts without renewal. Renewed every third of it.
+    pub ttl: Duration,
+    /// How long to wait for a held lease before giving up (`None`: do not wait).
+    pub wait: Option<Duration>,
+    /// Renew in the background (always, except in tests that simulate a stalled runner).
+    pub renew: bool,
+}
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        LeaseOptions {
+            ttl: Duration::from_secs(30),
+            wait: None,
+            renew: true,
+        }
+    }
+}
+
+/// Who is running this process, for people reading `tern lock`.
+fn holder() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_owned())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host} pid {}", std::process::id())
+}
+
+struct Shared {
+    store: Arc<dyn Store>,
+    owner: String,
+    token: u64,
+    ttl_ms: i64,
+    current: Mutex<Versioned>,
+    lost: AtomicBool,
+}
+
+/// A held lease. Release it with [`Lease::release`] on every exit path; if the
+/// process dies instead, the lease expires after its TTL.
+pub struct Lease {
+    shared: Arc<Shared>,
+    renewer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("owner", &self.shared.owner)
+            .field("token", &self.shared.token)
+            .finish_non_exhaustive()
+    }
+}
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis())
+        .unwrap_or(i64::MAX / 4)
+        .max(1)
+}
+
+impl Lease {
+    /// Takes the lease, waiting up to `options.wait` while another runner holds it.
+    ///
+    /// # Errors
+    /// [`MigrateError::LockHeld`] when it is held (and waiting ran out), or a store error.
+    pub async fn acquire(store: Arc<dyn Store>, options: &LeaseOptions) -> Result<Lease> {
+        let owner = uuid::Uuid::new_v4().to_string();
+        let ttl = ttl_ms(options.ttl);
+        let deadline = options.wait.map(|w| tokio::time::Instant::now() + w);
+        loop {
+            let Versioned { mut doc, revision } = state::load(store.as_ref()).await?;
+            let now = store
+                .now()
+                .await
+                .map_err(MigrateError::store("reading the clock"))?;
+            match &doc.lease {
+                Some(held) if held.expires_at > now => {
+                    let err = MigrateError::LockHeld {
+                        owner: held.holder.clone(),
+                        token: held.token,
+                        expires_in_ms: held.expires_at - now,
+                    };
+                    match deadline {
+                        Some(d) if tokio::time::Instant::now() < d => {
+                            let pause =
+                                Duration::from_millis(200).min(d - tokio::time::Instant::now());
+                            tokio::time::sleep(pause).await;
+                            continue;
+                        }
+                        _ => return Err(err),
+                    }
+                }
+                previous => {
+                    if let Some(expired) = previous {
+                        tracing::warn!(
+                            holder = %expired.holder,
+                            token = expired.token,
+                            "taking over an expired lease; the previous runner stopped without releasing it"
+                        );
+                    }
+                }
+            }
+            let token = doc.next_token.max(1);
+            doc.next_token = token + 1;
+            doc.lease = Some(LeaseRecord {
+                owner: owner.clone(),
+                token,
+                holder: holder(),
+                acquired_at: now,
+                expires_at: now.saturating_add(ttl),
+            });
+            if let Some(rev) = state::store_if(store.as_ref(), revision, &doc).await? {
+                tracing::debug!(token, "lease acquired");
+                let shared = Arc::new(Shared {
+                    store,
+                    owner,
+                    token,
+                    ttl_ms: ttl,
+                    current: Mutex::new(Versioned {
+                        doc,
+                        revision: Some(rev),
+                    }),
+                    lost: AtomicBool::new(false),
+                });
+                let renewer = options
+                    .renew
+                    .then(|| tokio::spawn(renew_loop(Arc::clone(&shared))));
+                return Ok(Lease { shared, renewer });
+            }
+            // Someone wrote meanwhile: look again.
+        }
+    }
+
+    /// This lease's fencing token.
+    pub fn token(&self) -> u64 {
+        self.shared.token
+    }
+
+    /// Has the lease been lost (taken over, or renewal failed past expiry)?
+    pub fn is_lost(&self) -> bool {
+        self.shared.lost.load(Ordering::SeqCst)
+    }
+
+    /// The state document as last read or written by this holder.
+    pub async fn snapshot(&self) -> StateDoc {
+        self.shared.current.lock().await.doc.clone()
+    }
+
+    /// Changes the state document under the lease (fenced compare-and-set).
+    ///
+    /// # Errors
+    /// [`MigrateError::LeaseLost`] when another runner wrote the document since
+    /// (the lease was taken over or released by force), or a store error.
+    pub async fn update<T>(&self, change: impl FnOnce(&mut StateDoc) -> T) -> Result<T> {
+        if self.is_lost() {
+            return Err(MigrateError::LeaseLost {
+                token: self.shared.token,
+            });
+        }
+        let mut current = self.shared.current.lock().await;
+        let mut doc = current.doc.clone();
+        let out = change(&mut doc);
+        match state::store_if(self.shared.store.as_ref(), current.revision, &doc).await? {
+            Some(rev) => {
+                *current = Versioned {
+                    doc,
+                    revision: Some(rev),
+                };
+                Ok(out)
+            }
+            None => {
+                self.shared.lost.store(true, Ordering::SeqCst);
+                Err(MigrateError::LeaseLost {
+                    token: self.shared.token,
+                })
+            }
+        }
+    }
+
+    /// Releases the lease. A lease already lost is left to its new holder.
+    ///
+    /// # Errors
+    /// A store error (the lease then expires by itself).
+    pub async fn release(mut self) -> Result<()> {
+        if let Some(task) = self.renewer.take() {
+            task.abort();
+        }
+        if self.is_lost() {
+            return Ok(());
+        }
+        let owner = self.shared.owner.clone();
+        match self
+            .update(|doc| {
+                if doc.lease.as_ref().is_some_and(|l| l.owner == owner) {
+                    doc.lease = None;
+                }
+            })
+            .await
+        {
+            Ok(()) | Err(MigrateError::LeaseLost { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(task) = self.renewer.take() {
+            task.abort();
+        }
+    }
+}
+
+async fn renew_loop(shared: Arc<Shared>) {
+    let period = Duration::from_millis(u64::try_from(shared.ttl_ms / 3).unwrap_or(1000).max(10));
+    loop {
+        tokio::time::sleep(period).await;
+        if shared.lost.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = match shared.store.now().await {
+            Ok(now) => now,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the clock to renew the lease; retrying");
+                continue;
+            }
+        };
+        let mut current = shared.current.lock().await;
+        let expired = current
+            .doc
+            .lease
+            .as_ref()
+            .is_none_or(|l| l.expires_at <= now);
+        let mut doc = current.doc.clone();
+        if let Some(lease) = doc.lease.as_mut() {
+            lease.expires_at = now.saturating_add(shared.ttl_ms);
+        }
+        match state::store_if(shared.store.as_ref(), current.revision, &doc).await {
+            Ok(Some(rev)) => {
+                *current = Versioned {
+                    doc,
+                    revision: Some(rev),
+                };
+                if expired {
+                    tracing::warn!(
+                        "the lease had expired before it could be renewed; nobody took it over meanwhile"
+                    );
+                }
+            }
+            Ok(None) => {
+                tracing::error!(
+                    token = shared.token,
+                    "lease lost: another runner took it over"
+                );
+                shared.lost.store(true, Ordering::SeqCst);
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "lease renewal failed; retrying");
+                if expired {
+                    shared.lost.store(true, Ordering::SeqCst);
+                    tracing::error!(
+                        token = shared.token,
+                        "lease expired while renewal kept failing; stopping"
+                    );
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Removes the lease record if it has expired (or, with `force`, whoever holds it).
+/// Returns the lease that was removed.
+///
+/// # Errors
+/// [`MigrateError::LockHeld`] when it is held and not expired and `force` is
+/// false, or a store error.
+pub async fn release_stale(store: &dyn Store, force: bool) -> Result<Option<LeaseRecord>> {
+    loop {
+        let Versioned { mut doc, revision } = state::load(store).await?;
+        let now = store
+            .now()
+            .await
+            .map_err(MigrateError::store("reading the clock"))?;
+        let Some(lease) = doc.lease.clone() else {
+            return Ok(None);
+        };
+        if lease.expires_at > now && !force {
+            return Err(MigrateError::LockHeld {
+                owner: lease.holder,
+                token: lease.token,
+                expires_in_ms: lease.expires_at - now,
+            });
+        }
+        doc.lease = None;
+        if state::store_if(store, revision, &doc).await?.is_some() {
+            return Ok(Some(lease));
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+
+    fn store() -> Arc<dyn Store> {
+        Arc::new(MemoryStore::new())
+    }
+
+    fn opts(ttl_ms: u64, renew: bool) -> LeaseOptions {
+        LeaseOptions {
+            ttl: Duration::from_millis(ttl_ms),
+            wait: None,
+            renew,
+        }
+    }
+
+    #[tokio::test]
+    async fn second_runner_is_refused_while_held() {
+        let s = store();
+        let a = Lease::acquire(Arc::clone(&s), &opts(10_000, true))
+            .await
+            .unwrap();
+        let err = Lease::acquire(Arc::clone(&s), &opts(10_000, true))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, MigrateError::LockHeld { .. }));
+        assert_eq!(err.exit_code(), 3);
+        a.release().await.unwrap();
+        let b = Lease::acquire(Arc::clone(&s), &opts(10_000, true))
+            .await
+            .unwrap();
+        assert!(b.token() > 1, "tokens increase with every acquisition");
+        b.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn expired_lease_is_taken_over_and_old_holder_is_fenced() {
+        let s = store();
+        let a = Lease::acquire(Arc::clone(&s), &opts(50, false))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(80)).await;
+        let b = Lease::acquire(Arc::clone(&s), &opts(10_000, true))
+            .await
+            .unwrap();
+        assert!(b.token() > a.token());
+        let err = a
+            .update(|doc| doc.kinds.insert("x".into(), 9))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, MigrateError::LeaseLost { .. }));
+        assert!(a.is_lost());
+        // The new holder's writes go through, and the stale write left no trace.
+        b.update(|doc| doc.kinds.insert("y".into(), 1))
+            .await
+            .unwrap();
+        let doc = state::load(s.as_ref()).await.unwrap().doc;
+        assert!(!doc.kinds.contains_key("x"));
+        assert_eq!(doc.kinds.get("y"), Some(&1));
+        a.release().await.unwrap();
+        b.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn renewal_keeps_the_lease_alive() {
+        let s = store();
+        let a = Lease::acquire(Arc::clone(&s), &opts(90, true))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let err = Lease::acquire(Arc::clone(&s), &opts(90, true))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, MigrateError::LockHeld { .. }));
+        a.update(|_| ()).await.unwrap();
+        a.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn waiting_runner_gets_the_lease_after_release() {
+        let s = store();
+        let a = Lease::acquire(Arc::clone(&s), &opts(10_000, true))
+            .await
+            .unwrap();
+        let s2 = Arc::clone(&s);
+        let waiter = tokio::spawn(async move {
+            Lease::acquire(
+                s2,
+                &LeaseOptions {
+                    wait: Some(Duration::from_secs(5)),
+                    ..opts(10_000, true)
+                },
+            )
+            .await
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        a.release().await.unwrap();
+        let b = waiter.await.unwrap().unwrap();
+        b.release().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn release_stale_refuses_a_live_lease_unless_forced() {
+        let s = store();
+        let a = Lease::acquire(Arc::clone(&s), &opts(10_000, true))
+            .await
+            .unwrap();
+        assert!(matches!(
+            release_stale(s.as_ref(), false).await,
+            Err(MigrateError::LockHeld { .. })
+        ));
+        let removed = release_stale(s.as_ref(), true).await.unwrap().unwrap();
+        assert_eq!(removed.token, a.token());
+        // The forced-out holder is fenced.
+        assert!(matches!(
+            a.update(|_| ()).await,
+            Err(MigrateError::LeaseLost { .. })
+        ));
+    }
+}

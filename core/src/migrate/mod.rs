@@ -1,0 +1,25 @@
+//! The migration engine: migrations, tern's metadata in the store, the lease
+//! lock, and the runner of checkpointed, version-scoped batches.
+//!
+//! Start with [`Migrator`]: give it a store and a [`MigrationSet`], call
+//! [`Migrator::up`]. See the README's "Concepts" for the guarantees.
+
+pub mod engine;
+pub mod error;
+pub mod lease;
+pub mod overlay;
+pub mod plan;
+pub mod progress;
+mod run;
+pub mod source;
+pub mod state;
+
+pub use engine::{
+    DryRun, KindCensus, MigrationReport, MigrationStatus, Migrator, StagePreview, Status, UpReport,
+};
+pub use error::MigrateError;
+pub use lease::{Lease, LeaseOptions};
+pub use progress::{CancelFlag, FaultHook, FaultPoint, NoProgress, Progress};
+pub use run::RunOptions;
+pub use source::{Body, EntityMigration, Migration, MigrationSet};
+pub use state::{LedgerEntry, RunCounts, RunState, StateDoc};

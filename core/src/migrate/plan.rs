@@ -1,0 +1,328 @@
+//! From migrations to version steps and stages.
+//!
+//! Each statement that writes a kind is one **version step** of that kind
+//! (a move is a step of its target kind and then of its source kind; a copy a
+//! step of its target kind). The plan of a migration groups its steps into
+//! **stages**, the units the engine runs with a checkpoint per batch:
+//!
+//! - a *local* stage: per-entity steps (add, delete, rename, Rust code) of
+//!   one kind, applied to each entity in one write. Per-entity steps of
+//!   different kinds commute, so all per-entity steps between two transfers
+//!   are grouped by kind;
+//! - a *transfer* stage: one move or copy, run target-first;
+//! - a *kind rename*.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::source::{Body, EntityMigration, Migration, MigrationSet};
+use crate::lang::{Statement, Transfer};
+use crate::model::Version;
+
+/// What one version step does to an entity of its kind.
+#[derive(Clone)]
+pub enum StepOp {
+    /// add, delete or rename: a pure function of the entity.
+    Local(Statement),
+    /// A transform written in Rust.
+    Code(Arc<dyn EntityMigration>),
+    /// The target side of a move or copy: the target kind's step.
+    TransferTarget {
+        /// The statement.
+        transfer: Transfer,
+        /// Is it a move (else a copy)?
+        is_move: bool,
+    },
+    /// The source side of a move: the source kind's step.
+    MoveSource {
+        /// The statement.
+        transfer: Transfer,
+    },
+}
+
+impl std::fmt::Debug for StepOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepOp::Local(s) => write!(f, "Local({s:?})"),
+            StepOp::Code(c) => write!(f, "Code({})", c.kind()),
+            StepOp::TransferTarget { is_move, .. } => write!(f, "TransferTarget(move={is_move})"),
+            StepOp::MoveSource { .. } => write!(f, "MoveSource"),
+        }
+    }
+}
+
+impl StepOp {
+    /// Is it a pure function of one entity (no lookups)?
+    pub fn is_per_entity(&self) -> bool {
+        matches!(self, StepOp::Local(_) | StepOp::Code(_))
+    }
+}
+
+/// One version step: entities of `kind` at `version - 1` pass it to `version`.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// The kind.
+    pub kind: String,
+    /// The version an entity has after this step.
+    pub version: Version,
+    /// What it does.
+    pub op: StepOp,
+    /// The migration it belongs to.
+    pub migration: u32,
+}
+
+/// A unit of work of the engine.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
+pub enum Stage {
+    /// Consecutive per-entity steps of one kind: entities at `from` go to `from + steps.len()`.
+    Local {
+        /// The kind.
+        kind: String,
+        /// The version the first step applies to.
+        from: Version,
+        /// The steps, in order.
+        steps: Vec<Step>,
+    },
+    /// A move or copy.
+    Transfer {
+        /// The statement.
+        transfer: Transfer,
+        /// Is it a move (else a copy)?
+        is_move: bool,
+        /// The target kind's version before the step.
+        target_from: Version,
+        /// The source kind's version (before its step, for a move).
+        source_version: Version,
+        /// The statement as text, for messages.
+        text: String,
+    },
+    /// A kind rename.
+    RenameKind {
+        /// The old kind.
+        from: String,
+        /// The new kind.
+        to: String,
+    },
+}
+
+impl Stage {
+    /// A short description for progress and logs.
+    pub fn describe(&self) -> String {
+        match self {
+            Stage::Local { kind, from, steps } => {
+                format!(
+                    "{kind}: v{from} -> v{} ({} step(s))",
+                    from + steps.len() as u64,
+                    steps.len()
+                )
+            }
+            Stage::Transfer { text, .. } => text.clone(),
+            Stage::RenameKind { from, to } => format!("rename kind {from} to {to}"),
+        }
+    }
+
+    /// Number of phases (a move has a target phase and a source phase).
+    pub fn phases(&self) -> u32 {
+        match self {
+            Stage::Transfer { is_move: true, .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// The plan of one migration.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The migration.
+    pub migration: u32,
+    /// The stages, in order.
+    pub stages: Vec<Stage>,
+    /// Every step, in statement order.
+    pub steps: Vec<Step>,
+    /// Each kind's version after the migration (only kinds it writes).
+    pub targets: BTreeMap<String, Version>,
+}
+
+/// Plans `migration` given the current kind versions.
+pub fn plan(migration: &Migration, kinds: &BTreeMap<String, Version>) -> Plan {
+    let mut versions = kinds.clone();
+    fn next(versions: &mut BTreeMap<String, Version>, kind: &str) -> Version {
+        let v = versions.entry(kind.to_owned()).or_insert(0);
+        *v += 1;
+        *v
+    }
+    let mut stages = Vec::new();
+    let mut steps = Vec::new();
+    // Open local stages, by kind, in order of first appearance.
+    let mut open: Vec<(String, Version, Vec<Step>)> = Vec::new();
+    fn flush(open: &mut Vec<(String, Version, Vec<Step>)>, stages: &mut Vec<Stage>) {
+        for (kind, from, steps) in open.drain(..) {
+            stages.push(Stage::Local { kind, from, steps });
+        }
+    }
+    let push_local = |open: &mut Vec<(String, Version, Vec<Step>)>, step: Step| {
+        if let Some(stage) = open.iter_mut().find(|(k, _, _)| *k == step.kind) {
+            stage.2.push(step);
+        } else {
+            open.push((step.kind.clone(), step.version - 1, vec![step]));
+        }
+    };
+    match &migration.body {
+        Body::Code(code) => {
+            let kind = code.kind().to_owned();
+            let step = Step {
+                version: next(&mut versions, &kind),
+                kind,
+                op: StepOp::Code(Arc::clone(code)),
+                migration: migration.id,
+            };
+            steps.push(step.clone());
+            push_local(&mut open, step);
+        }
+        Body::Script(script) => {
+            for statement in script.statements() {
+                match statement {
+                    Statement::Add { prop, .. }
+                    | Statement::Delete { prop, .. }
+                    | Statement::Rename { prop, .. } => {
+                        let step = Step {
+                            kind: prop.kind.clone(),
+                            version: next(&mut versions, &prop.kind),
+                            op: StepOp::Local(statement.clone()),
+                            migration: migration.id,
+                        };
+                        steps.push(step.clone());
+                        push_local(&mut open, step);
+                    }
+                    Statement::Move(t) | Statement::Copy(t) => {
+                        flush(&mut open, &mut stages);
+                        let is_move = matches!(statement, Statement::Move(_));
+                        let target_to = next(&mut versions, &t.to_kind);
+                        steps.push(Step {
+                            kind: t.to_kind.clone(),
+                            version: target_to,
+                            op: StepOp::TransferTarget {
+                                transfer: t.clone(),
+                                is_move,
+                            },
+                            migration: migration.id,
+                        });
+                        let source_version = if is_move {
+                            let v = next(&mut versions, &t.prop.kind);
+                            steps.push(Step {
+                                kind: t.prop.kind.clone(),
+                                version: v,
+                                op: StepOp::MoveSource {
+                                    transfer: t.clone(),
+                                },
+                                migration: migration.id,
+                            });
+                            v - 1
+                        } else {
+                            *versions.get(&t.prop.kind).unwrap_or(&0)
+                        };
+                        stages.push(Stage::Transfer {
+                            transfer: t.clone(),
+                            is_move,
+                            target_from: target_to - 1,
+                            source_version,
+                            text: statement.to_string(),
+                        });
+                    }
+                    Statement::RenameKind { from, to } => {
+                        flush(&mut open, &mut stages);
+                        if let Some(v) = versions.remove(from) {
+                            versions.insert(to.clone(), v);
+                        }
+                        stages.push(Stage::RenameKind {
+                            from: from.clone(),
+                            to: to.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    flush(&mut open, &mut stages);
+    let targets = versions
+        .into_iter()
+        .filter(|(k, v)| kinds.get(k) != Some(v))
+        .collect();
+    Plan {
+        migration: migration.id,
+        stages,
+        steps,
+        targets,
+    }
+}
+
+/// Every step of every kind for the migrations of `set` up to and including
+/// `through`, replayed from the start: the history a late entity (one written
+/// with an old version after its kind moved on) is brought forward with.
+pub fn history(set: &MigrationSet, through: u32) -> BTreeMap<String, Vec<Step>> {
+    let mut kinds = BTreeMap::new();
+    let mut by_kind: BTreeMap<String, Vec<Step>> = BTreeMap::new();
+    for m in set.iter().take_while(|m| m.id <= through) {
+        let p = plan(m, &kinds);
+        for step in p.steps {
+            kinds.insert(step.kind.clone(), step.version);
+            by_kind.entry(step.kind.clone()).or_default().push(step);
+        }
+    }
+    by_kind
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn m(id: u32, text: &str) -> Migration {
+        Migration::from_script(id, "t", "t.tern", text).unwrap()
+    }
+
+    #[test]
+    fn local_steps_group_by_kind_between_transfers() {
+        let mig = m(
+            1,
+            "add blogpost.likes = 0\nadd user.x = 1\nrename blogpost.text to content\n\
+             copy user.email to blogpost where user.name = blogpost.author\ndelete user.x",
+        );
+        let p = plan(&mig, &BTreeMap::new());
+        let d: Vec<String> = p.stages.iter().map(Stage::describe).collect();
+        assert_eq!(d[0], "blogpost: v0 -> v2 (2 step(s))");
+        assert_eq!(d[1], "user: v0 -> v1 (1 step(s))");
+        assert!(d[2].starts_with("copy user.email to blogpost"));
+        assert_eq!(d[3], "user: v1 -> v2 (1 step(s))");
+        assert_eq!(p.targets.get("blogpost"), Some(&3));
+        assert_eq!(p.targets.get("user"), Some(&2));
+    }
+
+    #[test]
+    fn move_is_a_step_of_both_kinds_target_first() {
+        let mig = m(
+            2,
+            "move user.url to blogpost where user.name = blogpost.author",
+        );
+        let mut kinds = BTreeMap::new();
+        kinds.insert("user".to_owned(), 1);
+        kinds.insert("blogpost".to_owned(), 2);
+        let p = plan(&mig, &kinds);
+        assert_eq!(p.steps[0].kind, "blogpost");
+        assert_eq!(p.steps[0].version, 3);
+        assert_eq!(p.steps[1].kind, "user");
+        assert_eq!(p.steps[1].version, 2);
+        match &p.stages[0] {
+            Stage::Transfer {
+                target_from,
+                source_version,
+                is_move,
+                ..
+            } => {
+                assert_eq!((*target_from, *source_version, *is_move), (2, 1, true));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Progress reporting and cancellation hooks of the engine.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::state::RunCounts;
+
+/// Receives the engine's progress. The CLI draws a progress bar on a terminal
+/// and writes one structured line per checkpoint elsewhere.
+pub trait Progress: Send + Sync {
+    /// A stage starts. `total` is the number of entities it will process, when known.
+    fn stage_started(
+        &self,
+        migration: u32,
+        name: &str,
+        stage: usize,
+        stages: usize,
+        description: &str,
+        total: Option<u64>,
+    );
+    /// A batch was written and checkpointed. `done` counts the stage's entities so far.
+    fn checkpoint(&self, done: u64, counts: &RunCounts);
+    /// The stage finished.
+    fn stage_finished(&self, counts: &RunCounts);
+    /// A line of information (census results, sweeps, resumption).
+    fn note(&self, text: &str);
+}
+
+/// Reports nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn stage_started(&self, _: u32, _: &str, _: usize, _: usize, _: &str, _: Option<u64>) {}
+    fn checkpoint(&self, _: u64, _: &RunCounts) {}
+    fn stage_finished(&self, _: &RunCounts) {}
+    fn note(&self, _: &str) {}
+}
+
+/// A flag that asks a run to stop after its current batch (set by Ctrl-C).
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    /// A flag that is not set.
+    pub fn new() -> CancelFlag {
+        CancelFlag::default()
+    }
+    /// Asks the run to stop after the current batch.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    /// Was it set?
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Where a test may inject a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// Before the batch's writes.
+    BeforeWrite {
+        /// Stage index.
+        stage: usize,
+        /// Batch number within the run of the stage (from 0).
+        batch: u64,
+    },
+    /// After half of the batch's writes.
+    MidBatch {
+        /// Stage index.
+        stage: usize,
+        /// Batch number.
+        batch: u64,
+    },
+    /// After the batch's writes, before its checkpoint.
+    BeforeCheckpoint {
+        /// Stage index.
+        stage: usize,
+        /// Batch number.
+        batch: u64,
+    },
+    /// After the checkpoint.
+    AfterCheckpoint {
+        /// Stage index.
+        stage: usize,
+        /// Batch number.
+        batch: u64,
+    },
+}
+
+/// Decides whether to crash at a fault point (tests only). Returning `true`
+/// makes the run stop at once, as if the process died: nothing more is
+/// written and the lease is not released.
+pub type FaultHook = Arc<dyn Fn(FaultPoint) -> bool + Send + Sync>;

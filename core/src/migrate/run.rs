@@ -1,0 +1,934 @@
+//! Running stages: checkpointed, version-scoped batches.
+//!
+//! Every stage reads a batch of entities still at the version its first step
+//! expects, computes their new state, and writes each back with a
+//! compare-and-set on the entity as read. A conflict (the entity changed
+//! meanwhile) re-reads it: if it is still at the expected version it is
+//! recomputed and written again, otherwise it is left alone. After every
+//! batch a checkpoint (cursor and counts) is written under the lease.
+//!
+//! Correctness rests on version scoping, not on the cursor: an entity that a
+//! crashed run already wrote is at its new version and no longer matches, so
+//! replaying a batch is harmless.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use super::error::{MigrateError, Result};
+use super::lease::Lease;
+use super::plan::{Stage, Step, StepOp};
+use super::progress::{CancelFlag, FaultHook, FaultPoint, Progress};
+use super::state::RunCounts;
+use crate::lang::eval::{self, TargetResolution};
+use crate::lang::{Statement, Transfer};
+use crate::model::{Entity, Key, Map, Value, Version};
+use crate::store::{
+    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanRequest, Store,
+    VersionFilter, Write, WriteOutcome,
+};
+
+/// How to run batches.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Entities per batch (and per checkpoint).
+    pub batch_size: usize,
+    /// At most this many entities per second, if set.
+    pub max_rate: Option<f64>,
+    /// Apply an unsafe move/copy anyway (the greatest source key wins a conflict).
+    pub force_unsafe: bool,
+    /// How often a conflicting write is retried before the entity is left to the census.
+    pub max_retries: u32,
+    /// How many census sweeps may run before a migration gives up.
+    pub census_passes: u32,
+    /// Use the store's server-side update when it has one.
+    pub pushdown: bool,
+    /// Count each stage's entities first, for the progress bar's total.
+    pub count_totals: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            batch_size: 1000,
+            max_rate: None,
+            force_unsafe: false,
+            max_retries: 8,
+            census_passes: 3,
+            pushdown: true,
+            count_totals: true,
+        }
+    }
+}
+
+/// The position of a stage run: phase, cursor and counts, as checkpointed.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Position {
+    pub(crate) phase: u32,
+    pub(crate) cursor: Option<Cursor>,
+    pub(crate) counts: RunCounts,
+}
+
+/// Everything a stage run needs.
+pub(crate) struct Runner<'a> {
+    pub(crate) store: &'a dyn Store,
+    pub(crate) lease: &'a Lease,
+    pub(crate) options: &'a RunOptions,
+    pub(crate) progress: &'a dyn Progress,
+    pub(crate) cancel: &'a CancelFlag,
+    pub(crate) faults: Option<&'a FaultHook>,
+    /// Every step of every kind (applied migrations and the running one).
+    pub(crate) history: &'a BTreeMap<String, Vec<Step>>,
+    /// Conflicts found by an unsafe move/copy (filled when `collect_conflicts`).
+    pub(crate) conflicts: std::sync::Mutex<Vec<String>>,
+    /// Collect unsafe conflicts instead of failing (dry runs).
+    pub(crate) collect_conflicts: bool,
+    /// When the run started, for the rate limit.
+    pub(crate) started: Instant,
+    /// Entities processed in this run, for the rate limit.
+    pub(crate) processed_in_run: std::sync::atomic::AtomicU64,
+    /// Move sources of the current batch that matched no target.
+    pub(crate) unmatched: std::sync::atomic::AtomicU64,
+}
+
+fn store_err(context: &str) -> impl FnOnce(crate::store::Error) -> MigrateError + '_ {
+    move |source| MigrateError::Store {
+        context: context.to_owned(),
+        source,
+    }
+}
+
+impl Runner<'_> {
+    fn fault(&self, point: FaultPoint) -> Result<()> {
+        if let Some(hook) = self.faults {
+            if hook(point) {
+                return Err(MigrateError::InjectedCrash(format!("{point:?}")));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_continue(&self) -> Result<()> {
+        if self.lease.is_lost() {
+            return Err(MigrateError::LeaseLost {
+                token: self.lease.token(),
+            });
+        }
+        if self.cancel.is_cancelled() {
+            return Err(MigrateError::Interrupted);
+        }
+        Ok(())
+    }
+
+    async fn throttle(&self, processed: u64) {
+        let total = self
+            .processed_in_run
+            .fetch_add(processed, std::sync::atomic::Ordering::SeqCst)
+            + processed;
+        if let Some(rate) = self.options.max_rate.filter(|r| *r > 0.0) {
+            let due = Duration::from_secs_f64(total as f64 / rate);
+            let elapsed = self.started.elapsed();
+            if due > elapsed {
+                tokio::time::sleep(due - elapsed).await;
+            }
+        }
+    }
+
+    /// Writes the checkpoint of `stage` under the lease.
+    async fn checkpoint(&self, stage: usize, pos: &Position) -> Result<()> {
+        let (phase, cursor, counts) = (pos.phase, pos.cursor.clone(), pos.counts);
+        self.lease
+            .update(move |doc| {
+                if let Some(run) = doc.running.as_mut() {
+                    run.stage = stage;
+                    run.phase = phase;
+                    run.cursor = cursor;
+                    run.counts = counts;
+                    run.checkpoints += 1;
+                }
+            })
+            .await
+    }
+
+    /// Runs one stage from `pos` to its end. `pos.counts` accumulates.
+    pub(crate) async fn run_stage(
+        &self,
+        index: usize,
+        stage: &Stage,
+        pos: &mut Position,
+    ) -> Result<()> {
+        match stage {
+            Stage::Local { kind, from, steps } => {
+                if self.options.pushdown && self.store.capability().update_pushdown {
+                    if let Some(push) = pushdown_steps(steps) {
+                        return self.run_pushdown(index, kind, *from, push, pos).await;
+                    }
+                }
+                self.run_local(index, kind, *from, steps, pos).await
+            }
+            Stage::Transfer {
+                transfer,
+                is_move,
+                target_from,
+                source_version,
+                text,
+            } => {
+                if pos.phase == 0 {
+                    self.run_transfer_targets(index, transfer, *is_move, *target_from, text, pos)
+                        .await?;
+                    pos.phase = 1;
+                    pos.cursor = None;
+                    if *is_move {
+                        self.checkpoint(index, pos).await?;
+                    }
+                }
+                if *is_move && pos.phase == 1 {
+                    self.run_move_sources(index, transfer, *source_version, pos)
+                        .await?;
+                }
+                Ok(())
+            }
+            Stage::RenameKind { from, to } => Err(MigrateError::Invalid {
+                id: 0,
+                name: String::new(),
+                message: format!(
+                    "`rename kind {from} to {to}` is not supported by the {} store",
+                    self.store.info().scheme
+                ),
+            }),
+        }
+    }
+
+    /// Scans `kind` at exactly `from` in batches; `compute` turns each read
+    /// entity into its new state (or `None` to leave it). Conflicts are re-read
+    /// and recomputed while the entity is still at `from`.
+    async fn batched(
+        &self,
+        index: usize,
+        kind: &str,
+        from: Version,
+        pos: &mut Position,
+        compute: Compute<'_>,
+    ) -> Result<()> {
+        let mut batch_no = 0u64;
+        let mut done_in_stage = pos.counts.processed;
+        loop {
+            self.check_continue()?;
+            let page = self
+                .store
+                .scan(
+                    kind,
+                    ScanRequest {
+                        filter: Filter::at_version(from),
+                        cursor: pos.cursor.clone(),
+                        limit: self.options.batch_size,
+                    },
+                )
+                .await;
+            let page = match page {
+                Ok(p) => p,
+                Err(e) if e.kind() == ErrorKind::InvalidCursor && pos.cursor.is_some() => {
+                    tracing::warn!(kind, error = %e, "the store cannot continue from the checkpoint's cursor; rescanning the stage from the start (version scoping skips what is done)");
+                    pos.cursor = None;
+                    continue;
+                }
+                Err(e) => return Err(store_err("scanning entities")(e)),
+            };
+            self.fault(FaultPoint::BeforeWrite {
+                stage: index,
+                batch: batch_no,
+            })?;
+            let n = page.entities.len() as u64;
+            let mut counts = RunCounts::default();
+            self.write_batch(
+                index,
+                batch_no,
+                kind,
+                from,
+                page.entities,
+                &compute,
+                &mut counts,
+            )
+            .await?;
+            counts.unmatched_sources += self.unmatched.swap(0, std::sync::atomic::Ordering::SeqCst);
+            self.fault(FaultPoint::BeforeCheckpoint {
+                stage: index,
+                batch: batch_no,
+            })?;
+            pos.counts.add(&counts);
+            pos.cursor = page.cursor.clone();
+            self.checkpoint(index, pos).await?;
+            self.fault(FaultPoint::AfterCheckpoint {
+                stage: index,
+                batch: batch_no,
+            })?;
+            done_in_stage += n;
+            self.progress.checkpoint(done_in_stage, &pos.counts);
+            tracing::info!(
+                stage = index,
+                kind,
+                batch = batch_no,
+                entities = n,
+                processed = pos.counts.processed,
+                changed = pos.counts.changed,
+                conflicts = pos.counts.conflicts,
+                "checkpoint"
+            );
+            self.throttle(n).await;
+            batch_no += 1;
+            if page.cursor.is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Computes and writes one batch, retrying conflicts.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_batch(
+        &self,
+        index: usize,
+        batch_no: u64,
+        kind: &str,
+        from: Version,
+        entities: Vec<Entity>,
+        compute: &Compute<'_>,
+        counts: &mut RunCounts,
+    ) -> Result<()>
+where {
+        let mut pending = entities;
+        let mut attempt = 0u32;
+        let mut first = true;
+        while !pending.is_empty() {
+            let computed = compute.compute(self, &pending).await?;
+            let mut writes = Vec::with_capacity(pending.len());
+            let mut changed_flags = Vec::with_capacity(pending.len());
+            for (old, new) in pending.into_iter().zip(computed) {
+                match new {
+                    Some((new, changed)) => {
+                        writes.push(Write::Replace { expected: old, new });
+                        changed_flags.push(changed);
+                    }
+                    None => counts.skipped += 1,
+                }
+            }
+            let outcomes = if first && writes.len() > 1 && self.faults.is_some() {
+                // Write in two halves so a test can crash in the middle of a batch.
+                let second = writes.split_off(writes.len() / 2);
+                let mut out = self
+                    .store
+                    .write_batch(writes.clone())
+                    .await
+                    .map_err(store_err("writing entities"))?;
+                self.fault(FaultPoint::MidBatch {
+                    stage: index,
+                    batch: batch_no,
+                })?;
+                out.extend(
+                    self.store
+                        .write_batch(second.clone())
+                        .await
+                        .map_err(store_err("writing entities"))?,
+                );
+                writes.extend(second);
+                out
+            } else {
+                self.store
+                    .write_batch(writes.clone())
+                    .await
+                    .map_err(store_err("writing entities"))?
+            };
+            first = false;
+            let mut retry_keys = Vec::new();
+            for ((w, outcome), changed) in writes.into_iter().zip(outcomes).zip(changed_flags) {
+                match outcome {
+                    WriteOutcome::Applied => {
+                        counts.processed += 1;
+                        if changed {
+                            counts.changed += 1;
+                        }
+                    }
+                    WriteOutcome::Conflict => {
+                        counts.conflicts += 1;
+                        if let Write::Replace { expected, .. } = w {
+                            retry_keys.push(expected.key);
+                        }
+                    }
+                }
+            }
+            pending = Vec::new();
+            if retry_keys.is_empty() {
+                break;
+            }
+            attempt += 1;
+            for key in retry_keys {
+                match self
+                    .store
+                    .get(&key)
+                    .await
+                    .map_err(store_err("re-reading a changed entity"))?
+                {
+                    Some(e) if e.version == from && attempt <= self.options.max_retries => {
+                        pending.push(e)
+                    }
+                    Some(e) if e.version == from => {
+                        tracing::warn!(%key, "entity kept changing; leaving it to the census sweep");
+                        counts.skipped += 1;
+                    }
+                    // Deleted, or migrated by someone else (a lazy reader, a new writer).
+                    _ => counts.skipped += 1,
+                }
+            }
+            let _ = kind;
+        }
+        Ok(())
+    }
+
+    async fn run_local(
+        &self,
+        index: usize,
+        kind: &str,
+        from: Version,
+        steps: &[Step],
+        pos: &mut Position,
+    ) -> Result<()> {
+        self.batched(index, kind, from, pos, Compute::Local(steps))
+            .await
+    }
+
+    async fn run_pushdown(
+        &self,
+        index: usize,
+        kind: &str,
+        from: Version,
+        steps: Vec<PushStep>,
+        pos: &mut Position,
+    ) -> Result<()> {
+        let mut batch_no = 0u64;
+        loop {
+            self.check_continue()?;
+            self.fault(FaultPoint::BeforeWrite {
+                stage: index,
+                batch: batch_no,
+            })?;
+            let page = self
+                .store
+                .update_in_place(PushdownRequest {
+                    kind: kind.to_owned(),
+                    from,
+                    steps: steps.clone(),
+                    cursor: pos.cursor.clone(),
+                    limit: self.options.batch_size,
+                })
+                .await;
+            let page = match page {
+                Ok(p) => p,
+                Err(e) if e.kind() == ErrorKind::InvalidCursor && pos.cursor.is_some() => {
+                    pos.cursor = None;
+                    continue;
+                }
+                Err(e) => return Err(store_err("updating entities in the store")(e)),
+            };
+            self.fault(FaultPoint::BeforeCheckpoint {
+                stage: index,
+                batch: batch_no,
+            })?;
+            pos.counts.processed += page.advanced;
+            pos.counts.changed += page.changed.iter().copied().max().unwrap_or(0);
+            pos.cursor = page.cursor.clone();
+            self.checkpoint(index, pos).await?;
+            self.fault(FaultPoint::AfterCheckpoint {
+                stage: index,
+                batch: batch_no,
+            })?;
+            self.progress.checkpoint(pos.counts.processed, &pos.counts);
+            tracing::info!(
+                stage = index,
+                kind,
+                batch = batch_no,
+                advanced = page.advanced,
+                "checkpoint (pushdown)"
+            );
+            self.throttle(page.advanced).await;
+            batch_no += 1;
+            if page.cursor.is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn run_transfer_targets(
+        &self,
+        index: usize,
+        transfer: &Transfer,
+        is_move: bool,
+        target_from: Version,
+        text: &str,
+        pos: &mut Position,
+    ) -> Result<()> {
+        let _ = is_move;
+        self.batched(
+            index,
+            &transfer.to_kind,
+            target_from,
+            pos,
+            Compute::Target { transfer, text },
+        )
+        .await
+    }
+
+    async fn run_move_sources(
+        &self,
+        index: usize,
+        transfer: &Transfer,
+        from: Version,
+        pos: &mut Position,
+    ) -> Result<()> {
+        self.batched(
+            index,
+            &transfer.prop.kind,
+            from,
+            pos,
+            Compute::Source(transfer),
+        )
+        .await
+    }
+
+    /// The sources that may join the given targets, fetched in one scan per chunk of values.
+    async fn fetch_sources(&self, transfer: &Transfer, targets: &[&Entity]) -> Result<Vec<Entity>> {
+        let mut conditions: Vec<Condition> = transfer
+            .source_conditions
+            .iter()
+            .map(atom_condition)
+            .collect();
+        match &transfer.join {
+            Some(join) => {
+                let mut values: Vec<Value> = targets
+                    .iter()
+                    .flat_map(|t| eval::lookup_values(transfer, t))
+                    .collect();
+                values.sort();
+                values.dedup();
+                if values.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut out = Vec::new();
+                for chunk in values.chunks(500) {
+                    let mut conds = conditions.clone();
+                    conds.push(Condition {
+                        path: join.source.path.clone(),
+                        values: chunk.to_vec(),
+                    });
+                    out.extend(self.scan_all(&transfer.prop.kind, conds).await?);
+                }
+                dedup_by_key(&mut out);
+                Ok(out)
+            }
+            None => {
+                conditions.shrink_to_fit();
+                self.scan_all(&transfer.prop.kind, conditions).await
+            }
+        }
+    }
+
+    /// The targets that may have received the given move sources' values.
+    async fn fetch_targets(&self, transfer: &Transfer, sources: &[&Entity]) -> Result<Vec<Entity>> {
+        let mut conditions: Vec<Condition> = transfer
+            .target_conditions
+            .iter()
+            .map(atom_condition)
+            .collect();
+        let name = transfer.prop.name().to_owned();
+        let mut moved: Vec<Value> = sources
+            .iter()
+            .filter_map(|s| s.value.get(&name).cloned())
+            .collect();
+        moved.sort();
+        moved.dedup();
+        if moved.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        if let Some(join) = &transfer.join {
+            let mut keys: Vec<Value> = sources
+                .iter()
+                .filter_map(|s| crate::store::lookup(&s.value, &join.source.path).cloned())
+                .collect();
+            keys.sort();
+            keys.dedup();
+            if keys.is_empty() {
+                return Ok(Vec::new());
+            }
+            for chunk in keys.chunks(500) {
+                let mut conds = conditions.clone();
+                conds.push(Condition {
+                    path: join.target.path.clone(),
+                    values: chunk.to_vec(),
+                });
+                out.extend(self.scan_all(&transfer.to_kind, conds).await?);
+            }
+        } else {
+            for chunk in moved.chunks(500) {
+                let mut conds = conditions.clone();
+                conds.push(Condition {
+                    path: vec![name.clone()],
+                    values: chunk.to_vec(),
+                });
+                out.extend(self.scan_all(&transfer.to_kind, conds).await?);
+            }
+        }
+        conditions.clear();
+        dedup_by_key(&mut out);
+        Ok(out)
+    }
+
+    async fn scan_all(&self, kind: &str, conditions: Vec<Condition>) -> Result<Vec<Entity>> {
+        let filter = Filter {
+            version: VersionFilter::Any,
+            conditions,
+        };
+        let mut out = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self
+                .store
+                .scan(
+                    kind,
+                    ScanRequest {
+                        filter: filter.clone(),
+                        cursor,
+                        limit: self.options.batch_size.max(100),
+                    },
+                )
+                .await
+                .map_err(store_err("looking up join partners"))?;
+            out.extend(page.entities);
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// Brings one entity forward through the steps of its kind from its version to `target`.
+    /// Returns the new entity and whether its data changed.
+    pub(crate) async fn bring_forward(
+        &self,
+        entity: &Entity,
+        target: Version,
+    ) -> Result<(Entity, bool)> {
+        let mut e = entity.clone();
+        let mut changed = false;
+        let steps = self
+            .history
+            .get(&entity.key.kind)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        for step in steps
+            .iter()
+            .filter(|s| s.version > entity.version && s.version <= target)
+        {
+            match &step.op {
+                StepOp::Local(_) | StepOp::Code(_) => {
+                    changed |= apply_per_entity(step, &e.key, &mut e.value)?;
+                }
+                StepOp::TransferTarget { transfer, .. } => {
+                    let sources = self.fetch_sources(transfer, &[&e]).await?;
+                    let refs: Vec<&Entity> = sources.iter().collect();
+                    if let Some(v) = self.resolve(transfer, &e, &refs, &step_text(step))? {
+                        e.value.insert(transfer.prop.name().to_owned(), v);
+                        changed = true;
+                    }
+                }
+                StepOp::MoveSource { .. } => {
+                    // A late source: its targets were written before it existed, so
+                    // nothing received its value and it keeps the property.
+                }
+            }
+            e.version = step.version;
+        }
+        e.version = e.version.max(target);
+        Ok((e, changed))
+    }
+
+    /// Resolves one target; `Ok(None)` leaves its data unchanged.
+    fn resolve(
+        &self,
+        transfer: &Transfer,
+        target: &Entity,
+        sources: &[&Entity],
+        text: &str,
+    ) -> Result<Option<Value>> {
+        match eval::resolve_target(transfer, target, sources) {
+            TargetResolution::Unmatched => Ok(None),
+            TargetResolution::Write(v) => Ok(Some(v)),
+            TargetResolution::Conflict { values } => {
+                let description = format!(
+                    "{}: {}",
+                    target.key,
+                    values
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                if self.collect_conflicts {
+                    if let Ok(mut c) = self.conflicts.lock() {
+                        c.push(description.clone());
+                    }
+                }
+                if self.options.force_unsafe || self.collect_conflicts {
+                    Ok(values
+                        .iter()
+                        .max_by(|a, b| a.0.cmp(&b.0))
+                        .map(|(_, v)| v.clone()))
+                } else {
+                    Err(MigrateError::Unsafe {
+                        statement: text.to_owned(),
+                        conflicts: vec![description],
+                    })
+                }
+            }
+        }
+    }
+}
+
+fn step_text(step: &Step) -> String {
+    match &step.op {
+        StepOp::Local(s) => s.to_string(),
+        StepOp::Code(c) => format!("code migration on {}", c.kind()),
+        StepOp::TransferTarget { transfer, is_move } => {
+            if *is_move {
+                Statement::Move(transfer.clone()).to_string()
+            } else {
+                Statement::Copy(transfer.clone()).to_string()
+            }
+        }
+        StepOp::MoveSource { transfer } => Statement::Move(transfer.clone()).to_string(),
+    }
+}
+
+fn dedup_by_key(entities: &mut Vec<Entity>) {
+    entities.sort_by(|a, b| a.key.cmp(&b.key));
+    entities.dedup_by(|a, b| a.key == b.key);
+}
+
+/// An atom of the language as a store condition.
+pub(crate) fn atom_condition(atom: &crate::lang::Atom) -> Condition {
+    Condition {
+        path: atom.prop.path.clone(),
+        values: vec![atom.value.clone()],
+    }
+}
+
+/// Applies one per-entity step. `Ok(true)` when the data changed.
+pub(crate) fn apply_per_entity(step: &Step, key: &Key, value: &mut Map) -> Result<bool> {
+    match &step.op {
+        StepOp::Local(stmt) => Ok(eval::apply_local(stmt, value).unwrap_or(false)),
+        StepOp::Code(code) => {
+            code.transform(key, value)
+                .map_err(|message| MigrateError::Transform {
+                    id: step.migration,
+                    key: key.to_string(),
+                    message,
+                })
+        }
+        StepOp::TransferTarget { .. } | StepOp::MoveSource { .. } => Ok(false),
+    }
+}
+
+/// The per-entity steps as server-side steps, when every one can run there.
+fn pushdown_steps(steps: &[Step]) -> Option<Vec<PushStep>> {
+    steps
+        .iter()
+        .map(|step| match &step.op {
+            StepOp::Local(Statement::Add {
+                prop,
+                value,
+                conditions,
+            }) => Some(PushStep {
+                conditions: conditions.iter().map(atom_condition).collect(),
+                op: PushOp::Set {
+                    path: prop.path.clone(),
+                    value: value.clone(),
+                },
+            }),
+            StepOp::Local(Statement::Delete { prop, conditions }) => Some(PushStep {
+                conditions: conditions.iter().map(atom_condition).collect(),
+                op: PushOp::Unset {
+                    path: prop.path.clone(),
+                },
+            }),
+            StepOp::Local(Statement::Rename {
+                prop,
+                to,
+                conditions,
+            }) if prop.is_top_level() => Some(PushStep {
+                conditions: conditions.iter().map(atom_condition).collect(),
+                op: PushOp::Rename {
+                    from: prop.name().to_owned(),
+                    to: to.clone(),
+                },
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How a stage computes the new state of a batch of entities read at its version.
+pub(crate) enum Compute<'s> {
+    /// Per-entity steps.
+    Local(&'s [Step]),
+    /// The target side of a move or copy.
+    Target {
+        /// The statement.
+        transfer: &'s Transfer,
+        /// Its text, for messages.
+        text: &'s str,
+    },
+    /// The source side of a move.
+    Source(&'s Transfer),
+}
+
+impl Compute<'_> {
+    /// One result per entity: `Some((new, data changed))`, or `None` to leave it.
+    async fn compute(
+        &self,
+        runner: &Runner<'_>,
+        batch: &[Entity],
+    ) -> Result<Vec<Option<(Entity, bool)>>> {
+        match self {
+            Compute::Local(steps) => {
+                let to = steps.last().map_or(0, |s| s.version);
+                batch
+                    .iter()
+                    .map(|e| {
+                        let mut new = e.clone();
+                        let mut changed = false;
+                        for step in *steps {
+                            changed |= apply_per_entity(step, &new.key, &mut new.value)?;
+                        }
+                        new.version = to;
+                        Ok(Some((new, changed)))
+                    })
+                    .collect()
+            }
+            Compute::Target { transfer, text } => {
+                compute_targets(runner, transfer, text, batch).await
+            }
+            Compute::Source(transfer) => compute_sources(runner, transfer, batch).await,
+        }
+    }
+}
+
+async fn compute_targets(
+    runner: &Runner<'_>,
+    t: &Transfer,
+    text: &str,
+    batch: &[Entity],
+) -> Result<Vec<Option<(Entity, bool)>>> {
+    let matching: Vec<&Entity> = batch
+        .iter()
+        .filter(|e| eval::target_matches(t, e))
+        .collect();
+    let sources = if matching.is_empty() {
+        Vec::new()
+    } else {
+        runner.fetch_sources(t, &matching).await?
+    };
+    let sources: Vec<&Entity> = sources
+        .iter()
+        .filter(|s| eval::source_matches(t, s))
+        .collect();
+    // Index the sources by their (normalized) join value.
+    let mut index: HashMap<Value, Vec<&Entity>> = HashMap::new();
+    if let Some(join) = &t.join {
+        for s in &sources {
+            if let Some(v) = crate::store::lookup(&s.value, &join.source.path) {
+                index.entry(normalize(v)).or_default().push(s);
+            }
+        }
+    }
+    let name = t.prop.name().to_owned();
+    let mut out = Vec::with_capacity(batch.len());
+    for target in batch {
+        let mut new = target.clone();
+        new.version += 1;
+        let mut changed = false;
+        if eval::target_matches(t, target) {
+            let candidates: Vec<&Entity> = match &t.join {
+                Some(_) => {
+                    let mut c: Vec<&Entity> = eval::lookup_values(t, target)
+                        .iter()
+                        .flat_map(|v| index.get(&normalize(v)).cloned().unwrap_or_default())
+                        .filter(|s| eval::joins(t, s, target))
+                        .collect();
+                    c.sort_by(|a, b| a.key.cmp(&b.key));
+                    c.dedup_by(|a, b| a.key == b.key);
+                    c
+                }
+                None => sources.clone(),
+            };
+            if let Some(v) = runner.resolve(t, target, &candidates, text)? {
+                changed = new.value.get(&name) != Some(&v);
+                new.value.insert(name.clone(), v);
+            }
+        }
+        out.push(Some((new, changed)));
+    }
+    Ok(out)
+}
+
+async fn compute_sources(
+    runner: &Runner<'_>,
+    t: &Transfer,
+    batch: &[Entity],
+) -> Result<Vec<Option<(Entity, bool)>>> {
+    let name = t.prop.name().to_owned();
+    let movers: Vec<&Entity> = batch
+        .iter()
+        .filter(|e| eval::source_matches(t, e) && e.value.contains_key(&name))
+        .collect();
+    let targets = if movers.is_empty() {
+        Vec::new()
+    } else {
+        runner.fetch_targets(t, &movers).await?
+    };
+    let mut out = Vec::with_capacity(batch.len());
+    let mut unmatched = 0u64;
+    for source in batch {
+        let mut new = source.clone();
+        new.version += 1;
+        let mut changed = false;
+        if eval::source_matches(t, source) {
+            if let Some(v) = source.value.get(&name) {
+                let delivered = targets.iter().any(|target| {
+                    eval::target_matches(t, target)
+                        && eval::joins(t, source, target)
+                        && target.value.get(&name) == Some(v)
+                });
+                if delivered {
+                    new.value.remove(&name);
+                    changed = true;
+                } else {
+                    unmatched += 1;
+                }
+            }
+        }
+        out.push(Some((new, changed)));
+    }
+    runner
+        .unmatched
+        .fetch_add(unmatched, std::sync::atomic::Ordering::SeqCst);
+    Ok(out)
+}
+
+/// Integral floats as ints, recursively, so that hash lookups agree with `1 = 1.0`.
+fn normalize(v: &Value) -> Value {
+    match v {
+        Value::Float(f) if f.fract() == 0.0 && *f >= -(2f64.powi(63)) && *f < 2f64.powi(63) => {
+            Value::Int(*f as i64)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),
+        Value::Map(m) => Value::Map(m.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
+        other => other.clone(),
+    }
+}

@@ -1,0 +1,199 @@
+//! tern's metadata in the store: one fenced state document.
+//!
+//! Everything tern records lives in one JSON document (name [`STATE_DOC`]) of
+//! the store's metadata space: the lease, the ledger of applied migrations,
+//! each kind's current version and the checkpoint of a running migration. One
+//! document means one compare-and-set fences everything: a runner that lost
+//! its lease finds the revision changed and cannot write a stale checkpoint or
+//! ledger entry.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{MigrateError, Result};
+use crate::store::{Cursor, MetaCas, Store};
+
+/// The name of the state document in the store's metadata space.
+pub const STATE_DOC: &str = "state";
+
+/// The format version of [`StateDoc`] this build writes.
+pub const STATE_FORMAT: u32 = 1;
+
+/// The lease of the runner that holds the migration lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    /// A random id of the runner.
+    pub owner: String,
+    /// The fencing token: larger than every token handed out before.
+    pub token: u64,
+    /// Host name and process id of the runner, for people.
+    pub holder: String,
+    /// When it was acquired (ms since the epoch, the store's clock).
+    pub acquired_at: i64,
+    /// When it expires unless renewed (ms since the epoch, the store's clock).
+    pub expires_at: i64,
+}
+
+/// Counts of a migration run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCounts {
+    /// Entities read and processed by a step (including version-only advances).
+    pub processed: u64,
+    /// Entities whose data a step changed.
+    pub changed: u64,
+    /// Writes that found the entity changed meanwhile and were retried.
+    pub conflicts: u64,
+    /// Entities skipped because they were already migrated or deleted meanwhile.
+    pub skipped: u64,
+    /// Sources of a `move` that matched no target and kept their property.
+    pub unmatched_sources: u64,
+    /// Entities found below their target by a census and swept.
+    pub swept: u64,
+}
+
+impl RunCounts {
+    /// Adds `other` to `self`.
+    pub fn add(&mut self, other: &RunCounts) {
+        self.processed += other.processed;
+        self.changed += other.changed;
+        self.conflicts += other.conflicts;
+        self.skipped += other.skipped;
+        self.unmatched_sources += other.unmatched_sources;
+        self.swept += other.swept;
+    }
+}
+
+/// One applied migration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// The migration number.
+    pub id: u32,
+    /// Its name.
+    pub name: String,
+    /// `sha256:<hex>` of its normalized text.
+    pub checksum: String,
+    /// When it was marked applied (ms since the epoch).
+    pub applied_at: i64,
+    /// Wall time of the run that completed it, in ms (the last run, if resumed).
+    pub duration_ms: u64,
+    /// What the runs did.
+    pub counts: RunCounts,
+    /// The canonical text of the script (empty for a migration written in Rust),
+    /// kept so that a reader of the store alone knows every step of every kind.
+    pub script: String,
+    /// The version steps it added, as `(kind, version after the step)`.
+    pub steps: Vec<(String, u64)>,
+}
+
+/// The checkpoint of a running migration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunState {
+    /// The migration number.
+    pub migration: u32,
+    /// Its checksum when the run started: a resumed run refuses an edited file.
+    pub checksum: String,
+    /// When the first run of it started (ms since the epoch).
+    pub started_at: i64,
+    /// The stage being run (index into the migration's plan).
+    pub stage: usize,
+    /// The phase of the stage (a move has a target phase and a source phase).
+    pub phase: u32,
+    /// Where the stage's scan continues.
+    pub cursor: Option<Cursor>,
+    /// Counts so far.
+    pub counts: RunCounts,
+    /// Number of checkpoints written.
+    pub checkpoints: u64,
+}
+
+/// The whole state document.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct StateDoc {
+    /// The format version.
+    pub format: u32,
+    /// The next fencing token to hand out.
+    pub next_token: u64,
+    /// The current lease, if any runner holds (or held and did not release) it.
+    pub lease: Option<LeaseRecord>,
+    /// The current version of each kind: the steps of all applied migrations.
+    pub kinds: BTreeMap<String, u64>,
+    /// Applied migrations, in order.
+    pub applied: Vec<LedgerEntry>,
+    /// The checkpoint of a migration that is running or was interrupted.
+    pub running: Option<RunState>,
+}
+
+/// The state document and the revision it was read at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned {
+    /// The document.
+    pub doc: StateDoc,
+    /// Its revision in the store (`None`: it does not exist yet).
+    pub revision: Option<u64>,
+}
+
+/// Reads the state document (an empty one if the store has none).
+///
+/// # Errors
+/// A store error, or a document that is not tern's state.
+pub async fn load(store: &dyn Store) -> Result<Versioned> {
+    let entry = store
+        .meta_get(STATE_DOC)
+        .await
+        .map_err(MigrateError::store("reading tern's state"))?;
+    match entry {
+        None => Ok(Versioned {
+            doc: StateDoc {
+                format: STATE_FORMAT,
+                next_token: 1,
+                ..StateDoc::default()
+            },
+            revision: None,
+        }),
+        Some(entry) => {
+            let doc: StateDoc =
+                serde_json::from_str(&entry.value).map_err(|e| MigrateError::CorruptMetadata {
+                    name: STATE_DOC.to_owned(),
+                    message: e.to_string(),
+                })?;
+            if doc.format > STATE_FORMAT {
+                return Err(MigrateError::CorruptMetadata {
+                    name: STATE_DOC.to_owned(),
+                    message: format!(
+                        "written by a newer tern (format {}, this build reads up to {STATE_FORMAT}); upgrade tern",
+                        doc.format
+                    ),
+                });
+            }
+            Ok(Versioned {
+                doc,
+                revision: Some(entry.revision),
+            })
+        }
+    }
+}
+
+/// Writes `doc` if the document is still at `expected`. `Ok(Some(new revision))`
+/// on success, `Ok(None)` when someone else wrote it meanwhile.
+///
+/// # Errors
+/// A store error.
+pub async fn store_if(
+    store: &dyn Store,
+    expected: Option<u64>,
+    doc: &StateDoc,
+) -> Result<Option<u64>> {
+    let text = serde_json::to_string(doc).map_err(|e| MigrateError::CorruptMetadata {
+        name: STATE_DOC.to_owned(),
+        message: e.to_string(),
+    })?;
+    match store
+        .meta_cas(STATE_DOC, expected, Some(&text))
+        .await
+        .map_err(MigrateError::store("writing tern's state"))?
+    {
+        MetaCas::Applied(rev) => Ok(Some(rev)),
+        MetaCas::Conflict(_) => Ok(None),
+    }
+}
