@@ -1,0 +1,272 @@
+//! The real `tern` binary in a scratch folder: every command, the exit codes,
+//! bad input, and `kill -9` at random moments followed by a resume.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const RELEASE2: &str = "-- release 2\nadd blogpost.likes = 0\nrename blogpost.text to content\n";
+const RELEASE3: &str = "copy user.email to blogpost where user.name = blogpost.author\n\
+                        move user.url to blogpost where user.name = blogpost.author\n";
+
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    fn new(ttl_ms: u64) -> Project {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("migrations")).unwrap();
+        std::fs::write(
+            dir.path().join("tern.toml"),
+            format!("store_url = \"embedded:store.redb\"\n[run]\nbatch_size = 50\n[lease]\nttl_ms = {ttl_ms}\n"),
+        )
+        .unwrap();
+        Project { dir }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    fn write(&self, p: &str, text: &str) {
+        std::fs::write(self.path(p), text).unwrap();
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tern"));
+        c.current_dir(self.dir.path()).args(args).env_remove("TERN_STORE_URL").stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "tern {args:?} failed ({:?}):\n{}\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn fails(&self, args: &[&str], code: i32) -> String {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "tern {args:?}:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
+}
+
+fn blog_lines(users: usize, posts: usize) -> String {
+    let mut s = String::new();
+    for u in 0..users {
+        let url = if u % 4 == 0 { String::new() } else { format!(",\"url\":\"http://u{u}.org\"") };
+        s.push_str(&format!(
+            "{{\"kind\":\"user\",\"id\":{u},\"value\":{{\"name\":\"user{u}\",\"email\":\"u{u}@x.org\"{url}}}}}\n"
+        ));
+        for p in 0..posts {
+            s.push_str(&format!(
+                "{{\"kind\":\"blogpost\",\"id\":\"{u}-{p}\",\"value\":{{\"title\":\"t{p}\",\"text\":\"x\",\"author\":\"user{u}\"}}}}\n"
+            ));
+        }
+    }
+    s
+}
+
+#[test]
+fn the_whole_workflow() {
+    let p = Project::new(5_000);
+    p.write("data.jsonl", &blog_lines(3, 2));
+    p.ok(&["import", "data.jsonl"]);
+    p.ok(&["new", "release2"]);
+    p.write("migrations/0001_release2.tern", RELEASE2);
+    p.ok(&["new", "release3"]);
+    p.write("migrations/0002_release3.tern", RELEASE3);
+    let check = p.ok(&["check"]);
+    assert!(check.contains("safe (Proposition 1)") && check.contains("needs data check"), "{check}");
+    let status = p.ok(&["status", "--json"]);
+    let st: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(st["migrations"][0]["state"], "pending");
+    let before = p.ok(&["export"]);
+    let plan: serde_json::Value = serde_json::from_str(&p.ok(&["plan", "--json"])).unwrap();
+    assert_eq!(plan["safe"], true);
+    assert_eq!(p.ok(&["export"]), before, "plan writes nothing");
+    let up: serde_json::Value = serde_json::from_str(&p.ok(&["up", "--json"])).unwrap();
+    assert_eq!(up["applied"].as_array().unwrap().len(), 2);
+    let verify: serde_json::Value = serde_json::from_str(&p.ok(&["verify", "--json"])).unwrap();
+    assert_eq!(verify["ok"], true);
+    let export = p.ok(&["export", "blogpost"]);
+    let first: serde_json::Value = serde_json::from_str(export.lines().next().unwrap()).unwrap();
+    assert_eq!(first["id"], "0-0");
+    assert_eq!(first["version"], 4);
+    assert_eq!(first["value"]["likes"], 0);
+    assert_eq!(first["value"]["email"], "u0@x.org");
+    assert!(first["value"].get("url").is_none(), "user0 has no url");
+    // Exports are sorted by kind then id, so they can be diffed.
+    let all = p.ok(&["export"]);
+    let kinds: Vec<String> = all
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"].as_str().unwrap().to_owned())
+        .collect();
+    let mut sorted = kinds.clone();
+    sorted.sort();
+    assert_eq!(kinds, sorted);
+    assert!(p.ok(&["up"]).contains("up to date"));
+    assert!(p.ok(&["lock"]).contains("free"));
+}
+
+#[test]
+fn exit_codes_and_messages_for_bad_input() {
+    let p = Project::new(5_000);
+    // No migrations folder.
+    std::fs::remove_dir(p.path("migrations")).unwrap();
+    let err = p.fails(&["up"], 1);
+    assert!(err.contains("migrations folder") && err.contains("not found"), "{err}");
+    std::fs::create_dir(p.path("migrations")).unwrap();
+    // Malformed and duplicate file numbers.
+    p.write("migrations/one_x.tern", "add user.x = 1");
+    let err = p.fails(&["check", "--offline"], 1);
+    assert!(err.contains("one_x.tern") && err.contains("NNNN_name.tern"), "{err}");
+    std::fs::remove_file(p.path("migrations/one_x.tern")).unwrap();
+    p.write("migrations/0001_a.tern", "add user.x = 1");
+    p.write("migrations/01_b.tern", "add user.y = 1");
+    let err = p.fails(&["check", "--offline"], 1);
+    assert!(err.contains("used twice"), "{err}");
+    std::fs::remove_file(p.path("migrations/01_b.tern")).unwrap();
+    // A parse error names file:line:col.
+    p.write("migrations/0002_b.tern", "add user.y = 1\nrename user.y = z\n");
+    let err = p.fails(&["check", "--offline"], 1);
+    assert!(err.contains("0002_b.tern:2:"), "{err}");
+    std::fs::remove_file(p.path("migrations/0002_b.tern")).unwrap();
+    // Usage errors exit 2.
+    p.fails(&["up", "--batch-size", "many"], 2);
+    p.fails(&["frobnicate"], 2);
+    // Unknown store scheme; and no store at all.
+    let err = p.fails(&["--store", "postgres://u:secret@127.0.0.1/x", "status"], 1);
+    assert!(err.contains("postgres") && !err.contains("secret"), "{err}");
+    let err = p.fails(&["--config", "nope.toml", "status"], 1);
+    assert!(err.contains("no store given"), "{err}");
+    // A typo in tern.toml.
+    p.write("bad.toml", "stor_url = \"embedded:x\"\n");
+    let err = p.fails(&["--config", "bad.toml", "status"], 1);
+    assert!(err.contains("unknown key `stor_url`"), "{err}");
+    // An edited applied migration: exit 4.
+    p.write("data.jsonl", &blog_lines(2, 1));
+    p.ok(&["import", "data.jsonl"]);
+    p.ok(&["up"]);
+    p.write("migrations/0001_a.tern", "add user.x = 2");
+    let err = p.fails(&["up"], 4);
+    assert!(err.contains("checksum") && err.contains("0001") || err.contains("migration 1"), "{err}");
+    p.write("migrations/0001_a.tern", "add user.x = 1");
+    // An unsafe copy: exit 5, naming the conflicting keys.
+    p.write(
+        "more.jsonl",
+        "{\"kind\":\"user\",\"id\":100,\"value\":{\"name\":\"twin\",\"url\":\"a\"}}\n\
+         {\"kind\":\"user\",\"id\":101,\"value\":{\"name\":\"twin\",\"url\":\"b\"}}\n\
+         {\"kind\":\"blogpost\",\"id\":\"tw\",\"value\":{\"author\":\"twin\"}}\n",
+    );
+    p.ok(&["import", "more.jsonl"]);
+    p.write("migrations/0002_c.tern", "copy user.url to blogpost where user.name = blogpost.author\n");
+    let err = p.fails(&["up"], 5);
+    assert!(err.contains("blogpost:tw") && err.contains("user:100") && err.contains("user:101"), "{err}");
+    let err = p.fails(&["check"], 5);
+    assert!(err.contains("blogpost:tw"), "{err}");
+    // A malformed import line names file and line.
+    p.write("broken.jsonl", "{\"kind\":\"user\",\"id\":1,\"value\":{}}\n{\"kind\":\"user\",\"value\":{}}\n");
+    let err = p.fails(&["import", "broken.jsonl"], 1);
+    assert!(err.contains("broken.jsonl:2") && err.contains("id"), "{err}");
+}
+
+#[test]
+fn a_second_runner_exits_3_while_the_lock_is_held() {
+    let p = Project::new(60_000);
+    p.write("data.jsonl", &blog_lines(300, 3));
+    p.ok(&["import", "data.jsonl"]);
+    p.write("migrations/0001_release2.tern", RELEASE2);
+    let mut first = p.cmd(&["up", "--max-rate", "1000", "-q"]).spawn().unwrap();
+    // Wait until the first runner holds the lock.
+    let mut held = false;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(50));
+        if p.ok(&["lock", "--json"]).contains("holder") {
+            held = true;
+            break;
+        }
+    }
+    assert!(held, "the first runner took the lock");
+    let err = p.fails(&["up"], 3);
+    assert!(err.contains("lock is held"), "{err}");
+    let err = p.fails(&["lock", "--release"], 3);
+    assert!(err.contains("lock is held"), "{err}");
+    assert!(first.wait().unwrap().success());
+    assert!(p.ok(&["lock"]).contains("free"));
+}
+
+fn export_after_uninterrupted(lines: &str) -> String {
+    let p = Project::new(5_000);
+    p.write("data.jsonl", lines);
+    p.ok(&["import", "data.jsonl"]);
+    p.write("migrations/0001_release2.tern", RELEASE2);
+    p.write("migrations/0002_release3.tern", RELEASE3);
+    p.ok(&["up", "-q"]);
+    p.ok(&["export"])
+}
+
+#[test]
+fn kill_9_at_random_moments_then_resume_gives_a_byte_identical_export() {
+    let lines = blog_lines(400, 4);
+    let expected = export_after_uninterrupted(&lines);
+    // Kill moments spread over the run (deterministic, so failures reproduce).
+    for (i, kill_after_ms) in [150u64, 400, 700, 1000, 1400, 1900].into_iter().enumerate() {
+        let p = Project::new(300);
+        p.write("data.jsonl", &lines);
+        p.ok(&["import", "data.jsonl"]);
+        p.write("migrations/0001_release2.tern", RELEASE2);
+        p.write("migrations/0002_release3.tern", RELEASE3);
+        let mut child = p.cmd(&["up", "--max-rate", "2500", "-q"]).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(kill_after_ms));
+        let killed = child.try_wait().unwrap().is_none();
+        if killed {
+            // SIGKILL: no chance to checkpoint or release the lock.
+            child.kill().unwrap();
+        }
+        child.wait().unwrap();
+        // The next run waits for the dead runner's lease to expire, then resumes.
+        p.ok(&["up", "--wait", "10", "-q"]);
+        let got = p.ok(&["export"]);
+        assert!(got == expected, "run {i}: export after kill at {kill_after_ms} ms (killed: {killed}) differs");
+        assert!(p.ok(&["verify"]).contains("verified"));
+    }
+}
+
+#[test]
+fn init_creates_a_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tern")).args(["init", "proj"]).current_dir(dir.path()).output().unwrap();
+    assert!(out.status.success());
+    assert!(Path::new(&dir.path().join("proj/tern.toml")).exists());
+    assert!(dir.path().join("proj/migrations").is_dir());
+    let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["--config", "proj/tern.toml", "new", "first"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.path().join("proj/migrations/0001_first.tern").exists());
+    // --help works everywhere.
+    for cmd in ["init", "new", "check", "plan", "up", "status", "verify", "lock", "import", "export"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tern")).args([cmd, "--help"]).output().unwrap();
+        assert!(out.status.success(), "{cmd} --help");
+    }
+}
