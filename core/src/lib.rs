@@ -21,3 +21,5 @@ pub mod lang;
 pub mod migrate;
 pub mod model;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
