@@ -6,6 +6,8 @@
 //! cargo bench -p tern-core --bench eager -- --entities 1000000 --rounds 3
 //! ```
 
+#![allow(clippy::expect_used, clippy::panic)] // a benchmark: any failure should stop it loudly
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
