@@ -1,5 +1,6 @@
 //! The real `tern` binary in a scratch folder: every command, the exit codes,
 //! bad input, and `kill -9` at random moments followed by a resume.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

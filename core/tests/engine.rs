@@ -1,5 +1,6 @@
 //! The engine battery on the in-memory and the embedded store, and what only
 //! the embedded store can show: a crash followed by reopening the file.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
