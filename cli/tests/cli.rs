@@ -36,7 +36,10 @@ impl Project {
 
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_tern"));
-        c.current_dir(self.dir.path()).args(args).env_remove("TERN_STORE_URL").stdin(Stdio::null());
+        c.current_dir(self.dir.path())
+            .args(args)
+            .env_remove("TERN_STORE_URL")
+            .stdin(Stdio::null());
         c
     }
 
@@ -72,7 +75,11 @@ impl Project {
 fn blog_lines(users: usize, posts: usize) -> String {
     let mut s = String::new();
     for u in 0..users {
-        let url = if u % 4 == 0 { String::new() } else { format!(",\"url\":\"http://u{u}.org\"") };
+        let url = if u % 4 == 0 {
+            String::new()
+        } else {
+            format!(",\"url\":\"http://u{u}.org\"")
+        };
         s.push_str(&format!(
             "{{\"kind\":\"user\",\"id\":{u},\"value\":{{\"name\":\"user{u}\",\"email\":\"u{u}@x.org\"{url}}}}}\n"
         ));
@@ -95,7 +102,10 @@ fn the_whole_workflow() {
     p.ok(&["new", "release3"]);
     p.write("migrations/0002_release3.tern", RELEASE3);
     let check = p.ok(&["check"]);
-    assert!(check.contains("safe (Proposition 1)") && check.contains("needs data check"), "{check}");
+    assert!(
+        check.contains("safe (Proposition 1)") && check.contains("needs data check"),
+        "{check}"
+    );
     let status = p.ok(&["status", "--json"]);
     let st: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert_eq!(st["migrations"][0]["state"], "pending");
@@ -118,7 +128,12 @@ fn the_whole_workflow() {
     let all = p.ok(&["export"]);
     let kinds: Vec<String> = all
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"].as_str().unwrap().to_owned())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
     let mut sorted = kinds.clone();
     sorted.sort();
@@ -133,12 +148,18 @@ fn exit_codes_and_messages_for_bad_input() {
     // No migrations folder.
     std::fs::remove_dir(p.path("migrations")).unwrap();
     let err = p.fails(&["up"], 1);
-    assert!(err.contains("migrations folder") && err.contains("not found"), "{err}");
+    assert!(
+        err.contains("migrations folder") && err.contains("not found"),
+        "{err}"
+    );
     std::fs::create_dir(p.path("migrations")).unwrap();
     // Malformed and duplicate file numbers.
     p.write("migrations/one_x.tern", "add user.x = 1");
     let err = p.fails(&["check", "--offline"], 1);
-    assert!(err.contains("one_x.tern") && err.contains("NNNN_name.tern"), "{err}");
+    assert!(
+        err.contains("one_x.tern") && err.contains("NNNN_name.tern"),
+        "{err}"
+    );
     std::fs::remove_file(p.path("migrations/one_x.tern")).unwrap();
     p.write("migrations/0001_a.tern", "add user.x = 1");
     p.write("migrations/01_b.tern", "add user.y = 1");
@@ -146,7 +167,10 @@ fn exit_codes_and_messages_for_bad_input() {
     assert!(err.contains("used twice"), "{err}");
     std::fs::remove_file(p.path("migrations/01_b.tern")).unwrap();
     // A parse error names file:line:col.
-    p.write("migrations/0002_b.tern", "add user.y = 1\nrename user.y = z\n");
+    p.write(
+        "migrations/0002_b.tern",
+        "add user.y = 1\nrename user.y = z\n",
+    );
     let err = p.fails(&["check", "--offline"], 1);
     assert!(err.contains("0002_b.tern:2:"), "{err}");
     std::fs::remove_file(p.path("migrations/0002_b.tern")).unwrap();
@@ -168,7 +192,10 @@ fn exit_codes_and_messages_for_bad_input() {
     p.ok(&["up"]);
     p.write("migrations/0001_a.tern", "add user.x = 2");
     let err = p.fails(&["up"], 4);
-    assert!(err.contains("checksum") && err.contains("0001") || err.contains("migration 1"), "{err}");
+    assert!(
+        err.contains("checksum") && err.contains("0001") || err.contains("migration 1"),
+        "{err}"
+    );
     p.write("migrations/0001_a.tern", "add user.x = 1");
     // An unsafe copy: exit 5, naming the conflicting keys.
     p.write(
@@ -178,15 +205,27 @@ fn exit_codes_and_messages_for_bad_input() {
          {\"kind\":\"blogpost\",\"id\":\"tw\",\"value\":{\"author\":\"twin\"}}\n",
     );
     p.ok(&["import", "more.jsonl"]);
-    p.write("migrations/0002_c.tern", "copy user.url to blogpost where user.name = blogpost.author\n");
+    p.write(
+        "migrations/0002_c.tern",
+        "copy user.url to blogpost where user.name = blogpost.author\n",
+    );
     let err = p.fails(&["up"], 5);
-    assert!(err.contains("blogpost:tw") && err.contains("user:100") && err.contains("user:101"), "{err}");
+    assert!(
+        err.contains("blogpost:tw") && err.contains("user:100") && err.contains("user:101"),
+        "{err}"
+    );
     let err = p.fails(&["check"], 5);
     assert!(err.contains("blogpost:tw"), "{err}");
     // A malformed import line names file and line.
-    p.write("broken.jsonl", "{\"kind\":\"user\",\"id\":1,\"value\":{}}\n{\"kind\":\"user\",\"value\":{}}\n");
+    p.write(
+        "broken.jsonl",
+        "{\"kind\":\"user\",\"id\":1,\"value\":{}}\n{\"kind\":\"user\",\"value\":{}}\n",
+    );
     let err = p.fails(&["import", "broken.jsonl"], 1);
-    assert!(err.contains("broken.jsonl:2") && err.contains("id"), "{err}");
+    assert!(
+        err.contains("broken.jsonl:2") && err.contains("id"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -246,7 +285,10 @@ fn kill_9_at_random_moments_then_resume_gives_a_byte_identical_export() {
         // The next run waits for the dead runner's lease to expire, then resumes.
         p.ok(&["up", "--wait", "10", "-q"]);
         let got = p.ok(&["export"]);
-        assert!(got == expected, "run {i}: export after kill at {kill_after_ms} ms (killed: {killed}) differs");
+        assert!(
+            got == expected,
+            "run {i}: export after kill at {kill_after_ms} ms (killed: {killed}) differs"
+        );
         assert!(p.ok(&["verify"]).contains("verified"));
     }
 }
@@ -254,7 +296,11 @@ fn kill_9_at_random_moments_then_resume_gives_a_byte_identical_export() {
 #[test]
 fn init_creates_a_project() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tern")).args(["init", "proj"]).current_dir(dir.path()).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["init", "proj"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
     assert!(out.status.success());
     assert!(Path::new(&dir.path().join("proj/tern.toml")).exists());
     assert!(dir.path().join("proj/migrations").is_dir());
@@ -263,11 +309,20 @@ fn init_creates_a_project() {
         .current_dir(dir.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(dir.path().join("proj/migrations/0001_first.tern").exists());
     // --help works everywhere.
-    for cmd in ["init", "new", "check", "plan", "up", "status", "verify", "lock", "import", "export"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_tern")).args([cmd, "--help"]).output().unwrap();
+    for cmd in [
+        "init", "new", "check", "plan", "up", "status", "verify", "lock", "import", "export",
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args([cmd, "--help"])
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{cmd} --help");
     }
 }

@@ -26,11 +26,18 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { entities: 1_000_000, batch: 1000, rounds: 3, pushdown: true };
+    let mut a = Args {
+        entities: 1_000_000,
+        batch: 1000,
+        rounds: 3,
+        pushdown: true,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut num = |name: &str| -> usize {
-            it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{name} needs a number"))
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} needs a number"))
         };
         match arg.as_str() {
             "--entities" => a.entities = num("--entities"),
@@ -49,11 +56,23 @@ async fn load(store: &dyn Store, n: usize) {
     for i in 0..n {
         let mut v = Map::new();
         v.insert("title".into(), Value::from(format!("post number {i}")));
-        v.insert("text".into(), Value::from("NoSQL databases are often schema-less; their data is not."));
+        v.insert(
+            "text".into(),
+            Value::from("NoSQL databases are often schema-less; their data is not."),
+        );
         v.insert("author".into(), Value::from(format!("user{}", i % 1000)));
-        batch.push(Write::Put(Entity::new(Key { kind: "blogpost".into(), id: Value::Int(i as i64) }, v)));
+        batch.push(Write::Put(Entity::new(
+            Key {
+                kind: "blogpost".into(),
+                id: Value::Int(i as i64),
+            },
+            v,
+        )));
         if batch.len() == 10_000 {
-            store.write_batch(std::mem::take(&mut batch)).await.expect("load");
+            store
+                .write_batch(std::mem::take(&mut batch))
+                .await
+                .expect("load");
         }
     }
     if !batch.is_empty() {
@@ -67,7 +86,14 @@ async fn hand_loop(store: &dyn Store, batch: usize) -> u64 {
     let mut done = 0u64;
     loop {
         let page = store
-            .scan("blogpost", ScanRequest { filter: Filter::at_version(0), cursor, limit: batch })
+            .scan(
+                "blogpost",
+                ScanRequest {
+                    filter: Filter::at_version(0),
+                    cursor,
+                    limit: batch,
+                },
+            )
             .await
             .expect("scan");
         let writes: Vec<Write> = page
@@ -94,9 +120,14 @@ async fn hand_loop(store: &dyn Store, batch: usize) -> u64 {
 
 async fn tern_up(store: Arc<dyn Store>, batch: usize, pushdown: bool) -> u64 {
     let mut set = MigrationSet::new();
-    set.add(Migration::from_script(1, "release2", "0001_release2.tern", SCRIPT).expect("script")).expect("add");
+    set.add(Migration::from_script(1, "release2", "0001_release2.tern", SCRIPT).expect("script"))
+        .expect("add");
     let report = Migrator::new(store, set)
-        .with_run_options(RunOptions { batch_size: batch, pushdown, ..RunOptions::default() })
+        .with_run_options(RunOptions {
+            batch_size: batch,
+            pushdown,
+            ..RunOptions::default()
+        })
         .with_lease_options(LeaseOptions::default())
         .up(None)
         .await
@@ -119,7 +150,8 @@ async fn main() {
     for round in 0..a.rounds {
         let dir = tempfile::tempdir().expect("tempdir");
         let loop_store = EmbeddedStore::open(dir.path().join("loop.redb")).expect("open");
-        let tern_store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path().join("tern.redb")).expect("open"));
+        let tern_store: Arc<dyn Store> =
+            Arc::new(EmbeddedStore::open(dir.path().join("tern.redb")).expect("open"));
         load(&loop_store, a.entities).await;
         load(tern_store.as_ref(), a.entities).await;
         // Alternate which goes first, so neither always gets the warmer cache.
@@ -154,5 +186,8 @@ async fn main() {
         );
     }
     ratios.sort_by(f64::total_cmp);
-    println!("median tern/loop time ratio: {:.3}", ratios[ratios.len() / 2]);
+    println!(
+        "median tern/loop time ratio: {:.3}",
+        ratios[ratios.len() / 2]
+    );
 }

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tern_core::migrate::{FaultHook, FaultPoint, LeaseOptions, Migration, MigrationSet, Migrator, RunOptions};
+use tern_core::migrate::{
+    FaultHook, FaultPoint, LeaseOptions, Migration, MigrationSet, Migrator, RunOptions,
+};
 use tern_core::model::json::entity_to_json_line;
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::embedded::EmbeddedStore;
@@ -35,7 +37,11 @@ impl Backend for EmbeddedBackend {
 }
 
 mod embedded {
-    tern_core::battery_tests!(async { Some(super::EmbeddedBackend { dirs: Default::default() }) });
+    tern_core::battery_tests!(async {
+        Some(super::EmbeddedBackend {
+            dirs: Default::default(),
+        })
+    });
 }
 
 const RELEASE2: &str = "add blogpost.likes = 0\nrename blogpost.text to content\n";
@@ -45,15 +51,26 @@ const RELEASE3: &str = "copy user.email to blogpost where user.name = blogpost.a
 fn set(scripts: &[(u32, &str)]) -> MigrationSet {
     let mut s = MigrationSet::new();
     for (id, text) in scripts {
-        s.add(Migration::from_script(*id, &format!("m{id}"), &format!("{id:04}_m{id}.tern"), text).unwrap()).unwrap();
+        s.add(
+            Migration::from_script(*id, &format!("m{id}"), &format!("{id:04}_m{id}.tern"), text)
+                .unwrap(),
+        )
+        .unwrap();
     }
     s
 }
 
 fn migrator(store: Arc<dyn Store>, scripts: &[(u32, &str)], batch: usize) -> Migrator {
     Migrator::new(store, set(scripts))
-        .with_run_options(RunOptions { batch_size: batch, ..RunOptions::default() })
-        .with_lease_options(LeaseOptions { ttl: Duration::from_millis(60), wait: None, renew: true })
+        .with_run_options(RunOptions {
+            batch_size: batch,
+            ..RunOptions::default()
+        })
+        .with_lease_options(LeaseOptions {
+            ttl: Duration::from_millis(60),
+            wait: None,
+            renew: true,
+        })
 }
 
 fn blog(users: usize, posts: usize) -> Vec<Entity> {
@@ -65,19 +82,28 @@ fn blog(users: usize, posts: usize) -> Vec<Entity> {
         if u % 3 != 0 {
             v.insert("url".into(), Value::from(format!("http://u{u}.org")));
         }
-        out.push(Entity::new(Key::new("user", format!("u{u:04}")).unwrap(), v));
+        out.push(Entity::new(
+            Key::new("user", format!("u{u:04}")).unwrap(),
+            v,
+        ));
         for p in 0..posts {
             let mut v = Map::new();
             v.insert("text".into(), Value::from("x"));
             v.insert("author".into(), Value::from(format!("user{u}")));
-            out.push(Entity::new(Key::new("blogpost", format!("p{u:04}-{p}")).unwrap(), v));
+            out.push(Entity::new(
+                Key::new("blogpost", format!("p{u:04}-{p}")).unwrap(),
+                v,
+            ));
         }
     }
     out
 }
 
 async fn load(store: &dyn Store, entities: &[Entity]) {
-    store.write_batch(entities.iter().cloned().map(Write::Put).collect()).await.unwrap();
+    store
+        .write_batch(entities.iter().cloned().map(Write::Put).collect())
+        .await
+        .unwrap();
 }
 
 async fn export(store: &dyn Store) -> String {
@@ -85,7 +111,17 @@ async fn export(store: &dyn Store) -> String {
     for kind in store.kinds().await.unwrap() {
         let mut cursor = None;
         loop {
-            let page = store.scan(&kind, ScanRequest { filter: Filter::all(), cursor, limit: 100 }).await.unwrap();
+            let page = store
+                .scan(
+                    &kind,
+                    ScanRequest {
+                        filter: Filter::all(),
+                        cursor,
+                        limit: 100,
+                    },
+                )
+                .await
+                .unwrap();
             lines.extend(page.entities.iter().map(entity_to_json_line));
             match page.cursor {
                 Some(c) => cursor = Some(c),
@@ -100,7 +136,10 @@ async fn export(store: &dyn Store) -> String {
 async fn reference_export(entities: &[Entity], batch: usize) -> String {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     load(store.as_ref(), entities).await;
-    migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch).up(None).await.unwrap();
+    migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch)
+        .up(None)
+        .await
+        .unwrap();
     export(store.as_ref()).await
 }
 
@@ -127,15 +166,24 @@ async fn crash_and_resume_on_the_embedded_store() {
         let fired = Arc::new(AtomicBool::new(false));
         let f = Arc::clone(&fired);
         let hook: FaultHook = Arc::new(move |p| p == point && !f.swap(true, Ordering::SeqCst));
-        let first = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 5).with_fault_hook(hook).up(None).await;
+        let first = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 5)
+            .with_fault_hook(hook)
+            .up(None)
+            .await;
         assert!(fired.load(Ordering::SeqCst), "{point:?} reached");
         assert!(first.is_err());
         drop(store);
         // A new process: reopen the file.
         tokio::time::sleep(Duration::from_millis(80)).await;
         let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
-        migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 5).up(None).await.unwrap();
-        assert_eq!(export(store.as_ref()).await, expected, "after a crash at {point:?}");
+        migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 5)
+            .up(None)
+            .await
+            .unwrap();
+        assert_eq!(
+            export(store.as_ref()).await,
+            expected,
+            "after a crash at {point:?}"
+        );
     }
 }
-

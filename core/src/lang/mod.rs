@@ -7,8 +7,9 @@
 //! - `safety`: the move/copy dry-run check of [SE] Proposition 2.
 
 pub mod ast;
+pub mod eval;
+pub mod safety;
 
 pub use ast::{Atom, Join, PropRef, Script, Span, Spanned, Statement, Transfer};
-pub mod eval;
 pub mod parse;
 pub use parse::{parse_file, print};

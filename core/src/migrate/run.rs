@@ -19,7 +19,7 @@ use super::lease::Lease;
 use super::plan::{Stage, Step, StepOp};
 use super::progress::{CancelFlag, FaultHook, FaultPoint, Progress};
 use super::state::RunCounts;
-use crate::lang::eval::{self, TargetResolution};
+use crate::lang::eval::{self, EvalOptions, SourceOutcome, TargetResolution};
 use crate::lang::{Statement, Transfer};
 use crate::model::{Entity, Key, Map, Value, Version};
 use crate::store::{
@@ -503,7 +503,7 @@ where {
             Some(join) => {
                 let mut values: Vec<Value> = targets
                     .iter()
-                    .flat_map(|t| eval::lookup_values(transfer, t))
+                    .flat_map(|t| eval::lookup_values(transfer, t).unwrap_or_default())
                     .collect();
                 values.sort();
                 values.dedup();
@@ -632,11 +632,14 @@ where {
                 }
                 StepOp::TransferTarget { transfer, .. } => {
                     let sources = self.fetch_sources(transfer, &[&e]).await?;
-                    let refs: Vec<&Entity> = sources.iter().collect();
-                    if let Some(v) = self.resolve(transfer, &e, &refs, &step_text(step))? {
-                        e.value.insert(transfer.prop.name().to_owned(), v);
-                        changed = true;
-                    }
+                    let refs: Vec<&Entity> = sources
+                        .iter()
+                        .filter(|s| eval::source_matches(transfer, s))
+                        .collect();
+                    let resolution = self.resolve(transfer, &e, &refs, &step_text(step))?;
+                    changed |= resolution
+                        .apply(transfer, &mut e.value)
+                        .is_some_and(|eff| eff.is_changed());
                 }
                 StepOp::MoveSource { .. } => {
                     // A late source: its targets were written before it existed, so
@@ -649,44 +652,43 @@ where {
         Ok((e, changed))
     }
 
-    /// Resolves one target; `Ok(None)` leaves its data unchanged.
+    /// Resolves one target: a conflict fails the run, unless forced (or a dry
+    /// run, which records it), where the greatest source key wins.
     fn resolve(
         &self,
         transfer: &Transfer,
         target: &Entity,
         sources: &[&Entity],
         text: &str,
-    ) -> Result<Option<Value>> {
-        match eval::resolve_target(transfer, target, sources) {
-            TargetResolution::Unmatched => Ok(None),
-            TargetResolution::Write(v) => Ok(Some(v)),
-            TargetResolution::Conflict { values } => {
-                let description = format!(
-                    "{}: {}",
-                    target.key,
-                    values
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                if self.collect_conflicts {
-                    if let Ok(mut c) = self.conflicts.lock() {
-                        c.push(description.clone());
-                    }
-                }
-                if self.options.force_unsafe || self.collect_conflicts {
-                    Ok(values
-                        .iter()
-                        .max_by(|a, b| a.0.cmp(&b.0))
-                        .map(|(_, v)| v.clone()))
-                } else {
-                    Err(MigrateError::Unsafe {
-                        statement: text.to_owned(),
-                        conflicts: vec![description],
-                    })
-                }
+    ) -> Result<TargetResolution> {
+        let resolution = eval::resolve_target(transfer, target, sources);
+        let TargetResolution::Conflict { writes } = &resolution else {
+            return Ok(resolution);
+        };
+        let description = format!(
+            "{}: {}",
+            target.key,
+            writes
+                .iter()
+                .map(|(k, v)| match v {
+                    Some(v) => format!("{k}={v}"),
+                    None => format!("{k}=(absent)"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if self.collect_conflicts {
+            if let Ok(mut c) = self.conflicts.lock() {
+                c.push(description.clone());
             }
+        }
+        if self.options.force_unsafe || self.collect_conflicts {
+            Ok(resolution.forced())
+        } else {
+            Err(MigrateError::Unsafe {
+                statement: text.to_owned(),
+                conflicts: vec![description],
+            })
         }
     }
 }
@@ -847,7 +849,6 @@ async fn compute_targets(
             }
         }
     }
-    let name = t.prop.name().to_owned();
     let mut out = Vec::with_capacity(batch.len());
     for target in batch {
         let mut new = target.clone();
@@ -857,6 +858,7 @@ async fn compute_targets(
             let candidates: Vec<&Entity> = match &t.join {
                 Some(_) => {
                     let mut c: Vec<&Entity> = eval::lookup_values(t, target)
+                        .unwrap_or_default()
                         .iter()
                         .flat_map(|v| index.get(&normalize(v)).cloned().unwrap_or_default())
                         .filter(|s| eval::joins(t, s, target))
@@ -867,10 +869,10 @@ async fn compute_targets(
                 }
                 None => sources.clone(),
             };
-            if let Some(v) = runner.resolve(t, target, &candidates, text)? {
-                changed = new.value.get(&name) != Some(&v);
-                new.value.insert(name.clone(), v);
-            }
+            let resolution = runner.resolve(t, target, &candidates, text)?;
+            changed = resolution
+                .apply(t, &mut new.value)
+                .is_some_and(|eff| eff.is_changed());
         }
         out.push(Some((new, changed)));
     }
@@ -882,37 +884,27 @@ async fn compute_sources(
     t: &Transfer,
     batch: &[Entity],
 ) -> Result<Vec<Option<(Entity, bool)>>> {
-    let name = t.prop.name().to_owned();
     let movers: Vec<&Entity> = batch
         .iter()
-        .filter(|e| eval::source_matches(t, e) && e.value.contains_key(&name))
+        .filter(|e| eval::source_matches(t, e) && eval::transfer_value(t, e).is_some())
         .collect();
     let targets = if movers.is_empty() {
         Vec::new()
     } else {
         runner.fetch_targets(t, &movers).await?
     };
+    let targets: Vec<&Entity> = targets.iter().collect();
+    let options = EvalOptions::default();
     let mut out = Vec::with_capacity(batch.len());
     let mut unmatched = 0u64;
     for source in batch {
         let mut new = source.clone();
         new.version += 1;
-        let mut changed = false;
-        if eval::source_matches(t, source) {
-            if let Some(v) = source.value.get(&name) {
-                let delivered = targets.iter().any(|target| {
-                    eval::target_matches(t, target)
-                        && eval::joins(t, source, target)
-                        && target.value.get(&name) == Some(v)
-                });
-                if delivered {
-                    new.value.remove(&name);
-                    changed = true;
-                } else {
-                    unmatched += 1;
-                }
-            }
+        let outcome = eval::move_source_outcome(t, source, &targets, &options);
+        if outcome == SourceOutcome::Kept {
+            unmatched += 1;
         }
+        let changed = outcome.apply(t, &mut new.value);
         out.push(Some((new, changed)));
     }
     runner

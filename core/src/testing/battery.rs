@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::migrate::{FaultHook, FaultPoint, LeaseOptions, MigrateError, Migration, MigrationSet, Migrator, RunOptions};
+use crate::migrate::{
+    FaultHook, FaultPoint, LeaseOptions, MigrateError, Migration, MigrationSet, Migrator,
+    RunOptions,
+};
 use crate::model::json::{entity_from_json_line, entity_to_json_line};
 use crate::model::{Entity, Key, Map, Value};
 use crate::store::memory::MemoryStore;
@@ -44,13 +47,20 @@ const RELEASE3: &str = "copy user.email to blogpost where user.name = blogpost.a
 fn set(scripts: &[(u32, &str)]) -> MigrationSet {
     let mut s = MigrationSet::new();
     for (id, text) in scripts {
-        s.add(Migration::from_script(*id, &format!("m{id}"), &format!("{id:04}_m{id}.tern"), text).unwrap()).unwrap();
+        s.add(
+            Migration::from_script(*id, &format!("m{id}"), &format!("{id:04}_m{id}.tern"), text)
+                .unwrap(),
+        )
+        .unwrap();
     }
     s
 }
 
 fn map(pairs: &[(&str, Value)]) -> Map {
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
 }
 
 /// The blog of [SE]: users and their posts, plus posts by unknown authors and users without posts.
@@ -58,11 +68,17 @@ fn blog(users: usize, posts_per_user: usize) -> Vec<Entity> {
     let mut out = Vec::new();
     for u in 0..users {
         let name = format!("user{u}");
-        let mut props = vec![("name", Value::from(name.as_str())), ("email", Value::from(format!("{name}@example.org")))];
+        let mut props = vec![
+            ("name", Value::from(name.as_str())),
+            ("email", Value::from(format!("{name}@example.org"))),
+        ];
         if u % 3 != 0 {
             props.push(("url", Value::from(format!("http://{name}.example.org"))));
         }
-        out.push(Entity::new(Key::new("user", format!("u{u:04}")).unwrap(), map(&props)));
+        out.push(Entity::new(
+            Key::new("user", format!("u{u:04}")).unwrap(),
+            map(&props),
+        ));
         for p in 0..posts_per_user {
             out.push(Entity::new(
                 Key::new("blogpost", format!("p{u:04}-{p}")).unwrap(),
@@ -77,14 +93,24 @@ fn blog(users: usize, posts_per_user: usize) -> Vec<Entity> {
     // A post whose author has no user entity, and one with no author.
     out.push(Entity::new(
         Key::new("blogpost", "orphan").unwrap(),
-        map(&[("title", "orphan".into()), ("text", "x".into()), ("author", "nobody".into())]),
+        map(&[
+            ("title", "orphan".into()),
+            ("text", "x".into()),
+            ("author", "nobody".into()),
+        ]),
     ));
-    out.push(Entity::new(Key::new("blogpost", "anonymous").unwrap(), map(&[("title", "anon".into())])));
+    out.push(Entity::new(
+        Key::new("blogpost", "anonymous").unwrap(),
+        map(&[("title", "anon".into())]),
+    ));
     out
 }
 
 async fn load(store: &dyn Store, entities: &[Entity]) {
-    store.write_batch(entities.iter().cloned().map(Write::Put).collect()).await.unwrap();
+    store
+        .write_batch(entities.iter().cloned().map(Write::Put).collect())
+        .await
+        .unwrap();
 }
 
 async fn export(store: &dyn Store) -> String {
@@ -92,7 +118,17 @@ async fn export(store: &dyn Store) -> String {
     for kind in store.kinds().await.unwrap() {
         let mut cursor = None;
         loop {
-            let page = store.scan(&kind, ScanRequest { filter: Filter::all(), cursor, limit: 100 }).await.unwrap();
+            let page = store
+                .scan(
+                    &kind,
+                    ScanRequest {
+                        filter: Filter::all(),
+                        cursor,
+                        limit: 100,
+                    },
+                )
+                .await
+                .unwrap();
             lines.extend(page.entities.iter().map(entity_to_json_line));
             match page.cursor {
                 Some(c) => cursor = Some(c),
@@ -105,15 +141,24 @@ async fn export(store: &dyn Store) -> String {
 }
 
 fn fast_lease() -> LeaseOptions {
-    LeaseOptions { ttl: Duration::from_millis(60), wait: None, renew: true }
+    LeaseOptions {
+        ttl: Duration::from_millis(60),
+        wait: None,
+        renew: true,
+    }
 }
 
 fn opts(batch: usize) -> RunOptions {
-    RunOptions { batch_size: batch, ..RunOptions::default() }
+    RunOptions {
+        batch_size: batch,
+        ..RunOptions::default()
+    }
 }
 
 fn migrator(store: Arc<dyn Store>, scripts: &[(u32, &str)], batch: usize) -> Migrator {
-    Migrator::new(store, set(scripts)).with_run_options(opts(batch)).with_lease_options(fast_lease())
+    Migrator::new(store, set(scripts))
+        .with_run_options(opts(batch))
+        .with_lease_options(fast_lease())
 }
 
 pub async fn blog_example_gives_the_exact_expected_entities(backend: &dyn Backend) {
@@ -130,17 +175,36 @@ pub async fn blog_example_gives_the_exact_expected_entities(backend: &dyn Backen
         ),
         Entity::new(
             Key::new("blogpost", 331175).unwrap(),
-            map(&[("title", "NoSQL Data".into()), ("text", "NoSQL databases".into()), ("author", "Gerhard".into())]),
+            map(&[
+                ("title", "NoSQL Data".into()),
+                ("text", "NoSQL databases".into()),
+                ("author", "Gerhard".into()),
+            ]),
         ),
     ];
     load(store.as_ref(), &data).await;
-    let report = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 10).up(None).await.unwrap();
+    let report = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 10)
+        .up(None)
+        .await
+        .unwrap();
     assert_eq!(report.applied.len(), 2);
-    let user = store.get(&Key::new("user", 1234).unwrap()).await.unwrap().unwrap();
-    let post = store.get(&Key::new("blogpost", 331175).unwrap()).await.unwrap().unwrap();
+    let user = store
+        .get(&Key::new("user", 1234).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let post = store
+        .get(&Key::new("blogpost", 331175).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         user.value,
-        map(&[("name", "Gerhard".into()), ("email", "gerhard@acm.org".into()), ("status", "professional".into())])
+        map(&[
+            ("name", "Gerhard".into()),
+            ("email", "gerhard@acm.org".into()),
+            ("status", "professional".into())
+        ])
     );
     // user: one step (the move's source side).
     assert_eq!(user.version, 1);
@@ -158,7 +222,10 @@ pub async fn blog_example_gives_the_exact_expected_entities(backend: &dyn Backen
     // blogpost: add, rename, copy target, move target.
     assert_eq!(post.version, 4);
     // Nothing pending afterwards; running again does nothing.
-    let again = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 10).up(None).await.unwrap();
+    let again = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 10)
+        .up(None)
+        .await
+        .unwrap();
     assert!(again.applied.is_empty());
 }
 
@@ -166,12 +233,19 @@ pub async fn blog_example_gives_the_exact_expected_entities(backend: &dyn Backen
 async fn reference_export(entities: &[Entity], batch: usize) -> String {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     load(store.as_ref(), entities).await;
-    migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch).up(None).await.unwrap();
+    migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch)
+        .up(None)
+        .await
+        .unwrap();
     export(store.as_ref()).await
 }
 
 /// Crash once at `point`, then resume until done; return the export.
-async fn crash_and_resume(store: Arc<dyn Store>, point: FaultPoint, batch: usize) -> (bool, String) {
+async fn crash_and_resume(
+    store: Arc<dyn Store>,
+    point: FaultPoint,
+    batch: usize,
+) -> (bool, String) {
     let fired = Arc::new(AtomicBool::new(false));
     let f = Arc::clone(&fired);
     let hook: FaultHook = Arc::new(move |p| p == point && !f.swap(true, Ordering::SeqCst));
@@ -181,11 +255,20 @@ async fn crash_and_resume(store: Arc<dyn Store>, point: FaultPoint, batch: usize
         .await;
     let crashed = fired.load(Ordering::SeqCst);
     if crashed {
-        assert!(matches!(first, Err(MigrateError::InjectedCrash(_))), "{first:?}");
+        assert!(
+            matches!(first, Err(MigrateError::InjectedCrash(_))),
+            "{first:?}"
+        );
         // The crashed runner's lease expires; the next run takes over and resumes.
         tokio::time::sleep(Duration::from_millis(80)).await;
-        let report = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch).up(None).await.unwrap();
-        assert!(report.applied.first().is_some_and(|m| m.resumed), "the interrupted migration resumes");
+        let report = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch)
+            .up(None)
+            .await
+            .unwrap();
+        assert!(
+            report.applied.first().is_some_and(|m| m.resumed),
+            "the interrupted migration resumes"
+        );
     } else {
         first.unwrap();
     }
@@ -213,10 +296,15 @@ pub async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(backend
             }
         }
     }
-    assert!(crashes > 40, "the fault points were reached ({crashes} crashes)");
+    assert!(
+        crashes > 40,
+        "the fault points were reached ({crashes} crashes)"
+    );
 }
 
-pub async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target(backend: &dyn Backend) {
+pub async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target(
+    backend: &dyn Backend,
+) {
     let store: Arc<dyn Store> = backend.fresh().await;
     let mut entities = Vec::new();
     for i in 0..400 {
@@ -230,7 +318,12 @@ pub async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_ta
     let updates = Arc::new(Mutex::new(std::collections::BTreeMap::<i64, i64>::new()));
     let inserted = Arc::new(AtomicU64::new(0));
     let writer = {
-        let (store, stop, updates, inserted) = (Arc::clone(&store), Arc::clone(&stop), Arc::clone(&updates), Arc::clone(&inserted));
+        let (store, stop, updates, inserted) = (
+            Arc::clone(&store),
+            Arc::clone(&stop),
+            Arc::clone(&updates),
+            Arc::clone(&inserted),
+        );
         tokio::spawn(async move {
             let mut n: i64 = 0;
             while !stop.load(Ordering::SeqCst) {
@@ -246,7 +339,10 @@ pub async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_ta
                         other => panic!("hits lost: {other:?}"),
                     };
                     new.value.insert("hits".into(), Value::Int(hits + 1));
-                    let out = store.write_batch(vec![Write::Replace { expected: cur, new }]).await.unwrap();
+                    let out = store
+                        .write_batch(vec![Write::Replace { expected: cur, new }])
+                        .await
+                        .unwrap();
                     if out[0] == WriteOutcome::Applied {
                         *updates.lock().unwrap().entry(id).or_default() += 1;
                         break;
@@ -255,7 +351,13 @@ pub async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_ta
                 // Insert: old code writes an entity of the old shape (version 0).
                 if n % 10 == 0 {
                     let key = Key::new("blogpost", 10_000 + n).unwrap();
-                    store.put(Entity::new(key, map(&[("text", "late".into()), ("hits", Value::Int(0))]))).await.unwrap();
+                    store
+                        .put(Entity::new(
+                            key,
+                            map(&[("text", "late".into()), ("hits", Value::Int(0))]),
+                        ))
+                        .await
+                        .unwrap();
                     inserted.fetch_add(1, Ordering::SeqCst);
                 }
                 tokio::task::yield_now().await;
@@ -263,7 +365,11 @@ pub async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_ta
         })
     };
     let report = Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2)]))
-        .with_run_options(RunOptions { batch_size: 16, max_rate: Some(4000.0), ..RunOptions::default() })
+        .with_run_options(RunOptions {
+            batch_size: 16,
+            max_rate: Some(4000.0),
+            ..RunOptions::default()
+        })
         .with_lease_options(fast_lease())
         .up(None)
         .await;
@@ -278,7 +384,17 @@ pub async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_ta
     let mut cursor = None;
     let mut late_seen = 0u64;
     loop {
-        let page = store.scan("blogpost", ScanRequest { filter: Filter::all(), cursor, limit: 100 }).await.unwrap();
+        let page = store
+            .scan(
+                "blogpost",
+                ScanRequest {
+                    filter: Filter::all(),
+                    cursor,
+                    limit: 100,
+                },
+            )
+            .await
+            .unwrap();
         for e in &page.entities {
             let Value::Int(id) = e.key.id else { panic!() };
             if id >= 10_000 {
@@ -286,17 +402,32 @@ pub async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_ta
                 continue;
             }
             assert_eq!(e.version, 2, "{} migrated", e.key);
-            assert!(e.value.contains_key("content") && !e.value.contains_key("text"), "{e:?}");
+            assert!(
+                e.value.contains_key("content") && !e.value.contains_key("text"),
+                "{e:?}"
+            );
             let expected_hits = updates.get(&id).copied().unwrap_or(0);
-            assert_eq!(e.get("hits"), Some(&Value::Int(expected_hits)), "no lost update on {}", e.key);
+            assert_eq!(
+                e.get("hits"),
+                Some(&Value::Int(expected_hits)),
+                "no lost update on {}",
+                e.key
+            );
         }
         match page.cursor {
             Some(c) => cursor = Some(c),
             None => break,
         }
     }
-    assert_eq!(late_seen, inserted.load(Ordering::SeqCst), "inserted entities are kept");
-    assert!(report.applied[0].counts.conflicts > 0 || report.applied[0].counts.swept > 0, "{report:?}");
+    assert_eq!(
+        late_seen,
+        inserted.load(Ordering::SeqCst),
+        "inserted entities are kept"
+    );
+    assert!(
+        report.applied[0].counts.conflicts > 0 || report.applied[0].counts.swept > 0,
+        "{report:?}"
+    );
 }
 
 pub async fn late_entities_written_during_the_run_are_swept_by_the_census(backend: &dyn Backend) {
@@ -307,34 +438,71 @@ pub async fn late_entities_written_during_the_run_are_swept_by_the_census(backen
     let hook: FaultHook = Arc::new(move |p| {
         if p == (FaultPoint::AfterCheckpoint { stage: 0, batch: 0 }) {
             let s3 = Arc::clone(&s2);
-            let e = Entity::new(Key::new("blogpost", "a-late").unwrap(), map(&[("text", "late".into())]));
-            tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(s3.put(e))).unwrap();
+            let e = Entity::new(
+                Key::new("blogpost", "a-late").unwrap(),
+                map(&[("text", "late".into())]),
+            );
+            tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(s3.put(e)))
+                .unwrap();
         }
         false
     });
-    let report = migrator(Arc::clone(&store), &[(1, RELEASE2)], 3).with_fault_hook(hook).up(None).await.unwrap();
+    let report = migrator(Arc::clone(&store), &[(1, RELEASE2)], 3)
+        .with_fault_hook(hook)
+        .up(None)
+        .await
+        .unwrap();
     assert_eq!(report.applied[0].counts.swept, 1);
-    let late = store.get(&Key::new("blogpost", "a-late").unwrap()).await.unwrap().unwrap();
+    let late = store
+        .get(&Key::new("blogpost", "a-late").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(late.version, 2);
-    assert_eq!(late.value, map(&[("content", "late".into()), ("likes", Value::Int(0))]));
+    assert_eq!(
+        late.value,
+        map(&[("content", "late".into()), ("likes", Value::Int(0))])
+    );
 }
 
 pub async fn two_runners_exactly_one_applies(backend: &dyn Backend) {
     let store: Arc<dyn Store> = backend.fresh().await;
     load(store.as_ref(), &blog(30, 3)).await;
-    let slow = RunOptions { batch_size: 5, max_rate: Some(500.0), ..RunOptions::default() };
+    let slow = RunOptions {
+        batch_size: 5,
+        max_rate: Some(500.0),
+        ..RunOptions::default()
+    };
     let a = Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2)]))
         .with_run_options(slow.clone())
-        .with_lease_options(LeaseOptions { ttl: Duration::from_secs(5), ..LeaseOptions::default() });
+        .with_lease_options(LeaseOptions {
+            ttl: Duration::from_secs(5),
+            ..LeaseOptions::default()
+        });
     let b = Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2)]))
         .with_run_options(slow)
-        .with_lease_options(LeaseOptions { ttl: Duration::from_secs(5), ..LeaseOptions::default() });
+        .with_lease_options(LeaseOptions {
+            ttl: Duration::from_secs(5),
+            ..LeaseOptions::default()
+        });
     let (ra, rb) = tokio::join!(a.up(None), b.up(None));
     let results = [ra, rb];
-    let applied = results.iter().filter(|r| r.as_ref().is_ok_and(|r| r.applied.len() == 1)).count();
-    let held = results.iter().filter(|r| matches!(r, Err(MigrateError::LockHeld { .. }))).count();
+    let applied = results
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|r| r.applied.len() == 1))
+        .count();
+    let held = results
+        .iter()
+        .filter(|r| matches!(r, Err(MigrateError::LockHeld { .. })))
+        .count();
     assert_eq!((applied, held), (1, 1), "{results:?}");
-    assert_eq!(results.iter().find_map(|r| r.as_ref().err()).map(MigrateError::exit_code), Some(3));
+    assert_eq!(
+        results
+            .iter()
+            .find_map(|r| r.as_ref().err())
+            .map(MigrateError::exit_code),
+        Some(3)
+    );
 }
 
 pub async fn a_runner_whose_lease_was_taken_over_stops_without_writing(backend: &dyn Backend) {
@@ -343,10 +511,23 @@ pub async fn a_runner_whose_lease_was_taken_over_stops_without_writing(backend: 
     let expected = reference_export(&blog(20, 3), 4).await;
     // A stalls (no renewal, slow) and loses its lease; B takes over and finishes.
     let a = Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2), (2, RELEASE3)]))
-        .with_run_options(RunOptions { batch_size: 4, max_rate: Some(100.0), ..RunOptions::default() })
-        .with_lease_options(LeaseOptions { ttl: Duration::from_millis(100), wait: None, renew: false });
-    let b = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 4)
-        .with_lease_options(LeaseOptions { ttl: Duration::from_secs(5), wait: Some(Duration::from_secs(10)), renew: true });
+        .with_run_options(RunOptions {
+            batch_size: 4,
+            max_rate: Some(100.0),
+            ..RunOptions::default()
+        })
+        .with_lease_options(LeaseOptions {
+            ttl: Duration::from_millis(100),
+            wait: None,
+            renew: false,
+        });
+    let b = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 4).with_lease_options(
+        LeaseOptions {
+            ttl: Duration::from_secs(5),
+            wait: Some(Duration::from_secs(10)),
+            renew: true,
+        },
+    );
     let a_run = tokio::spawn(async move { a.up(None).await });
     tokio::time::sleep(Duration::from_millis(30)).await;
     let rb = b.up(None).await;
@@ -359,52 +540,133 @@ pub async fn a_runner_whose_lease_was_taken_over_stops_without_writing(backend: 
 pub async fn an_edited_applied_migration_is_refused_with_exit_4(backend: &dyn Backend) {
     let store: Arc<dyn Store> = backend.fresh().await;
     load(store.as_ref(), &blog(2, 1)).await;
-    migrator(Arc::clone(&store), &[(1, RELEASE2)], 10).up(None).await.unwrap();
-    let err = migrator(Arc::clone(&store), &[(1, "add blogpost.likes = 1\n")], 10).up(None).await.unwrap_err();
-    assert!(matches!(err, MigrateError::ChecksumMismatch { id: 1, .. }), "{err}");
-    assert_eq!(err.exit_code(), 4);
-    // Formatting and comments do not count as edits.
-    let same = "-- release 2\nadd   blogpost.likes=0 ;rename blogpost.text to content\n";
-    assert!(migrator(Arc::clone(&store), &[(1, same)], 10).up(None).await.unwrap().applied.is_empty());
-    // A missing applied migration and an out-of-order pending one are refused too.
-    let err = migrator(Arc::clone(&store), &[], 10).up(None).await.unwrap_err();
-    assert!(matches!(err, MigrateError::MissingApplied { id: 1, .. }), "{err}");
-    migrator(Arc::clone(&store), &[(1, RELEASE2), (3, "delete user.email")], 10).up(None).await.unwrap();
-    let err = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, "delete user.url"), (3, "delete user.email")], 10)
+    migrator(Arc::clone(&store), &[(1, RELEASE2)], 10)
+        .up(None)
+        .await
+        .unwrap();
+    let err = migrator(Arc::clone(&store), &[(1, "add blogpost.likes = 1\n")], 10)
         .up(None)
         .await
         .unwrap_err();
-    assert!(matches!(err, MigrateError::OutOfOrder { pending: 2, applied: 3 }), "{err}");
+    assert!(
+        matches!(err, MigrateError::ChecksumMismatch { id: 1, .. }),
+        "{err}"
+    );
+    assert_eq!(err.exit_code(), 4);
+    // Formatting and comments do not count as edits.
+    let same = "-- release 2\nadd   blogpost.likes=0 ;rename blogpost.text to content\n";
+    assert!(
+        migrator(Arc::clone(&store), &[(1, same)], 10)
+            .up(None)
+            .await
+            .unwrap()
+            .applied
+            .is_empty()
+    );
+    // A missing applied migration and an out-of-order pending one are refused too.
+    let err = migrator(Arc::clone(&store), &[], 10)
+        .up(None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, MigrateError::MissingApplied { id: 1, .. }),
+        "{err}"
+    );
+    migrator(
+        Arc::clone(&store),
+        &[(1, RELEASE2), (3, "delete user.email")],
+        10,
+    )
+    .up(None)
+    .await
+    .unwrap();
+    let err = migrator(
+        Arc::clone(&store),
+        &[
+            (1, RELEASE2),
+            (2, "delete user.url"),
+            (3, "delete user.email"),
+        ],
+        10,
+    )
+    .up(None)
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            MigrateError::OutOfOrder {
+                pending: 2,
+                applied: 3
+            }
+        ),
+        "{err}"
+    );
 }
 
-pub async fn an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing(backend: &dyn Backend) {
+pub async fn an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing(
+    backend: &dyn Backend,
+) {
     let store: Arc<dyn Store> = backend.fresh().await;
     let data = [
-        Entity::new(Key::new("user", 1).unwrap(), map(&[("name", "ann".into()), ("url", "a".into())])),
-        Entity::new(Key::new("user", 2).unwrap(), map(&[("name", "ann".into()), ("url", "b".into())])),
-        Entity::new(Key::new("blogpost", 7).unwrap(), map(&[("author", "ann".into())])),
+        Entity::new(
+            Key::new("user", 1).unwrap(),
+            map(&[("name", "ann".into()), ("url", "a".into())]),
+        ),
+        Entity::new(
+            Key::new("user", 2).unwrap(),
+            map(&[("name", "ann".into()), ("url", "b".into())]),
+        ),
+        Entity::new(
+            Key::new("blogpost", 7).unwrap(),
+            map(&[("author", "ann".into())]),
+        ),
     ];
     load(store.as_ref(), &data).await;
     let before = export(store.as_ref()).await;
     let unsafe_copy = "copy user.url to blogpost where user.name = blogpost.author";
-    let err = migrator(Arc::clone(&store), &[(1, unsafe_copy)], 10).up(None).await.unwrap_err();
+    let err = migrator(Arc::clone(&store), &[(1, unsafe_copy)], 10)
+        .up(None)
+        .await
+        .unwrap_err();
     assert_eq!(err.exit_code(), 5);
-    let MigrateError::Unsafe { conflicts, .. } = &err else { panic!("{err}") };
+    let MigrateError::Unsafe { conflicts, .. } = &err else {
+        panic!("{err}")
+    };
     assert_eq!(conflicts.len(), 1);
-    assert!(conflicts[0].contains("blogpost:7") && conflicts[0].contains("user:1") && conflicts[0].contains("user:2"), "{err}");
+    assert!(
+        conflicts[0].contains("blogpost:7")
+            && conflicts[0].contains("user:1")
+            && conflicts[0].contains("user:2"),
+        "{err}"
+    );
     assert_eq!(export(store.as_ref()).await, before, "nothing written");
     // The dry run reports it without refusing.
-    let dry = migrator(Arc::clone(&store), &[(1, unsafe_copy)], 10).dry_run(None, 3).await.unwrap();
+    let dry = migrator(Arc::clone(&store), &[(1, unsafe_copy)], 10)
+        .dry_run(None, 3)
+        .await
+        .unwrap();
     assert_eq!(dry.conflicts.len(), 1);
-    assert_eq!(export(store.as_ref()).await, before, "the dry run wrote nothing");
+    assert_eq!(
+        export(store.as_ref()).await,
+        before,
+        "the dry run wrote nothing"
+    );
     // Forced, the greatest source key wins.
     Migrator::new(Arc::clone(&store), set(&[(1, unsafe_copy)]))
-        .with_run_options(RunOptions { force_unsafe: true, ..opts(10) })
+        .with_run_options(RunOptions {
+            force_unsafe: true,
+            ..opts(10)
+        })
         .with_lease_options(fast_lease())
         .up(None)
         .await
         .unwrap();
-    let post = store.get(&Key::new("blogpost", 7).unwrap()).await.unwrap().unwrap();
+    let post = store
+        .get(&Key::new("blogpost", 7).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(post.get("url"), Some(&Value::from("b")));
 }
 
@@ -412,7 +674,10 @@ pub async fn dry_run_reports_counts_and_samples_without_writing(backend: &dyn Ba
     let store: Arc<dyn Store> = backend.fresh().await;
     load(store.as_ref(), &blog(4, 2)).await;
     let before = export(store.as_ref()).await;
-    let dry = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 3).dry_run(None, 2).await.unwrap();
+    let dry = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 3)
+        .dry_run(None, 2)
+        .await
+        .unwrap();
     assert_eq!(export(store.as_ref()).await, before);
     assert!(dry.conflicts.is_empty());
     // 10 posts change in release 2 (8 + orphan + anonymous gets likes), users lose url in release 3.
@@ -420,9 +685,16 @@ pub async fn dry_run_reports_counts_and_samples_without_writing(backend: &dyn Ba
     assert_eq!(dry.stages[0].counts.changed, 10);
     let kinds: BTreeSet<&str> = dry.samples.iter().map(|(k, _)| k.kind.as_str()).collect();
     assert_eq!(kinds, BTreeSet::from(["blogpost", "user"]));
-    assert!(dry.samples.iter().all(|(_, c)| c.before.is_some() && c.after.is_some()));
+    assert!(
+        dry.samples
+            .iter()
+            .all(|(_, c)| c.before.is_some() && c.after.is_some())
+    );
     // And a real run afterwards matches the dry run's count of changed entities.
-    migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 3).up(None).await.unwrap();
+    migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 3)
+        .up(None)
+        .await
+        .unwrap();
     let after = export(store.as_ref()).await;
     let changed = before
         .lines()
@@ -458,9 +730,18 @@ pub async fn code_migrations_run_as_version_steps_next_to_files(backend: &dyn Ba
     let store: Arc<dyn Store> = backend.fresh().await;
     load(store.as_ref(), &blog(2, 0)).await;
     let mut s = set(&[(1, "add user.active = true")]);
-    s.add(Migration::from_code(2, "upper", "r1", Arc::new(Upper))).unwrap();
-    Migrator::new(Arc::clone(&store), s).with_lease_options(fast_lease()).up(None).await.unwrap();
-    let u = store.get(&Key::new("user", "u0001").unwrap()).await.unwrap().unwrap();
+    s.add(Migration::from_code(2, "upper", "r1", Arc::new(Upper)))
+        .unwrap();
+    Migrator::new(Arc::clone(&store), s)
+        .with_lease_options(fast_lease())
+        .up(None)
+        .await
+        .unwrap();
+    let u = store
+        .get(&Key::new("user", "u0001").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(u.version, 2);
     assert_eq!(u.get("name"), Some(&Value::from("USER1")));
     assert_eq!(u.get("active"), Some(&Value::Bool(true)));
