@@ -3,6 +3,7 @@
 //! Usage: `tern-cql-server [--host 127.0.0.1] [--port 9042] [--allow-non-loopback]`
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use tern_cql_server::CqlServer;
@@ -62,7 +63,18 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Args>> {
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // `{:#}` prints the context chain on one line, without a backtrace.
+            eprintln!("tern-cql-server: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<()> {
     let Some(Args { host, port }) = parse_args(std::env::args().skip(1))? else {
         println!("{USAGE}");
         return Ok(());
