@@ -44,11 +44,20 @@ usage() {
 # probe KIND PORT: protocol-level ping on 127.0.0.1 (scripts/lib/probe.py).
 probe() { "$PYTHON" "$REPO/scripts/lib/probe.py" "$@"; }
 
+# refuse_if_running NAME PIDFILE PATTERN: fails when PIDFILE names a live server that did not
+# answer the ping (hung, or started with another port): its pid file must not be overwritten.
+refuse_if_running() {
+    if pid_alive "$2" "$3"; then
+        die "$1: pid $(<"$2") from $2 is running but does not answer on the configured port; stop it first (scripts/servers.sh stop $1)"
+    fi
+}
+
 # start_background NAME PIDFILE LOGFILE COMMAND...: runs COMMAND detached (own session, no
 # stdin, output appended to LOGFILE) and records its pid.
 start_background() {
     local name=$1 pidfile=$2 logfile=$3
     shift 3
+    refuse_if_running "$name" "$pidfile" "$(basename -- "$1")"
     printf '\n--- %s: starting %s at %s\n' "$name" "$*" "$(date -Is)" >>"$logfile"
     # Without job control the child is no process-group leader, so setsid execs in place
     # and $! is the server's own pid.
@@ -78,10 +87,14 @@ redis_start() {
         return 0
     fi
     mkdir -p "$STATE/redis"
+    refuse_if_running redis "$STATE/redis.pid" redis-server
     rm -f "$STATE/redis.pid"
+    # Early errors (before redis opens its log file) land in the same log; stdio never stays
+    # attached to the caller's pipes. Redis only appends to the file: no read/write race.
+    # shellcheck disable=SC2094
     redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize yes --save '' \
         --appendonly no --dir "$STATE/redis" --pidfile "$STATE/redis.pid" \
-        --logfile "$STATE/redis.log"
+        --logfile "$STATE/redis.log" </dev/null >>"$STATE/redis.log" 2>&1
     wait_ready redis "$STATE/redis.log" "$STATE/redis.pid" redis-server "$TIMEOUT" \
         probe redis "$REDIS_PORT"
 }

@@ -119,6 +119,7 @@ wait_ready() {
         if [[ -s $pidfile ]] && ! pid_alive "$pidfile" "$pattern"; then
             log "ERROR: $name exited during startup; last lines of $logfile:"
             tail -n 40 "$logfile" >&2 || true
+            rm -f "$pidfile"
             exit 1
         fi
         if ((SECONDS >= deadline)); then
