@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# Installs, starts, stops and reports tern's integration-test servers, on 127.0.0.1 only.
+#
+#   scripts/servers.sh install|start|stop|restart|status|env [redis|mongodb|cassandra|all]...
+#
+#   redis      the real redis-server (Debian package), daemonized on 127.0.0.1:6379
+#   mongodb    SecantusDB (MongoDB wire protocol over WiredTiger, Python build in a venv), :27017
+#   cassandra  tern-cql-server (in-memory CQL v4 stand-in, built from this workspace), :9042
+#
+# Every command is idempotent: `install` skips what is installed, `start` installs first and
+# skips servers that already answer their protocol's ping, `stop` only stops processes this
+# script started (by pid file). Each phase prints how long it took (on stderr).
+# `env` prints `export TERN_IT_*_URL=...` lines for `eval "$(scripts/servers.sh env)"`.
+# `status` exits 3 when a requested server does not answer.
+#
+# Environment: TERN_STATE_DIR (default: <repo>/.tern-servers), TERN_REDIS_PORT (6379),
+# TERN_MONGODB_PORT (27017), TERN_CASSANDRA_PORT (9042), TERN_SERVER_TIMEOUT (60 s per start),
+# TERN_MONGODB_STORAGE (default: $TERN_STATE_DIR/mongo-data; ':memory:' for a throwaway store),
+# TERN_SECANTUS_SPEC (SecantusDB==0.7.0b3), TERN_PYTHON (python3), CARGO_TARGET_DIR.
+set -euo pipefail
+
+REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+LOG_TAG=servers
+# shellcheck source=scripts/lib/common.sh
+source "$REPO/scripts/lib/common.sh"
+
+STATE=${TERN_STATE_DIR:-$REPO/.tern-servers}
+REDIS_PORT=${TERN_REDIS_PORT:-6379}
+MONGODB_PORT=${TERN_MONGODB_PORT:-27017}
+CASSANDRA_PORT=${TERN_CASSANDRA_PORT:-9042}
+TIMEOUT=${TERN_SERVER_TIMEOUT:-60}
+MONGODB_STORAGE=${TERN_MONGODB_STORAGE:-$STATE/mongo-data}
+SECANTUS_SPEC=${TERN_SECANTUS_SPEC:-SecantusDB==0.7.0b3}
+PYTHON=${TERN_PYTHON:-python3}
+TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
+CQL_BIN=$STATE/bin/tern-cql-server
+VENV=$STATE/venv
+
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+# probe KIND PORT: protocol-level ping on 127.0.0.1 (scripts/lib/probe.py).
+probe() { "$PYTHON" "$REPO/scripts/lib/probe.py" "$@"; }
+
+# refuse_if_running NAME PIDFILE PATTERN: fails when PIDFILE names a live server that did not
+# answer the ping (hung, or started with another port): its pid file must not be overwritten.
+refuse_if_running() {
+    if pid_alive "$2" "$3"; then
+        die "$1: pid $(<"$2") from $2 is running but does not answer on the configured port; stop it first (scripts/servers.sh stop $1)"
+    fi
+}
+
+# start_background NAME PIDFILE LOGFILE COMMAND...: runs COMMAND detached (own session, no
+# stdin, output appended to LOGFILE) and records its pid.
+start_background() {
+    local name=$1 pidfile=$2 logfile=$3
+    shift 3
+    refuse_if_running "$name" "$pidfile" "$(basename -- "$1")"
+    printf '\n--- %s: starting %s at %s\n' "$name" "$*" "$(date -Is)" >>"$logfile"
+    # Without job control the child is no process-group leader, so setsid execs in place
+    # and $! is the server's own pid.
+    setsid nohup "$@" >>"$logfile" 2>&1 </dev/null &
+    echo "$!" >"$pidfile"
+}
+
+# --- redis -----------------------------------------------------------------------------------
+
+redis_install() {
+    if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
+        log "redis: $(redis-server --version | cut -d' ' -f1-3) already installed"
+        return 0
+    fi
+    apt_install redis-server
+    # Debian's postinst may have started a system redis through its init script; it would
+    # hold the port we want. It is not ours to keep: stop it the way it was started.
+    if [[ -x /etc/init.d/redis-server ]] && /etc/init.d/redis-server status >/dev/null 2>&1; then
+        log "redis: stopping the redis-server the package started"
+        /etc/init.d/redis-server stop >&2 || true
+    fi
+}
+
+redis_start() {
+    if probe redis "$REDIS_PORT" 2>/dev/null; then
+        log "redis: already answering on 127.0.0.1:$REDIS_PORT"
+        return 0
+    fi
+    mkdir -p "$STATE/redis"
+    refuse_if_running redis "$STATE/redis.pid" redis-server
+    rm -f "$STATE/redis.pid"
+    # Early errors (before redis opens its log file) land in the same log; stdio never stays
+    # attached to the caller's pipes. Redis only appends to the file: no read/write race.
+    # shellcheck disable=SC2094
+    redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize yes --save '' \
+        --appendonly no --dir "$STATE/redis" --pidfile "$STATE/redis.pid" \
+        --logfile "$STATE/redis.log" </dev/null >>"$STATE/redis.log" 2>&1
+    wait_ready redis "$STATE/redis.log" "$STATE/redis.pid" redis-server "$TIMEOUT" \
+        probe redis "$REDIS_PORT"
+}
+
+redis_stop() { stop_pidfile redis "$STATE/redis.pid" redis-server; }
+
+# --- mongodb (SecantusDB) -------------------------------------------------------------------------
+
+mongodb_install() {
+    if [[ -x $VENV/bin/secantusd-py && $(cat "$VENV/.tern-installed" 2>/dev/null) == "$SECANTUS_SPEC" ]]; then
+        log "mongodb: $SECANTUS_SPEC already installed in $VENV"
+        return 0
+    fi
+    if ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
+        apt_install python3-venv
+    fi
+    mkdir -p "$STATE"
+    if [[ ! -x $VENV/bin/python ]]; then
+        "$PYTHON" -m venv "$VENV"
+    fi
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "$SECANTUS_SPEC" >&2
+    [[ -x $VENV/bin/secantusd-py ]] || die "mongodb: $SECANTUS_SPEC installed no secantusd-py"
+    printf '%s\n' "$SECANTUS_SPEC" >"$VENV/.tern-installed"
+}
+
+mongodb_start() {
+    if probe mongodb "$MONGODB_PORT" 2>/dev/null; then
+        log "mongodb: already answering on 127.0.0.1:$MONGODB_PORT"
+        return 0
+    fi
+    if [[ $MONGODB_STORAGE != ":memory:" ]]; then
+        mkdir -p "$MONGODB_STORAGE"
+    fi
+    start_background mongodb "$STATE/mongodb.pid" "$STATE/mongodb.log" \
+        "$VENV/bin/secantusd-py" --host 127.0.0.1 --port "$MONGODB_PORT" \
+        --storage-path "$MONGODB_STORAGE"
+    wait_ready mongodb "$STATE/mongodb.log" "$STATE/mongodb.pid" secantusd-py "$TIMEOUT" \
+        probe mongodb "$MONGODB_PORT"
+}
+
+mongodb_stop() { stop_pidfile mongodb "$STATE/mongodb.pid" secantusd-py; }
+
+# --- cassandra (tern-cql-server) --------------------------------------------------------------
+
+cassandra_install() {
+    # cargo decides what is stale: a no-op build takes well under a second.
+    (cd "$REPO" && cargo build --release --quiet -p tern-cql-server) >&2
+    mkdir -p "$STATE/bin"
+    if ! cmp -s "$TARGET_DIR/release/tern-cql-server" "$CQL_BIN"; then
+        # Copy then rename: replaces the file even while an older copy is running.
+        cp "$TARGET_DIR/release/tern-cql-server" "$CQL_BIN.tmp"
+        mv -f "$CQL_BIN.tmp" "$CQL_BIN"
+        log "cassandra: installed $CQL_BIN"
+    else
+        log "cassandra: $CQL_BIN is up to date"
+    fi
+}
+
+cassandra_start() {
+    if probe cql "$CASSANDRA_PORT" 2>/dev/null; then
+        log "cassandra: already answering on 127.0.0.1:$CASSANDRA_PORT"
+        return 0
+    fi
+    start_background cassandra "$STATE/cassandra.pid" "$STATE/cassandra.log" \
+        "$CQL_BIN" --host 127.0.0.1 --port "$CASSANDRA_PORT"
+    wait_ready cassandra "$STATE/cassandra.log" "$STATE/cassandra.pid" tern-cql-server \
+        "$TIMEOUT" probe cql "$CASSANDRA_PORT"
+}
+
+cassandra_stop() { stop_pidfile cassandra "$STATE/cassandra.pid" tern-cql-server; }
+
+# --- status / env ----------------------------------------------------------------------------
+
+status_of() {
+    local svc=$1 kind port pidfile pid=""
+    case $svc in
+        redis) kind=redis port=$REDIS_PORT ;;
+        mongodb) kind=mongodb port=$MONGODB_PORT ;;
+        cassandra) kind=cql port=$CASSANDRA_PORT ;;
+    esac
+    pidfile=$STATE/$svc.pid
+    if [[ -s $pidfile ]]; then
+        pid=" (pid file: $(<"$pidfile"))"
+    fi
+    if probe "$kind" "$port" 2>/dev/null; then
+        printf '%-9s up    127.0.0.1:%s%s\n' "$svc" "$port" "$pid"
+    else
+        printf '%-9s down  127.0.0.1:%s%s\n' "$svc" "$port" "$pid"
+        return 3
+    fi
+}
+
+print_env() {
+    local svc
+    for svc in "$@"; do
+        case $svc in
+            redis) printf 'export TERN_IT_REDIS_URL=%q\n' "redis://127.0.0.1:$REDIS_PORT" ;;
+            mongodb) printf 'export TERN_IT_MONGODB_URL=%q\n' "mongodb://127.0.0.1:$MONGODB_PORT" ;;
+            cassandra)
+                printf 'export TERN_IT_CASSANDRA_URL=%q\n' \
+                    "cassandra://127.0.0.1:$CASSANDRA_PORT/tern_it" ;;
+        esac
+    done
+}
+
+# --- main ------------------------------------------------------------------------------------
+
+main() {
+    local cmd=${1:-} services=() svc rc=0 start
+    [[ -n $cmd ]] || usage
+    shift
+    for svc in "${@:-all}"; do
+        case $svc in
+            all) services+=(redis mongodb cassandra) ;;
+            redis | mongodb | cassandra) services+=("$svc") ;;
+            *) log "unknown server: $svc" && usage ;;
+        esac
+    done
+    start=$(now_ns)
+    case $cmd in
+        install)
+            for svc in "${services[@]}"; do phase "$svc install" "${svc}_install"; done ;;
+        start)
+            for svc in "${services[@]}"; do
+                phase "$svc install" "${svc}_install"
+                phase "$svc start" "${svc}_start"
+            done ;;
+        stop)
+            for svc in "${services[@]}"; do phase "$svc stop" "${svc}_stop"; done ;;
+        restart)
+            for svc in "${services[@]}"; do
+                phase "$svc stop" "${svc}_stop"
+                phase "$svc install" "${svc}_install"
+                phase "$svc start" "${svc}_start"
+            done ;;
+        status)
+            for svc in "${services[@]}"; do status_of "$svc" || rc=$?; done
+            return "$rc" ;;
+        env)
+            print_env "${services[@]}"
+            return 0 ;;
+        -h | --help | help) usage ;;
+        *) log "unknown command: $cmd" && usage ;;
+    esac
+    log "$cmd ${services[*]}: total $(seconds_since "$start")s"
+}
+
+main "$@"
