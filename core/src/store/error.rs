@@ -56,12 +56,21 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// A new error of `kind` with `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into(), context: Vec::new(), source: None, temporary: false }
+        Error {
+            kind,
+            message: message.into(),
+            context: Vec::new(),
+            source: None,
+            temporary: false,
+        }
     }
 
     /// The store cannot do `operation`.
     pub fn unsupported(store: &str, operation: &str) -> Error {
-        Error::new(ErrorKind::Unsupported, format!("{operation} is not supported by the {store} store"))
+        Error::new(
+            ErrorKind::Unsupported,
+            format!("{operation} is not supported by the {store} store"),
+        )
     }
 
     /// Adds a key/value pair of context (`"kind"`, `"key"`, `"url"`...).
@@ -139,6 +148,8 @@ impl fmt::Debug for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|s| s.as_ref() as &(dyn std::error::Error + 'static))
+        self.source
+            .as_ref()
+            .map(|s| s.as_ref() as &(dyn std::error::Error + 'static))
     }
 }

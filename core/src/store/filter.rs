@@ -46,7 +46,10 @@ pub struct Condition {
 impl Condition {
     /// An equality atom on a top-level property.
     pub fn eq(name: impl Into<String>, value: impl Into<Value>) -> Condition {
-        Condition { path: vec![name.into()], values: vec![value.into()] }
+        Condition {
+            path: vec![name.into()],
+            values: vec![value.into()],
+        }
     }
 
     /// Does the entity value satisfy the atom?
@@ -89,16 +92,21 @@ impl Filter {
 
     /// Entities at exactly `version`.
     pub fn at_version(version: Version) -> Filter {
-        Filter { version: VersionFilter::Exactly(version), conditions: Vec::new() }
+        Filter {
+            version: VersionFilter::Exactly(version),
+            conditions: Vec::new(),
+        }
     }
 
     /// Does the entity pass? The reference that every store's filtering must agree with.
     pub fn matches(&self, entity: &Entity) -> bool {
-        self.version.matches(entity.version) && self.conditions.iter().all(|c| c.matches_map(&entity.value))
+        self.version.matches(entity.version)
+            && self.conditions.iter().all(|c| c.matches_map(&entity.value))
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::model::Key;
@@ -107,14 +115,23 @@ mod tests {
         Entity {
             key: Key::new("k", 1).unwrap(),
             version: 2,
-            value: props.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect(),
+            value: props
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect(),
         }
     }
 
     #[test]
     fn absent_never_matches() {
         let e = entity(&[]);
-        assert!(!Filter { version: VersionFilter::Any, conditions: vec![Condition::eq("a", Value::Null)] }.matches(&e));
+        assert!(
+            !Filter {
+                version: VersionFilter::Any,
+                conditions: vec![Condition::eq("a", Value::Null)]
+            }
+            .matches(&e)
+        );
     }
 
     #[test]
@@ -128,9 +145,15 @@ mod tests {
         let mut inner = Map::new();
         inner.insert("name".into(), "Ann".into());
         let e = entity(&[("author", Value::Map(inner))]);
-        let c = Condition { path: vec!["author".into(), "name".into()], values: vec!["Ann".into()] };
+        let c = Condition {
+            path: vec!["author".into(), "name".into()],
+            values: vec!["Ann".into()],
+        };
         assert!(c.matches_map(&e.value));
-        let c = Condition { path: vec!["author".into(), "x".into()], values: vec!["Ann".into()] };
+        let c = Condition {
+            path: vec!["author".into(), "x".into()],
+            values: vec!["Ann".into()],
+        };
         assert!(!c.matches_map(&e.value));
     }
 
@@ -139,7 +162,19 @@ mod tests {
         let e = entity(&[]);
         assert!(Filter::at_version(2).matches(&e));
         assert!(!Filter::at_version(1).matches(&e));
-        assert!(Filter { version: VersionFilter::Below(3), conditions: vec![] }.matches(&e));
-        assert!(!Filter { version: VersionFilter::Below(2), conditions: vec![] }.matches(&e));
+        assert!(
+            Filter {
+                version: VersionFilter::Below(3),
+                conditions: vec![]
+            }
+            .matches(&e)
+        );
+        assert!(
+            !Filter {
+                version: VersionFilter::Below(2),
+                conditions: vec![]
+            }
+            .matches(&e)
+        );
     }
 }

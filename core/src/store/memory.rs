@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, Result, ScanPage, ScanRequest, Store, StoreInfo,
-    Write, WriteOutcome, check_writes,
+    Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, Result, ScanPage, ScanRequest, Store,
+    StoreInfo, Write, WriteOutcome, check_writes,
 };
 use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
@@ -34,20 +34,29 @@ impl MemoryStore {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves plain data behind; keep using it.
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
 pub(crate) fn decode_cursor(cursor: &Cursor) -> Result<Vec<u8>> {
     hex::decode(&cursor.0).map_err(|e| {
-        Error::new(ErrorKind::InvalidCursor, format!("cursor {:?} is not one this store made", cursor.0)).with_source(e)
+        Error::new(
+            ErrorKind::InvalidCursor,
+            format!("cursor {:?} is not one this store made", cursor.0),
+        )
+        .with_source(e)
     })
 }
 
 #[async_trait]
 impl Store for MemoryStore {
     fn info(&self) -> StoreInfo {
-        StoreInfo { scheme: "memory", location: "memory:".to_owned() }
+        StoreInfo {
+            scheme: "memory",
+            location: "memory:".to_owned(),
+        }
     }
 
     fn capability(&self) -> Capability {
@@ -64,7 +73,11 @@ impl Store for MemoryStore {
 
     async fn kinds(&self) -> Result<Vec<String>> {
         let inner = self.lock();
-        let mut kinds: Vec<String> = inner.entities.values().map(|e| e.key.kind.clone()).collect();
+        let mut kinds: Vec<String> = inner
+            .entities
+            .values()
+            .map(|e| e.key.kind.clone())
+            .collect();
         kinds.dedup();
         Ok(kinds)
     }
@@ -92,7 +105,11 @@ impl Store for MemoryStore {
                 entities.push(e.clone());
             }
         }
-        let cursor = if exhausted { None } else { last.map(|k| Cursor(hex::encode(k))) };
+        let cursor = if exhausted {
+            None
+        } else {
+            last.map(|k| Cursor(hex::encode(k)))
+        };
         Ok(ScanPage { entities, cursor })
     }
 
@@ -110,15 +127,13 @@ impl Store for MemoryStore {
                     inner.entities.insert(encode_key(&e.key), e);
                     WriteOutcome::Applied
                 }
-                Write::Insert(e) => {
-                    let k = encode_key(&e.key);
-                    if inner.entities.contains_key(&k) {
-                        WriteOutcome::Conflict
-                    } else {
-                        inner.entities.insert(k, e);
+                Write::Insert(e) => match inner.entities.entry(encode_key(&e.key)) {
+                    std::collections::btree_map::Entry::Occupied(_) => WriteOutcome::Conflict,
+                    std::collections::btree_map::Entry::Vacant(slot) => {
+                        slot.insert(e);
                         WriteOutcome::Applied
                     }
-                }
+                },
                 Write::Replace { expected, new } => {
                     let k = encode_key(&expected.key);
                     if inner.entities.get(&k) == Some(&expected) {
@@ -142,7 +157,12 @@ impl Store for MemoryStore {
         Ok(self.lock().meta.get(name).cloned())
     }
 
-    async fn meta_cas(&self, name: &str, expected: Option<u64>, value: Option<&str>) -> Result<MetaCas> {
+    async fn meta_cas(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<MetaCas> {
         let mut inner = self.lock();
         let current = inner.meta.get(name).cloned();
         if current.as_ref().map(|e| e.revision) != expected {
@@ -151,7 +171,13 @@ impl Store for MemoryStore {
         match value {
             Some(v) => {
                 let revision = expected.unwrap_or(0) + 1;
-                inner.meta.insert(name.to_owned(), MetaEntry { value: v.to_owned(), revision });
+                inner.meta.insert(
+                    name.to_owned(),
+                    MetaEntry {
+                        value: v.to_owned(),
+                        revision,
+                    },
+                );
                 Ok(MetaCas::Applied(revision))
             }
             None => {
@@ -162,6 +188,12 @@ impl Store for MemoryStore {
     }
 
     async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
-        Ok(self.lock().meta.keys().filter(|k| k.starts_with(prefix)).cloned().collect())
+        Ok(self
+            .lock()
+            .meta
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect())
     }
 }

@@ -256,7 +256,12 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// A write sets the revision to `expected + 1` (1 for a new document). After a
     /// delete, revisions may start again at 1, so tern never deletes a document
     /// that it fences with compare-and-set (the lease).
-    async fn meta_cas(&self, name: &str, expected: Option<u64>, value: Option<&str>) -> Result<MetaCas>;
+    async fn meta_cas(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<MetaCas>;
 
     /// The names of metadata documents that start with `prefix`, sorted.
     async fn meta_list(&self, prefix: &str) -> Result<Vec<String>>;
@@ -281,7 +286,16 @@ pub trait Store: Send + Sync + Debug + 'static {
         let ordered = self.capability().scan_ordered;
         let mut cursor = None;
         loop {
-            let page = self.scan(kind, ScanRequest { filter: filter.clone(), cursor, limit: 1000 }).await?;
+            let page = self
+                .scan(
+                    kind,
+                    ScanRequest {
+                        filter: filter.clone(),
+                        cursor,
+                        limit: 1000,
+                    },
+                )
+                .await?;
             for e in page.entities {
                 if ordered || seen.insert(e.key) {
                     total += 1;
@@ -301,7 +315,16 @@ pub trait Store: Send + Sync + Debug + 'static {
         let ordered = self.capability().scan_ordered;
         let mut cursor = None;
         loop {
-            let page = self.scan(kind, ScanRequest { filter: Filter::all(), cursor, limit: 1000 }).await?;
+            let page = self
+                .scan(
+                    kind,
+                    ScanRequest {
+                        filter: Filter::all(),
+                        cursor,
+                        limit: 1000,
+                    },
+                )
+                .await?;
             for e in page.entities {
                 if ordered || seen.insert(e.key) {
                     *census.entry(e.version).or_insert(0) += 1;
@@ -321,7 +344,9 @@ pub trait Store: Send + Sync + Debug + 'static {
 
     /// Deletes one entity; a missing key is not an error.
     async fn delete(&self, key: &Key) -> Result<()> {
-        self.write_batch(vec![Write::Delete(key.clone())]).await.map(|_| ())
+        self.write_batch(vec![Write::Delete(key.clone())])
+            .await
+            .map(|_| ())
     }
 }
 
@@ -343,7 +368,10 @@ pub fn check_writes(writes: &[Write]) -> Result<()> {
             if expected.key != new.key {
                 return Err(Error::new(
                     ErrorKind::Unexpected,
-                    format!("write {i}: a replace must keep the key ({} vs {})", expected.key, new.key),
+                    format!(
+                        "write {i}: a replace must keep the key ({} vs {})",
+                        expected.key, new.key
+                    ),
                 ));
             }
         }
