@@ -45,6 +45,7 @@ mod filter;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod memory;
+pub mod pushdown;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
