@@ -1,1 +1,0 @@
-//! The embedded store (redb). Filled in by the embedded-store work.

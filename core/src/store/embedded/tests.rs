@@ -1,0 +1,354 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use crate::model::keycode::encode_key;
+use crate::model::{Map, Value};
+use crate::store::{Condition, Cursor, Filter, PushStep, Write};
+
+fn temp_store() -> (tempfile::TempDir, EmbeddedStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path().join("tern.redb")).unwrap();
+    (dir, store)
+}
+
+fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)]) -> Entity {
+    Entity {
+        key: Key::new(kind, id).unwrap(),
+        version,
+        value: props
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect(),
+    }
+}
+
+#[test]
+fn public_types_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<EmbeddedStore>();
+}
+
+#[tokio::test]
+async fn info_and_debug_name_the_path() {
+    let (dir, store) = temp_store();
+    let path = dir.path().join("tern.redb");
+    assert_eq!(store.info().scheme, "embedded");
+    assert_eq!(
+        store.info().location,
+        format!("embedded:{}", path.display())
+    );
+    assert!(format!("{store:?}").contains(&path.display().to_string()));
+    assert_eq!(store.path(), path);
+}
+
+#[tokio::test]
+async fn data_survives_reopen() {
+    let (dir, store) = temp_store();
+    let path = store.path().to_path_buf();
+    let e = entity(
+        "user",
+        "ann",
+        4,
+        &[("nan", Value::Float(f64::NAN)), ("z", Value::Float(-0.0))],
+    );
+    store.put(e.clone()).await.unwrap();
+    store
+        .meta_cas("ledger", None, Some(r#"{"a":1}"#))
+        .await
+        .unwrap();
+    drop(store);
+    let store = EmbeddedStore::open(&path).unwrap();
+    assert_eq!(store.get(&e.key).await.unwrap(), Some(e));
+    assert_eq!(
+        store.meta_get("ledger").await.unwrap(),
+        Some(MetaEntry {
+            value: r#"{"a":1}"#.into(),
+            revision: 1
+        })
+    );
+    assert_eq!(store.kinds().await.unwrap(), vec!["user".to_owned()]);
+    drop(dir);
+}
+
+#[test]
+fn second_open_fails_naming_the_path() {
+    let (_dir, store) = temp_store();
+    let err = EmbeddedStore::open(store.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(
+        err.message().contains(&store.path().display().to_string()),
+        "{err}"
+    );
+    assert!(err.message().contains("already open"), "{err}");
+}
+
+#[test]
+fn unopenable_paths_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing_dir = dir.path().join("no/such/dir/tern.redb");
+    let err = EmbeddedStore::open(&missing_dir).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(
+        err.message().contains(&missing_dir.display().to_string()),
+        "{err}"
+    );
+
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, vec![0x42u8; 8192]).unwrap();
+    let err = EmbeddedStore::open(&garbage).unwrap_err();
+    assert!(
+        err.message().contains(&garbage.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn works_without_a_tokio_runtime() {
+    let (_dir, store) = temp_store();
+    let e = entity("k", 1, 0, &[]);
+    futures::executor::block_on(store.put(e.clone())).unwrap();
+    assert_eq!(
+        futures::executor::block_on(store.get(&e.key)).unwrap(),
+        Some(e)
+    );
+}
+
+#[tokio::test]
+async fn pages_respect_the_limit_and_end_without_an_empty_page() {
+    let (_dir, store) = temp_store();
+    let entities: Vec<_> = (0..10).map(|i| entity("k", i, 0, &[])).collect();
+    store
+        .write_batch(entities.into_iter().map(Write::Put).collect())
+        .await
+        .unwrap();
+    let mut cursor = None;
+    let mut pages = Vec::new();
+    loop {
+        let page = store
+            .scan(
+                "k",
+                ScanRequest {
+                    filter: Filter::all(),
+                    cursor,
+                    limit: 5,
+                },
+            )
+            .await
+            .unwrap();
+        pages.push(page.entities.len());
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(pages, vec![5, 5]);
+}
+
+#[tokio::test]
+async fn a_selective_filter_returns_short_pages_instead_of_reading_everything() {
+    let (_dir, store) = temp_store();
+    let entities: Vec<_> = (0..3000)
+        .map(|i| entity("k", i, u64::from(i == 2999), &[]))
+        .collect();
+    store
+        .write_batch(entities.into_iter().map(Write::Put).collect())
+        .await
+        .unwrap();
+    let first = store
+        .scan(
+            "k",
+            ScanRequest {
+                filter: Filter::at_version(1),
+                cursor: None,
+                limit: 1,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(first.entities.is_empty());
+    assert!(first.cursor.is_some());
+    assert_eq!(store.count("k", Filter::at_version(1)).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn foreign_cursors_are_invalid() {
+    let (_dir, store) = temp_store();
+    store.put(entity("a", 1, 0, &[])).await.unwrap();
+    store.put(entity("a", 2, 0, &[])).await.unwrap();
+    let page = store
+        .scan(
+            "a",
+            ScanRequest {
+                filter: Filter::all(),
+                cursor: None,
+                limit: 1,
+            },
+        )
+        .await
+        .unwrap();
+    let cursor = page.cursor.unwrap();
+    let err = store
+        .scan(
+            "b",
+            ScanRequest {
+                filter: Filter::all(),
+                cursor: Some(cursor),
+                limit: 1,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidCursor);
+    let err = store
+        .scan(
+            "a",
+            ScanRequest {
+                filter: Filter::all(),
+                cursor: Some(Cursor("not hex".into())),
+                limit: 1,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidCursor);
+}
+
+#[tokio::test]
+async fn kinds_lists_each_kind_once_whatever_its_name() {
+    let (_dir, store) = temp_store();
+    let names = ["a", "a\0", "a\0b", "ab", "b", "é", "user"];
+    let mut writes = Vec::new();
+    for kind in names {
+        for id in 0..50 {
+            writes.push(Write::Put(Entity {
+                key: Key {
+                    kind: kind.into(),
+                    id: Value::Int(id),
+                },
+                version: 0,
+                value: Map::new(),
+            }));
+        }
+    }
+    store.write_batch(writes).await.unwrap();
+    let mut want: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
+    want.sort();
+    assert_eq!(store.kinds().await.unwrap(), want);
+    for kind in names {
+        assert_eq!(
+            store.count(kind, Filter::all()).await.unwrap(),
+            50,
+            "{kind:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_replace_that_changes_the_key_is_refused() {
+    let (_dir, store) = temp_store();
+    let a = entity("k", 1, 0, &[]);
+    let b = entity("k", 2, 0, &[]);
+    store.put(a.clone()).await.unwrap();
+    let err = store
+        .write_batch(vec![Write::Replace {
+            expected: a.clone(),
+            new: b,
+        }])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unexpected);
+    assert_eq!(store.get(&a.key).await.unwrap(), Some(a));
+}
+
+#[tokio::test]
+async fn too_deep_values_are_rejected_and_nothing_of_the_batch_is_written() {
+    let (_dir, store) = temp_store();
+    let mut deep = Value::Null;
+    for _ in 0..300 {
+        deep = Value::Array(vec![deep]);
+    }
+    let ok = entity("k", 1, 0, &[]);
+    let bad = entity("k", 2, 0, &[("d", deep)]);
+    let err = store
+        .write_batch(vec![Write::Put(ok.clone()), Write::Put(bad)])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Rejected);
+    assert!(err.to_string().contains("k:2"), "{err}");
+    assert_eq!(store.get(&ok.key).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn corrupt_entities_are_invalid_data_naming_the_key() {
+    let (_dir, store) = temp_store();
+    let key = Key::new("user", "ann").unwrap();
+    {
+        let txn = store.inner.db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(ENTITIES).unwrap();
+            table
+                .insert(encode_key(&key).as_slice(), [1u8, 0, 42].as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let err = store.get(&key).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidData);
+    assert!(
+        err.context()
+            .iter()
+            .any(|(k, v)| *k == "key" && *v == hex::encode(encode_key(&key))),
+        "{err}"
+    );
+    assert!(
+        err.context()
+            .iter()
+            .any(|(k, v)| *k == "kind" && v == "user"),
+        "{err}"
+    );
+    let err = store
+        .scan(
+            "user",
+            ScanRequest {
+                filter: Filter::all(),
+                cursor: None,
+                limit: 10,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidData);
+}
+
+#[tokio::test]
+async fn update_in_place_batches_are_limited_and_skip_other_versions_cheaply() {
+    let (_dir, store) = temp_store();
+    let writes = (0..10)
+        .map(|i| Write::Put(entity("k", i, if i < 5 { 0 } else { 1 }, &[])))
+        .collect();
+    store.write_batch(writes).await.unwrap();
+    let step = PushStep {
+        conditions: vec![Condition::eq("missing", 1)],
+        op: crate::store::PushOp::Set {
+            path: vec!["x".into()],
+            value: Value::Int(1),
+        },
+    };
+    let request = |cursor| PushdownRequest {
+        kind: "k".into(),
+        from: 1,
+        steps: vec![step.clone()],
+        cursor,
+        limit: 4,
+    };
+    let p1 = store.update_in_place(request(None)).await.unwrap();
+    assert_eq!((p1.advanced, p1.changed.clone()), (0, vec![0]));
+    let p2 = store.update_in_place(request(p1.cursor)).await.unwrap();
+    assert_eq!((p2.advanced, p2.changed.clone()), (3, vec![0]));
+    let p3 = store.update_in_place(request(p2.cursor)).await.unwrap();
+    assert_eq!((p3.advanced, p3.cursor), (2, None));
+    assert_eq!(
+        store.version_census("k").await.unwrap(),
+        [(0, 5), (2, 5)].into_iter().collect()
+    );
+}
