@@ -1,9 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
+
 use super::*;
 use crate::model::keycode::encode_key;
 use crate::model::{Map, Value};
-use crate::store::{Condition, Cursor, Filter, PushStep, Write};
+use crate::store::{Condition, Cursor, Filter, PushStep, Write, conformance};
 
 fn temp_store() -> (tempfile::TempDir, EmbeddedStore) {
     let dir = tempfile::tempdir().unwrap();
@@ -26,6 +28,14 @@ fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)
 fn public_types_are_send_and_sync() {
     fn assert_send_sync<T: Send + Sync + 'static>() {}
     assert_send_sync::<EmbeddedStore>();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance() {
+    let (_dir, store) = temp_store();
+    if let Err(failures) = conformance::run_all(Arc::new(store)).await {
+        panic!("{failures}");
+    }
 }
 
 #[tokio::test]
