@@ -1,6 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::*;
 use crate::model::keycode::encode_key;
@@ -360,5 +363,220 @@ async fn update_in_place_batches_are_limited_and_skip_other_versions_cheaply() {
     assert_eq!(
         store.version_census("k").await.unwrap(),
         [(0, 5), (2, 5)].into_iter().collect()
+    );
+}
+
+// ---- crash safety ----
+
+const CRASH_CHILD_ENV: &str = "TERN_EMBEDDED_CRASH_CHILD";
+const CRASH_BATCH: i64 = 200;
+const CRASH_DELETE_LAG: i64 = 3;
+
+fn crash_data_key(batch: i64, j: i64) -> Key {
+    Key::new("data", Value::Array(vec![Value::Int(batch), Value::Int(j)])).unwrap()
+}
+
+/// The writes of batch `b`: its data, its marker, the counter, and the deletion
+/// of the odd data of batch `b - CRASH_DELETE_LAG`. All or nothing must survive.
+fn crash_batch(b: i64) -> Vec<Write> {
+    let mut writes = Vec::new();
+    for j in 0..CRASH_BATCH {
+        let e = Entity {
+            key: crash_data_key(b, j),
+            version: b as u64,
+            value: [
+                ("b".to_owned(), Value::Int(b)),
+                (
+                    "pad".to_owned(),
+                    Value::String("x".repeat(100 + j as usize)),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        writes.push(Write::Put(e));
+    }
+    if b >= CRASH_DELETE_LAG {
+        for j in (1..CRASH_BATCH).step_by(2) {
+            writes.push(Write::Delete(crash_data_key(b - CRASH_DELETE_LAG, j)));
+        }
+    }
+    writes.push(Write::Put(entity("marker", b, 0, &[])));
+    writes.push(Write::Put(entity(
+        "counter",
+        "last",
+        0,
+        &[("b", Value::Int(b))],
+    )));
+    writes
+}
+
+/// Run by [`crash_safety`] in a child process: writes batches until killed.
+#[test]
+#[ignore = "helper: run by crash_safety as a child process"]
+fn crash_child() {
+    let Ok(path) = std::env::var(CRASH_CHILD_ENV) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = EmbeddedStore::open(&path).unwrap();
+        let next = match store
+            .get(&Key::new("counter", "last").unwrap())
+            .await
+            .unwrap()
+        {
+            Some(e) => match e.value.get("b") {
+                Some(Value::Int(b)) => b + 1,
+                _ => panic!("bad counter"),
+            },
+            None => 0,
+        };
+        for b in next.. {
+            store.write_batch(crash_batch(b)).await.unwrap();
+            println!("committed {b}");
+        }
+    });
+}
+
+/// Checks the invariants after a crash; returns the last batch present.
+async fn check_after_crash(store: &EmbeddedStore, committed: Option<i64>) -> Option<i64> {
+    let markers = store.version_census("marker").await.unwrap();
+    let n_markers = markers.values().sum::<u64>() as i64;
+    let last = store
+        .get(&Key::new("counter", "last").unwrap())
+        .await
+        .unwrap()
+        .map(|e| match e.value.get("b") {
+            Some(Value::Int(b)) => *b,
+            other => panic!("bad counter {other:?}"),
+        });
+    // Markers are exactly 0..=last: every batch entirely present or absent.
+    assert_eq!(n_markers, last.map_or(0, |l| l + 1), "markers vs counter");
+    let mut cursor = None;
+    let mut marker_ids = Vec::new();
+    loop {
+        let page = store
+            .scan(
+                "marker",
+                ScanRequest {
+                    filter: Filter::all(),
+                    cursor,
+                    limit: 1000,
+                },
+            )
+            .await
+            .unwrap();
+        marker_ids.extend(page.entities.into_iter().map(|e| e.key.id));
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(
+        marker_ids,
+        (0..n_markers).map(Value::Int).collect::<Vec<_>>()
+    );
+    // Every batch the child reported committed is durable.
+    if let Some(c) = committed {
+        assert!(
+            last.is_some_and(|l| l >= c),
+            "batch {c} was committed but is gone (last {last:?})"
+        );
+    }
+    // The data: even entities of every batch; odd ones only for the last CRASH_DELETE_LAG batches.
+    let last_b = last.unwrap_or(-1);
+    let mut want = 0u64;
+    for b in 0..=last_b {
+        want += if b + CRASH_DELETE_LAG > last_b {
+            CRASH_BATCH as u64
+        } else {
+            CRASH_BATCH as u64 / 2
+        };
+    }
+    assert_eq!(
+        store.count("data", Filter::all()).await.unwrap(),
+        want,
+        "data entities"
+    );
+    for b in 0..=last_b {
+        let e = store.get(&crash_data_key(b, 0)).await.unwrap().unwrap();
+        assert_eq!(e.value.get("b"), Some(&Value::Int(b)));
+        let odd_present = store.get(&crash_data_key(b, 1)).await.unwrap().is_some();
+        assert_eq!(
+            odd_present,
+            b + CRASH_DELETE_LAG > last_b,
+            "odd data of batch {b}, last {last_b}"
+        );
+    }
+    assert_eq!(
+        store.get(&crash_data_key(last_b + 1, 0)).await.unwrap(),
+        None,
+        "data of a batch without marker"
+    );
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_safety() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.redb");
+    let exe = std::env::current_exe().unwrap();
+    let mut seed = uuid::Uuid::new_v4().as_u128();
+    let mut last = None;
+    for round in 0..6 {
+        let mut child = Command::new(&exe)
+            .args([
+                "store::embedded::tests::crash_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CRASH_CHILD_ENV, &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<i64>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(b) = line.strip_prefix("committed ") {
+                    let _ = tx.send(b.trim().parse().unwrap());
+                }
+            }
+        });
+        // Wait for the first commit of this round, then kill at a random moment.
+        let first = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the child committed nothing");
+        let delay = Duration::from_micros((seed % 150_000) as u64);
+        seed = seed.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15;
+        let started = Instant::now();
+        while started.elapsed() < delay {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        reader.join().unwrap();
+        let committed = rx.try_iter().last().unwrap_or(first);
+        let store = EmbeddedStore::open(&path).unwrap();
+        let now = check_after_crash(&store, Some(committed)).await;
+        eprintln!(
+            "crash round {round}: killed after {delay:?}, last committed {committed}, last present {now:?}"
+        );
+        assert!(now >= last, "batches went missing");
+        last = now;
+    }
+    let mut db = redb::Database::open(&path).unwrap();
+    assert!(
+        db.check_integrity().unwrap(),
+        "the file needed a repair after a clean close"
     );
 }
