@@ -276,11 +276,19 @@ impl Inner {
                     Write::Replace { expected, new } => {
                         let k = encode_key(&expected.key);
                         // The encoding is canonical: equal bytes mean equal entities.
-                        self.encode(expected, &mut expected_buf)?;
-                        let unchanged = table
-                            .get(k.as_slice())
-                            .map_err(self.fail("replace"))?
-                            .is_some_and(|stored| stored.value() == expected_buf.as_slice());
+                        // An `expected` that cannot be encoded cannot be what is stored.
+                        let encodable = encode_entity(
+                            &expected.key.id,
+                            expected.version,
+                            &expected.value,
+                            &mut expected_buf,
+                        )
+                        .is_ok();
+                        let unchanged = encodable
+                            && table
+                                .get(k.as_slice())
+                                .map_err(self.fail("replace"))?
+                                .is_some_and(|stored| stored.value() == expected_buf.as_slice());
                         if unchanged {
                             self.encode(new, &mut buf)?;
                             table

@@ -289,6 +289,27 @@ async fn too_deep_values_are_rejected_and_nothing_of_the_batch_is_written() {
     assert_eq!(err.kind(), ErrorKind::Rejected);
     assert!(err.to_string().contains("k:2"), "{err}");
     assert_eq!(store.get(&ok.key).await.unwrap(), None);
+
+    // A replace whose `expected` is too deep cannot match anything stored.
+    store.put(ok.clone()).await.unwrap();
+    let outcomes = store
+        .write_batch(vec![Write::Replace {
+            expected: bad_value(&ok),
+            new: ok.clone(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(outcomes, vec![WriteOutcome::Conflict]);
+}
+
+fn bad_value(like: &Entity) -> Entity {
+    let mut deep = Value::Null;
+    for _ in 0..300 {
+        deep = Value::Array(vec![deep]);
+    }
+    let mut e = like.clone();
+    e.value.insert("d".into(), deep);
+    e
 }
 
 #[tokio::test]
