@@ -432,7 +432,7 @@ where {
                 batch: batch_no,
             })?;
             pos.counts.processed += page.advanced;
-            pos.counts.changed += page.changed.iter().copied().max().unwrap_or(0);
+            pos.counts.changed += page.changed_entities;
             pos.cursor = page.cursor.clone();
             self.checkpoint(index, pos).await?;
             self.fault(FaultPoint::AfterCheckpoint {

@@ -251,6 +251,7 @@ pub fn entity_from_json_line(line: &str) -> Result<Entity, JsonError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::model::arb::arb_value;

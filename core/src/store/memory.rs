@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, Result, ScanPage, ScanRequest, Store,
-    StoreInfo, Write, WriteOutcome, check_writes,
+    Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest,
+    Result, ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome, check_writes, pushdown,
 };
 use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
@@ -40,6 +40,8 @@ impl MemoryStore {
     }
 }
 
+/// Decodes a cursor made by [`MemoryStore`] or the embedded store: the hex of
+/// the last encoded key examined.
 pub(crate) fn decode_cursor(cursor: &Cursor) -> Result<Vec<u8>> {
     hex::decode(&cursor.0).map_err(|e| {
         Error::new(
@@ -64,7 +66,7 @@ impl Store for MemoryStore {
             scan_filter: true,
             scan_ordered: true,
             cas_compares_value: true,
-            update_pushdown: false,
+            update_pushdown: true,
             transactions: false,
             server_clock: false,
             write_batch_max: None,
@@ -195,5 +197,59 @@ impl Store for MemoryStore {
             .filter(|k| k.starts_with(prefix))
             .cloned()
             .collect())
+    }
+
+    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        let target = pushdown::target_version(&request)?;
+        let prefix = encode_kind_prefix(&request.kind);
+        let start = match &request.cursor {
+            Some(c) => std::ops::Bound::Excluded(decode_cursor(c)?),
+            None => std::ops::Bound::Included(prefix.clone()),
+        };
+        let limit = request.limit.max(1);
+        let mut page = PushdownPage {
+            advanced: 0,
+            changed: vec![0; request.steps.len()],
+            changed_entities: 0,
+            cursor: None,
+        };
+        let mut inner = self.lock();
+        let mut range = inner
+            .entities
+            .range_mut((start, std::ops::Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(&prefix));
+        let mut last = None;
+        for (k, e) in range.by_ref().take(limit) {
+            last = Some(k.clone());
+            let before: u64 = page.changed.iter().sum();
+            if e.version >= request.from
+                && e.version < target
+                && pushdown::advance(request.from, &request.steps, e, &mut page.changed)
+            {
+                page.advanced += 1;
+                if page.changed.iter().sum::<u64>() > before {
+                    page.changed_entities += 1;
+                }
+            }
+        }
+        if range.next().is_some() {
+            page.cursor = last.map(|k| Cursor(hex::encode(k)));
+        }
+        Ok(page)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn conformance() {
+        if let Err(failures) =
+            crate::store::conformance::run_all(Arc::new(MemoryStore::new())).await
+        {
+            panic!("{failures}");
+        }
     }
 }

@@ -42,9 +42,12 @@
 mod error;
 mod filter;
 
+#[cfg(any(test, feature = "testing"))]
+pub mod conformance;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod memory;
+pub mod pushdown;
 pub mod url;
 
 use std::collections::BTreeMap;
@@ -221,6 +224,8 @@ pub struct PushdownPage {
     pub advanced: u64,
     /// For each step, entities whose data it changed.
     pub changed: Vec<u64>,
+    /// Entities whose data any step changed.
+    pub changed_entities: u64,
     /// Where the next batch starts, or `None` when done.
     pub cursor: Option<Cursor>,
 }

@@ -1,0 +1,242 @@
+//! Checks of [`Store::update_in_place`].
+
+use super::{
+    CheckResult, Failure, Namespace, by_key, clear_kinds, ensure, ensure_eq, entity, map, put_all,
+    scan_all,
+};
+use crate::model::{Key, Value};
+use crate::store::{
+    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, Store, pushdown,
+};
+
+/// Without [`Capability::update_pushdown`](crate::store::Capability::update_pushdown),
+/// [`Store::update_in_place`] answers `Unsupported`. With it, steps run as
+/// [`pushdown`](crate::store::pushdown) defines: entities at `from + i` go
+/// through steps `i..`, conditions see earlier steps, nested sets create maps
+/// but never go through a non-map, renames of absent properties change
+/// nothing, entities at other versions are untouched; per-step counts and the
+/// number advanced are exact; batches respect the limit and resume from
+/// serialized cursors; a second run changes nothing.
+pub async fn update_in_place(store: &dyn Store) -> CheckResult {
+    let ns = Namespace::new();
+    let kind = ns.kind("pushdown");
+    let path = |p: &str| p.split('.').map(str::to_owned).collect::<Vec<_>>();
+    let steps = vec![
+        PushStep {
+            conditions: vec![Condition::eq("cat", "x")],
+            op: PushOp::Set {
+                path: path("a.b"),
+                value: Value::Int(1),
+            },
+        },
+        PushStep {
+            conditions: vec![],
+            op: PushOp::Rename {
+                from: "old".into(),
+                to: "new".into(),
+            },
+        },
+        PushStep {
+            conditions: vec![Condition {
+                path: path("a.b"),
+                values: vec![Value::Int(1)],
+            }],
+            op: PushOp::Unset { path: path("tmp") },
+        },
+    ];
+    let request = |cursor: Option<Cursor>| PushdownRequest {
+        kind: kind.clone(),
+        from: 3,
+        steps: steps.clone(),
+        cursor,
+        limit: 4,
+    };
+
+    if !store.capability().update_pushdown {
+        let err = store.update_in_place(request(None)).await.err();
+        ensure_eq!(
+            err.map(|e| e.kind()),
+            Some(ErrorKind::Unsupported),
+            "update_in_place without update_pushdown"
+        );
+        return Ok(());
+    }
+
+    let i = Value::Int;
+    let entities = vec![
+        entity(&kind, 0, 3, &[("cat", "x".into()), ("old", i(1))]),
+        entity(
+            &kind,
+            1,
+            3,
+            &[("cat", "x".into()), ("a", i(5)), ("old", i(2))],
+        ),
+        entity(
+            &kind,
+            2,
+            3,
+            &[("cat", "y".into()), ("old", i(3)), ("tmp", i(1))],
+        ),
+        entity(
+            &kind,
+            3,
+            3,
+            &[("cat", "x".into()), ("a", map(&[("c", i(1))]))],
+        ),
+        entity(
+            &kind,
+            4,
+            3,
+            &[
+                ("cat", Value::Array(vec!["x".into(), "z".into()])),
+                ("new", i(0)),
+                ("old", i(4)),
+            ],
+        ),
+        entity(&kind, 5, 3, &[]),
+        entity(
+            &kind,
+            6,
+            3,
+            &[("cat", "x".into()), ("a", map(&[("b", i(1))]))],
+        ),
+        entity(&kind, 7, 4, &[("cat", "x".into()), ("old", i(7))]),
+        entity(&kind, 8, 4, &[("cat", "x".into()), ("old", i(8))]),
+        entity(&kind, 9, 4, &[("cat", "x".into()), ("old", i(9))]),
+        entity(&kind, 10, 5, &[("old", i(1)), ("tmp", i(1))]),
+        entity(&kind, 11, 5, &[("old", i(1)), ("tmp", i(1))]),
+        entity(&kind, 12, 2, &[("cat", "x".into()), ("old", i(1))]),
+        entity(&kind, 13, 6, &[("cat", "x".into()), ("old", i(1))]),
+        entity(&kind, 14, 9, &[("cat", "x".into()), ("old", i(1))]),
+        entity(&kind, 15, 3, &[("cat", "x".into()), ("tmp", "t".into())]),
+        entity(&kind, 16, 3, &[("cat", "x".into()), ("tmp", "t".into())]),
+        entity(&kind, 17, 4, &[("tmp", i(2))]),
+    ];
+    put_all(store, &entities).await?;
+
+    // The reference, in key order.
+    let mut want = entities.clone();
+    let mut want_changed = vec![0u64; steps.len()];
+    let mut want_advanced = 0u64;
+    for e in &mut want {
+        want_advanced += u64::from(pushdown::advance(3, &steps, e, &mut want_changed));
+    }
+    ensure_eq!(
+        (want_advanced, want_changed.clone()),
+        (15, vec![5, 7, 2]),
+        "the reference semantics"
+    );
+
+    let (advanced, changed) = run_batches(store, &request).await?;
+    ensure_eq!(
+        (advanced, changed),
+        (want_advanced, want_changed),
+        "entities advanced and changed per step"
+    );
+    let got = scan_all(store, &kind, &Filter::all(), 100).await?;
+    ensure_eq!(got, by_key(&want), "the entities after the steps");
+
+    // Spot checks of the semantics, independent of the reference.
+    let get = |id: i64| {
+        got.get(&Key {
+            kind: kind.clone(),
+            id: Value::Int(id),
+        })
+        .cloned()
+    };
+    let spot =
+        |id: i64, version: u64, props: &[(&str, Value)]| Some(entity(&kind, id, version, props));
+    ensure_eq!(
+        get(1),
+        spot(1, 6, &[("cat", "x".into()), ("a", i(5)), ("new", i(2))]),
+        "a set through a non-map"
+    );
+    ensure_eq!(
+        get(3),
+        spot(
+            3,
+            6,
+            &[("cat", "x".into()), ("a", map(&[("b", i(1)), ("c", i(1))]))]
+        ),
+        "a nested set"
+    );
+    ensure_eq!(
+        get(5),
+        spot(5, 6, &[]),
+        "an entity no step matches still advances"
+    );
+    ensure_eq!(
+        get(15),
+        spot(15, 6, &[("cat", "x".into()), ("a", map(&[("b", i(1))]))]),
+        "conditions see earlier steps"
+    );
+    ensure_eq!(
+        get(10),
+        spot(10, 6, &[("old", i(1)), ("tmp", i(1))]),
+        "an entity at from + 2 gets only the last step"
+    );
+    ensure_eq!(
+        get(7),
+        spot(7, 6, &[("cat", "x".into()), ("new", i(7))]),
+        "an entity at from + 1 skips the first step"
+    );
+    for (id, version) in [(12, 2), (13, 6), (14, 9)] {
+        ensure_eq!(
+            get(id).map(|e| e.version),
+            Some(version),
+            "entity {id} at a version outside the steps"
+        );
+    }
+
+    let (advanced, changed) = run_batches(store, &request).await?;
+    ensure_eq!((advanced, changed), (0, vec![0, 0, 0]), "a second run");
+    ensure_eq!(
+        scan_all(store, &kind, &Filter::all(), 100).await?,
+        by_key(&want),
+        "the entities after a second run"
+    );
+    clear_kinds(store, &[&kind]).await
+}
+
+/// Runs a pushdown to the end, batch by batch, cursors through JSON.
+async fn run_batches(
+    store: &dyn Store,
+    request: &dyn Fn(Option<Cursor>) -> PushdownRequest,
+) -> Result<(u64, Vec<u64>), Failure> {
+    let mut advanced = 0;
+    let mut changed = vec![0; request(None).steps.len()];
+    let mut cursor = None;
+    for _ in 0..1000 {
+        let req = request(cursor.take());
+        let limit = req.limit as u64;
+        let page = store.update_in_place(req).await?;
+        ensure!(
+            page.advanced <= limit,
+            "a batch advanced {} entities, more than its limit {limit}",
+            page.advanced
+        );
+        ensure_eq!(
+            page.changed.len(),
+            changed.len(),
+            "one changed counter per step"
+        );
+        advanced += page.advanced;
+        for (total, n) in changed.iter_mut().zip(&page.changed) {
+            *total += n;
+        }
+        match page.cursor {
+            None => return Ok((advanced, changed)),
+            Some(c) => {
+                let text = serde_json::to_string(&c)
+                    .map_err(|e| Failure::new(format!("serialize cursor: {e}")))?;
+                cursor = Some(
+                    serde_json::from_str(&text)
+                        .map_err(|e| Failure::new(format!("parse cursor: {e}")))?,
+                );
+            }
+        }
+    }
+    Err(Failure::new(
+        "update_in_place did not finish after 1000 batches",
+    ))
+}

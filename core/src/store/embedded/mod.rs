@@ -1,0 +1,248 @@
+//! The embedded store: a persistent, crash-safe [`Store`] in one file, on
+//! [redb](https://docs.rs/redb), needing no server (`embedded:PATH`).
+//!
+//! # Layout
+//!
+//! - Table `tern_entities`: [`encode_key`](crate::model::keycode::encode_key) of the key (kind, then id, in an
+//!   order-preserving, prefix-free encoding) → the entity's version, id and
+//!   value in a compact canonical binary form (see `codec.rs`). The entities
+//!   of a kind are contiguous and sorted by id, so a scan is a range read and
+//!   its cursor is the last key it examined (hex).
+//! - Table `tern_meta`: metadata name → (revision, JSON text). A table of its
+//!   own, so metadata never shows up as a kind.
+//!
+//! [`Store::kinds`] needs no table of its own: it seeks from one kind's key
+//! prefix straight past the last key of that kind, one lookup per kind.
+//!
+//! # Durability and atomicity
+//!
+//! Every [`Store::write_batch`], [`Store::update_in_place`] and
+//! [`Store::meta_cas`] call is one redb write transaction, committed with
+//! [`redb::Durability::Immediate`] (redb's default): when the call returns,
+//! the batch is on disk (fsync), and a crash at any moment leaves each batch
+//! either wholly present or wholly absent. That is stronger than the
+//! [`Store`] contract (each write atomic on its own), hence
+//! [`Capability::transactions`]. A batch, not each entity, pays the fsync, so
+//! large batches are what make bulk writes fast.
+//!
+//! After a crash, redb repairs the file on the next open by walking it, which
+//! takes a while for a large file; nothing is lost.
+//!
+//! # Concurrency
+//!
+//! redb allows one write transaction at a time and any number of readers,
+//! which see a consistent snapshot. One process at a time may open the file:
+//! a second open fails with [`ErrorKind::Unavailable`] naming the path. The
+//! blocking redb calls run on tokio's blocking thread pool when called inside
+//! a tokio runtime (and inline otherwise), so they never stall the async workers.
+
+mod codec;
+mod ops;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use redb::{Database, TableDefinition};
+
+use super::{
+    Capability, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest, Result,
+    ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+};
+use crate::model::{Entity, Key};
+
+/// The URL scheme of the embedded store.
+pub const EMBEDDED_SCHEME: &str = "embedded";
+
+/// Encoded key → encoded entity.
+const ENTITIES: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("tern_entities");
+/// Metadata name → (revision, JSON text).
+const META: TableDefinition<'static, &str, (u64, &str)> = TableDefinition::new("tern_meta");
+
+/// The embedded store: entities and metadata in one redb file.
+///
+/// Cheap to clone; clones share the open database, which closes when the last
+/// clone is dropped. See the [module docs](self) for layout and guarantees.
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Database,
+    path: PathBuf,
+    location: String,
+}
+
+impl fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmbeddedStore")
+            .field("path", &self.inner.path)
+            .finish()
+    }
+}
+
+impl EmbeddedStore {
+    /// Opens the store in the file at `path`, creating the file if it is missing.
+    ///
+    /// Blocks while redb opens the file (and repairs it after a crash).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unavailable`] naming the path when the file cannot be opened or
+    /// created, or is already open (by this or another process);
+    /// [`ErrorKind::InvalidData`] when it is not a redb file or is corrupt.
+    pub fn open(path: impl AsRef<Path>) -> Result<EmbeddedStore> {
+        let path = path.as_ref().to_path_buf();
+        let location = format!("{EMBEDDED_SCHEME}:{}", path.display());
+        let db = Database::create(&path).map_err(|e| {
+            let e = redb::Error::from(e);
+            let message = match e {
+                redb::Error::DatabaseAlreadyOpen => {
+                    format!(
+                        "cannot open {}: it is already open, by this or another process",
+                        path.display()
+                    )
+                }
+                _ => format!("cannot open {}", path.display()),
+            };
+            map_redb(e, message, &location)
+        })?;
+        let inner = Inner { db, path, location };
+        inner.create_tables()?;
+        Ok(EmbeddedStore {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` on tokio's blocking pool when inside a runtime, else inline.
+    async fn blocking<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => handle
+                .spawn_blocking(move || f(&inner))
+                .await
+                .map_err(|e| {
+                    Error::new(ErrorKind::Unexpected, "an embedded store task failed")
+                        .with_context("store", self.inner.location.clone())
+                        .with_source(e)
+                })?,
+            Err(_) => f(&inner),
+        }
+    }
+}
+
+/// Maps a redb error to a store error with `message` naming the operation.
+fn map_redb(e: impl Into<redb::Error>, message: impl Into<String>, location: &str) -> Error {
+    let e = e.into();
+    let kind = match &e {
+        redb::Error::DatabaseAlreadyOpen
+        | redb::Error::Io(_)
+        | redb::Error::PreviousIo
+        | redb::Error::DatabaseClosed => ErrorKind::Unavailable,
+        redb::Error::Corrupted(_) | redb::Error::UpgradeRequired(_) => ErrorKind::InvalidData,
+        redb::Error::ValueTooLarge(_) => ErrorKind::Rejected,
+        _ => ErrorKind::Unexpected,
+    };
+    Error::new(kind, message)
+        .with_context("store", location)
+        .with_source(e)
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    fn info(&self) -> StoreInfo {
+        StoreInfo {
+            scheme: EMBEDDED_SCHEME,
+            location: self.inner.location.clone(),
+        }
+    }
+
+    /// - `scan_filter`: the "server" of the embedded store is this process; the
+    ///   filter is evaluated next to the data, inside the read transaction, and
+    ///   the version filter before the value is even decoded, so no
+    ///   non-matching entity is materialized for the caller.
+    /// - `scan_ordered`: scans follow the key order of the table (ids in
+    ///   [`Value`](crate::model::Value) order), each entity once.
+    /// - `cas_compares_value`: a replace compares the stored bytes with the
+    ///   encoding of `expected`; the encoding is canonical, so that is exact
+    ///   equality of version and value.
+    /// - `update_pushdown`: each batch is one write transaction in this process.
+    /// - `transactions`: each `write_batch` and `update_in_place` call is
+    ///   atomic as a whole, not only per write.
+    /// - `server_clock`: false; [`Store::now`] is this machine's clock (the only
+    ///   clock there is, since one process at a time opens the file).
+    fn capability(&self) -> Capability {
+        Capability {
+            scan_filter: true,
+            scan_ordered: true,
+            cas_compares_value: true,
+            update_pushdown: true,
+            transactions: true,
+            server_clock: false,
+            write_batch_max: None,
+        }
+    }
+
+    async fn kinds(&self) -> Result<Vec<String>> {
+        self.blocking(Inner::kinds).await
+    }
+
+    async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
+        let kind = kind.to_owned();
+        self.blocking(move |inner| inner.scan(&kind, &request))
+            .await
+    }
+
+    async fn get(&self, key: &Key) -> Result<Option<Entity>> {
+        let key = key.clone();
+        self.blocking(move |inner| inner.get(key)).await
+    }
+
+    async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
+        super::check_writes(&writes)?;
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.blocking(move |inner| inner.write_batch(&writes)).await
+    }
+
+    async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
+        let name = name.to_owned();
+        self.blocking(move |inner| inner.meta_get(&name)).await
+    }
+
+    async fn meta_cas(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<MetaCas> {
+        let name = name.to_owned();
+        let value = value.map(str::to_owned);
+        self.blocking(move |inner| inner.meta_cas(&name, expected, value.as_deref()))
+            .await
+    }
+
+    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+        let prefix = prefix.to_owned();
+        self.blocking(move |inner| inner.meta_list(&prefix)).await
+    }
+
+    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        self.blocking(move |inner| inner.update_in_place(&request))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,529 @@
+//! The blocking operations of the embedded store, one redb transaction each.
+
+use std::ops::Bound;
+
+use redb::{ReadableDatabase, ReadableTable};
+
+use super::codec::{CodecError, decode_entity, decode_version, encode_entity};
+use super::{ENTITIES, Inner, META, map_redb};
+use crate::model::keycode::{encode_key, encode_kind_prefix};
+use crate::model::{Entity, Key};
+use crate::store::memory::decode_cursor;
+use crate::store::{
+    Cursor, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest, Result, ScanPage,
+    ScanRequest, Write, WriteOutcome, pushdown,
+};
+
+/// A scan page examines at most this many entities per entity it may return,
+/// so that a very selective filter cannot make one page read a whole kind.
+const EXAMINE_PER_RESULT: usize = 16;
+/// ... but at least this many.
+const MIN_EXAMINE: usize = 1024;
+
+/// The smallest byte string above every key that starts with `prefix`, an
+/// [`encode_kind_prefix`] (which ends in `00 00`, a pair no kind's escaped
+/// bytes contain): the same prefix ending in `00 01`.
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    if let Some(last) = end.last_mut() {
+        *last = 0x01;
+    }
+    end
+}
+
+/// Splits the kind off an encoded key: the kind and the length of its encoded prefix.
+fn split_kind(key: &[u8]) -> Option<(String, usize)> {
+    let mut kind = Vec::with_capacity(key.len());
+    let mut i = 0;
+    while i < key.len() {
+        match key[i] {
+            0 => match key.get(i + 1) {
+                Some(0) => return String::from_utf8(kind).ok().map(|k| (k, i + 2)),
+                Some(0xFF) => {
+                    kind.push(0);
+                    i += 2;
+                }
+                _ => return None,
+            },
+            b => {
+                kind.push(b);
+                i += 1;
+            }
+        }
+    }
+    None
+}
+
+impl Inner {
+    /// A closure mapping a redb error to a store error whose message names `what`.
+    fn fail<E: Into<redb::Error>>(&self, what: &'static str) -> impl FnOnce(E) -> Error + '_ {
+        move |e| map_redb(e, what, &self.location)
+    }
+
+    fn corrupt(&self, kind: &str, key: &[u8], e: CodecError) -> Error {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "the stored entity {} of kind {kind:?} cannot be decoded",
+                hex::encode(key)
+            ),
+        )
+        .with_context("store", self.location.clone())
+        .with_context("kind", kind.to_owned())
+        .with_context("key", hex::encode(key))
+        .with_source(e)
+    }
+
+    fn encode(&self, entity: &Entity, out: &mut Vec<u8>) -> Result<()> {
+        encode_entity(&entity.key.id, entity.version, &entity.value, out).map_err(|e| {
+            Error::new(
+                ErrorKind::Rejected,
+                format!("cannot store entity {}", entity.key),
+            )
+            .with_context("store", self.location.clone())
+            .with_context("key", entity.key.to_string())
+            .with_source(e)
+        })
+    }
+
+    /// Where a scan of `kind` starts: after the cursor, else at the kind's first key.
+    fn start_bound(
+        &self,
+        kind: &str,
+        prefix: &[u8],
+        cursor: Option<&Cursor>,
+    ) -> Result<Bound<Vec<u8>>> {
+        match cursor {
+            None => Ok(Bound::Included(prefix.to_vec())),
+            Some(c) => {
+                let after = decode_cursor(c)?;
+                if !after.starts_with(prefix) {
+                    return Err(Error::new(
+                        ErrorKind::InvalidCursor,
+                        format!("cursor {:?} is not a cursor of kind {kind:?}", c.0),
+                    )
+                    .with_context("store", self.location.clone()));
+                }
+                Ok(Bound::Excluded(after))
+            }
+        }
+    }
+
+    pub(super) fn create_tables(&self) -> Result<()> {
+        let txn = self
+            .db
+            .begin_write()
+            .map_err(self.fail("begin a write transaction"))?;
+        txn.open_table(ENTITIES)
+            .map_err(self.fail("create the entity table"))?;
+        txn.open_table(META)
+            .map_err(self.fail("create the metadata table"))?;
+        txn.commit().map_err(self.fail("commit the new tables"))
+    }
+
+    pub(super) fn kinds(&self) -> Result<Vec<String>> {
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(self.fail("begin a read transaction"))?;
+        let table = txn
+            .open_table(ENTITIES)
+            .map_err(self.fail("open the entity table"))?;
+        let mut kinds = Vec::new();
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            let bounds = (
+                from.as_deref().map_or(Bound::Unbounded, Bound::Included),
+                Bound::Unbounded,
+            );
+            let mut range = table
+                .range::<&[u8]>(bounds)
+                .map_err(self.fail("list kinds"))?;
+            let Some(item) = range.next() else { break };
+            let (key, _) = item.map_err(self.fail("list kinds"))?;
+            let key = key.value();
+            let Some((kind, prefix_len)) = split_kind(key) else {
+                return Err(Error::new(
+                    ErrorKind::InvalidData,
+                    format!("the stored key {} names no kind", hex::encode(key)),
+                )
+                .with_context("store", self.location.clone())
+                .with_context("key", hex::encode(key)));
+            };
+            kinds.push(kind);
+            from = Some(prefix_end(&key[..prefix_len]));
+        }
+        Ok(kinds)
+    }
+
+    pub(super) fn scan(&self, kind: &str, request: &ScanRequest) -> Result<ScanPage> {
+        let prefix = encode_kind_prefix(kind);
+        let end = prefix_end(&prefix);
+        let start = self.start_bound(kind, &prefix, request.cursor.as_ref())?;
+        let limit = request.limit.max(1);
+        let budget = limit.saturating_mul(EXAMINE_PER_RESULT).max(MIN_EXAMINE);
+
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(self.fail("begin a read transaction"))?;
+        let table = txn
+            .open_table(ENTITIES)
+            .map_err(self.fail("open the entity table"))?;
+        let bounds = (
+            start.as_ref().map(Vec::as_slice),
+            Bound::Excluded(end.as_slice()),
+        );
+        let range = table.range::<&[u8]>(bounds).map_err(self.fail("scan"))?;
+
+        let mut entities = Vec::new();
+        let mut last = Vec::new();
+        let mut exhausted = true;
+        for (examined, item) in range.enumerate() {
+            let (key, value) = item.map_err(self.fail("scan"))?;
+            if entities.len() >= limit || examined >= budget {
+                exhausted = false;
+                break;
+            }
+            let (key, bytes) = (key.value(), value.value());
+            last.clear();
+            last.extend_from_slice(key);
+            let version = decode_version(bytes).map_err(|e| self.corrupt(kind, key, e))?;
+            if !request.filter.version.matches(version) {
+                continue;
+            }
+            let (id, version, value) =
+                decode_entity(bytes).map_err(|e| self.corrupt(kind, key, e))?;
+            if request
+                .filter
+                .conditions
+                .iter()
+                .all(|c| c.matches_map(&value))
+            {
+                entities.push(Entity {
+                    key: Key {
+                        kind: kind.to_owned(),
+                        id,
+                    },
+                    version,
+                    value,
+                });
+            }
+        }
+        let cursor = (!exhausted).then(|| Cursor(hex::encode(&last)));
+        Ok(ScanPage { entities, cursor })
+    }
+
+    pub(super) fn get(&self, key: Key) -> Result<Option<Entity>> {
+        let encoded = encode_key(&key);
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(self.fail("begin a read transaction"))?;
+        let table = txn
+            .open_table(ENTITIES)
+            .map_err(self.fail("open the entity table"))?;
+        let Some(stored) = table.get(encoded.as_slice()).map_err(self.fail("get"))? else {
+            return Ok(None);
+        };
+        let (_, version, value) =
+            decode_entity(stored.value()).map_err(|e| self.corrupt(&key.kind, &encoded, e))?;
+        Ok(Some(Entity {
+            key,
+            version,
+            value,
+        }))
+    }
+
+    pub(super) fn write_batch(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
+        let txn = self
+            .db
+            .begin_write()
+            .map_err(self.fail("begin a write transaction"))?;
+        let mut outcomes = Vec::with_capacity(writes.len());
+        let mut dirty = false;
+        {
+            let mut table = txn
+                .open_table(ENTITIES)
+                .map_err(self.fail("open the entity table"))?;
+            let mut buf = Vec::with_capacity(256);
+            let mut expected_buf = Vec::with_capacity(256);
+            for write in writes {
+                let outcome = match write {
+                    Write::Put(e) => {
+                        self.encode(e, &mut buf)?;
+                        table
+                            .insert(encode_key(&e.key).as_slice(), buf.as_slice())
+                            .map_err(self.fail("put"))?;
+                        WriteOutcome::Applied
+                    }
+                    Write::Insert(e) => {
+                        let k = encode_key(&e.key);
+                        if table
+                            .get(k.as_slice())
+                            .map_err(self.fail("insert"))?
+                            .is_some()
+                        {
+                            WriteOutcome::Conflict
+                        } else {
+                            self.encode(e, &mut buf)?;
+                            table
+                                .insert(k.as_slice(), buf.as_slice())
+                                .map_err(self.fail("insert"))?;
+                            WriteOutcome::Applied
+                        }
+                    }
+                    Write::Replace { expected, new } => {
+                        let k = encode_key(&expected.key);
+                        // The encoding is canonical: equal bytes mean equal entities.
+                        // An `expected` that cannot be encoded cannot be what is stored.
+                        let encodable = encode_entity(
+                            &expected.key.id,
+                            expected.version,
+                            &expected.value,
+                            &mut expected_buf,
+                        )
+                        .is_ok();
+                        let unchanged = encodable
+                            && table
+                                .get(k.as_slice())
+                                .map_err(self.fail("replace"))?
+                                .is_some_and(|stored| stored.value() == expected_buf.as_slice());
+                        if unchanged {
+                            self.encode(new, &mut buf)?;
+                            table
+                                .insert(k.as_slice(), buf.as_slice())
+                                .map_err(self.fail("replace"))?;
+                            WriteOutcome::Applied
+                        } else {
+                            WriteOutcome::Conflict
+                        }
+                    }
+                    Write::Delete(key) => {
+                        table
+                            .remove(encode_key(key).as_slice())
+                            .map_err(self.fail("delete"))?;
+                        WriteOutcome::Applied
+                    }
+                };
+                dirty |= outcome == WriteOutcome::Applied;
+                outcomes.push(outcome);
+            }
+        }
+        if dirty {
+            txn.commit().map_err(self.fail("commit a write batch"))?;
+        } else {
+            txn.abort().map_err(self.fail("end a write batch"))?;
+        }
+        Ok(outcomes)
+    }
+
+    pub(super) fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(self.fail("begin a read transaction"))?;
+        let table = txn
+            .open_table(META)
+            .map_err(self.fail("open the metadata table"))?;
+        let entry = table
+            .get(name)
+            .map_err(self.fail("read metadata"))?
+            .map(|stored| {
+                let (revision, value) = stored.value();
+                MetaEntry {
+                    value: value.to_owned(),
+                    revision,
+                }
+            });
+        Ok(entry)
+    }
+
+    pub(super) fn meta_cas(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<MetaCas> {
+        let txn = self
+            .db
+            .begin_write()
+            .map_err(self.fail("begin a write transaction"))?;
+        let outcome = {
+            let mut table = txn
+                .open_table(META)
+                .map_err(self.fail("open the metadata table"))?;
+            let current = table
+                .get(name)
+                .map_err(self.fail("read metadata"))?
+                .map(|stored| {
+                    let (revision, value) = stored.value();
+                    MetaEntry {
+                        value: value.to_owned(),
+                        revision,
+                    }
+                });
+            if current.as_ref().map(|e| e.revision) != expected {
+                MetaCas::Conflict(current)
+            } else if let Some(v) = value {
+                let revision = expected.unwrap_or(0).checked_add(1).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Unexpected,
+                        format!("the revision of metadata {name:?} overflows"),
+                    )
+                    .with_context("store", self.location.clone())
+                })?;
+                table
+                    .insert(name, (revision, v))
+                    .map_err(self.fail("write metadata"))?;
+                MetaCas::Applied(revision)
+            } else {
+                table.remove(name).map_err(self.fail("delete metadata"))?;
+                MetaCas::Applied(0)
+            }
+        };
+        if matches!(outcome, MetaCas::Applied(_)) {
+            txn.commit().map_err(self.fail("commit metadata"))?;
+        } else {
+            txn.abort()
+                .map_err(self.fail("end a metadata transaction"))?;
+        }
+        Ok(outcome)
+    }
+
+    pub(super) fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(self.fail("begin a read transaction"))?;
+        let table = txn
+            .open_table(META)
+            .map_err(self.fail("open the metadata table"))?;
+        let mut names = Vec::new();
+        for item in table
+            .range::<&str>(prefix..)
+            .map_err(self.fail("list metadata"))?
+        {
+            let (name, _) = item.map_err(self.fail("list metadata"))?;
+            let name = name.value();
+            if !name.starts_with(prefix) {
+                break;
+            }
+            names.push(name.to_owned());
+        }
+        Ok(names)
+    }
+
+    pub(super) fn update_in_place(&self, request: &PushdownRequest) -> Result<PushdownPage> {
+        let target = pushdown::target_version(request)?;
+        let kind = request.kind.as_str();
+        let prefix = encode_kind_prefix(kind);
+        let end = prefix_end(&prefix);
+        let start = self.start_bound(kind, &prefix, request.cursor.as_ref())?;
+        let limit = request.limit.max(1);
+        let mut page = PushdownPage {
+            advanced: 0,
+            changed: vec![0; request.steps.len()],
+            changed_entities: 0,
+            cursor: None,
+        };
+
+        let txn = self
+            .db
+            .begin_write()
+            .map_err(self.fail("begin a write transaction"))?;
+        {
+            let mut table = txn
+                .open_table(ENTITIES)
+                .map_err(self.fail("open the entity table"))?;
+            // Read the batch first: redb does not write a table while iterating it.
+            let mut pending = Vec::new();
+            let mut last = Vec::new();
+            let mut exhausted = true;
+            {
+                let bounds = (
+                    start.as_ref().map(Vec::as_slice),
+                    Bound::Excluded(end.as_slice()),
+                );
+                let range = table
+                    .range::<&[u8]>(bounds)
+                    .map_err(self.fail("update in place"))?;
+                for (examined, item) in range.enumerate() {
+                    let (key, value) = item.map_err(self.fail("update in place"))?;
+                    if examined >= limit {
+                        exhausted = false;
+                        break;
+                    }
+                    let (key, bytes) = (key.value(), value.value());
+                    last.clear();
+                    last.extend_from_slice(key);
+                    let version = decode_version(bytes).map_err(|e| self.corrupt(kind, key, e))?;
+                    if version < request.from || version >= target {
+                        continue;
+                    }
+                    let (id, version, value) =
+                        decode_entity(bytes).map_err(|e| self.corrupt(kind, key, e))?;
+                    pending.push((
+                        key.to_vec(),
+                        Entity {
+                            key: Key {
+                                kind: kind.to_owned(),
+                                id,
+                            },
+                            version,
+                            value,
+                        },
+                    ));
+                }
+            }
+            let mut buf = Vec::with_capacity(256);
+            for (key, mut entity) in pending {
+                let before: u64 = page.changed.iter().sum();
+                if pushdown::advance(request.from, &request.steps, &mut entity, &mut page.changed) {
+                    self.encode(&entity, &mut buf)?;
+                    table
+                        .insert(key.as_slice(), buf.as_slice())
+                        .map_err(self.fail("update in place"))?;
+                    page.advanced += 1;
+                    if page.changed.iter().sum::<u64>() > before {
+                        page.changed_entities += 1;
+                    }
+                }
+            }
+            page.cursor = (!exhausted).then(|| Cursor(hex::encode(&last)));
+        }
+        if page.advanced > 0 {
+            txn.commit()
+                .map_err(self.fail("commit an update in place"))?;
+        } else {
+            txn.abort().map_err(self.fail("end an update in place"))?;
+        }
+        Ok(page)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_kind_inverts_the_prefix() {
+        for kind in ["a", "user", "with\0nul", "é", "x\u{1}y"] {
+            let prefix = encode_kind_prefix(kind);
+            let key = encode_key(
+                &Key::new("placeholder", 1)
+                    .map(|k| Key {
+                        kind: kind.to_owned(),
+                        ..k
+                    })
+                    .unwrap(),
+            );
+            assert_eq!(split_kind(&key), Some((kind.to_owned(), prefix.len())));
+            assert!(prefix_end(&prefix).as_slice() > key.as_slice());
+            assert!(!prefix_end(&prefix).starts_with(&prefix));
+        }
+        assert_eq!(split_kind(b"abc"), None);
+        assert_eq!(split_kind(b"a\0\x05"), None);
+    }
+}

@@ -1,0 +1,603 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::model::keycode::encode_key;
+use crate::model::{Map, Value};
+use crate::store::{Condition, Cursor, Filter, PushStep, Write, conformance};
+
+fn temp_store() -> (tempfile::TempDir, EmbeddedStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path().join("tern.redb")).unwrap();
+    (dir, store)
+}
+
+fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)]) -> Entity {
+    Entity {
+        key: Key::new(kind, id).unwrap(),
+        version,
+        value: props
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect(),
+    }
+}
+
+#[test]
+fn public_types_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<EmbeddedStore>();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance() {
+    let (_dir, store) = temp_store();
+    if let Err(failures) = conformance::run_all(Arc::new(store)).await {
+        panic!("{failures}");
+    }
+}
+
+#[tokio::test]
+async fn info_and_debug_name_the_path() {
+    let (dir, store) = temp_store();
+    let path = dir.path().join("tern.redb");
+    assert_eq!(store.info().scheme, "embedded");
+    assert_eq!(
+        store.info().location,
+        format!("embedded:{}", path.display())
+    );
+    assert!(format!("{store:?}").contains(&path.display().to_string()));
+    assert_eq!(store.path(), path);
+}
+
+#[tokio::test]
+async fn data_survives_reopen() {
+    let (dir, store) = temp_store();
+    let path = store.path().to_path_buf();
+    let e = entity(
+        "user",
+        "ann",
+        4,
+        &[("nan", Value::Float(f64::NAN)), ("z", Value::Float(-0.0))],
+    );
+    store.put(e.clone()).await.unwrap();
+    store
+        .meta_cas("ledger", None, Some(r#"{"a":1}"#))
+        .await
+        .unwrap();
+    drop(store);
+    let store = EmbeddedStore::open(&path).unwrap();
+    assert_eq!(store.get(&e.key).await.unwrap(), Some(e));
+    assert_eq!(
+        store.meta_get("ledger").await.unwrap(),
+        Some(MetaEntry {
+            value: r#"{"a":1}"#.into(),
+            revision: 1
+        })
+    );
+    assert_eq!(store.kinds().await.unwrap(), vec!["user".to_owned()]);
+    drop(dir);
+}
+
+#[test]
+fn second_open_fails_naming_the_path() {
+    let (_dir, store) = temp_store();
+    let err = EmbeddedStore::open(store.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(
+        err.message().contains(&store.path().display().to_string()),
+        "{err}"
+    );
+    assert!(err.message().contains("already open"), "{err}");
+}
+
+#[test]
+fn unopenable_paths_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing_dir = dir.path().join("no/such/dir/tern.redb");
+    let err = EmbeddedStore::open(&missing_dir).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(
+        err.message().contains(&missing_dir.display().to_string()),
+        "{err}"
+    );
+
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, vec![0x42u8; 8192]).unwrap();
+    let err = EmbeddedStore::open(&garbage).unwrap_err();
+    assert!(
+        err.message().contains(&garbage.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn works_without_a_tokio_runtime() {
+    let (_dir, store) = temp_store();
+    let e = entity("k", 1, 0, &[]);
+    futures::executor::block_on(store.put(e.clone())).unwrap();
+    assert_eq!(
+        futures::executor::block_on(store.get(&e.key)).unwrap(),
+        Some(e)
+    );
+}
+
+#[tokio::test]
+async fn pages_respect_the_limit_and_end_without_an_empty_page() {
+    let (_dir, store) = temp_store();
+    let entities: Vec<_> = (0..10).map(|i| entity("k", i, 0, &[])).collect();
+    store
+        .write_batch(entities.into_iter().map(Write::Put).collect())
+        .await
+        .unwrap();
+    let mut cursor = None;
+    let mut pages = Vec::new();
+    loop {
+        let page = store
+            .scan(
+                "k",
+                ScanRequest {
+                    filter: Filter::all(),
+                    cursor,
+                    limit: 5,
+                },
+            )
+            .await
+            .unwrap();
+        pages.push(page.entities.len());
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(pages, vec![5, 5]);
+}
+
+#[tokio::test]
+async fn a_selective_filter_returns_short_pages_instead_of_reading_everything() {
+    let (_dir, store) = temp_store();
+    let entities: Vec<_> = (0..3000)
+        .map(|i| entity("k", i, u64::from(i == 2999), &[]))
+        .collect();
+    store
+        .write_batch(entities.into_iter().map(Write::Put).collect())
+        .await
+        .unwrap();
+    let first = store
+        .scan(
+            "k",
+            ScanRequest {
+                filter: Filter::at_version(1),
+                cursor: None,
+                limit: 1,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(first.entities.is_empty());
+    assert!(first.cursor.is_some());
+    assert_eq!(store.count("k", Filter::at_version(1)).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn foreign_cursors_are_invalid() {
+    let (_dir, store) = temp_store();
+    store.put(entity("a", 1, 0, &[])).await.unwrap();
+    store.put(entity("a", 2, 0, &[])).await.unwrap();
+    let page = store
+        .scan(
+            "a",
+            ScanRequest {
+                filter: Filter::all(),
+                cursor: None,
+                limit: 1,
+            },
+        )
+        .await
+        .unwrap();
+    let cursor = page.cursor.unwrap();
+    let err = store
+        .scan(
+            "b",
+            ScanRequest {
+                filter: Filter::all(),
+                cursor: Some(cursor),
+                limit: 1,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidCursor);
+    let err = store
+        .scan(
+            "a",
+            ScanRequest {
+                filter: Filter::all(),
+                cursor: Some(Cursor("not hex".into())),
+                limit: 1,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidCursor);
+}
+
+#[tokio::test]
+async fn kinds_lists_each_kind_once_whatever_its_name() {
+    let (_dir, store) = temp_store();
+    let names = ["a", "a\0", "a\0b", "ab", "b", "é", "user"];
+    let mut writes = Vec::new();
+    for kind in names {
+        for id in 0..50 {
+            writes.push(Write::Put(Entity {
+                key: Key {
+                    kind: kind.into(),
+                    id: Value::Int(id),
+                },
+                version: 0,
+                value: Map::new(),
+            }));
+        }
+    }
+    store.write_batch(writes).await.unwrap();
+    let mut want: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
+    want.sort();
+    assert_eq!(store.kinds().await.unwrap(), want);
+    for kind in names {
+        assert_eq!(
+            store.count(kind, Filter::all()).await.unwrap(),
+            50,
+            "{kind:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_replace_that_changes_the_key_is_refused() {
+    let (_dir, store) = temp_store();
+    let a = entity("k", 1, 0, &[]);
+    let b = entity("k", 2, 0, &[]);
+    store.put(a.clone()).await.unwrap();
+    let err = store
+        .write_batch(vec![Write::Replace {
+            expected: a.clone(),
+            new: b,
+        }])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unexpected);
+    assert_eq!(store.get(&a.key).await.unwrap(), Some(a));
+}
+
+#[tokio::test]
+async fn too_deep_values_are_rejected_and_nothing_of_the_batch_is_written() {
+    let (_dir, store) = temp_store();
+    let mut deep = Value::Null;
+    for _ in 0..300 {
+        deep = Value::Array(vec![deep]);
+    }
+    let ok = entity("k", 1, 0, &[]);
+    let bad = entity("k", 2, 0, &[("d", deep)]);
+    let err = store
+        .write_batch(vec![Write::Put(ok.clone()), Write::Put(bad)])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Rejected);
+    assert!(err.to_string().contains("k:2"), "{err}");
+    assert_eq!(store.get(&ok.key).await.unwrap(), None);
+
+    // A replace whose `expected` is too deep cannot match anything stored.
+    store.put(ok.clone()).await.unwrap();
+    let outcomes = store
+        .write_batch(vec![Write::Replace {
+            expected: bad_value(&ok),
+            new: ok.clone(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(outcomes, vec![WriteOutcome::Conflict]);
+}
+
+fn bad_value(like: &Entity) -> Entity {
+    let mut deep = Value::Null;
+    for _ in 0..300 {
+        deep = Value::Array(vec![deep]);
+    }
+    let mut e = like.clone();
+    e.value.insert("d".into(), deep);
+    e
+}
+
+#[tokio::test]
+async fn corrupt_entities_are_invalid_data_naming_the_key() {
+    let (_dir, store) = temp_store();
+    let key = Key::new("user", "ann").unwrap();
+    {
+        let txn = store.inner.db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(ENTITIES).unwrap();
+            table
+                .insert(encode_key(&key).as_slice(), [1u8, 0, 42].as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let err = store.get(&key).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidData);
+    assert!(
+        err.context()
+            .iter()
+            .any(|(k, v)| *k == "key" && *v == hex::encode(encode_key(&key))),
+        "{err}"
+    );
+    assert!(
+        err.context()
+            .iter()
+            .any(|(k, v)| *k == "kind" && v == "user"),
+        "{err}"
+    );
+    let err = store
+        .scan(
+            "user",
+            ScanRequest {
+                filter: Filter::all(),
+                cursor: None,
+                limit: 10,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidData);
+}
+
+#[tokio::test]
+async fn update_in_place_batches_are_limited_and_skip_other_versions_cheaply() {
+    let (_dir, store) = temp_store();
+    let writes = (0..10)
+        .map(|i| Write::Put(entity("k", i, if i < 5 { 0 } else { 1 }, &[])))
+        .collect();
+    store.write_batch(writes).await.unwrap();
+    let step = PushStep {
+        conditions: vec![Condition::eq("missing", 1)],
+        op: crate::store::PushOp::Set {
+            path: vec!["x".into()],
+            value: Value::Int(1),
+        },
+    };
+    let request = |cursor| PushdownRequest {
+        kind: "k".into(),
+        from: 1,
+        steps: vec![step.clone()],
+        cursor,
+        limit: 4,
+    };
+    let p1 = store.update_in_place(request(None)).await.unwrap();
+    assert_eq!((p1.advanced, p1.changed.clone()), (0, vec![0]));
+    let p2 = store.update_in_place(request(p1.cursor)).await.unwrap();
+    assert_eq!((p2.advanced, p2.changed.clone()), (3, vec![0]));
+    let p3 = store.update_in_place(request(p2.cursor)).await.unwrap();
+    assert_eq!((p3.advanced, p3.cursor), (2, None));
+    assert_eq!(
+        store.version_census("k").await.unwrap(),
+        [(0, 5), (2, 5)].into_iter().collect()
+    );
+}
+
+// ---- crash safety ----
+
+const CRASH_CHILD_ENV: &str = "TERN_EMBEDDED_CRASH_CHILD";
+const CRASH_BATCH: i64 = 200;
+const CRASH_DELETE_LAG: i64 = 3;
+
+fn crash_data_key(batch: i64, j: i64) -> Key {
+    Key::new("data", Value::Array(vec![Value::Int(batch), Value::Int(j)])).unwrap()
+}
+
+/// The writes of batch `b`: its data, its marker, the counter, and the deletion
+/// of the odd data of batch `b - CRASH_DELETE_LAG`. All or nothing must survive.
+fn crash_batch(b: i64) -> Vec<Write> {
+    let mut writes = Vec::new();
+    for j in 0..CRASH_BATCH {
+        let e = Entity {
+            key: crash_data_key(b, j),
+            version: b as u64,
+            value: [
+                ("b".to_owned(), Value::Int(b)),
+                (
+                    "pad".to_owned(),
+                    Value::String("x".repeat(100 + j as usize)),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        writes.push(Write::Put(e));
+    }
+    if b >= CRASH_DELETE_LAG {
+        for j in (1..CRASH_BATCH).step_by(2) {
+            writes.push(Write::Delete(crash_data_key(b - CRASH_DELETE_LAG, j)));
+        }
+    }
+    writes.push(Write::Put(entity("marker", b, 0, &[])));
+    writes.push(Write::Put(entity(
+        "counter",
+        "last",
+        0,
+        &[("b", Value::Int(b))],
+    )));
+    writes
+}
+
+/// Run by [`crash_safety`] in a child process: writes batches until killed.
+#[test]
+#[ignore = "helper: run by crash_safety as a child process"]
+fn crash_child() {
+    let Ok(path) = std::env::var(CRASH_CHILD_ENV) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = EmbeddedStore::open(&path).unwrap();
+        let next = match store
+            .get(&Key::new("counter", "last").unwrap())
+            .await
+            .unwrap()
+        {
+            Some(e) => match e.value.get("b") {
+                Some(Value::Int(b)) => b + 1,
+                _ => panic!("bad counter"),
+            },
+            None => 0,
+        };
+        for b in next.. {
+            store.write_batch(crash_batch(b)).await.unwrap();
+            println!("committed {b}");
+        }
+    });
+}
+
+/// Checks the invariants after a crash; returns the last batch present.
+async fn check_after_crash(store: &EmbeddedStore, committed: Option<i64>) -> Option<i64> {
+    let markers = store.version_census("marker").await.unwrap();
+    let n_markers = markers.values().sum::<u64>() as i64;
+    let last = store
+        .get(&Key::new("counter", "last").unwrap())
+        .await
+        .unwrap()
+        .map(|e| match e.value.get("b") {
+            Some(Value::Int(b)) => *b,
+            other => panic!("bad counter {other:?}"),
+        });
+    // Markers are exactly 0..=last: every batch entirely present or absent.
+    assert_eq!(n_markers, last.map_or(0, |l| l + 1), "markers vs counter");
+    let mut cursor = None;
+    let mut marker_ids = Vec::new();
+    loop {
+        let page = store
+            .scan(
+                "marker",
+                ScanRequest {
+                    filter: Filter::all(),
+                    cursor,
+                    limit: 1000,
+                },
+            )
+            .await
+            .unwrap();
+        marker_ids.extend(page.entities.into_iter().map(|e| e.key.id));
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(
+        marker_ids,
+        (0..n_markers).map(Value::Int).collect::<Vec<_>>()
+    );
+    // Every batch the child reported committed is durable.
+    if let Some(c) = committed {
+        assert!(
+            last.is_some_and(|l| l >= c),
+            "batch {c} was committed but is gone (last {last:?})"
+        );
+    }
+    // The data: even entities of every batch; odd ones only for the last CRASH_DELETE_LAG batches.
+    let last_b = last.unwrap_or(-1);
+    let mut want = 0u64;
+    for b in 0..=last_b {
+        want += if b + CRASH_DELETE_LAG > last_b {
+            CRASH_BATCH as u64
+        } else {
+            CRASH_BATCH as u64 / 2
+        };
+    }
+    assert_eq!(
+        store.count("data", Filter::all()).await.unwrap(),
+        want,
+        "data entities"
+    );
+    for b in 0..=last_b {
+        let e = store.get(&crash_data_key(b, 0)).await.unwrap().unwrap();
+        assert_eq!(e.value.get("b"), Some(&Value::Int(b)));
+        let odd_present = store.get(&crash_data_key(b, 1)).await.unwrap().is_some();
+        assert_eq!(
+            odd_present,
+            b + CRASH_DELETE_LAG > last_b,
+            "odd data of batch {b}, last {last_b}"
+        );
+    }
+    assert_eq!(
+        store.get(&crash_data_key(last_b + 1, 0)).await.unwrap(),
+        None,
+        "data of a batch without marker"
+    );
+    last
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_safety() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.redb");
+    let exe = std::env::current_exe().unwrap();
+    let mut seed = uuid::Uuid::new_v4().as_u128();
+    let mut last = None;
+    for round in 0..6 {
+        let mut child = Command::new(&exe)
+            .args([
+                "store::embedded::tests::crash_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CRASH_CHILD_ENV, &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<i64>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(b) = line.strip_prefix("committed ") {
+                    let _ = tx.send(b.trim().parse().unwrap());
+                }
+            }
+        });
+        // Wait for the first commit of this round, then kill at a random moment.
+        let first = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the child committed nothing");
+        let delay = Duration::from_micros((seed % 150_000) as u64);
+        seed = seed.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15;
+        let started = Instant::now();
+        while started.elapsed() < delay {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        reader.join().unwrap();
+        let committed = rx.try_iter().last().unwrap_or(first);
+        let store = EmbeddedStore::open(&path).unwrap();
+        let now = check_after_crash(&store, Some(committed)).await;
+        eprintln!(
+            "crash round {round}: killed after {delay:?}, last committed {committed}, last present {now:?}"
+        );
+        assert!(now >= last, "batches went missing");
+        last = now;
+    }
+    let mut db = redb::Database::open(&path).unwrap();
+    assert!(
+        db.check_integrity().unwrap(),
+        "the file needed a repair after a clean close"
+    );
+}
