@@ -2,10 +2,23 @@
 //! `add`, `delete`, `rename`, `move`, `copy`, with where-conditions and joins.
 //!
 //! - [`ast`]: the syntax tree;
-//! - `parse` / `print`: text to tree and back (`parse(print(ast)) == ast`);
+//! - [`parse`](mod@parse) / [`print`](mod@print): text to tree and back
+//!   (`parse(print(ast)) == ast`), with [`ParseError`] pointing at the line and
+//!   column of the first error;
 //! - `eval`: the reference semantics ([SE] Figures 6 and 7 with tern's safe defaults);
 //! - `safety`: the move/copy dry-run check of [SE] Proposition 2.
+//!
+//! The syntax is described in `docs/language.md`.
 
 pub mod ast;
+pub mod error;
+pub mod parse;
+pub mod print;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod arb;
 
 pub use ast::{Atom, Join, PropRef, Script, Span, Spanned, Statement, Transfer};
+pub use error::{ParseError, ParseErrorKind};
+pub use parse::{parse, parse_file};
+pub use print::print;
