@@ -18,6 +18,9 @@ pub mod print;
 #[cfg(any(test, feature = "testing"))]
 pub mod arb;
 
+#[cfg(test)]
+mod corpus;
+
 pub use ast::{Atom, Join, PropRef, Script, Span, Spanned, Statement, Transfer};
 pub use error::{ParseError, ParseErrorKind};
 pub use parse::{parse, parse_file};
