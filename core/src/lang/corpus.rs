@@ -75,3 +75,64 @@ fn parse_corpus() -> Result<(), String> {
         ))
     }
 }
+
+/// Strips the delimiters (and their padding spaces) of a markdown code span
+/// delimited by at least `min_ticks` backticks.
+fn unquote_code(cell: &str, min_ticks: usize) -> &str {
+    let ticks = cell.len() - cell.trim_start_matches('`').len();
+    if ticks < min_ticks.max(1) {
+        return cell;
+    }
+    let inner = &cell[ticks..cell.len().saturating_sub(ticks).max(ticks)];
+    if ticks > 1 {
+        inner
+            .strip_prefix(' ')
+            .and_then(|s| s.strip_suffix(' '))
+            .unwrap_or(inner)
+    } else {
+        inner
+    }
+}
+
+/// The error table of `docs/language.md` shows the messages the parser gives.
+#[test]
+fn documented_error_messages_are_accurate() -> Result<(), String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/language.md");
+    let doc = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let table = doc.split("\n## Errors").nth(1).ok_or("no Errors section")?;
+    let mut checked = 0;
+    for row in table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| error") && !l.starts_with("|---"))
+    {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+        let [_, input, message] = cells[..] else {
+            return Err(format!("a row without three cells: {row}"));
+        };
+        let input = unquote_code(input, 1);
+        if input.contains("...") || input.contains(" then ") {
+            continue;
+        }
+        // Messages holding a backslash are code spans with two or more backticks.
+        let message = unquote_code(message, 2);
+        let source = if input.starts_with('-') {
+            input.to_owned()
+        } else {
+            format!("{input}\n")
+        };
+        let actual = match parse(&source) {
+            Ok(_) => return Err(format!("{input:?} parses, but the table lists an error")),
+            Err(e) => e.message(),
+        };
+        if !message.starts_with(&actual) {
+            return Err(format!(
+                "{input:?}:\n  documented: {message}\n  actual:     {actual}"
+            ));
+        }
+        checked += 1;
+    }
+    if checked < 20 {
+        return Err(format!("only {checked} rows checked"));
+    }
+    Ok(())
+}

@@ -184,6 +184,13 @@ mod tests {
             canonical("rename kind kind to `x`"),
             "rename kind `kind` to x\n"
         );
+        // The example of docs/language.md.
+        assert_eq!(
+            canonical(
+                "MOVE user.url TO blogpost WHERE blogpost.v = 2 AND blogpost.author = user.name"
+            ),
+            "move user.url to blogpost where user.name = blogpost.author and blogpost.v = 2\n"
+        );
     }
 
     #[test]
