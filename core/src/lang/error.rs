@@ -450,6 +450,13 @@ mod tests {
     }
 
     #[test]
+    fn errors_and_scripts_are_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync + 'static>() {}
+        assert_send_sync::<ParseError>();
+        assert_send_sync::<crate::lang::Script>();
+    }
+
+    #[test]
     fn empty_script_is_a_distinct_kind() {
         let err = ParseError::new(ParseErrorKind::EmptyScript, "", 0, 0);
         assert!(err.is_empty_script());
