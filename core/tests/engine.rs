@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tern_core::migrate::{
-    FaultHook, FaultPoint, LeaseOptions, Migration, MigrationSet, Migrator, RunOptions,
+    FaultAt, FaultHook, FaultPoint, LeaseOptions, Migration, MigrationSet, Migrator, RunOptions,
 };
 use tern_core::model::json::entity_to_json_line;
 use tern_core::model::{Entity, Key, Map, Value};
@@ -148,10 +148,34 @@ async fn crash_and_resume_on_the_embedded_store() {
     let entities = blog(9, 3);
     let expected = reference_export(&entities, 5).await;
     for (i, point) in [
-        FaultPoint::MidBatch { stage: 0, batch: 2 },
-        FaultPoint::BeforeCheckpoint { stage: 2, batch: 1 },
-        FaultPoint::AfterCheckpoint { stage: 3, batch: 0 },
-        FaultPoint::MidBatch { stage: 3, batch: 1 },
+        FaultPoint {
+            migration: 1,
+            stage: 0,
+            phase: 0,
+            batch: 2,
+            at: FaultAt::BeforeCheckpoint,
+        },
+        FaultPoint {
+            migration: 2,
+            stage: 0,
+            phase: 0,
+            batch: 1,
+            at: FaultAt::BeforeCheckpoint,
+        },
+        FaultPoint {
+            migration: 2,
+            stage: 1,
+            phase: 0,
+            batch: 0,
+            at: FaultAt::AfterCheckpoint,
+        },
+        FaultPoint {
+            migration: 2,
+            stage: 1,
+            phase: 1,
+            batch: 1,
+            at: FaultAt::MidBatch,
+        },
     ]
     .into_iter()
     .enumerate()

@@ -2,14 +2,28 @@
 //! `add`, `delete`, `rename`, `move`, `copy`, with where-conditions and joins.
 //!
 //! - [`ast`]: the syntax tree;
-//! - `parse` / `print`: text to tree and back (`parse(print(ast)) == ast`);
-//! - `eval`: the reference semantics ([SE] Figures 6 and 7 with tern's safe defaults);
-//! - `safety`: the move/copy dry-run check of [SE] Proposition 2.
+//! - [`parse`](mod@parse) / [`print`](mod@print): text to tree and back
+//!   (`parse(print(ast)) == ast`), with [`ParseError`] pointing at the line and
+//!   column of the first error;
+//! - [`eval`]: the reference semantics ([SE] Figures 6 and 7 with tern's safe defaults);
+//! - [`safety`]: the move/copy dry-run check of [SE] Proposition 2.
+//!
+//! The language is described in `docs/language.md`.
 
 pub mod ast;
+pub mod error;
 pub mod eval;
+pub mod parse;
+pub mod print;
 pub mod safety;
 
+#[cfg(any(test, feature = "testing"))]
+pub mod arb;
+
+#[cfg(test)]
+mod corpus;
+
 pub use ast::{Atom, Join, PropRef, Script, Span, Spanned, Statement, Transfer};
-pub mod parse;
-pub use parse::{parse_file, print};
+pub use error::{ParseError, ParseErrorKind};
+pub use parse::{parse, parse_file};
+pub use print::print;

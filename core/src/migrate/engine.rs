@@ -336,8 +336,8 @@ impl Migrator {
             .await;
         match &result {
             Err(MigrateError::InjectedCrash(_)) => {
-                // Simulated process death: no cleanup at all.
-                std::mem::forget(lease);
+                // Simulated process death: stop renewing, do not release.
+                drop(lease);
             }
             _ => {
                 if let Err(e) = lease.release().await {
@@ -464,6 +464,7 @@ impl Migrator {
 
         let runner = Runner {
             store: store.as_ref(),
+            migration: m.id,
             lease,
             options: &self.run,
             progress: self.progress.as_ref(),

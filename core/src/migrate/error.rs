@@ -46,7 +46,7 @@ pub enum MigrateError {
     },
     /// A migration does not parse.
     #[error("{0}")]
-    Parse(String),
+    Parse(#[from] crate::lang::ParseError),
     /// A migration parses but cannot run (e.g. a kind rename on a store without support).
     #[error("migration {id} ({name}): {message}")]
     Invalid {

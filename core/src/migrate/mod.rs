@@ -19,7 +19,7 @@ pub use engine::{
 };
 pub use error::MigrateError;
 pub use lease::{Lease, LeaseOptions};
-pub use progress::{CancelFlag, FaultHook, FaultPoint, NoProgress, Progress};
+pub use progress::{CancelFlag, FaultAt, FaultHook, FaultPoint, NoProgress, Progress};
 pub use run::RunOptions;
 pub use source::{Body, EntityMigration, Migration, MigrationSet};
 pub use state::{LedgerEntry, RunCounts, RunState, StateDoc};

@@ -56,37 +56,32 @@ impl CancelFlag {
     }
 }
 
-/// Where a test may inject a crash.
+/// When, within a batch, a test may inject a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultPoint {
+pub enum FaultAt {
     /// Before the batch's writes.
-    BeforeWrite {
-        /// Stage index.
-        stage: usize,
-        /// Batch number within the run of the stage (from 0).
-        batch: u64,
-    },
-    /// After half of the batch's writes.
-    MidBatch {
-        /// Stage index.
-        stage: usize,
-        /// Batch number.
-        batch: u64,
-    },
+    BeforeWrite,
+    /// After half of the batch's writes (client-side path only).
+    MidBatch,
     /// After the batch's writes, before its checkpoint.
-    BeforeCheckpoint {
-        /// Stage index.
-        stage: usize,
-        /// Batch number.
-        batch: u64,
-    },
+    BeforeCheckpoint,
     /// After the checkpoint.
-    AfterCheckpoint {
-        /// Stage index.
-        stage: usize,
-        /// Batch number.
-        batch: u64,
-    },
+    AfterCheckpoint,
+}
+
+/// Where a test may inject a crash: a point of a batch of a stage of a migration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultPoint {
+    /// The migration number.
+    pub migration: u32,
+    /// The stage index within the migration's plan.
+    pub stage: usize,
+    /// The phase of the stage (a move has a target phase 0 and a source phase 1).
+    pub phase: u32,
+    /// The batch number within the stage's phase (from 0).
+    pub batch: u64,
+    /// The point within the batch.
+    pub at: FaultAt,
 }
 
 /// Decides whether to crash at a fault point (tests only). Returning `true`

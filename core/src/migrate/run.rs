@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::error::{MigrateError, Result};
 use super::lease::Lease;
 use super::plan::{Stage, Step, StepOp};
-use super::progress::{CancelFlag, FaultHook, FaultPoint, Progress};
+use super::progress::{CancelFlag, FaultAt, FaultHook, FaultPoint, Progress};
 use super::state::RunCounts;
 use crate::lang::eval::{self, EvalOptions, SourceOutcome, TargetResolution};
 use crate::lang::{Statement, Transfer};
@@ -71,6 +71,8 @@ pub(crate) struct Position {
 /// Everything a stage run needs.
 pub(crate) struct Runner<'a> {
     pub(crate) store: &'a dyn Store,
+    /// The migration being run.
+    pub(crate) migration: u32,
     pub(crate) lease: &'a Lease,
     pub(crate) options: &'a RunOptions,
     pub(crate) progress: &'a dyn Progress,
@@ -98,6 +100,16 @@ fn store_err(context: &str) -> impl FnOnce(crate::store::Error) -> MigrateError 
 }
 
 impl Runner<'_> {
+    fn point(&self, stage: usize, phase: u32, batch: u64, at: FaultAt) -> FaultPoint {
+        FaultPoint {
+            migration: self.migration,
+            stage,
+            phase,
+            batch,
+            at,
+        }
+    }
+
     fn fault(&self, point: FaultPoint) -> Result<()> {
         if let Some(hook) = self.faults {
             if hook(point) {
@@ -233,16 +245,13 @@ impl Runner<'_> {
                 }
                 Err(e) => return Err(store_err("scanning entities")(e)),
             };
-            self.fault(FaultPoint::BeforeWrite {
-                stage: index,
-                batch: batch_no,
-            })?;
+            self.fault(self.point(index, pos.phase, batch_no, FaultAt::BeforeWrite))?;
             let n = page.entities.len() as u64;
             let mut counts = RunCounts::default();
             self.write_batch(
                 index,
+                pos.phase,
                 batch_no,
-                kind,
                 from,
                 page.entities,
                 &compute,
@@ -250,17 +259,11 @@ impl Runner<'_> {
             )
             .await?;
             counts.unmatched_sources += self.unmatched.swap(0, std::sync::atomic::Ordering::SeqCst);
-            self.fault(FaultPoint::BeforeCheckpoint {
-                stage: index,
-                batch: batch_no,
-            })?;
+            self.fault(self.point(index, pos.phase, batch_no, FaultAt::BeforeCheckpoint))?;
             pos.counts.add(&counts);
             pos.cursor = page.cursor.clone();
             self.checkpoint(index, pos).await?;
-            self.fault(FaultPoint::AfterCheckpoint {
-                stage: index,
-                batch: batch_no,
-            })?;
+            self.fault(self.point(index, pos.phase, batch_no, FaultAt::AfterCheckpoint))?;
             done_in_stage += n;
             self.progress.checkpoint(done_in_stage, &pos.counts);
             tracing::info!(
@@ -286,14 +289,13 @@ impl Runner<'_> {
     async fn write_batch(
         &self,
         index: usize,
+        phase: u32,
         batch_no: u64,
-        kind: &str,
         from: Version,
         entities: Vec<Entity>,
         compute: &Compute<'_>,
         counts: &mut RunCounts,
-    ) -> Result<()>
-where {
+    ) -> Result<()> {
         let mut pending = entities;
         let mut attempt = 0u32;
         let mut first = true;
@@ -318,10 +320,7 @@ where {
                     .write_batch(writes.clone())
                     .await
                     .map_err(store_err("writing entities"))?;
-                self.fault(FaultPoint::MidBatch {
-                    stage: index,
-                    batch: batch_no,
-                })?;
+                self.fault(self.point(index, phase, batch_no, FaultAt::MidBatch))?;
                 out.extend(
                     self.store
                         .write_batch(second.clone())
@@ -377,7 +376,6 @@ where {
                     _ => counts.skipped += 1,
                 }
             }
-            let _ = kind;
         }
         Ok(())
     }
@@ -405,10 +403,7 @@ where {
         let mut batch_no = 0u64;
         loop {
             self.check_continue()?;
-            self.fault(FaultPoint::BeforeWrite {
-                stage: index,
-                batch: batch_no,
-            })?;
+            self.fault(self.point(index, 0, batch_no, FaultAt::BeforeWrite))?;
             let page = self
                 .store
                 .update_in_place(PushdownRequest {
@@ -427,18 +422,12 @@ where {
                 }
                 Err(e) => return Err(store_err("updating entities in the store")(e)),
             };
-            self.fault(FaultPoint::BeforeCheckpoint {
-                stage: index,
-                batch: batch_no,
-            })?;
+            self.fault(self.point(index, 0, batch_no, FaultAt::BeforeCheckpoint))?;
             pos.counts.processed += page.advanced;
             pos.counts.changed += page.changed_entities;
             pos.cursor = page.cursor.clone();
             self.checkpoint(index, pos).await?;
-            self.fault(FaultPoint::AfterCheckpoint {
-                stage: index,
-                batch: batch_no,
-            })?;
+            self.fault(self.point(index, 0, batch_no, FaultAt::AfterCheckpoint))?;
             self.progress.checkpoint(pos.counts.processed, &pos.counts);
             tracing::info!(
                 stage = index,

@@ -68,8 +68,7 @@ impl Migration {
     /// # Errors
     /// The parse error, with file, line and column.
     pub fn from_script(id: u32, name: &str, file: &str, text: &str) -> Result<Migration> {
-        let script =
-            lang::parse_file(file, text).map_err(|e| MigrateError::Parse(e.to_string()))?;
+        let script = lang::parse_file(file, text)?;
         if script.statements.is_empty() {
             return Err(MigrateError::Invalid {
                 id,
