@@ -16,7 +16,7 @@ use anyhow::Context;
 use tern_core::migrate::{
     CancelFlag, LeaseOptions, MigrateError, MigrationSet, Migrator, RunOptions,
 };
-use tern_core::store::Store;
+use tern_core::store::{ErrorKind, Store};
 
 use crate::config::Settings;
 use crate::opt::{Command, Opt};
@@ -59,6 +59,29 @@ impl Ctx {
     /// When none is configured or it cannot be opened.
     pub async fn store(&self) -> anyhow::Result<Arc<dyn Store>> {
         connect::open(self.store_url()?).await
+    }
+
+    /// Opens the store, waiting up to `wait` while another process has it
+    /// (the embedded store admits one process at a time).
+    ///
+    /// # Errors
+    /// As [`Ctx::store`], once the wait is over.
+    pub async fn store_waiting(
+        &self,
+        wait: Option<std::time::Duration>,
+    ) -> anyhow::Result<Arc<dyn Store>> {
+        let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+        loop {
+            match self.store().await {
+                Err(e)
+                    if exit_code_of(&e) == EXIT_LOCKED
+                        && deadline.is_some_and(|d| tokio::time::Instant::now() < d) =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Loads the migrations folder.
@@ -147,11 +170,23 @@ pub async fn run(opt: Opt) -> ExitCode {
     }
 }
 
-/// The exit code for an error: the library's own code where it has one.
+/// Exit code: the lock is held by another runner (or the embedded store is open in another process).
+pub const EXIT_LOCKED: u8 = 3;
+
+/// The exit code for an error: the library's own code where it has one; a
+/// store in use by another process counts as a held lock.
 pub fn exit_code_of(err: &anyhow::Error) -> u8 {
-    err.chain()
-        .find_map(|e| e.downcast_ref::<MigrateError>())
-        .map_or(EXIT_ERROR, MigrateError::exit_code)
+    for e in err.chain() {
+        if let Some(m) = e.downcast_ref::<MigrateError>() {
+            return m.exit_code();
+        }
+        if e.downcast_ref::<tern_core::store::Error>()
+            .is_some_and(|s| s.kind() == ErrorKind::Busy)
+        {
+            return EXIT_LOCKED;
+        }
+    }
+    EXIT_ERROR
 }
 
 async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {

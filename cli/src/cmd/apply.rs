@@ -107,7 +107,9 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
     if args.dry_run {
         return plan(ctx, &args.run, 3).await;
     }
-    let store = ctx.store().await?;
+    let store = ctx
+        .store_waiting(args.wait.map(Duration::from_secs))
+        .await?;
     let set = ctx.migrations()?;
     let migrator = ctx
         .migrator(store, set, &args.run)

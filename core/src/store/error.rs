@@ -12,6 +12,9 @@ pub enum ErrorKind {
     ConfigInvalid,
     /// The server could not be reached or the connection broke.
     Unavailable,
+    /// The store is in use by another process and admits one at a time (the
+    /// embedded store's file lock). For tern this means what a held lease means.
+    Busy,
     /// The data in the store cannot be read as tern entities (a corrupt or foreign value).
     InvalidData,
     /// The server refused the request (permissions, limits, a rejected command).
@@ -28,6 +31,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Unsupported => "unsupported",
             ErrorKind::ConfigInvalid => "invalid configuration",
             ErrorKind::Unavailable => "store unavailable",
+            ErrorKind::Busy => "store busy",
             ErrorKind::InvalidData => "invalid data",
             ErrorKind::Rejected => "rejected by the store",
             ErrorKind::InvalidCursor => "invalid cursor",

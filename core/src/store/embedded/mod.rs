@@ -32,7 +32,7 @@
 //!
 //! redb allows one write transaction at a time and any number of readers,
 //! which see a consistent snapshot. One process at a time may open the file:
-//! a second open fails with [`ErrorKind::Unavailable`] naming the path. The
+//! a second open fails with [`ErrorKind::Busy`] naming the path. The
 //! blocking redb calls run on tokio's blocking thread pool when called inside
 //! a tokio runtime (and inline otherwise), so they never stall the async workers.
 
@@ -90,7 +90,7 @@ impl EmbeddedStore {
     ///
     /// # Errors
     /// [`ErrorKind::Unavailable`] naming the path when the file cannot be opened or
-    /// created, or is already open (by this or another process);
+    /// created; [`ErrorKind::Busy`] when it is already open (by this or another process);
     /// [`ErrorKind::InvalidData`] when it is not a redb file or is corrupt.
     pub fn open(path: impl AsRef<Path>) -> Result<EmbeddedStore> {
         let path = path.as_ref().to_path_buf();
@@ -100,7 +100,7 @@ impl EmbeddedStore {
             let message = match e {
                 redb::Error::DatabaseAlreadyOpen => {
                     format!(
-                        "cannot open {}: it is already open, by this or another process",
+                        "cannot open {}: it is in use by another process (a running tern?); the embedded store admits one process at a time",
                         path.display()
                     )
                 }
@@ -145,10 +145,10 @@ impl EmbeddedStore {
 fn map_redb(e: impl Into<redb::Error>, message: impl Into<String>, location: &str) -> Error {
     let e = e.into();
     let kind = match &e {
-        redb::Error::DatabaseAlreadyOpen
-        | redb::Error::Io(_)
-        | redb::Error::PreviousIo
-        | redb::Error::DatabaseClosed => ErrorKind::Unavailable,
+        redb::Error::DatabaseAlreadyOpen => ErrorKind::Busy,
+        redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::DatabaseClosed => {
+            ErrorKind::Unavailable
+        }
         redb::Error::Corrupted(_) | redb::Error::UpgradeRequired(_) => ErrorKind::InvalidData,
         redb::Error::ValueTooLarge(_) => ErrorKind::Rejected,
         _ => ErrorKind::Unexpected,

@@ -87,12 +87,12 @@ async fn data_survives_reopen() {
 fn second_open_fails_naming_the_path() {
     let (_dir, store) = temp_store();
     let err = EmbeddedStore::open(store.path()).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert_eq!(err.kind(), ErrorKind::Busy);
     assert!(
         err.message().contains(&store.path().display().to_string()),
         "{err}"
     );
-    assert!(err.message().contains("already open"), "{err}");
+    assert!(err.message().contains("in use by another process"), "{err}");
 }
 
 #[test]
