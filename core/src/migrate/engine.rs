@@ -405,6 +405,12 @@ impl Migrator {
         dry_stages: &mut DryStages,
     ) -> Result<MigrationReport> {
         let started = Instant::now();
+        // A dry run reports its findings, not its progress.
+        let progress: &dyn Progress = if dry {
+            &NoProgress
+        } else {
+            self.progress.as_ref()
+        };
         let doc = lease.snapshot().await;
         let plan = plan::plan(m, &doc.kinds);
         let history = plan::history(&self.set, m.id);
@@ -427,7 +433,7 @@ impl Migrator {
         let (mut stage_index, mut pos, resumed) =
             match &doc.running {
                 Some(run) if run.migration == m.id => {
-                    self.progress.note(&format!(
+                    progress.note(&format!(
                     "resuming migration {} ({}) at stage {} from its checkpoint ({} entities done)",
                     m.id, m.name, run.stage + 1, run.counts.processed
                 ));
@@ -437,6 +443,7 @@ impl Migrator {
                             phase: run.phase,
                             cursor: run.cursor.clone(),
                             counts: run.counts,
+                            stage_base: 0,
                         },
                         true,
                     )
@@ -467,7 +474,7 @@ impl Migrator {
             migration: m.id,
             lease,
             options: &self.run,
-            progress: self.progress.as_ref(),
+            progress,
             cancel: &self.cancel,
             faults: self.faults.as_ref(),
             history: &history,
@@ -489,7 +496,7 @@ impl Migrator {
             } else {
                 None
             };
-            self.progress.stage_started(
+            progress.stage_started(
                 m.id,
                 &m.name,
                 stage_index,
@@ -498,6 +505,7 @@ impl Migrator {
                 estimate,
             );
             let before = pos.counts;
+            pos.stage_base = pos.counts.processed;
             runner.run_stage(stage_index, stage, &mut pos).await?;
             let mut stage_counts = pos.counts;
             stage_counts.processed -= before.processed;
@@ -505,7 +513,7 @@ impl Migrator {
             stage_counts.conflicts -= before.conflicts;
             stage_counts.skipped -= before.skipped;
             stage_counts.unmatched_sources -= before.unmatched_sources;
-            self.progress.stage_finished(&pos.counts);
+            progress.stage_finished(&pos.counts);
             if dry {
                 dry_stages.previews.push(StagePreview {
                     migration: m.id,
@@ -519,6 +527,7 @@ impl Migrator {
                 phase: 0,
                 cursor: None,
                 counts: pos.counts,
+                stage_base: 0,
             };
             if stage_index < plan.stages.len() {
                 let counts = pos.counts;
@@ -571,7 +580,7 @@ impl Migrator {
                 doc.running = None;
             })
             .await?;
-        self.progress.note(&format!(
+        progress.note(&format!(
             "migration {} ({}) applied: {} entities processed, {} changed, {} conflicts retried, {} swept late{}",
             m.id,
             m.name,
@@ -738,7 +747,7 @@ impl Migrator {
             }
         }
         if swept > 0 {
-            self.progress.note(&format!(
+            runner.progress.note(&format!(
                 "{swept} entities of {kind} were below version {target} and were brought forward"
             ));
         }
@@ -780,7 +789,7 @@ impl Migrator {
                     });
                 }
                 passes += 1;
-                self.progress.note(&format!(
+                runner.progress.note(&format!(
                     "census: {below} entities of {kind} below version {target}; sweep {passes}"
                 ));
                 swept += self.sweep_below(runner, kind, target).await?;
@@ -790,20 +799,31 @@ impl Migrator {
     }
 
     async fn estimate(&self, store: &dyn Store, stage: &Stage) -> Result<Option<u64>> {
-        let (kind, version) = match stage {
-            Stage::Local { kind, from, .. } => (kind.as_str(), *from),
+        let parts: Vec<(&str, Version)> = match stage {
+            Stage::Local { kind, from, .. } => vec![(kind.as_str(), *from)],
             Stage::Transfer {
                 transfer,
                 target_from,
+                is_move,
+                source_version,
                 ..
-            } => (transfer.to_kind.as_str(), *target_from),
+            } => {
+                let mut p = vec![(transfer.to_kind.as_str(), *target_from)];
+                if *is_move {
+                    p.push((transfer.prop.kind.as_str(), *source_version));
+                }
+                p
+            }
             Stage::RenameKind { .. } => return Ok(None),
         };
-        store
-            .count(kind, Filter::at_version(version))
-            .await
-            .map(Some)
-            .map_err(MigrateError::store("counting entities to migrate"))
+        let mut total = 0;
+        for (kind, version) in parts {
+            total += store
+                .count(kind, Filter::at_version(version))
+                .await
+                .map_err(MigrateError::store("counting entities to migrate"))?;
+        }
+        Ok(Some(total))
     }
 
     /// Counts the entities of every kind by version (the census of `tern verify`),

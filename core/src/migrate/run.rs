@@ -66,6 +66,8 @@ pub(crate) struct Position {
     pub(crate) phase: u32,
     pub(crate) cursor: Option<Cursor>,
     pub(crate) counts: RunCounts,
+    /// `counts.processed` when this run of the stage began (for progress, not checkpointed).
+    pub(crate) stage_base: u64,
 }
 
 /// Everything a stage run needs.
@@ -222,7 +224,6 @@ impl Runner<'_> {
         compute: Compute<'_>,
     ) -> Result<()> {
         let mut batch_no = 0u64;
-        let mut done_in_stage = pos.counts.processed;
         loop {
             self.check_continue()?;
             let page = self
@@ -264,8 +265,10 @@ impl Runner<'_> {
             pos.cursor = page.cursor.clone();
             self.checkpoint(index, pos).await?;
             self.fault(self.point(index, pos.phase, batch_no, FaultAt::AfterCheckpoint))?;
-            done_in_stage += n;
-            self.progress.checkpoint(done_in_stage, &pos.counts);
+            self.progress.checkpoint(
+                pos.counts.processed.saturating_sub(pos.stage_base),
+                &pos.counts,
+            );
             tracing::info!(
                 stage = index,
                 kind,
@@ -428,7 +431,10 @@ impl Runner<'_> {
             pos.cursor = page.cursor.clone();
             self.checkpoint(index, pos).await?;
             self.fault(self.point(index, 0, batch_no, FaultAt::AfterCheckpoint))?;
-            self.progress.checkpoint(pos.counts.processed, &pos.counts);
+            self.progress.checkpoint(
+                pos.counts.processed.saturating_sub(pos.stage_base),
+                &pos.counts,
+            );
             tracing::info!(
                 stage = index,
                 kind,
