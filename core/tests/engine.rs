@@ -18,7 +18,7 @@ use tern_core::store::{Filter, ScanRequest, Store, Write};
 use tern_core::testing::battery::{Backend, MemoryBackend};
 
 mod memory {
-    tern_core::battery_tests!(async { Some(super::MemoryBackend) });
+    tern_core::battery_tests!("memory", async { Ok::<_, String>(super::MemoryBackend) });
 }
 
 /// Fresh embedded stores, each in its own temporary folder.
@@ -37,8 +37,8 @@ impl Backend for EmbeddedBackend {
 }
 
 mod embedded {
-    tern_core::battery_tests!(async {
-        Some(super::EmbeddedBackend {
+    tern_core::battery_tests!("embedded", async {
+        Ok::<_, String>(super::EmbeddedBackend {
             dirs: Default::default(),
         })
     });

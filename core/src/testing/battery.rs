@@ -809,72 +809,144 @@ pub async fn code_migrations_run_as_version_steps_next_to_files(backend: &dyn Ba
     assert_eq!(u.get("active"), Some(&Value::Bool(true)));
 }
 
+/// The store contract itself ([`crate::store::conformance`]) on a fresh store.
+pub async fn store_conformance(backend: &dyn Backend) {
+    if let Err(failures) = crate::store::conformance::run_all(backend.fresh().await).await {
+        panic!("{failures}");
+    }
+}
+
+/// Records the outcome of one battery test for one backend: on stderr, and as a
+/// file `<backend>.<test>` holding the line in the folder named by
+/// `TERN_BATTERY_DIR` (CI sums them up per backend).
+pub fn report(backend: &str, test: &str, outcome: &str) {
+    let line = format!("BATTERY\t{backend}\t{test}\t{outcome}\n");
+    eprint!("{line}");
+    if let Some(dir) = std::env::var_os("TERN_BATTERY_DIR") {
+        let _ = std::fs::write(
+            std::path::Path::new(&dir).join(format!("{backend}.{test}")),
+            line,
+        );
+    }
+}
+
 /// Generates one `#[tokio::test]` per battery function for a backend.
 ///
+/// `$label` names the backend in reports (`"redis"`, `"mongodb"`...).
 /// `$backend` is an async expression giving `Option<impl Backend>`: `None`
-/// means the backend is not available here, and the test prints why (the
-/// expression's job) and returns.
+/// means the backend is not available here; the expression gives the reason
+/// as a `String` through `Err`, which is reported as a skip.
 #[macro_export]
 macro_rules! battery_tests {
-    ($backend:expr) => {
+    ($label:expr, $backend:expr) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn blog_example_gives_the_exact_expected_entities() {
-            if let Some(backend) = $backend.await {
-                $crate::testing::battery::blog_example_gives_the_exact_expected_entities(&backend).await;
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::blog_example_gives_the_exact_expected_entities(&backend).await;
+                    $crate::testing::battery::report($label, "blog_example_gives_the_exact_expected_entities", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "blog_example_gives_the_exact_expected_entities", &format!("skipped: {reason}")),
             }
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly() {
-            if let Some(backend) = $backend.await {
-                $crate::testing::battery::crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(&backend).await;
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(&backend).await;
+                    $crate::testing::battery::report($label, "crash_at_every_batch_boundary_and_mid_batch_resumes_exactly", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "crash_at_every_batch_boundary_and_mid_batch_resumes_exactly", &format!("skipped: {reason}")),
             }
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target() {
-            if let Some(backend) = $backend.await {
-                $crate::testing::battery::a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target(&backend).await;
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target(&backend).await;
+                    $crate::testing::battery::report($label, "a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target", &format!("skipped: {reason}")),
             }
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn late_entities_written_during_the_run_are_swept_by_the_census() {
-            if let Some(backend) = $backend.await {
-                $crate::testing::battery::late_entities_written_during_the_run_are_swept_by_the_census(&backend).await;
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::late_entities_written_during_the_run_are_swept_by_the_census(&backend).await;
+                    $crate::testing::battery::report($label, "late_entities_written_during_the_run_are_swept_by_the_census", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "late_entities_written_during_the_run_are_swept_by_the_census", &format!("skipped: {reason}")),
             }
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn two_runners_exactly_one_applies() {
-            if let Some(backend) = $backend.await {
-                $crate::testing::battery::two_runners_exactly_one_applies(&backend).await;
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::two_runners_exactly_one_applies(&backend).await;
+                    $crate::testing::battery::report($label, "two_runners_exactly_one_applies", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "two_runners_exactly_one_applies", &format!("skipped: {reason}")),
             }
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn a_runner_whose_lease_was_taken_over_stops_without_writing() {
-            if let Some(backend) = $backend.await {
-                $crate::testing::battery::a_runner_whose_lease_was_taken_over_stops_without_writing(&backend).await;
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::a_runner_whose_lease_was_taken_over_stops_without_writing(&backend).await;
+                    $crate::testing::battery::report($label, "a_runner_whose_lease_was_taken_over_stops_without_writing", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "a_runner_whose_lease_was_taken_over_stops_without_writing", &format!("skipped: {reason}")),
             }
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn an_edited_applied_migration_is_refused_with_exit_4() {
-            if let Some(backend) = $backend.await {
-                $crate::testing::battery::an_edited_applied_migration_is_refused_with_exit_4(&backend).await;
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::an_edited_applied_migration_is_refused_with_exit_4(&backend).await;
+                    $crate::testing::battery::report($label, "an_edited_applied_migration_is_refused_with_exit_4", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "an_edited_applied_migration_is_refused_with_exit_4", &format!("skipped: {reason}")),
             }
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing() {
-            if let Some(backend) = $backend.await {
-                $crate::testing::battery::an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing(&backend).await;
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing(&backend).await;
+                    $crate::testing::battery::report($label, "an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing", &format!("skipped: {reason}")),
             }
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn dry_run_reports_counts_and_samples_without_writing() {
-            if let Some(backend) = $backend.await {
-                $crate::testing::battery::dry_run_reports_counts_and_samples_without_writing(&backend).await;
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::dry_run_reports_counts_and_samples_without_writing(&backend).await;
+                    $crate::testing::battery::report($label, "dry_run_reports_counts_and_samples_without_writing", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "dry_run_reports_counts_and_samples_without_writing", &format!("skipped: {reason}")),
             }
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn code_migrations_run_as_version_steps_next_to_files() {
-            if let Some(backend) = $backend.await {
-                $crate::testing::battery::code_migrations_run_as_version_steps_next_to_files(&backend).await;
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::code_migrations_run_as_version_steps_next_to_files(&backend).await;
+                    $crate::testing::battery::report($label, "code_migrations_run_as_version_steps_next_to_files", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "code_migrations_run_as_version_steps_next_to_files", &format!("skipped: {reason}")),
+            }
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn store_conformance() {
+            match $backend.await {
+                Ok(backend) => {
+                    $crate::testing::battery::store_conformance(&backend).await;
+                    $crate::testing::battery::report($label, "store_conformance", "passed");
+                }
+                Err(reason) => $crate::testing::battery::report($label, "store_conformance", &format!("skipped: {reason}")),
             }
         }
     };

@@ -1,0 +1,3 @@
+//! The battery on cassandra.
+
+tern_core::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());

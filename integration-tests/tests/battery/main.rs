@@ -1,0 +1,7 @@
+//! The engine battery and the store contract, on every real backend.
+//! One test binary; a module per backend.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod cassandra;
+mod mongodb;
+mod redis;
