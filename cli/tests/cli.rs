@@ -330,3 +330,39 @@ fn init_creates_a_project() {
         assert!(out.status.success(), "{cmd} --help");
     }
 }
+
+#[test]
+fn ctrl_c_finishes_the_batch_checkpoints_and_exits_130_resumable() {
+    let lines = blog_lines(300, 4);
+    let expected = export_after_uninterrupted(&lines);
+    let p = Project::new(300);
+    p.write("data.jsonl", &lines);
+    p.ok(&["import", "data.jsonl"]);
+    p.write("migrations/0001_release2.tern", RELEASE2);
+    p.write("migrations/0002_release3.tern", RELEASE3);
+    let child = p
+        .cmd(&["up", "--max-rate", "1000"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let interrupted = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("resume"), "{stderr}");
+    // The lock was released on the way out: status shows the interrupted run, up resumes at once.
+    let status: serde_json::Value = serde_json::from_str(&p.ok(&["status", "--json"])).unwrap();
+    assert!(status["lock"].is_null(), "{status}");
+    assert!(
+        status["running"]["processed"].as_u64().unwrap() > 0,
+        "{status}"
+    );
+    let up: serde_json::Value = serde_json::from_str(&p.ok(&["up", "--json"])).unwrap();
+    assert_eq!(up["applied"][0]["resumed"], true, "{up}");
+    assert_eq!(p.ok(&["export"]), expected);
+}

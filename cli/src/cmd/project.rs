@@ -2,6 +2,7 @@
 
 use anyhow::{Context, bail};
 use tern_core::lang::Statement;
+use tern_core::lang::safety::static_warnings;
 use tern_core::migrate::{Body, MigrateError, source::parse_file_name};
 
 use crate::opt::{CheckArgs, InitArgs, NewArgs, RunArgs};
@@ -101,9 +102,16 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
             Body::Script(script) => script
                 .statements()
                 .map(|s| {
+                    let warnings: Vec<String> = match s {
+                        Statement::Move(t) | Statement::Copy(t) => {
+                            static_warnings(t).iter().map(ToString::to_string).collect()
+                        }
+                        _ => Vec::new(),
+                    };
                     serde_json::json!({
                         "statement": s.to_string(),
                         "safety": classify(s),
+                        "warnings": warnings,
                     })
                 })
                 .collect(),
@@ -153,6 +161,9 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
                     s["safety"].as_str().unwrap_or(""),
                     s["statement"].as_str().unwrap_or("")
                 );
+                for w in s["warnings"].as_array().into_iter().flatten() {
+                    println!("  {:<28}   warning: {}", "", w.as_str().unwrap_or(""));
+                }
             }
         }
         if online {
