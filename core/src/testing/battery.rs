@@ -40,11 +40,14 @@ impl Backend for MemoryBackend {
         Arc::new(MemoryStore::new())
     }
 }
-const RELEASE2: &str = "add blogpost.likes = 0\nrename blogpost.text to content\n";
-const RELEASE3: &str = "copy user.email to blogpost where user.name = blogpost.author\n\
+/// Release 2 of the blog of [SE]: posts get likes, `text` becomes `content`.
+pub const RELEASE2: &str = "add blogpost.likes = 0\nrename blogpost.text to content\n";
+/// Release 3: the author's email is copied into posts, the url moved there.
+pub const RELEASE3: &str = "copy user.email to blogpost where user.name = blogpost.author\n\
                         move user.url to blogpost where user.name = blogpost.author\n";
 
-fn set(scripts: &[(u32, &str)]) -> MigrationSet {
+/// A migration set of scripts `(number, text)`.
+pub fn set(scripts: &[(u32, &str)]) -> MigrationSet {
     let mut s = MigrationSet::new();
     for (id, text) in scripts {
         s.add(
@@ -56,7 +59,8 @@ fn set(scripts: &[(u32, &str)]) -> MigrationSet {
     s
 }
 
-fn map(pairs: &[(&str, Value)]) -> Map {
+/// A map of properties.
+pub fn map(pairs: &[(&str, Value)]) -> Map {
     pairs
         .iter()
         .map(|(k, v)| ((*k).to_owned(), v.clone()))
@@ -64,7 +68,7 @@ fn map(pairs: &[(&str, Value)]) -> Map {
 }
 
 /// The blog of [SE]: users and their posts, plus posts by unknown authors and users without posts.
-fn blog(users: usize, posts_per_user: usize) -> Vec<Entity> {
+pub fn blog(users: usize, posts_per_user: usize) -> Vec<Entity> {
     let mut out = Vec::new();
     for u in 0..users {
         let name = format!("user{u}");
@@ -106,14 +110,16 @@ fn blog(users: usize, posts_per_user: usize) -> Vec<Entity> {
     out
 }
 
-async fn load(store: &dyn Store, entities: &[Entity]) {
+/// Writes the entities unconditionally.
+pub async fn load(store: &dyn Store, entities: &[Entity]) {
     store
         .write_batch(entities.iter().cloned().map(Write::Put).collect())
         .await
         .unwrap();
 }
 
-async fn export(store: &dyn Store) -> String {
+/// Every entity as JSON Lines, sorted: two stores with equal exports hold equal data.
+pub async fn export(store: &dyn Store) -> String {
     let mut lines = Vec::new();
     for kind in store.kinds().await.unwrap() {
         let mut cursor = None;
@@ -155,7 +161,8 @@ fn opts(batch: usize) -> RunOptions {
     }
 }
 
-fn migrator(store: Arc<dyn Store>, scripts: &[(u32, &str)], batch: usize) -> Migrator {
+/// A migrator with a short lease and the given batch size.
+pub fn migrator(store: Arc<dyn Store>, scripts: &[(u32, &str)], batch: usize) -> Migrator {
     Migrator::new(store, set(scripts))
         .with_run_options(opts(batch))
         .with_lease_options(fast_lease())
@@ -229,8 +236,8 @@ pub async fn blog_example_gives_the_exact_expected_entities(backend: &dyn Backen
     assert!(again.applied.is_empty());
 }
 
-/// The result of an uninterrupted run on the in-memory reference store.
-async fn reference_export(entities: &[Entity], batch: usize) -> String {
+/// The export after an uninterrupted run of releases 2 and 3 on the in-memory reference store.
+pub async fn reference_export(entities: &[Entity], batch: usize) -> String {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     load(store.as_ref(), entities).await;
     migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch)
