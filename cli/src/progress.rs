@@ -82,9 +82,15 @@ impl Progress for CliProgress {
                 };
                 bar.set_draw_target(ProgressDrawTarget::stderr());
                 let style = ProgressStyle::with_template(
-                    "{msg}\n  [{bar:40}] {human_pos}/{human_len} entities  {per_sec}  ETA {eta}",
+                    "{msg}\n  [{bar:40}] {human_pos}/{human_len} entities  {rate}  ETA {eta}",
                 )
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .with_key(
+                    "rate",
+                    |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0}/s", state.per_sec());
+                    },
+                )
                 .progress_chars("=> ");
                 bar.set_style(style);
                 bar.set_message(label);

@@ -580,20 +580,6 @@ impl Migrator {
                 doc.running = None;
             })
             .await?;
-        progress.note(&format!(
-            "migration {} ({}) applied: {} entities processed, {} changed, {} conflicts retried, {} swept late{}",
-            m.id,
-            m.name,
-            total.processed,
-            total.changed,
-            total.conflicts,
-            total.swept,
-            if total.unmatched_sources > 0 {
-                format!(", {} move sources matched no target and kept their property", total.unmatched_sources)
-            } else {
-                String::new()
-            }
-        ));
         Ok(MigrationReport {
             id: m.id,
             name: m.name.clone(),
