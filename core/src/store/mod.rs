@@ -34,10 +34,18 @@
 //! [`Capability::cas_compares_value`] also compare the value, so that a writer
 //! that does not go through tern (and does not change the version) is detected too.
 //!
+//! Writes to the same key within one batch apply in order. A write future
+//! that is dropped may or may not have taken effect (as with any remote call);
+//! the engine's version scoping makes that harmless.
+//!
+//! **Versions** fit in 63 bits (stores may keep them as signed 64-bit numbers).
+//!
 //! **Metadata.** A small space of named JSON documents (tern's ledger, state,
 //! checkpoint and lease) with compare-and-set on a revision number. It lives
 //! in the store itself, in a collection, key namespace or table of its own that
-//! no kind can name.
+//! no kind can name. A read returns JSON equal to what was written (not
+//! necessarily the same text). Deleting a missing document with `expected:
+//! None` succeeds (`Applied(0)`).
 
 mod error;
 mod filter;
