@@ -71,7 +71,7 @@ pub struct Atom {
 }
 
 /// The join atom of a move or copy, normalized so that `source` is on the
-/// source kind and `target` on the target kind (`c1.a = c2.b` in [SE] Fig. 7).
+/// source kind and `target` on the target kind (`c1.a = c2.b` in \[SE\] Fig. 7).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Join {
     /// `c1.a`: a property of the source kind.
@@ -166,7 +166,7 @@ impl Statement {
         }
     }
 
-    /// Is this statement safe by construction ([SE] Proposition 1: add,
+    /// Is this statement safe by construction (\[SE\] Proposition 1: add,
     /// delete, rename)? move and copy need the data-dependent check.
     pub fn is_safe_by_construction(&self) -> bool {
         !matches!(self, Statement::Move(_) | Statement::Copy(_))

@@ -1,12 +1,12 @@
-//! The declarative evolution language of [SE] (Scherzinger, Klettke, Störl):
+//! The declarative evolution language of \[SE\] (Scherzinger, Klettke, Störl):
 //! `add`, `delete`, `rename`, `move`, `copy`, with where-conditions and joins.
 //!
 //! - [`ast`]: the syntax tree;
 //! - [`parse`](mod@parse) / [`print`](mod@print): text to tree and back
 //!   (`parse(print(ast)) == ast`), with [`ParseError`] pointing at the line and
 //!   column of the first error;
-//! - [`eval`]: the reference semantics ([SE] Figures 6 and 7 with tern's safe defaults);
-//! - [`safety`]: the move/copy dry-run check of [SE] Proposition 2.
+//! - [`eval`]: the reference semantics (\[SE\] Figures 6 and 7 with tern's safe defaults);
+//! - [`safety`]: the move/copy dry-run check of \[SE\] Proposition 2.
 //!
 //! The language is described in `docs/language.md`.
 

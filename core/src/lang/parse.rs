@@ -1,6 +1,6 @@
 //! The parser: migration text to a [`Script`].
 //!
-//! A hand-written lexer and recursive-descent parser for the grammar of [SE]
+//! A hand-written lexer and recursive-descent parser for the grammar of \[SE\]
 //! Figure 2 with tern's extensions (see `docs/language.md` for the full
 //! grammar). The decisions a reader must know:
 //!

@@ -35,7 +35,7 @@ pub enum Value {
     /// Milliseconds are what BSON dates and CQL timestamps hold, so this maps
     /// losslessly onto both.
     Timestamp(i64),
-    /// An ordered list of values (a multi-valued property in [SE]).
+    /// An ordered list of values (a multi-valued property in \[SE\]).
     Array(Vec<Value>),
     /// A nested entity.
     Map(Map),
@@ -72,7 +72,7 @@ impl Value {
         }
     }
 
-    /// Is `self` equal to `literal` in the sense of an [SE] equality atom?
+    /// Is `self` equal to `literal` in the sense of an \[SE\] equality atom?
     ///
     /// Numbers compare by numeric value (`1 = 1.0`), as MongoDB does; every
     /// other type compares structurally. Array membership is *not* handled
@@ -100,7 +100,7 @@ impl Value {
         }
     }
 
-    /// The [SE] atom `n = v` for a property whose value is `self`.
+    /// The \[SE\] atom `n = v` for a property whose value is `self`.
     ///
     /// True when the value equals `literal`, or when the value is multi-valued
     /// (an array) and one of its elements equals `literal`. An absent property

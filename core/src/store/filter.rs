@@ -1,4 +1,4 @@
-//! Scan filters: a version filter and equality conditions with [SE] atom semantics.
+//! Scan filters: a version filter and equality conditions with \[SE\] atom semantics.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +27,7 @@ impl VersionFilter {
     }
 }
 
-/// One atom: the property at `path` equals one of `values`, with [SE] semantics.
+/// One atom: the property at `path` equals one of `values`, with \[SE\] semantics.
 ///
 /// - An absent property (or an absent step along the path) never matches.
 /// - A multi-valued property (an array) matches when one of its elements

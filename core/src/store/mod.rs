@@ -131,7 +131,7 @@ pub struct ScanPage {
 /// One write of a batch. Each is atomic on its own.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Write {
-    /// Create or replace, unconditionally ([SE] `put`).
+    /// Create or replace, unconditionally (\[SE\] `put`).
     Put(Entity),
     /// Create only if no entity has this key.
     Insert(Entity),
@@ -144,7 +144,7 @@ pub enum Write {
         /// What to write in its place.
         new: Entity,
     },
-    /// Delete unconditionally ([SE] `delete`). Deleting a missing key succeeds.
+    /// Delete unconditionally (\[SE\] `delete`). Deleting a missing key succeeds.
     Delete(Key),
 }
 

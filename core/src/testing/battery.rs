@@ -40,7 +40,7 @@ impl Backend for MemoryBackend {
         Arc::new(MemoryStore::new())
     }
 }
-/// Release 2 of the blog of [SE]: posts get likes, `text` becomes `content`.
+/// Release 2 of the blog of \[SE\]: posts get likes, `text` becomes `content`.
 pub const RELEASE2: &str = "add blogpost.likes = 0\nrename blogpost.text to content\n";
 /// Release 3: the author's email is copied into posts, the url moved there.
 pub const RELEASE3: &str = "copy user.email to blogpost where user.name = blogpost.author\n\
@@ -67,7 +67,7 @@ pub fn map(pairs: &[(&str, Value)]) -> Map {
         .collect()
 }
 
-/// The blog of [SE]: users and their posts, plus posts by unknown authors and users without posts.
+/// The blog of \[SE\]: users and their posts, plus posts by unknown authors and users without posts.
 pub fn blog(users: usize, posts_per_user: usize) -> Vec<Entity> {
     let mut out = Vec::new();
     for u in 0..users {
