@@ -109,6 +109,8 @@ impl Ctx {
                 .or(self.settings.max_rate)
                 .filter(|r| *r > 0.0),
             census_passes: self.settings.census_passes,
+            // The total costs a count before each stage: only worth it for a progress bar.
+            count_totals: self.progress_mode() == Mode::Bar,
             ..RunOptions::default()
         }
     }
