@@ -26,6 +26,8 @@ pub(crate) const KINDS_TABLE: &str = "tern_kinds";
 const CURSOR_PREFIX: &str = "c1.";
 /// The largest page a scan asks for.
 const MAX_PAGE: usize = 5000;
+/// The most rows one scan call reads while looking for entities that pass its filter.
+const MAX_ROWS_PER_CALL: usize = 20_000;
 
 /// A Cassandra or ScyllaDB keyspace as a tern store. See the crate docs for the mapping.
 #[derive(Debug, Clone)]
@@ -180,6 +182,50 @@ impl CassStore {
         Ok(ts.0)
     }
 
+    /// One server page of a scan, retried on temporary failures. A paging state the server
+    /// refuses becomes [`ErrorKind::InvalidCursor`] (the engine then restarts the scan).
+    async fn scan_page(
+        &self,
+        statement: &scylla::statement::prepared::PreparedStatement,
+        paging_state: PagingState,
+        from_cursor: bool,
+        kind: &str,
+    ) -> Result<(
+        scylla::response::query_result::QueryResult,
+        PagingStateResponse,
+    )> {
+        let mut attempt = 0u32;
+        loop {
+            match self
+                .core
+                .session
+                .execute_single_page(statement, (), paging_state.clone())
+                .await
+            {
+                Ok(answer) => return Ok(answer),
+                Err(e) if from_cursor && is_invalid_request(&e) => {
+                    // The cluster no longer accepts this paging state (another driver or
+                    // protocol version, a changed topology): the engine restarts the scan.
+                    return Err(Error::new(
+                        ErrorKind::InvalidCursor,
+                        format!(
+                            "cassandra: the paging state of this cursor is no longer valid for {kind}"
+                        ),
+                    )
+                    .with_source(e));
+                }
+                Err(e) => {
+                    let err = execution_error(e, "scan").with_context("kind", kind);
+                    if !err.is_temporary() || attempt >= 4 {
+                        return Err(err);
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
     async fn write_one(&self, write: Write) -> Result<WriteOutcome> {
         let ks = self.ks();
         let applied = |ok: bool| {
@@ -328,7 +374,7 @@ impl Store for CassStore {
 
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
         let table = table_of(kind)?;
-        let paging_state = match &request.cursor {
+        let mut paging_state = match &request.cursor {
             None => PagingState::start(),
             Some(c) => {
                 let bytes =
@@ -345,53 +391,55 @@ impl Store for CassStore {
             .core
             .prepare(&format!("SELECT id, doc FROM {}.{table}", self.ks()))
             .await?;
-        let page_size = request.limit.clamp(1, MAX_PAGE);
-        statement.set_page_size(i32::try_from(page_size).unwrap_or(5000));
         statement.set_is_idempotent(true);
-        let had_cursor = request.cursor.is_some();
-        let mut attempt = 0u32;
-        let (result, next) = loop {
-            match self
-                .core
-                .session
-                .execute_single_page(&statement, (), paging_state.clone())
-                .await
-            {
-                Ok(answer) => break answer,
-                Err(e) if had_cursor && is_invalid_request(&e) => {
-                    // The cluster no longer accepts this paging state (another driver or
-                    // protocol version, a changed topology): the engine restarts the scan.
-                    return Err(Error::new(
-                        ErrorKind::InvalidCursor,
-                        format!("cassandra: the paging state of this cursor is no longer valid for {kind}"),
-                    )
-                    .with_source(e));
-                }
-                Err(e) => {
-                    let err = execution_error(e, "scan").with_context("kind", kind);
-                    if !err.is_temporary() || attempt >= 4 {
-                        return Err(err);
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
-                    attempt += 1;
+        let limit = request.limit.clamp(1, MAX_PAGE);
+        // Server pages of `limit` rows. While a filter leaves a page empty, the next page is
+        // fetched in the same call and grows (x4, up to MAX_PAGE rows), so a sparse filter
+        // (a census sweep) costs few round trips; the limit is then a hint that a page may
+        // exceed. At most MAX_ROWS_PER_CALL rows are read per call.
+        let mut page_size = limit;
+        let mut rows_read = 0usize;
+        let mut entities = Vec::new();
+        loop {
+            statement.set_page_size(i32::try_from(page_size).unwrap_or(5000));
+            let (result, next) = self
+                .scan_page(&statement, paging_state, request.cursor.is_some(), kind)
+                .await?;
+            let rows = rows_of::<(String, Vec<u8>)>(result, "scan")?;
+            rows_read += rows.len();
+            for (id, doc) in rows {
+                let entity = decode_doc(kind, &id, &doc)?;
+                if request.filter.matches(&entity) {
+                    entities.push(entity);
                 }
             }
-        };
-        let rows = rows_of::<(String, Vec<u8>)>(result, "scan")?;
-        let mut entities = Vec::with_capacity(rows.len());
-        for (id, doc) in rows {
-            let entity = decode_doc(kind, &id, &doc)?;
-            if request.filter.matches(&entity) {
-                entities.push(entity);
+            let state = match next {
+                PagingStateResponse::HasMorePages { state } => state,
+                PagingStateResponse::NoMorePages => {
+                    return Ok(ScanPage {
+                        entities,
+                        cursor: None,
+                    });
+                }
+            };
+            if !entities.is_empty() || rows_read >= MAX_ROWS_PER_CALL {
+                let cursor = state
+                    .as_bytes_slice()
+                    .map(|b| Cursor(format!("{CURSOR_PREFIX}{}", hex::encode(b.as_ref()))))
+                    .ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::Unexpected,
+                            "cassandra: the server announced more pages without a paging state",
+                        )
+                    })?;
+                return Ok(ScanPage {
+                    entities,
+                    cursor: Some(cursor),
+                });
             }
+            paging_state = state;
+            page_size = (page_size * 4).min(MAX_PAGE);
         }
-        let cursor = match next {
-            PagingStateResponse::HasMorePages { state } => state
-                .as_bytes_slice()
-                .map(|b| Cursor(format!("{CURSOR_PREFIX}{}", hex::encode(b.as_ref())))),
-            PagingStateResponse::NoMorePages => None,
-        };
-        Ok(ScanPage { entities, cursor })
     }
 
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
