@@ -5,6 +5,9 @@
 //! `(id text PRIMARY KEY, _v bigint, doc blob)`, where `doc` holds the whole entity in tern's
 //! canonical binary encoding, so arbitrary property sets need no DDL, values round-trip
 //! exactly, and compare-and-set is one lightweight transaction comparing `_v` and `doc`.
+//!
+//! See the sections below for the mapping, the capability checklist, paging-state validity,
+//! LWT and serial consistency, and what the test server supports.
 #![doc = include_str!("docs.md")]
 #![deny(missing_docs)]
 
