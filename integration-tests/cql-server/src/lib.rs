@@ -12,11 +12,18 @@
 //!   as simple or prepared statements, and protocol-level `BATCH`.
 //! - Paging: page size and paging state (resume from a returned paging state).
 //!
+//! - Lightweight transactions (kassandra has none: it would silently ignore the condition and
+//!   apply the write). This server implements them itself (module `cas`): every request runs under
+//!   one server-wide lock; a write with `IF NOT EXISTS`, `IF EXISTS` or `IF c1 = ? [AND c2 = ?]`
+//!   reads the addressed row through kassandra, evaluates the condition, applies the write
+//!   without its condition only when it holds, and answers Cassandra's result set (`[applied]`,
+//!   plus the current values of the condition columns when not applied and the row exists).
+//!   As QUERY (with bound values) or PREPARE/EXECUTE.
+//!
 //! # Not supported
-//! - Lightweight transactions: kassandra would silently ignore `IF NOT EXISTS` / `IF EXISTS` /
-//!   `IF col = ?` on writes and apply the write unconditionally. This server instead **rejects**
-//!   every `INSERT`/`UPDATE`/`DELETE`/`BEGIN BATCH` statement containing an `IF` condition (in a
-//!   QUERY, PREPARE or BATCH frame) with an `Invalid` error whose message is [`LWT_UNSUPPORTED`].
+//! - Conditions with literals instead of bind markers, other operators (`<`, `IN`, `!=`),
+//!   conditions on partitions with several rows, and conditional statements inside a `BATCH`
+//!   (answered with an `Invalid` error, [`LWT_IN_BATCH`]).
 //! - `ALTER`, `DROP`, `TRUNCATE`: kassandra answers a syntax error.
 //! - Authentication, compression, events (REGISTER is acknowledged, nothing is ever pushed),
 //!   TTL/`USING TIMESTAMP` semantics, secondary indexes, materialized views, real system/schema
@@ -25,6 +32,7 @@
 //!   `USE` may resolve unqualified table names against another connection's keyspace instead of
 //!   getting an error.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,23 +40,35 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::{SinkExt, StreamExt};
 use kassandra::KassandraSession;
 use kassandra::error::DbError;
-use kassandra::frame::request::{Request, RequestOpcode};
+use kassandra::frame::request::{QueryParameters, Request, RequestOpcode};
 use kassandra::frame::response::{Response, error::Error as CqlError, result::QueryResult};
 use kassandra::frame::{FrameFlags, request_stream, response_sink};
 use tokio::net::{TcpListener, TcpStream};
 
+mod cas;
 mod lwt;
 
-pub use lwt::{has_lwt_condition, statement_texts};
+pub use cas::Condition;
+pub use lwt::{has_lwt_condition, split_condition, statement_texts};
 
-/// Error message sent for statements with lightweight-transaction conditions.
-pub const LWT_UNSUPPORTED: &str = "lightweight transactions are not supported by this test server \
-     (kassandra would silently apply the write); run LWT tests against a real Cassandra or ScyllaDB";
+/// Error message sent for conditional statements inside a BATCH.
+pub const LWT_IN_BATCH: &str = "conditional statements (IF ...) inside a BATCH are not supported \
+     by this test server; send them one by one";
 
 /// An in-memory CQL server: one kassandra database shared by every connection.
 #[derive(Debug, Clone, Default)]
 pub struct CqlServer {
-    db: Arc<Mutex<KassandraSession>>,
+    state: Arc<Mutex<State>>,
+}
+
+/// Everything behind the server-wide lock.
+#[derive(Debug, Default)]
+struct State {
+    db: KassandraSession,
+    /// Conditional statements prepared by this server (kassandra prepared their parts).
+    lwt: HashMap<u128, cas::LwtPrepared>,
+    /// The last id given to a conditional statement.
+    next_id: u128,
 }
 
 impl CqlServer {
@@ -119,19 +139,53 @@ impl CqlServer {
             return error(DbError::ProtocolError, "authentication is not supported");
         }
         // Checked on the raw frame, before kassandra parses (and drops) the condition.
-        if statement_texts(opcode, body)
-            .iter()
-            .any(|cql| has_lwt_condition(cql))
-        {
-            return error(DbError::Invalid, LWT_UNSUPPORTED);
+        let lwt_text = statement_texts(opcode, body)
+            .into_iter()
+            .find(|cql| has_lwt_condition(cql));
+        if lwt_text.is_some() && opcode == RequestOpcode::Batch {
+            return error(DbError::Invalid, LWT_IN_BATCH);
+        }
+        // One lock for every request: a conditional write reads, checks and writes atomically.
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let State { db, lwt, next_id } = &mut *state;
+        if let Some(ks) = keyspace.as_deref() {
+            db.use_keyspace(ks);
+        }
+        if let Some(cql) = lwt_text {
+            // Handled from the raw frame: kassandra's parser would drop the condition.
+            let result = match opcode {
+                RequestOpcode::Prepare => cas::prepare(db, cql).map(|prepared| {
+                    *next_id += 1;
+                    // kassandra's ids are ULIDs (time in the high bits): these never collide.
+                    let id = *next_id;
+                    let answer = prepared.prepared(id);
+                    lwt.insert(id, prepared);
+                    answer
+                }),
+                _ => {
+                    // QUERY body: <long string><query parameters>.
+                    let params = body
+                        .get(4 + cql.len()..)
+                        .ok_or_else(|| CqlError::new(DbError::ProtocolError, "short frame"))
+                        .and_then(|rest| QueryParameters::parse(rest, flags));
+                    params.and_then(|params| {
+                        cas::prepare(db, cql).and_then(|p| p.execute(db, &params))
+                    })
+                }
+            };
+            return result.map_or_else(Response::Error, Response::Result);
         }
         let request = match Request::deserialize(opcode, body, flags) {
             Ok(request) => request,
             Err(err) => return Response::Error(err),
         };
-        let mut db = self.db.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(ks) = keyspace.as_deref() {
-            db.use_keyspace(ks);
+        if let Request::Execute(execute) = &request {
+            let id = <[u8; 16]>::try_from(execute.id).map(u128::from_be_bytes);
+            if let Some(prepared) = id.ok().and_then(|id| lwt.get(&id)) {
+                return prepared
+                    .execute(db, &execute.parameters)
+                    .map_or_else(Response::Error, Response::Result);
+            }
         }
         let result = match request {
             Request::StartUp(_) | Request::Register { .. } => return Response::Ready,

@@ -2,6 +2,8 @@
 
 use kassandra::frame::request::RequestOpcode;
 
+use crate::cas::Condition;
+
 /// The CQL texts carried by a request frame body: the query of a QUERY or PREPARE frame, or the
 /// unprepared statements of a BATCH frame (prepared ones were checked when they were prepared).
 /// Malformed bodies yield what could be read; kassandra reports the protocol error itself.
@@ -76,8 +78,76 @@ pub fn has_lwt_condition(cql: &str) -> bool {
         && words.iter().any(|w| w.eq_ignore_ascii_case("IF"))
 }
 
+/// Splits a conditional write into the write without its condition and the condition.
+///
+/// # Errors
+/// A message when the text has no `IF` or the condition is not one this server supports.
+pub fn split_condition(cql: &str) -> Result<(&str, Condition), String> {
+    let words = words_at(cql);
+    let at = words
+        .iter()
+        .find(|(_, w)| w.eq_ignore_ascii_case("IF"))
+        .map(|(at, _)| *at)
+        .ok_or_else(|| "not a conditional statement".to_owned())?;
+    let base = cql[..at].trim_end();
+    let rest: Vec<&str> = words
+        .iter()
+        .map(|(_, w)| *w)
+        .skip_while(|w| !w.eq_ignore_ascii_case("IF"))
+        .skip(1)
+        .collect();
+    let unsupported = || {
+        format!(
+            "unsupported condition in {cql:?}: this test server supports IF NOT EXISTS, IF EXISTS \
+             and IF col = ? [AND col = ? ...]"
+        )
+    };
+    let upper: Vec<String> = rest.iter().map(|w| w.to_ascii_uppercase()).collect();
+    let condition = match upper.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["NOT", "EXISTS"] => Condition::NotExists,
+        ["EXISTS"] => Condition::Exists,
+        _ => {
+            // `c1 = ? AND c2 = ?`: words are the column names and ANDs; check the symbols.
+            let tail = cql[at + 2..].trim().trim_end_matches(';').trim();
+            let mut cols = Vec::new();
+            for part in split_and(tail) {
+                let (col, value) = part.split_once('=').ok_or_else(unsupported)?;
+                let col = col.trim();
+                if value.trim() != "?"
+                    || col.is_empty()
+                    || !col.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                {
+                    return Err(unsupported());
+                }
+                cols.push(col.to_owned());
+            }
+            Condition::Equal(cols)
+        }
+    };
+    Ok((base, condition))
+}
+
+/// Splits `a = ? AND b = ?` on the word `AND` (any case).
+fn split_and(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for (at, w) in words_at(text) {
+        if w.eq_ignore_ascii_case("AND") {
+            parts.push(&text[start..at]);
+            start = at + 3;
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
 /// The unquoted words of a CQL text, skipping literals, quoted identifiers and comments.
 fn words(cql: &str) -> Vec<&str> {
+    words_at(cql).into_iter().map(|(_, w)| w).collect()
+}
+
+/// The unquoted words of a CQL text with their byte offsets.
+fn words_at(cql: &str) -> Vec<(usize, &str)> {
     let bytes = cql.as_bytes();
     let mut words = Vec::new();
     let mut i = 0;
@@ -114,7 +184,7 @@ fn words(cql: &str) -> Vec<&str> {
                     .iter()
                     .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
                     .count();
-                words.push(&cql[i..i + len]);
+                words.push((i, &cql[i..i + len]));
                 i + len
             }
             _ => i + 1,
@@ -198,5 +268,35 @@ mod tests {
         );
         assert!(statement_texts(RequestOpcode::Batch, &[0, 0]).is_empty());
         assert!(statement_texts(RequestOpcode::Options, &[]).is_empty());
+    }
+
+    #[test]
+    fn splits_conditions() {
+        assert_eq!(
+            split_condition("INSERT INTO ks.t (k, v) VALUES (?, ?) IF NOT EXISTS").unwrap(),
+            (
+                "INSERT INTO ks.t (k, v) VALUES (?, ?)",
+                Condition::NotExists
+            )
+        );
+        assert_eq!(
+            split_condition("DELETE FROM t WHERE k = ? if exists;").unwrap(),
+            ("DELETE FROM t WHERE k = ?", Condition::Exists)
+        );
+        assert_eq!(
+            split_condition("UPDATE t SET a = ?, b = ? WHERE k = ? IF _v = ? and doc=?").unwrap(),
+            (
+                "UPDATE t SET a = ?, b = ? WHERE k = ?",
+                Condition::Equal(vec!["_v".to_owned(), "doc".to_owned()])
+            )
+        );
+        for bad in [
+            "UPDATE t SET a = 1 WHERE k = 1 IF a = 1",
+            "UPDATE t SET a = 1 WHERE k = 1 IF a > ?",
+            "UPDATE t SET a = 1 WHERE k = 1 IF a = ? OR b = ?",
+            "UPDATE t SET a = 1 WHERE k = 1",
+        ] {
+            assert!(split_condition(bad).is_err(), "{bad}");
+        }
     }
 }

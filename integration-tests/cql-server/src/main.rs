@@ -12,7 +12,8 @@ use tokio::net::TcpListener;
 const USAGE: &str = "usage: tern-cql-server [--host 127.0.0.1] [--port 9042] [--allow-non-loopback]
 
 In-memory single-node CQL v4 server (kassandra) for tern's integration tests.
-Data lives in memory only. Lightweight transactions are rejected; ALTER/DROP/TRUNCATE are not supported.";
+Data lives in memory only. Lightweight transactions are serialized and evaluated by this server;
+ALTER/DROP/TRUNCATE are not supported.";
 
 /// Command-line options.
 struct Args {

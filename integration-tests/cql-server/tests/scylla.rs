@@ -9,7 +9,7 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::response::PagingState;
 use scylla::statement::batch::Batch;
-use tern_cql_server::{CqlServer, LWT_UNSUPPORTED};
+use tern_cql_server::{CqlServer, LWT_IN_BATCH};
 use tokio::net::TcpListener;
 
 /// Starts a server on an ephemeral loopback port and connects a driver session to it.
@@ -120,9 +120,7 @@ async fn scylla_driver_round_trip() -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-async fn lightweight_transactions_are_rejected() -> Result<()> {
-    let session = start().await?;
+async fn lwt_table(session: &Session) -> Result<()> {
     session
         .query_unpaged(
             "CREATE KEYSPACE IF NOT EXISTS tern_it WITH replication = \
@@ -132,41 +130,162 @@ async fn lightweight_transactions_are_rejected() -> Result<()> {
         .await?;
     session
         .query_unpaged(
-            "CREATE TABLE IF NOT EXISTS tern_it.lwt (k int PRIMARY KEY, v int)",
+            "CREATE TABLE IF NOT EXISTS tern_it.lwt (k text PRIMARY KEY, r bigint, v text)",
             &[],
         )
         .await?;
+    Ok(())
+}
 
-    let simple = session
-        .query_unpaged(
-            "INSERT INTO tern_it.lwt (k, v) VALUES (1, 1) IF NOT EXISTS",
-            &[],
-        )
-        .await;
-    let err = simple.err().context("unprepared LWT insert was accepted")?;
-    ensure!(err.to_string().contains(LWT_UNSUPPORTED), "{err}");
+/// `[applied]` of an LWT answer.
+fn applied(result: scylla::response::query_result::QueryResult) -> Result<bool> {
+    let rows = result.into_rows_result()?;
+    let (applied,) = rows.first_row::<(bool,)>().or_else(|_| {
+        // Not applied on an existing row: more columns follow.
+        let row = rows
+            .rows::<scylla::value::Row>()?
+            .next()
+            .context("no row")??;
+        match row.columns.first() {
+            Some(Some(scylla::value::CqlValue::Boolean(b))) => Ok::<_, anyhow::Error>((*b,)),
+            other => anyhow::bail!("first column is not [applied]: {other:?}"),
+        }
+    })?;
+    Ok(applied)
+}
 
-    let prepared = session
-        .prepare("UPDATE tern_it.lwt SET v = ? WHERE k = ? IF v = ?")
-        .await;
-    let err = prepared.err().context("LWT update was prepared")?;
-    ensure!(err.to_string().contains(LWT_UNSUPPORTED), "{err}");
+#[tokio::test]
+async fn lightweight_transactions_compare_and_set() -> Result<()> {
+    let session = start().await?;
+    lwt_table(&session).await?;
 
+    // Simple statement, IF NOT EXISTS: applied once, then not (with the current row).
+    let insert = "INSERT INTO tern_it.lwt (k, r, v) VALUES (?, ?, ?) IF NOT EXISTS";
+    let values = ("a", 1_i64, "x");
+    ensure!(applied(session.query_unpaged(insert, values).await?)?);
+    let again = session
+        .query_unpaged(insert, values)
+        .await?
+        .into_rows_result()?;
+    let names: Vec<&str> = again.column_specs().iter().map(|c| c.name()).collect();
+    ensure!(names.first() == Some(&"[applied]"), "{names:?}");
+    ensure!(names.contains(&"v"), "current row not returned: {names:?}");
+
+    // Prepared UPDATE ... IF r = ? AND v = ?: compares every column.
+    let update = session
+        .prepare("UPDATE tern_it.lwt SET r = ?, v = ? WHERE k = ? IF r = ? AND v = ?")
+        .await?;
+    ensure!(!applied(
+        session
+            .execute_unpaged(&update, (2_i64, "y", "a", 1_i64, "other"))
+            .await?
+    )?);
+    ensure!(!applied(
+        session
+            .execute_unpaged(&update, (2_i64, "y", "a", 9_i64, "x"))
+            .await?
+    )?);
+    ensure!(!applied(
+        session
+            .execute_unpaged(&update, (2_i64, "y", "missing", 1_i64, "x"))
+            .await?
+    )?);
+    ensure!(applied(
+        session
+            .execute_unpaged(&update, (2_i64, "y", "a", 1_i64, "x"))
+            .await?
+    )?);
+    let (r, v) = session
+        .query_unpaged("SELECT r, v FROM tern_it.lwt WHERE k = 'a'", &[])
+        .await?
+        .into_rows_result()?
+        .first_row::<(i64, String)>()?;
+    ensure!((r, v.as_str()) == (2, "y"));
+    let missing = session
+        .query_unpaged("SELECT r FROM tern_it.lwt WHERE k = 'missing'", &[])
+        .await?
+        .into_rows_result()?
+        .rows_num();
+    ensure!(missing == 0, "a failed condition wrote a row");
+
+    // DELETE ... IF r = ?, DELETE ... IF EXISTS.
+    let delete = session
+        .prepare("DELETE FROM tern_it.lwt WHERE k = ? IF r = ?")
+        .await?;
+    ensure!(!applied(
+        session.execute_unpaged(&delete, ("a", 1_i64)).await?
+    )?);
+    ensure!(applied(
+        session.execute_unpaged(&delete, ("a", 2_i64)).await?
+    )?);
+    let exists = session
+        .prepare("DELETE FROM tern_it.lwt WHERE k = ? IF EXISTS")
+        .await?;
+    ensure!(!applied(session.execute_unpaged(&exists, ("a",)).await?)?);
+
+    // Conditions inside a BATCH are refused, and nothing is written.
     let mut batch = Batch::default();
-    batch.append_statement("INSERT INTO tern_it.lwt (k, v) VALUES (2, 2) IF NOT EXISTS");
+    batch.append_statement("INSERT INTO tern_it.lwt (k, r) VALUES ('b', 1) IF NOT EXISTS");
     let err = session
         .batch(&batch, ((),))
         .await
         .err()
         .context("LWT batch was accepted")?;
-    ensure!(err.to_string().contains(LWT_UNSUPPORTED), "{err}");
-
-    // Nothing was written by the rejected statements.
+    ensure!(err.to_string().contains(LWT_IN_BATCH), "{err}");
     let rows = session
         .query_unpaged("SELECT k FROM tern_it.lwt", &[])
         .await?
         .into_rows_result()?
         .rows_num();
-    ensure!(rows == 0, "{rows} rows written by rejected LWT statements");
+    ensure!(rows == 0, "{rows} rows left");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_compare_and_set_has_exactly_one_winner() -> Result<()> {
+    let session = std::sync::Arc::new(start().await?);
+    lwt_table(&session).await?;
+    let insert = session
+        .prepare("INSERT INTO tern_it.lwt (k, r, v) VALUES (?, ?, ?) IF NOT EXISTS")
+        .await?;
+    let update = session
+        .prepare("UPDATE tern_it.lwt SET r = ?, v = ? WHERE k = ? IF r = ?")
+        .await?;
+    session
+        .execute_unpaged(&insert, ("c", 0_i64, "start"))
+        .await?;
+    // 8 tasks, 20 rounds: in each round every task tries to move r from n to n + 1.
+    for round in 0..20_i64 {
+        let mut tasks = Vec::new();
+        for t in 0..8 {
+            let (session, update) = (session.clone(), update.clone());
+            tasks.push(tokio::spawn(async move {
+                let result = session
+                    .execute_unpaged(&update, (round + 1, format!("task{t}"), "c", round))
+                    .await?;
+                applied(result)
+            }));
+        }
+        let mut winners = 0;
+        for task in tasks {
+            winners += usize::from(task.await??);
+        }
+        ensure!(winners == 1, "round {round}: {winners} winners");
+    }
+    let winners_of_insert = {
+        let mut tasks = Vec::new();
+        for t in 0..8_i64 {
+            let (session, insert) = (session.clone(), insert.clone());
+            tasks.push(tokio::spawn(async move {
+                applied(session.execute_unpaged(&insert, ("d", t, "x")).await?)
+            }));
+        }
+        let mut n = 0;
+        for task in tasks {
+            n += usize::from(task.await??);
+        }
+        n
+    };
+    ensure!(winners_of_insert == 1, "{winners_of_insert} inserts won");
     Ok(())
 }

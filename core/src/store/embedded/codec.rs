@@ -13,6 +13,9 @@
 //! different entities different ones, so a compare-and-set can compare bytes.
 //! Map names are written in sorted order and the decoder insists on it.
 //! The version comes first so a version filter can skip decoding the value.
+//!
+//! Public so that adapters storing whole entities as bytes (the Cassandra adapter's `doc`
+//! column) share this exact, canonical encoding.
 
 use crate::model::{Map, Value, Version};
 
@@ -36,10 +39,13 @@ const T_MAP: u8 = 9;
 /// Why stored bytes could not be decoded (or a value could not be encoded).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct CodecError(pub(crate) &'static str);
+pub struct CodecError(pub(crate) &'static str);
 
 /// Encodes an entity's id, version and value into `out` (cleared first).
-pub(crate) fn encode_entity(
+///
+/// # Errors
+/// A value nested deeper than the store accepts.
+pub fn encode_entity(
     id: &Value,
     version: Version,
     value: &Map,
@@ -53,13 +59,19 @@ pub(crate) fn encode_entity(
 }
 
 /// Reads only the version of an encoded entity.
-pub(crate) fn decode_version(bytes: &[u8]) -> Result<Version, CodecError> {
+///
+/// # Errors
+/// Bytes that are not an encoded entity.
+pub fn decode_version(bytes: &[u8]) -> Result<Version, CodecError> {
     let mut r = Reader { bytes, pos: 0 };
     r.header()
 }
 
 /// Decodes an encoded entity into (id, version, value).
-pub(crate) fn decode_entity(bytes: &[u8]) -> Result<(Value, Version, Map), CodecError> {
+///
+/// # Errors
+/// Bytes that are not an encoded entity.
+pub fn decode_entity(bytes: &[u8]) -> Result<(Value, Version, Map), CodecError> {
     let mut r = Reader { bytes, pos: 0 };
     let version = r.header()?;
     let id = r.value(0)?;

@@ -1,0 +1,322 @@
+//! The adapter's configuration, read from the store URL.
+
+use std::fmt;
+use std::time::Duration;
+
+use tern_core::store::{Error, ErrorKind, Result, url};
+
+/// The URL scheme of this adapter (`scylla://` is accepted as a synonym).
+pub const CASSANDRA_SCHEME: &str = "cassandra";
+
+/// Whether to wait for schema agreement after tern's DDL (`CREATE TABLE`, `CREATE KEYSPACE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaAgreement {
+    /// Wait when the cluster can report it (it has `system.peers`); skip on a server that cannot
+    /// (the single-node test server). Decided once, when the store is opened.
+    Auto,
+    /// Always wait; a failure to agree is an error.
+    Wait,
+    /// Never wait (single-node clusters only).
+    Skip,
+}
+
+/// The consistency of reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsistencyLevel {
+    /// `ONE`
+    One,
+    /// `LOCAL_ONE`
+    LocalOne,
+    /// `QUORUM`
+    Quorum,
+    /// `LOCAL_QUORUM` (the default)
+    LocalQuorum,
+    /// `ALL`
+    All,
+}
+
+/// The serial consistency of lightweight transactions (compare-and-set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SerialLevel {
+    /// `SERIAL`: linearizable across every datacenter (the default: tern's lease and
+    /// compare-and-set must hold cluster-wide).
+    Serial,
+    /// `LOCAL_SERIAL`: linearizable within the local datacenter only.
+    LocalSerial,
+}
+
+/// Everything `cassandra://host:port[,host:port...]/keyspace?options` says.
+///
+/// Options: `replication_factor=N` (SimpleStrategy, default 1) or `replication=<CQL map>`
+/// (e.g. `{'class':'NetworkTopologyStrategy','dc1':3}`), `schema_agreement=auto|wait|skip`,
+/// `consistency=one|local_one|quorum|local_quorum|all`, `serial=serial|local_serial`,
+/// `concurrency=N` (parallel writes per batch, default 32), `timeout_ms=N` (per request,
+/// default 12000), `user=` / `password=` (or `user:password@` in the authority).
+#[derive(Clone, PartialEq, Eq)]
+pub struct CassConfig {
+    /// `host:port` of each contact point.
+    pub nodes: Vec<String>,
+    /// The keyspace holding tern's tables (created when missing).
+    pub keyspace: String,
+    /// The replication map used when the keyspace is created (CQL text).
+    pub replication: String,
+    /// Schema agreement after DDL.
+    pub schema_agreement: SchemaAgreement,
+    /// Consistency of reads and writes.
+    pub consistency: ConsistencyLevel,
+    /// Serial consistency of compare-and-set.
+    pub serial: SerialLevel,
+    /// How many writes of a batch run at once.
+    pub concurrency: usize,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// User name, if the cluster needs authentication.
+    pub user: Option<String>,
+    password: Option<String>,
+    /// The URL without its password, for messages.
+    pub shown: String,
+}
+
+impl fmt::Debug for CassConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Hand-written: never shows the password.
+        f.debug_struct("CassConfig")
+            .field("nodes", &self.nodes)
+            .field("keyspace", &self.keyspace)
+            .field("replication", &self.replication)
+            .field("schema_agreement", &self.schema_agreement)
+            .field("consistency", &self.consistency)
+            .field("serial", &self.serial)
+            .field("concurrency", &self.concurrency)
+            .field("timeout", &self.timeout)
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+fn invalid(shown: &str, message: impl fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::ConfigInvalid,
+        format!("store URL {shown}: {message}"),
+    )
+}
+
+/// Whether `name` is a valid unquoted CQL identifier tern uses (lowercase letter, then
+/// lowercase letters, digits and `_`; at most 48 characters).
+pub(crate) fn is_plain_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && name.len() <= 48
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_'))
+}
+
+/// Percent-decoding of `%XX` sequences (user names and passwords).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            if let Some(b) = text
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl CassConfig {
+    /// Reads a `cassandra://` (or `scylla://`) URL.
+    ///
+    /// # Errors
+    /// [`ErrorKind::ConfigInvalid`] naming the problem (never the password).
+    pub fn from_url(store_url: &str) -> Result<CassConfig> {
+        let shown = url::redact(store_url);
+        let rest = store_url
+            .split_once("://")
+            .filter(|(scheme, _)| {
+                scheme.eq_ignore_ascii_case("cassandra") || scheme.eq_ignore_ascii_case("scylla")
+            })
+            .map(|(_, rest)| rest)
+            .ok_or_else(|| invalid(&shown, "expected cassandra://HOST:PORT/KEYSPACE"))?;
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (userinfo, hosts) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let mut user = None;
+        let mut password = None;
+        if let Some(info) = userinfo {
+            let (u, p) = info.split_once(':').unwrap_or((info, ""));
+            user = Some(percent_decode(u));
+            if !p.is_empty() {
+                password = Some(percent_decode(p));
+            }
+        }
+        let nodes: Vec<String> = hosts
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(|h| {
+                if h.rsplit_once(':')
+                    .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+                {
+                    h.to_owned()
+                } else {
+                    format!("{h}:9042")
+                }
+            })
+            .collect();
+        if nodes.is_empty() {
+            return Err(invalid(
+                &shown,
+                "no host; expected cassandra://HOST:PORT/KEYSPACE",
+            ));
+        }
+        let keyspace = path.trim_end_matches('/').to_owned();
+        if !is_plain_identifier(&keyspace) {
+            return Err(invalid(
+                &shown,
+                format!(
+                    "keyspace {keyspace:?} must be a lowercase letter followed by lowercase \
+                     letters, digits or _ (at most 48)"
+                ),
+            ));
+        }
+        let mut config = CassConfig {
+            nodes,
+            keyspace,
+            replication: simple_strategy(1),
+            schema_agreement: SchemaAgreement::Auto,
+            consistency: ConsistencyLevel::LocalQuorum,
+            serial: SerialLevel::Serial,
+            concurrency: 32,
+            timeout: Duration::from_secs(12),
+            user,
+            password,
+            shown: shown.clone(),
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_decode(value);
+            let number =
+                |what: &str| {
+                    value.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        invalid(&shown, format!("{what} must be a positive integer"))
+                    })
+                };
+            match key {
+                "replication_factor" => {
+                    config.replication = simple_strategy(number("replication_factor")?);
+                }
+                "replication" => {
+                    if !(value.starts_with('{') && value.ends_with('}')) || value.contains(';') {
+                        return Err(invalid(&shown, "replication must be a CQL map {...}"));
+                    }
+                    config.replication = value;
+                }
+                "schema_agreement" => {
+                    config.schema_agreement = match value.as_str() {
+                        "auto" => SchemaAgreement::Auto,
+                        "wait" => SchemaAgreement::Wait,
+                        "skip" => SchemaAgreement::Skip,
+                        _ => return Err(invalid(&shown, "schema_agreement is auto, wait or skip")),
+                    }
+                }
+                "consistency" => {
+                    config.consistency = match value.to_ascii_lowercase().as_str() {
+                        "one" => ConsistencyLevel::One,
+                        "local_one" => ConsistencyLevel::LocalOne,
+                        "quorum" => ConsistencyLevel::Quorum,
+                        "local_quorum" => ConsistencyLevel::LocalQuorum,
+                        "all" => ConsistencyLevel::All,
+                        _ => {
+                            return Err(invalid(
+                                &shown,
+                                "consistency is one, local_one, quorum, local_quorum or all",
+                            ));
+                        }
+                    }
+                }
+                "serial" => {
+                    config.serial = match value.to_ascii_lowercase().as_str() {
+                        "serial" => SerialLevel::Serial,
+                        "local_serial" => SerialLevel::LocalSerial,
+                        _ => return Err(invalid(&shown, "serial is serial or local_serial")),
+                    }
+                }
+                "concurrency" => {
+                    config.concurrency = usize::try_from(number("concurrency")?).unwrap_or(32);
+                }
+                "timeout_ms" => config.timeout = Duration::from_millis(number("timeout_ms")?),
+                "user" | "username" => config.user = Some(value),
+                "password" => config.password = Some(value),
+                other => return Err(invalid(&shown, format!("unknown option {other:?}"))),
+            }
+        }
+        Ok(config)
+    }
+
+    /// The password, if any (for the driver only; never printed).
+    pub(crate) fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+}
+
+fn simple_strategy(rf: u64) -> String {
+    format!("{{'class': 'SimpleStrategy', 'replication_factor': {rf}}}")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_urls() {
+        let c = CassConfig::from_url("cassandra://127.0.0.1:9042/tern").unwrap();
+        assert_eq!(c.nodes, ["127.0.0.1:9042"]);
+        assert_eq!(c.keyspace, "tern");
+        assert_eq!(c.schema_agreement, SchemaAgreement::Auto);
+        assert!(c.replication.contains("'replication_factor': 1"));
+
+        let c = CassConfig::from_url(
+            "scylla://app:s3cr%40t@h1,h2:9043/ks?replication_factor=3&schema_agreement=wait\
+             &consistency=quorum&serial=local_serial&concurrency=8&timeout_ms=500",
+        )
+        .unwrap();
+        assert_eq!(c.nodes, ["h1:9042", "h2:9043"]);
+        assert_eq!(c.user.as_deref(), Some("app"));
+        assert_eq!(c.password(), Some("s3cr@t"));
+        assert_eq!(c.consistency, ConsistencyLevel::Quorum);
+        assert_eq!(c.serial, SerialLevel::LocalSerial);
+        assert_eq!(c.concurrency, 8);
+        assert_eq!(c.timeout, Duration::from_millis(500));
+        assert!(!format!("{c:?}").contains("s3cr"));
+        assert!(!c.shown.contains("s3cr"));
+    }
+
+    #[test]
+    fn rejects_bad_urls_without_the_password() {
+        for bad in [
+            "cassandra://u:secret@h:1/",
+            "cassandra://u:secret@h:1/Bad-Name",
+            "cassandra://u:secret@/ks",
+            "cassandra://u:secret@h/ks?nope=1",
+            "cassandra://u:secret@h/ks?concurrency=0",
+            "cassandra://u:secret@h/ks?replication={'a':1};DROP",
+            "redis://u:secret@h/ks",
+        ] {
+            let err = CassConfig::from_url(bad).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::ConfigInvalid, "{bad}");
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
+    }
+}
