@@ -2,6 +2,9 @@
 # The whole test suite, on a fresh machine: provisions what the tests need, then
 # runs every test of the workspace, then sums up the battery per backend
 # (passed, and skipped with the reason). Prints the time of each phase.
+#
+# Environment: TERN_KEEP_SERVERS (set: leave the servers running at the end),
+# TERN_SKIP_CONTAINERS (set: do not build the Redis image; the container battery skips).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -16,6 +19,35 @@ phase() {
 export TERN_BATTERY_DIR="${TERN_BATTERY_DIR:-$repo/target/battery}"
 rm -rf "$TERN_BATTERY_DIR"
 mkdir -p "$TERN_BATTERY_DIR"
+
+# Servers: redis-server, SecantusDB (MongoDB) and tern-cql-server (Cassandra), all on
+# 127.0.0.1. Idempotent: what is installed is not installed again, what answers is not
+# restarted. Stopped again on exit (only what servers.sh started).
+stop_servers() {
+  if [[ -z ${TERN_KEEP_SERVERS:-} ]]; then
+    scripts/servers.sh stop all >/dev/null 2>&1 || true
+    scripts/redis-image.sh stop-dockerd >/dev/null 2>&1 || true
+  fi
+}
+trap stop_servers EXIT
+scripts/servers.sh install all
+phase "servers: install"
+scripts/servers.sh start all
+eval "$(scripts/servers.sh env)"
+phase "servers: start"
+
+# The Redis container path (testcontainers on a locally built image). Optional: when
+# docker or debootstrap cannot provision here, the container battery reports itself
+# skipped with the reason, and the plain-server battery still runs.
+if [[ -n ${TERN_SKIP_CONTAINERS:-} ]]; then
+  echo "[test.sh] container tests: skipped (TERN_SKIP_CONTAINERS is set)"
+elif scripts/redis-image.sh all; then
+  export TERN_IT_REDIS_IMAGE=local/tern-redis:7
+else
+  echo "[test.sh] container tests: provisioning failed (see above); the container battery will be reported skipped"
+  export TERN_IT_REDIS_IMAGE=local/tern-redis:7
+fi
+phase "redis image"
 
 cargo build --workspace --all-targets --locked
 phase "build"

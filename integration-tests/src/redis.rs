@@ -1,11 +1,128 @@
-//! The redis fixture (filled in by the redis adapter work).
+//! The Redis fixture.
+//!
+//! - [`backend`]: the server at `TERN_IT_REDIS_URL` (`scripts/servers.sh`);
+//! - [`container_backend`]: a container of `TERN_IT_REDIS_IMAGE` (default
+//!   `redis:7`; `scripts/redis-image.sh` builds `local/tern-redis:7`), host
+//!   networking on a free port of 127.0.0.1.
+//!
+//! Every fresh store lives under a key namespace of its own (`?prefix=`).
 
-use tern_core::testing::battery::MemoryBackend;
+use std::sync::Arc;
 
-/// The redis backend, or why it is not available here.
+use async_trait::async_trait;
+use tern_core::store::Store;
+use tern_core::testing::battery::Backend;
+
+use crate::common;
+
+/// The default image of the container path.
+pub const DEFAULT_IMAGE: &str = "redis:7";
+
+/// Hands out Redis stores, each in a namespace of its own.
+#[derive(Debug, Clone)]
+pub struct RedisBackend {
+    url: String,
+    query: String,
+    /// Keeps the container (if any) running as long as a clone of the backend lives.
+    _container: Option<Arc<testcontainers::ContainerAsync<testcontainers::GenericImage>>>,
+}
+
+impl RedisBackend {
+    /// The URL of the server (no namespace).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The same server, with extra URL options (`json=*` ...) for every fresh store.
+    #[must_use]
+    pub fn with_options(mut self, query: &str) -> RedisBackend {
+        self.query = query.to_owned();
+        self
+    }
+
+    /// A store URL with a new unique namespace.
+    pub fn fresh_url(&self) -> String {
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        let mut url = format!("{}{sep}prefix={}", self.url, common::unique_name("tern_it"));
+        if !self.query.is_empty() {
+            url.push('&');
+            url.push_str(&self.query);
+        }
+        url
+    }
+
+    /// Opens a fresh store, with an error instead of a panic.
+    ///
+    /// # Errors
+    /// When the server cannot be reached.
+    pub async fn try_fresh(&self) -> Result<Arc<dyn Store>, tern_core::store::Error> {
+        tern_redis::open(&self.fresh_url()).await
+    }
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    async fn fresh(&self) -> Arc<dyn Store> {
+        match self.try_fresh().await {
+            Ok(store) => store,
+            Err(e) => panic!("cannot open a fresh Redis store: {e}"),
+        }
+    }
+}
+
+/// The Redis server at `TERN_IT_REDIS_URL`, or why it is not available here.
 ///
 /// # Errors
-/// The reason the backend is skipped.
-pub async fn backend() -> Result<MemoryBackend, String> {
-    Err("the redis adapter is not written yet".to_owned())
+/// The skip reason.
+pub async fn backend() -> Result<RedisBackend, String> {
+    let url = common::env("TERN_IT_REDIS_URL").ok_or_else(|| {
+        "TERN_IT_REDIS_URL is not set (run `eval \"$(scripts/servers.sh env)\"`)".to_owned()
+    })?;
+    let backend = RedisBackend {
+        url,
+        query: String::new(),
+        _container: None,
+    };
+    // Fail (not skip) when the URL is set but the server does not answer: the
+    // caller asked for this server.
+    if let Err(e) = backend.try_fresh().await {
+        panic!("TERN_IT_REDIS_URL is set but unusable: {e}");
+    }
+    Ok(backend)
+}
+
+/// A Redis container of `TERN_IT_REDIS_IMAGE` (default [`DEFAULT_IMAGE`]) on a
+/// free port of 127.0.0.1, or why none can run here.
+///
+/// # Errors
+/// The skip reason (no docker, image not built and not pullable, start failed).
+pub async fn container_backend() -> Result<RedisBackend, String> {
+    let image = common::env("TERN_IT_REDIS_IMAGE").unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+    let port = common::free_port()?;
+    let container = common::start_host_network_container(
+        &image,
+        &[
+            "redis-server".to_owned(),
+            "--bind".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--port".to_owned(),
+            port.to_string(),
+            "--save".to_owned(),
+            String::new(),
+            "--appendonly".to_owned(),
+            "no".to_owned(),
+        ],
+        "Ready to accept connections",
+    )
+    .await?;
+    let backend = RedisBackend {
+        url: format!("redis://127.0.0.1:{port}"),
+        query: String::new(),
+        _container: Some(Arc::new(container)),
+    };
+    backend
+        .try_fresh()
+        .await
+        .map_err(|e| format!("the container of {image} does not answer: {e}"))?;
+    Ok(backend)
 }

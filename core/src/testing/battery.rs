@@ -427,6 +427,11 @@ async fn concurrent_writer_run(backend: &dyn Backend, pushdown: bool) {
             batch_size: 10,
             max_rate: Some(1500.0),
             pushdown,
+            // The writer keeps inserting old-shape entities for a while (600
+            // iterations) after the scan ends; on a networked store each census
+            // pass takes milliseconds, so 3 passes can all see a fresh insert.
+            // The census must converge once the inserts stop.
+            census_passes: 1000,
             ..RunOptions::default()
         })
         .with_lease_options(fast_lease())
@@ -521,7 +526,13 @@ pub async fn late_entities_written_during_the_run_are_swept_by_the_census(backen
         .up(None)
         .await
         .unwrap();
-    assert_eq!(report.applied[0].counts.swept, 1);
+    if store.capability().scan_ordered {
+        assert_eq!(report.applied[0].counts.swept, 1);
+    } else {
+        // An unordered scan (Redis SCAN) may or may not return a key added
+        // behind it; the census sweeps it when the scan did not.
+        assert!(report.applied[0].counts.swept <= 1);
+    }
     let late = store
         .get(&Key::new("blogpost", "a-late").unwrap())
         .await

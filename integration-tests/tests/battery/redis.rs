@@ -1,3 +1,192 @@
-//! The battery on redis.
+//! The battery on Redis: the plain server, a container, and JSON-string kinds.
 
-tern_core::battery_tests!("redis", tern_integration_tests::redis::backend());
+mod server {
+    tern_core::battery_tests!("redis", tern_integration_tests::redis::backend());
+}
+
+mod json_strings {
+    tern_core::battery_tests!("redis-json", async {
+        tern_integration_tests::redis::backend()
+            .await
+            .map(|b| b.with_options("json=*"))
+    });
+}
+
+mod container {
+    tern_core::battery_tests!(
+        "redis-container",
+        tern_integration_tests::redis::container_backend()
+    );
+}
+
+/// Redis-specific behaviour, on the server at `TERN_IT_REDIS_URL`.
+mod specific {
+    use std::collections::BTreeSet;
+
+    use tern_core::model::{Entity, Key, Map, Value};
+    use tern_core::store::{ErrorKind, Filter, ScanRequest, Write};
+    use tern_integration_tests::redis::{RedisBackend, backend};
+
+    async fn server() -> Option<RedisBackend> {
+        match backend().await {
+            Ok(b) => Some(b),
+            Err(reason) => {
+                eprintln!("skipped: {reason}");
+                None
+            }
+        }
+    }
+
+    fn prefix_of(url: &str) -> String {
+        url.split("prefix=")
+            .nth(1)
+            .and_then(|rest| rest.split('&').next())
+            .unwrap()
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn unreachable_url_is_unavailable_and_hides_the_password() {
+        let port = tern_integration_tests::common::free_port().unwrap();
+        let url = format!("redis://app:s3cret@127.0.0.1:{port}/0?prefix=x");
+        let err = tern_redis::open(&url).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable);
+        assert!(err.is_temporary());
+        let text = format!("{err} {err:?}");
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    }
+
+    #[tokio::test]
+    async fn int_ids_round_trip_and_foreign_hashes_read_as_typed_values() {
+        let Some(b) = server().await else { return };
+        let url = b.fresh_url();
+        let ns = prefix_of(&url);
+        let store = tern_redis::open(&url).await.unwrap();
+        let mut value = Map::new();
+        value.insert("name".into(), "Ann".into());
+        value.insert("n".into(), Value::from("5"));
+        let key = Key::new("user", 1234).unwrap();
+        store
+            .put(Entity::new(key.clone(), value.clone()))
+            .await
+            .unwrap();
+
+        let client = redis::Client::open(b.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let raw: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(format!("{ns}:user:#1234"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let raw: BTreeSet<_> = raw.into_iter().collect();
+        let expected: BTreeSet<(String, String)> = [("name", "Ann"), ("n", "\"5\""), ("_v", "0")]
+            .iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect();
+        assert_eq!(raw, expected);
+        assert_eq!(store.get(&key).await.unwrap().unwrap().value, value);
+        assert!(
+            store
+                .get(&Key::new("user", "1234").unwrap())
+                .await
+                .unwrap()
+                .is_none(),
+            "the string id \"1234\" is another key than the int 1234"
+        );
+
+        // A hash written by another program: plain text fields, no version.
+        let _: () = redis::cmd("HSET")
+            .arg(format!("{ns}:user:u9"))
+            .arg("name")
+            .arg("Bob")
+            .arg("age")
+            .arg("31")
+            .arg("score")
+            .arg("1.5")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let e = store
+            .get(&Key::new("user", "u9").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.version, 0);
+        assert_eq!(e.get("name"), Some(&Value::from("Bob")));
+        assert_eq!(e.get("age"), Some(&Value::Int(31)));
+        assert_eq!(e.get("score"), Some(&Value::Float(1.5)));
+        // ... and tern's compare-and-set accepts it as read (no `_v` means 0).
+        let mut new = e.clone();
+        new.version = 1;
+        let out = store
+            .write_batch(vec![Write::Replace { expected: e, new }])
+            .await
+            .unwrap();
+        assert_eq!(out, vec![tern_core::store::WriteOutcome::Applied]);
+        assert_eq!(store.kinds().await.unwrap(), vec!["user".to_owned()]);
+    }
+
+    #[tokio::test]
+    async fn pages_respect_the_limit_and_a_full_scan_sees_every_key() {
+        let Some(b) = server().await else { return };
+        let store = b.try_fresh().await.unwrap();
+        let n = 2500;
+        let writes = (0..n)
+            .map(|i| Write::Put(Entity::new(Key::new("item", i).unwrap(), Map::new())))
+            .collect();
+        store.write_batch(writes).await.unwrap();
+        let mut seen = BTreeSet::new();
+        let mut cursor = None;
+        let mut pages = 0;
+        loop {
+            let page = store
+                .scan(
+                    "item",
+                    ScanRequest {
+                        filter: Filter::all(),
+                        cursor,
+                        limit: 7,
+                    },
+                )
+                .await
+                .unwrap();
+            assert!(page.entities.len() <= 7);
+            pages += 1;
+            seen.extend(page.entities.into_iter().map(|e| e.key));
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), n as usize);
+        assert!(pages >= 2500 / 7);
+        let bad = store
+            .scan(
+                "item",
+                ScanRequest {
+                    filter: Filter::all(),
+                    cursor: Some(tern_core::store::Cursor("x".into())),
+                    limit: 7,
+                },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(bad.kind(), ErrorKind::InvalidCursor);
+    }
+
+    #[tokio::test]
+    async fn kinds_with_the_separator_and_the_metadata_kind_are_refused() {
+        let Some(b) = server().await else { return };
+        let store = b.try_fresh().await.unwrap();
+        for kind in ["a:b", "__tern"] {
+            let err = store
+                .put(Entity::new(Key::new(kind, "x").unwrap(), Map::new()))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{kind}");
+        }
+        store.meta_cas("lease", None, Some("{}")).await.unwrap();
+        assert!(store.kinds().await.unwrap().is_empty());
+    }
+}

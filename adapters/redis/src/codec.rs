@@ -1,0 +1,408 @@
+//! Keys and values: how entities are laid out in Redis (see `docs.md`).
+
+use serde_json::Value as Json;
+use tern_core::model::json::{from_json, to_json};
+use tern_core::model::{Entity, Key, Map, Value, Version};
+use tern_core::store::{Error, ErrorKind, Result};
+
+use crate::config::RedisConfig;
+
+/// The kind name under which tern keeps its metadata (`ns:__tern:meta:<name>`).
+pub(crate) const META_KIND: &str = "__tern";
+
+/// Redis key names for one configuration.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    /// `ns:` or empty.
+    ns: String,
+    sep: String,
+}
+
+impl Keys {
+    pub(crate) fn new(config: &RedisConfig) -> Keys {
+        Keys {
+            ns: config
+                .prefix
+                .as_ref()
+                .map(|p| format!("{p}{}", config.separator))
+                .unwrap_or_default(),
+            sep: config.separator.clone(),
+        }
+    }
+
+    /// The namespace part every key of this store starts with (`ns:` or empty).
+    pub(crate) fn namespace(&self) -> &str {
+        &self.ns
+    }
+
+    /// Checks that `kind` can name a key prefix of its own.
+    pub(crate) fn check_kind(&self, kind: &str) -> Result<()> {
+        if kind.contains(self.sep.as_str()) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "kind {kind:?} contains the key separator {:?}; choose another separator with ?sep=",
+                    self.sep
+                ),
+            )
+            .with_context("kind", kind));
+        }
+        if kind == META_KIND {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("kind {META_KIND:?} is reserved for tern's metadata"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `ns:kind:` — the prefix of every key of `kind`.
+    pub(crate) fn kind_prefix(&self, kind: &str) -> String {
+        format!("{}{kind}{}", self.ns, self.sep)
+    }
+
+    /// The SCAN pattern of the keys of `kind`.
+    pub(crate) fn kind_pattern(&self, kind: &str) -> String {
+        format!("{}*", glob_escape(&self.kind_prefix(kind)))
+    }
+
+    /// The Redis key of an entity: `ns:kind:id`.
+    pub(crate) fn entity_key(&self, key: &Key) -> Result<String> {
+        self.check_kind(&key.kind)?;
+        Ok(format!(
+            "{}{}",
+            self.kind_prefix(&key.kind),
+            encode_id(&key.id)
+        ))
+    }
+
+    /// The key of a Redis key name found by a scan of `kind`, if it is one.
+    pub(crate) fn parse_entity_key(&self, kind: &str, redis_key: &str) -> Result<Key> {
+        let prefix = self.kind_prefix(kind);
+        let text = redis_key.strip_prefix(prefix.as_str()).ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidData,
+                "a scanned key lacks its kind prefix",
+            )
+            .with_context("key", redis_key)
+        })?;
+        let id = decode_id(text).map_err(|e| e.with_context("key", redis_key))?;
+        Key::new(kind, id).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidData,
+                "a Redis key does not name an entity",
+            )
+            .with_context("key", redis_key)
+            .with_source(e)
+        })
+    }
+
+    /// The prefix of every metadata key.
+    pub(crate) fn meta_prefix(&self) -> String {
+        format!("{}{META_KIND}{}meta{}", self.ns, self.sep, self.sep)
+    }
+
+    /// The Redis key of the metadata document `name`.
+    pub(crate) fn meta_key(&self, name: &str) -> String {
+        format!("{}{name}", self.meta_prefix())
+    }
+
+    /// The kind of a key found by a namespace-wide SCAN, if it is an entity key.
+    pub(crate) fn kind_of<'a>(&self, redis_key: &'a str) -> Option<&'a str> {
+        let rest = redis_key.strip_prefix(self.ns.as_str())?;
+        let (kind, _) = rest.split_once(self.sep.as_str())?;
+        (!kind.is_empty() && kind != META_KIND).then_some(kind)
+    }
+}
+
+/// Escapes the glob characters of SCAN MATCH.
+pub(crate) fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// tern's typed JSON ([`tern_core::model::json`]), plus one tag of this
+/// adapter: a NaN other than the canonical one keeps its bits as
+/// `{"$float": "NaN:<16 hex digits>"}`, so every float survives bit for bit.
+pub(crate) fn value_to_json(value: &Value) -> Json {
+    match value {
+        Value::Float(f) if f.is_nan() && f.to_bits() != f64::NAN.to_bits() => {
+            let mut obj = serde_json::Map::new();
+            obj.insert(
+                "$float".to_owned(),
+                Json::String(format!("NaN:{:016x}", f.to_bits())),
+            );
+            Json::Object(obj)
+        }
+        Value::Array(items) => Json::Array(items.iter().map(value_to_json).collect()),
+        Value::Map(map) => {
+            let obj = map_to_object(map);
+            if map.len() == 1 && map.keys().all(|k| TAGS.contains(&k.as_str())) {
+                let mut tagged = serde_json::Map::new();
+                tagged.insert("$map".to_owned(), obj);
+                Json::Object(tagged)
+            } else {
+                obj
+            }
+        }
+        other => to_json(other),
+    }
+}
+
+const TAGS: [&str; 4] = ["$float", "$bytes", "$date", "$map"];
+
+/// A map as a JSON object (no `$map` tag at this level).
+pub(crate) fn map_to_object(map: &Map) -> Json {
+    Json::Object(
+        map.iter()
+            .map(|(k, v)| (k.clone(), value_to_json(v)))
+            .collect(),
+    )
+}
+
+/// The inverse of [`value_to_json`].
+pub(crate) fn value_from_json(json: &Json) -> std::result::Result<Value, String> {
+    match json {
+        Json::Array(items) => items
+            .iter()
+            .map(value_from_json)
+            .collect::<std::result::Result<_, _>>()
+            .map(Value::Array),
+        Json::Object(obj) => {
+            if obj.len() == 1 {
+                if let Some((tag, inner)) = obj.iter().next() {
+                    match (tag.as_str(), inner) {
+                        ("$float", Json::String(text)) if text.starts_with("NaN:") => {
+                            return u64::from_str_radix(&text[4..], 16)
+                                .map(|bits| Value::Float(f64::from_bits(bits)))
+                                .map_err(|e| format!("bad NaN payload {text:?}: {e}"));
+                        }
+                        ("$map", Json::Object(_)) => return object_to_map(inner).map(Value::Map),
+                        ("$float" | "$bytes" | "$date" | "$map", _) => {
+                            return from_json(json).map_err(|e| e.to_string());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            object_to_map(json).map(Value::Map)
+        }
+        other => from_json(other).map_err(|e| e.to_string()),
+    }
+}
+
+/// A JSON object as a map (no `$map` tag at this level).
+pub(crate) fn object_to_map(json: &Json) -> std::result::Result<Map, String> {
+    match json {
+        Json::Object(obj) => obj
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), value_from_json(v)?)))
+            .collect(),
+        _ => Err("expected a JSON object".to_owned()),
+    }
+}
+
+/// A string id is itself, unless it starts with `#`; every other id (and such
+/// a string) is `#` followed by tern's typed JSON of the id: `7` → `#7`.
+pub(crate) fn encode_id(id: &Value) -> String {
+    match id {
+        Value::String(s) if !s.starts_with('#') => s.clone(),
+        other => format!("#{}", value_to_json(other)),
+    }
+}
+
+/// The inverse of [`encode_id`].
+pub(crate) fn decode_id(text: &str) -> Result<Value> {
+    match text.strip_prefix('#') {
+        None => Ok(Value::String(text.to_owned())),
+        Some(json) => {
+            let parsed: Json = serde_json::from_str(json).map_err(|e| {
+                Error::new(ErrorKind::InvalidData, "an id after '#' is not typed JSON")
+                    .with_source(e)
+            })?;
+            value_from_json(&parsed).map_err(|e| {
+                Error::new(
+                    ErrorKind::InvalidData,
+                    format!("an id after '#' is not typed JSON: {e}"),
+                )
+            })
+        }
+    }
+}
+
+/// The text of one hash field: a string that is not itself JSON text is stored
+/// as it is (`Ann`); every other value, and strings that would read as JSON
+/// (`"5"`, `"true"`), as tern's typed JSON (`5`, `5.0`, `"\"5\""`, `{"$bytes":"..."}`).
+pub(crate) fn encode_field(value: &Value) -> String {
+    match value {
+        Value::String(s) if serde_json::from_str::<Json>(s).is_err() => s.clone(),
+        other => value_to_json(other).to_string(),
+    }
+}
+
+/// The inverse of [`encode_field`]. Text that is not JSON is a string.
+pub(crate) fn decode_field(text: &str) -> Result<Value> {
+    match serde_json::from_str::<Json>(text) {
+        Ok(json) => value_from_json(&json).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidData,
+                format!("a hash field holds malformed typed JSON: {e}"),
+            )
+        }),
+        Err(_) => Ok(Value::String(text.to_owned())),
+    }
+}
+
+fn version_clash(field: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidData,
+        format!("the entity has a property named {field:?}, the version field of this store"),
+    )
+}
+
+/// The hash of an entity: field/value pairs, the version field included.
+pub(crate) fn entity_to_hash(entity: &Entity, version_field: &str) -> Result<Vec<String>> {
+    let mut out = Vec::with_capacity(entity.value.len() * 2 + 2);
+    for (name, value) in &entity.value {
+        if name == version_field {
+            return Err(version_clash(version_field).with_context("key", entity.key.to_string()));
+        }
+        out.push(name.clone());
+        out.push(encode_field(value));
+    }
+    out.push(version_field.to_owned());
+    out.push(entity.version.to_string());
+    Ok(out)
+}
+
+fn parse_version(text: &str) -> Result<Version> {
+    text.parse().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("the version field holds {text:?}, not a non-negative integer"),
+        )
+        .with_source(e)
+    })
+}
+
+/// An entity from its hash fields (as HGETALL returns them). `None` for an empty hash.
+pub(crate) fn entity_from_hash(
+    key: Key,
+    fields: Vec<(String, String)>,
+    version_field: &str,
+) -> Result<Option<Entity>> {
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    let mut version = 0;
+    let mut value = Map::new();
+    for (name, text) in fields {
+        if name == version_field {
+            version = parse_version(&text).map_err(|e| e.with_context("key", key.to_string()))?;
+        } else {
+            let v = decode_field(&text).map_err(|e| {
+                e.with_context("key", key.to_string())
+                    .with_context("field", name.clone())
+            })?;
+            value.insert(name, v);
+        }
+    }
+    Ok(Some(Entity {
+        key,
+        version,
+        value,
+    }))
+}
+
+/// The JSON string of an entity: tern's JSON of the map with the version field added.
+pub(crate) fn entity_to_json(entity: &Entity, version_field: &str) -> Result<String> {
+    let mut json = map_to_object(&entity.value);
+    if let Json::Object(obj) = &mut json {
+        if obj.contains_key(version_field) {
+            return Err(version_clash(version_field).with_context("key", entity.key.to_string()));
+        }
+        obj.insert(version_field.to_owned(), Json::from(entity.version));
+    }
+    Ok(json.to_string())
+}
+
+/// The inverse of [`entity_to_json`].
+pub(crate) fn entity_from_json(key: Key, text: &str, version_field: &str) -> Result<Entity> {
+    let bad = |m: &str| {
+        Error::new(ErrorKind::InvalidData, format!("a JSON-string entity {m}"))
+            .with_context("key", key.to_string())
+    };
+    let mut json: Json =
+        serde_json::from_str(text).map_err(|e| bad("is not JSON").with_source(e))?;
+    let Json::Object(obj) = &mut json else {
+        return Err(bad("is not a JSON object"));
+    };
+    let version = match obj.remove(version_field) {
+        None => 0,
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| bad("has a version field that is not a non-negative integer"))?,
+    };
+    let value =
+        object_to_map(&json).map_err(|e| bad(&format!("holds malformed typed JSON: {e}")))?;
+    Ok(Entity {
+        key,
+        version,
+        value,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip() {
+        for id in [
+            Value::from("abc"),
+            Value::from("#x"),
+            Value::from("5"),
+            Value::Int(5),
+            Value::Int(-7),
+            Value::Bytes(vec![0, 255]),
+            Value::Timestamp(12),
+            Value::Array(vec![Value::Int(1), Value::from("a:b")]),
+        ] {
+            assert_eq!(decode_id(&encode_id(&id)).unwrap(), id, "{id:?}");
+        }
+        assert_eq!(encode_id(&Value::Int(5)), "#5");
+        assert_eq!(encode_id(&Value::from("u1")), "u1");
+    }
+
+    #[test]
+    fn fields_round_trip() {
+        for v in [
+            Value::from("Ann"),
+            Value::from(""),
+            Value::from("5"),
+            Value::from("true"),
+            Value::from("\"q\""),
+            Value::Int(5),
+            Value::Float(5.0),
+            Value::Float(f64::NAN),
+            Value::Float(f64::from_bits(0x7ff8_0000_dead_beef)),
+            Value::Float(-0.0),
+            Value::Null,
+            Value::Bool(true),
+            Value::Bytes(vec![1, 2]),
+            Value::Timestamp(-3),
+            Value::Array(vec![Value::Int(1), Value::Float(1.0)]),
+        ] {
+            assert_eq!(decode_field(&encode_field(&v)).unwrap(), v, "{v:?}");
+        }
+        assert_eq!(encode_field(&Value::from("Ann")), "Ann");
+        assert_eq!(encode_field(&Value::Int(5)), "5");
+    }
+}
