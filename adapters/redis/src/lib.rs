@@ -12,6 +12,7 @@ mod backend;
 mod codec;
 mod config;
 mod core;
+mod pushdown;
 
 use std::sync::Arc;
 

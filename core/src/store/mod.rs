@@ -79,6 +79,9 @@ pub struct Capability {
     /// [`Write::Replace`] compares the stored value too, not only the version.
     pub cas_compares_value: bool,
     /// [`Store::update_in_place`] is implemented: per-entity statements run inside the server.
+    /// Unconditional top-level steps always run; a store may decline steps it cannot run
+    /// exactly (conditions, nested paths) with `Unsupported`, writing nothing, and the
+    /// engine then runs that stage on the client.
     pub update_pushdown: bool,
     /// The store offers multi-entity transactions (informational; tern does not rely on them).
     pub transactions: bool,

@@ -10,7 +10,10 @@ use crate::store::{
 };
 
 /// Without [`Capability::update_pushdown`](crate::store::Capability::update_pushdown),
-/// [`Store::update_in_place`] answers `Unsupported`. With it, steps run as
+/// [`Store::update_in_place`] answers `Unsupported`. With it, a store may still
+/// decline (with `Unsupported`, writing nothing) steps it cannot run exactly —
+/// conditions or nested paths — but must run unconditional top-level steps
+/// ([`simple_steps`]). The steps it runs behave as
 /// [`pushdown`](crate::store::pushdown) defines: entities at `from + i` go
 /// through steps `i..`, conditions see earlier steps, nested sets create maps
 /// but never go through a non-map, renames of absent properties change
@@ -60,6 +63,29 @@ pub async fn update_in_place(store: &dyn Store) -> CheckResult {
             "update_in_place without update_pushdown"
         );
         return Ok(());
+    }
+
+    // Does the store run conditions and nested paths, or decline them?
+    let probe = ns.kind("pushdown_probe");
+    put_all(store, &[entity(&probe, 0, 3, &[("cat", "x".into()), ("old", Value::Int(1))])]).await?;
+    let mut probe_request = request(None);
+    probe_request.kind = probe.clone();
+    let declined = match store.update_in_place(probe_request).await {
+        Ok(_) => false,
+        Err(e) if e.kind() == ErrorKind::Unsupported => {
+            let left = scan_all(store, &probe, &Filter::all(), 100).await?;
+            ensure_eq!(
+                left.values().map(|e| e.version).collect::<Vec<_>>(),
+                vec![3],
+                "a declined pushdown writes nothing"
+            );
+            true
+        }
+        Err(e) => return Err(e.into()),
+    };
+    clear_kinds(store, &[&probe]).await?;
+    if declined {
+        return simple_steps(store).await;
     }
 
     let i = Value::Int;
@@ -195,6 +221,51 @@ pub async fn update_in_place(store: &dyn Store) -> CheckResult {
         by_key(&want),
         "the entities after a second run"
     );
+    clear_kinds(store, &[&kind]).await
+}
+
+/// Unconditional top-level steps (set, rename, unset), which every store with
+/// `update_pushdown` runs: same results as the reference, in batches.
+pub async fn simple_steps(store: &dyn Store) -> CheckResult {
+    let ns = Namespace::new();
+    let kind = ns.kind("pushdown_simple");
+    let steps = vec![
+        PushStep { conditions: vec![], op: PushOp::Set { path: vec!["likes".into()], value: Value::Int(0) } },
+        PushStep { conditions: vec![], op: PushOp::Rename { from: "text".into(), to: "content".into() } },
+        PushStep { conditions: vec![], op: PushOp::Unset { path: vec!["tmp".into()] } },
+    ];
+    let i = Value::Int;
+    let entities = vec![
+        entity(&kind, 0, 0, &[("text", "a".into()), ("tmp", i(1))]),
+        entity(&kind, 1, 0, &[("likes", i(0)), ("content", "old".into())]),
+        entity(&kind, 2, 1, &[("text", "b".into()), ("content", "c".into())]),
+        entity(&kind, 3, 2, &[("tmp", "t".into()), ("text", "kept".into())]),
+        entity(&kind, 4, 3, &[("text", "done".into())]),
+        entity(&kind, 5, 0, &[]),
+        entity(&kind, 6, 0, &[("text", Value::Array(vec![i(1), "x".into()]))]),
+    ];
+    put_all(store, &entities).await?;
+    let mut want = entities.clone();
+    let mut want_changed = vec![0u64; steps.len()];
+    for e in &mut want {
+        pushdown::advance(0, &steps, e, &mut want_changed);
+    }
+    let request = |cursor: Option<Cursor>| PushdownRequest {
+        kind: kind.clone(),
+        from: 0,
+        steps: steps.clone(),
+        cursor,
+        limit: 2,
+    };
+    let (advanced, changed) = run_batches(store, &request).await?;
+    ensure_eq!((advanced, changed), (6, want_changed), "unconditional steps: advanced and changed per step");
+    ensure_eq!(
+        scan_all(store, &kind, &Filter::all(), 100).await?,
+        by_key(&want),
+        "unconditional steps: the entities after the steps"
+    );
+    let (advanced, _) = run_batches(store, &request).await?;
+    ensure_eq!(advanced, 0, "unconditional steps: a second run");
     clear_kinds(store, &[&kind]).await
 }
 
