@@ -48,8 +48,7 @@ impl MongoStore {
     pub async fn connect(url: &str) -> Result<MongoStore> {
         let location = url::redact(url);
         let mut options = ClientOptions::parse(url).await.map_err(|e| {
-            map_mongo_error("parsing the store URL", e)
-                .with_context("url", location.clone())
+            map_mongo_error("parsing the store URL", e).with_context("url", location.clone())
         })?;
         let Some(db_name) = options.default_database.clone().filter(|d| !d.is_empty()) else {
             return Err(Error::new(
@@ -68,9 +67,9 @@ impl MongoStore {
             map_mongo_error("creating the client", e).with_context("url", location.clone())
         })?;
         let db = client.database(&db_name);
-        db.run_command(doc! { "ping": 1 }).await.map_err(|e| {
-            map_mongo_error("connecting", e).with_context("url", location.clone())
-        })?;
+        db.run_command(doc! { "ping": 1 })
+            .await
+            .map_err(|e| map_mongo_error("connecting", e).with_context("url", location.clone()))?;
         Ok(MongoStore {
             client,
             db,
@@ -132,9 +131,9 @@ impl MongoStore {
                 match self.collection(&e.key.kind).insert_one(d).await {
                     Ok(_) => Ok(WriteOutcome::Applied),
                     Err(err) if is_duplicate_key(&err) => Ok(WriteOutcome::Conflict),
-                    Err(err) => {
-                        Err(self.err("insert", err).with_context("key", e.key.to_string()))
-                    }
+                    Err(err) => Err(self
+                        .err("insert", err)
+                        .with_context("key", e.key.to_string())),
                 }
             }
             Write::Replace { expected, new } => {
@@ -145,7 +144,8 @@ impl MongoStore {
                     .replace_one(filter, d)
                     .await
                     .map_err(|err| {
-                        self.err("replace", err).with_context("key", new.key.to_string())
+                        self.err("replace", err)
+                            .with_context("key", new.key.to_string())
                     })?;
                 Ok(if r.matched_count == 1 {
                     WriteOutcome::Applied
@@ -172,7 +172,8 @@ pub(crate) fn decode_cursor(cursor: &Cursor) -> Result<Bson> {
             format!("cursor {:?} is not one the mongodb store made", cursor.0),
         )
     };
-    let json: serde_json::Value = serde_json::from_str(&cursor.0).map_err(|e| invalid().with_source(e))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&cursor.0).map_err(|e| invalid().with_source(e))?;
     match Bson::try_from(json) {
         Ok(Bson::Document(mut d)) => d.remove("_id").ok_or_else(invalid),
         _ => Err(invalid()),
@@ -193,10 +194,17 @@ fn superset_condition(path: &[String], values: &[Value]) -> Option<Document> {
         return None;
     }
     // Documents and arrays compare by field order in MongoDB: not a safe superset.
-    if values.iter().any(|v| matches!(v, Value::Map(_) | Value::Array(_))) {
+    if values
+        .iter()
+        .any(|v| matches!(v, Value::Map(_) | Value::Array(_)))
+    {
         return None;
     }
-    let field = path.iter().map(|p| codec::escape_name(p)).collect::<Vec<_>>().join(".");
+    let field = path
+        .iter()
+        .map(|p| codec::escape_name(p))
+        .collect::<Vec<_>>()
+        .join(".");
     let literals: Vec<Bson> = values.iter().map(codec::to_bson).collect();
     Some(doc! { field: { "$in": literals } })
 }
@@ -207,20 +215,30 @@ fn replace_filter(expected: &Entity) -> Result<Document> {
     let mut conds: Vec<Bson> = Vec::new();
     let n = i64::try_from(expected.value.len()).unwrap_or(i64::MAX);
     if expected.version == 0 {
-        conds.push(Bson::Document(doc! { "$eq": [ { "$ifNull": ["$_v", 0_i64] }, 0_i64 ] }));
+        conds.push(Bson::Document(
+            doc! { "$eq": [ { "$ifNull": ["$_v", 0_i64] }, 0_i64 ] },
+        ));
         conds.push(Bson::Document(doc! { "$eq": [
             { "$size": { "$objectToArray": "$$ROOT" } },
             { "$add": [ n + 1, { "$cond": [ { "$eq": [ { "$type": "$_v" }, "missing" ] }, 0_i64, 1_i64 ] } ] },
         ] }));
     } else {
-        conds.push(Bson::Document(doc! { "$eq": [ "$_v", codec::version_to_bson(expected.version)? ] }));
-        conds.push(Bson::Document(doc! { "$eq": [ { "$size": { "$objectToArray": "$$ROOT" } }, n + 2 ] }));
+        conds.push(Bson::Document(
+            doc! { "$eq": [ "$_v", codec::version_to_bson(expected.version)? ] },
+        ));
+        conds.push(Bson::Document(
+            doc! { "$eq": [ { "$size": { "$objectToArray": "$$ROOT" } }, n + 2 ] },
+        ));
     }
     for (name, value) in &expected.value {
         let field = format!("${}", codec::escape_name(name));
         let lit = codec::to_bson(value);
-        conds.push(Bson::Document(doc! { "$eq": [ { "$type": field.clone() }, type_name(&lit) ] }));
-        conds.push(Bson::Document(doc! { "$eq": [ field, { "$literal": lit } ] }));
+        conds.push(Bson::Document(
+            doc! { "$eq": [ { "$type": field.clone() }, type_name(&lit) ] },
+        ));
+        conds.push(Bson::Document(
+            doc! { "$eq": [ field, { "$literal": lit } ] },
+        ));
     }
     Ok(doc! {
         "_id": codec::id_to_bson(&expected.key.id),
@@ -278,7 +296,9 @@ impl Store for MongoStore {
     fn capability(&self) -> Capability {
         Capability {
             scan_filter: true,
-            scan_ordered: true,
+            // Scans follow MongoDB's _id order (BSON type order first), not tern's value order,
+            // so they are not "ordered" in the contract's sense; they never repeat an entity.
+            scan_ordered: false,
             cas_compares_value: true,
             update_pushdown: false,
             transactions: true,
@@ -364,7 +384,10 @@ impl Store for MongoStore {
             .meta()
             .find_one(doc! { "_id": name })
             .await
-            .map_err(|e| self.err("reading metadata", e).with_context("name", name.to_owned()))?;
+            .map_err(|e| {
+                self.err("reading metadata", e)
+                    .with_context("name", name.to_owned())
+            })?;
         d.as_ref().map(meta_entry).transpose()
     }
 
@@ -389,7 +412,10 @@ impl Store for MongoStore {
             }
             (Some(r), Some(v)) => {
                 let r = i64::try_from(r).map_err(|_| {
-                    ctx(Error::new(ErrorKind::Unexpected, "metadata revision overflow"))
+                    ctx(Error::new(
+                        ErrorKind::Unexpected,
+                        "metadata revision overflow",
+                    ))
                 })?;
                 let res = self
                     .meta()
@@ -473,7 +499,9 @@ impl Store for MongoStore {
     async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
         let docs: Vec<Document> = self
             .collection(kind)
-            .aggregate(vec![doc! { "$group": { "_id": "$_v", "n": { "$sum": 1_i64 } } }])
+            .aggregate(vec![
+                doc! { "$group": { "_id": "$_v", "n": { "$sum": 1_i64 } } },
+            ])
             .await
             .map_err(|e| self.err("census", e).with_context("kind", kind.to_owned()))?
             .try_collect()
@@ -485,7 +513,8 @@ impl Store for MongoStore {
             if let Some(v) = d.get("_id") {
                 probe.insert(VERSION_FIELD, v.clone());
             }
-            let v = codec::version_of(&probe).map_err(|e| e.with_context("kind", kind.to_owned()))?;
+            let v =
+                codec::version_of(&probe).map_err(|e| e.with_context("kind", kind.to_owned()))?;
             let n = match d.get("n") {
                 Some(Bson::Int64(n)) => u64::try_from(*n).unwrap_or(0),
                 Some(Bson::Int32(n)) => u64::try_from(*n).unwrap_or(0),

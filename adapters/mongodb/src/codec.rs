@@ -9,6 +9,15 @@ use tern_core::store::{Error, ErrorKind, Result};
 /// `%` followed by a non-hex letter is never produced by [`escape_name`].
 pub(crate) const ARRAY_ID_FIELD: &str = "%arr";
 
+/// The field of the wrapper document that holds a timestamp outside years 1-9999.
+pub(crate) const WIDE_DATE_FIELD: &str = "%date";
+
+/// 0001-01-01T00:00:00Z in milliseconds since the epoch.
+pub(crate) const MIN_DATE_MS: i64 = -62_135_596_800_000;
+
+/// 9999-12-31T23:59:59.999Z in milliseconds since the epoch.
+pub(crate) const MAX_DATE_MS: i64 = 253_402_300_799_999;
+
 /// The field that holds an entity's version.
 pub(crate) const VERSION_FIELD: &str = "_v";
 
@@ -77,9 +86,18 @@ pub(crate) fn to_bson(value: &Value) -> Bson {
             subtype: BinarySubtype::Generic,
             bytes: b.clone(),
         }),
-        Value::Timestamp(ms) => Bson::DateTime(bson::DateTime::from_millis(*ms)),
+        Value::Timestamp(ms) if (MIN_DATE_MS..=MAX_DATE_MS).contains(ms) => {
+            Bson::DateTime(bson::DateTime::from_millis(*ms))
+        }
+        Value::Timestamp(ms) => {
+            let mut doc = Document::new();
+            doc.insert(WIDE_DATE_FIELD, Bson::Int64(*ms));
+            Bson::Document(doc)
+        }
         Value::Array(items) => Bson::Array(items.iter().map(to_bson).collect()),
-        Value::Map(map) => tagged_to_bson(map).unwrap_or_else(|| Bson::Document(map_to_document(map))),
+        Value::Map(map) => {
+            tagged_to_bson(map).unwrap_or_else(|| Bson::Document(map_to_document(map)))
+        }
     }
 }
 
@@ -104,12 +122,21 @@ fn tagged_to_bson(map: &Map) -> Option<Bson> {
         (1, "$maxKey") if *inner == Value::Int(1) => Bson::MaxKey,
         (1, "$timestamp") => {
             let Value::Map(m) = inner else { return None };
-            let t = match m.get("t")? { Value::Int(t) => u32::try_from(*t).ok()?, _ => return None };
-            let i = match m.get("i")? { Value::Int(i) => u32::try_from(*i).ok()?, _ => return None };
+            let t = match m.get("t")? {
+                Value::Int(t) => u32::try_from(*t).ok()?,
+                _ => return None,
+            };
+            let i = match m.get("i")? {
+                Value::Int(i) => u32::try_from(*i).ok()?,
+                _ => return None,
+            };
             if m.len() != 2 {
                 return None;
             }
-            Bson::Timestamp(bson::Timestamp { time: t, increment: i })
+            Bson::Timestamp(bson::Timestamp {
+                time: t,
+                increment: i,
+            })
         }
         (1, "$regularExpression") => {
             let Value::Map(m) = inner else { return None };
@@ -122,16 +149,26 @@ fn tagged_to_bson(map: &Map) -> Option<Bson> {
             })
         }
         (2, "$binary") => {
-            let Value::Bytes(bytes) = inner else { return None };
-            let sub = match map.get("$subtype")? { Value::Int(n) => u8::try_from(*n).ok()?, _ => return None };
+            let Value::Bytes(bytes) = inner else {
+                return None;
+            };
+            let sub = match map.get("$subtype")? {
+                Value::Int(n) => u8::try_from(*n).ok()?,
+                _ => return None,
+            };
             let subtype = BinarySubtype::from(sub);
             if subtype == BinarySubtype::Generic {
                 return None;
             }
-            Bson::Binary(bson::Binary { subtype, bytes: bytes.clone() })
+            Bson::Binary(bson::Binary {
+                subtype,
+                bytes: bytes.clone(),
+            })
         }
         (2, "$code") => {
-            let Value::Map(scope) = map.get("$scope")? else { return None };
+            let Value::Map(scope) = map.get("$scope")? else {
+                return None;
+            };
             Bson::JavaScriptCodeWithScope(bson::JavaScriptCodeWithScope {
                 code: str_of(inner)?,
                 scope: map_to_document(scope),
@@ -180,13 +217,19 @@ pub(crate) fn from_bson(value: &Bson) -> Result<Value> {
             other => {
                 let mut m = Map::new();
                 m.insert("$binary".to_owned(), Value::Bytes(b.bytes.clone()));
-                m.insert("$subtype".to_owned(), Value::Int(i64::from(u8::from(other))));
+                m.insert(
+                    "$subtype".to_owned(),
+                    Value::Int(i64::from(u8::from(other))),
+                );
                 Value::Map(m)
             }
         },
         Bson::DateTime(d) => Value::Timestamp(d.timestamp_millis()),
         Bson::Array(items) => Value::Array(items.iter().map(from_bson).collect::<Result<_>>()?),
-        Bson::Document(doc) => Value::Map(document_to_map(doc)?),
+        Bson::Document(doc) => match (doc.len(), doc.get(WIDE_DATE_FIELD)) {
+            (1, Some(Bson::Int64(ms))) => Value::Timestamp(*ms),
+            _ => Value::Map(document_to_map(doc)?),
+        },
         Bson::ObjectId(oid) => tagged("$oid", Value::String(oid.to_hex())),
         Bson::Decimal128(d) => tagged("$numberDecimal", Value::String(d.to_string())),
         Bson::Timestamp(ts) => {
@@ -231,7 +274,10 @@ pub(crate) fn id_to_bson(id: &Value) -> Bson {
     match id {
         Value::Array(items) => {
             let mut doc = Document::new();
-            doc.insert(ARRAY_ID_FIELD, Bson::Array(items.iter().map(id_to_bson).collect()));
+            doc.insert(
+                ARRAY_ID_FIELD,
+                Bson::Array(items.iter().map(id_to_bson).collect()),
+            );
             Bson::Document(doc)
         }
         other => to_bson(other),
@@ -264,7 +310,9 @@ pub(crate) fn version_of(doc: &Document) -> Result<Version> {
             u64::try_from(*i).map_err(|_| invalid(format!("negative version {i}")))
         }
         Some(Bson::Double(f)) if f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15 => Ok(*f as u64),
-        Some(other) => Err(invalid(format!("version field {VERSION_FIELD} holds {other}"))),
+        Some(other) => Err(invalid(format!(
+            "version field {VERSION_FIELD} holds {other}"
+        ))),
     }
 }
 
@@ -317,12 +365,18 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for n in ["", "a", "$bytes", "$", "a.b", "%", "%25", "_id", "_v", "a\0b", "x$", "é.$"] {
+        for n in [
+            "", "a", "$bytes", "$", "a.b", "%", "%25", "_id", "_v", "a\0b", "x$", "é.$",
+        ] {
             let e = escape_name(n);
-            assert!(!e.is_empty() && !e.starts_with('$') && !e.contains(['.', '\0']), "{n:?} -> {e:?}");
+            assert!(
+                !e.is_empty() && !e.starts_with('$') && !e.contains(['.', '\0']),
+                "{n:?} -> {e:?}"
+            );
             assert!(e != "_id" && e != "_v");
             assert_eq!(unescape_name(&e).as_deref(), Some(n), "{n:?} -> {e:?}");
         }
         assert_eq!(unescape_name(ARRAY_ID_FIELD), None);
+        assert_eq!(unescape_name(WIDE_DATE_FIELD), None);
     }
 }

@@ -53,7 +53,9 @@ pub(crate) fn version_query(filter: VersionFilter) -> Option<Document> {
     match filter {
         VersionFilter::Any => None,
         VersionFilter::Exactly(0) => Some(doc! { VERSION_FIELD: { "$in": [Bson::Null, 0_i64] } }),
-        VersionFilter::Exactly(v) => Some(doc! { VERSION_FIELD: i64::try_from(v).unwrap_or(i64::MAX) }),
+        VersionFilter::Exactly(v) => {
+            Some(doc! { VERSION_FIELD: i64::try_from(v).unwrap_or(i64::MAX) })
+        }
         VersionFilter::Below(0) => Some(doc! { "_id": { "$exists": false } }),
         VersionFilter::Below(v) => Some(doc! { "$or": [
             { VERSION_FIELD: { "$lt": i64::try_from(v).unwrap_or(i64::MAX) } },

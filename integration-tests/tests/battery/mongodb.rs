@@ -6,7 +6,9 @@ use tern_integration_tests::mongodb::backend;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mongodb_missing_database_and_unreachable_server_are_clear_errors() {
-    let e = tern_mongodb::open("mongodb://127.0.0.1:27017").await.unwrap_err();
+    let e = tern_mongodb::open("mongodb://127.0.0.1:27017")
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), tern_core::store::ErrorKind::ConfigInvalid);
     let e = tern_mongodb::open(
         "mongodb://app:s3cretpw@127.0.0.1:1/db?serverSelectionTimeoutMS=500&connectTimeoutMS=500",
