@@ -10,8 +10,9 @@ use mongodb::options::ClientOptions;
 use mongodb::{Client, Collection, Database};
 use tern_core::model::{Entity, Key, Value, Version};
 use tern_core::store::{
-    Capability, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, Result, ScanPage,
-    ScanRequest, Store, StoreInfo, Write, WriteOutcome, check_writes, url,
+    Capability, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage,
+    PushdownRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+    check_writes, url,
 };
 
 use crate::codec::{self, VERSION_FIELD};
@@ -300,7 +301,7 @@ impl Store for MongoStore {
             // so they are not "ordered" in the contract's sense; they never repeat an entity.
             scan_ordered: false,
             cas_compares_value: true,
-            update_pushdown: false,
+            update_pushdown: true,
             transactions: true,
             server_clock: true,
             write_batch_max: None,
@@ -483,6 +484,10 @@ impl Store for MongoStore {
             )
             .with_context("store", self.location.clone())),
         }
+    }
+
+    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        self.pushdown(request).await
     }
 
     async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {

@@ -11,6 +11,7 @@
 mod backend;
 mod codec;
 mod core;
+mod pushdown;
 
 use std::sync::Arc;
 

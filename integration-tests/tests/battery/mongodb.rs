@@ -2,8 +2,6 @@
 
 tern_core::battery_tests!("mongodb", tern_integration_tests::mongodb::backend());
 
-use tern_integration_tests::mongodb::backend;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mongodb_missing_database_and_unreachable_server_are_clear_errors() {
     let e = tern_mongodb::open("mongodb://127.0.0.1:27017")

@@ -1,0 +1,305 @@
+//! [`Store::update_in_place`] for MongoDB: version steps as `update_many` calls
+//! on one `_id` batch, with conditions compiled to exact `$expr` tests.
+//!
+//! [`Store::update_in_place`]: tern_core::store::Store::update_in_place
+
+use std::collections::HashSet;
+
+use futures::TryStreamExt;
+use mongodb::bson::{Bson, Document, doc};
+use tern_core::model::{Value, Version};
+use tern_core::store::{
+    Condition, Error, ErrorKind, PushOp, PushStep, PushdownPage, PushdownRequest, Result, pushdown,
+};
+
+use crate::backend::{MongoStore, decode_cursor, encode_cursor};
+use crate::codec::{self, VERSION_FIELD};
+use crate::core::{after_id, and};
+
+fn unsupported(why: impl Into<String>) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "mongodb cannot run this step exactly inside the server: {}",
+            why.into()
+        ),
+    )
+}
+
+/// `$a.b` for a property path.
+fn field_ref(path: &[String]) -> String {
+    format!("${}", field_path(path))
+}
+
+/// `a.b` (escaped names) for a property path.
+fn field_path(path: &[String]) -> String {
+    path.iter()
+        .map(|p| codec::escape_name(p))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn type_of(path: &[String]) -> Bson {
+    Bson::Document(doc! { "$type": field_ref(path) })
+}
+
+/// Every proper prefix of `path` is a document (or, with `or_missing`, absent).
+fn intermediates(path: &[String], or_missing: bool) -> Vec<Bson> {
+    (1..path.len())
+        .map(|k| {
+            let allowed: Vec<Bson> = if or_missing {
+                vec!["object".into(), "missing".into()]
+            } else {
+                vec!["object".into()]
+            };
+            Bson::Document(doc! { "$in": [type_of(&path[..k]), allowed] })
+        })
+        .collect()
+}
+
+fn present(path: &[String]) -> Bson {
+    Bson::Document(doc! { "$ne": [type_of(path), "missing"] })
+}
+
+/// Can MongoDB's `$eq` decide [`Value::loosely_equals`] against this literal?
+/// Documents compare by field order in MongoDB (tern maps do not), and NaN
+/// equals NaN in MongoDB (not in tern).
+fn literal_is_exact(v: &Value) -> bool {
+    match v {
+        Value::Map(_) => false,
+        Value::Float(f) => !f.is_nan(),
+        Value::Array(items) => items.iter().all(literal_is_exact),
+        Value::Timestamp(ms) => (codec::MIN_DATE_MS..=codec::MAX_DATE_MS).contains(ms),
+        _ => true,
+    }
+}
+
+/// The exact `$expr` of a [SE] atom: every step of the path is a document, the
+/// property is present, and it or one of its elements equals a literal.
+fn exact_condition(c: &Condition) -> Result<Bson> {
+    if c.path.is_empty() || c.values.is_empty() {
+        return Err(unsupported("an empty condition"));
+    }
+    if let Some(v) = c.values.iter().find(|v| !literal_is_exact(v)) {
+        return Err(unsupported(format!(
+            "condition on {} compares with {v}",
+            c.path.join(".")
+        )));
+    }
+    let r = field_ref(&c.path);
+    let mut parts = intermediates(&c.path, false);
+    parts.push(present(&c.path));
+    let any: Vec<Bson> = c
+        .values
+        .iter()
+        .map(|v| {
+            let lit = doc! { "$literal": codec::to_bson(v) };
+            Bson::Document(doc! { "$or": [
+                { "$eq": [r.clone(), lit.clone()] },
+                { "$and": [ { "$isArray": r.clone() }, { "$in": [lit, r.clone()] } ] },
+            ] })
+        })
+        .collect();
+    parts.push(Bson::Document(doc! { "$or": any }));
+    Ok(Bson::Document(doc! { "$and": parts }))
+}
+
+/// The `$type` names a stored scalar has when tern reads it as `v`.
+fn scalar_types(v: &Value) -> Option<Vec<Bson>> {
+    let names: &[&str] = match v {
+        Value::Null => &["null"],
+        Value::Bool(_) => &["bool"],
+        Value::Int(_) => &["int", "long"],
+        Value::Float(f) if !f.is_nan() => &["double"],
+        Value::String(_) => &["string"],
+        Value::Bytes(_) => &["binData"],
+        Value::Timestamp(ms) if (codec::MIN_DATE_MS..=codec::MAX_DATE_MS).contains(ms) => &["date"],
+        _ => return None,
+    };
+    Some(
+        names
+            .iter()
+            .map(|n| Bson::String((*n).to_owned()))
+            .collect(),
+    )
+}
+
+/// One compiled step: which entities it changes (an `$expr`) and the update.
+struct CompiledStep {
+    /// `None`: the op never changes anything (a rename onto itself).
+    change: Option<(Bson, Document)>,
+}
+
+fn compile(step: &PushStep) -> Result<CompiledStep> {
+    let mut parts = step
+        .conditions
+        .iter()
+        .map(exact_condition)
+        .collect::<Result<Vec<_>>>()?;
+    let update = match &step.op {
+        PushOp::Set { path, value } => {
+            if path.is_empty() {
+                return Err(unsupported("a set of an empty path"));
+            }
+            parts.extend(intermediates(path, true));
+            // Setting the value a property already has is not a change.
+            if let Some(types) = scalar_types(value) {
+                let r = field_ref(path);
+                parts.push(Bson::Document(doc! { "$not": [ { "$and": [
+                    { "$in": [type_of(path), types] },
+                    { "$eq": [r, { "$literal": codec::to_bson(value) }] },
+                ] } ] }));
+            }
+            doc! { "$set": { field_path(path): codec::to_bson(value) } }
+        }
+        PushOp::Unset { path } => {
+            if path.is_empty() {
+                return Err(unsupported("an unset of an empty path"));
+            }
+            parts.extend(intermediates(path, false));
+            parts.push(present(path));
+            doc! { "$unset": { field_path(path): "" } }
+        }
+        PushOp::Rename { from, to } => {
+            if from == to {
+                return Ok(CompiledStep { change: None });
+            }
+            let from_path = [from.clone()];
+            parts.push(present(&from_path));
+            doc! { "$rename": { codec::escape_name(from): codec::escape_name(to) } }
+        }
+    };
+    Ok(CompiledStep {
+        change: Some((Bson::Document(doc! { "$and": parts }), update)),
+    })
+}
+
+/// The query of entities at exactly `v` (a missing or null `_v` is 0).
+fn at_version(v: Version) -> Result<Document> {
+    if v == 0 {
+        return Ok(doc! { VERSION_FIELD: { "$in": [Bson::Null, 0_i64] } });
+    }
+    Ok(doc! { VERSION_FIELD: codec::version_to_bson(v)? })
+}
+
+impl MongoStore {
+    /// See [`tern_core::store::Store::update_in_place`].
+    pub(crate) async fn pushdown(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        let target = pushdown::target_version(&request)?;
+        // Compile first: an unsupported step is refused before anything is written.
+        let compiled = request
+            .steps
+            .iter()
+            .map(compile)
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| e.with_context("kind", request.kind.clone()))?;
+        let coll = self.collection(&request.kind);
+        let ctx = |op: &str, e: mongodb::error::Error| {
+            crate::core::map_mongo_error(op, e)
+                .with_context("store", self.location.clone())
+                .with_context("kind", request.kind.clone())
+        };
+        let limit = request.limit.clamp(1, 100_000);
+
+        // The batch: the next `limit` ids after the cursor.
+        let mut range = Vec::new();
+        if let Some(c) = &request.cursor {
+            range.push(after_id(&decode_cursor(c)?));
+        }
+        let ids: Vec<Bson> = coll
+            .find(and(range))
+            .projection(doc! { "_id": 1 })
+            .sort(doc! { "_id": 1 })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
+            .await
+            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
+            .try_collect::<Vec<Document>>()
+            .await
+            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
+            .into_iter()
+            .filter_map(|mut d| d.remove("_id"))
+            .collect();
+        let mut page = PushdownPage {
+            advanced: 0,
+            changed: vec![0; request.steps.len()],
+            changed_entities: 0,
+            cursor: if ids.len() >= limit {
+                ids.last().map(encode_cursor)
+            } else {
+                None
+            },
+        };
+        if ids.is_empty() {
+            return Ok(page);
+        }
+        let in_batch = doc! { "_id": { "$in": ids } };
+
+        // How many will advance: those at a version the steps cover.
+        let mut covered = vec![doc! { VERSION_FIELD: {
+            "$gte": codec::version_to_bson(request.from)?,
+            "$lt": codec::version_to_bson(target)?,
+        } }];
+        if request.from == 0 {
+            covered.push(doc! { VERSION_FIELD: Bson::Null });
+        }
+        page.advanced = coll
+            .count_documents(and(vec![in_batch.clone(), doc! { "$or": covered }]))
+            .await
+            .map_err(|e| ctx("pushdown: counting the batch", e))?;
+        if page.advanced == 0 {
+            return Ok(page);
+        }
+
+        let track = compiled.iter().filter(|c| c.change.is_some()).count() > 1;
+        let mut changed_ids: HashSet<String> = HashSet::new();
+        for (i, step) in compiled.iter().enumerate() {
+            let v = request.from + i as u64;
+            let scope = and(vec![in_batch.clone(), at_version(v)?]);
+            let next = codec::version_to_bson(v + 1)?;
+            if let Some((expr, update)) = &step.change {
+                let mut filter = scope.clone();
+                filter.insert("$expr", expr.clone());
+                if track {
+                    // Distinct changed entities over several steps: note the ids first.
+                    let found: Vec<Document> = coll
+                        .find(filter.clone())
+                        .projection(doc! { "_id": 1 })
+                        .await
+                        .map_err(|e| ctx("pushdown: finding changed entities", e))?
+                        .try_collect()
+                        .await
+                        .map_err(|e| ctx("pushdown: finding changed entities", e))?;
+                    for d in &found {
+                        if let Some(id) = d.get("_id") {
+                            changed_ids.insert(encode_cursor(id).0);
+                        }
+                    }
+                }
+                let mut update = update.clone();
+                match update.get_document_mut("$set") {
+                    Ok(set) => {
+                        set.insert(VERSION_FIELD, next.clone());
+                    }
+                    Err(_) => {
+                        update.insert("$set", doc! { VERSION_FIELD: next.clone() });
+                    }
+                }
+                let r = coll
+                    .update_many(filter, update)
+                    .await
+                    .map_err(|e| ctx("pushdown: applying a step", e))?;
+                page.changed[i] = r.modified_count;
+            }
+            coll.update_many(scope, doc! { "$set": { VERSION_FIELD: next } })
+                .await
+                .map_err(|e| ctx("pushdown: advancing versions", e))?;
+        }
+        page.changed_entities = if track {
+            changed_ids.len() as u64
+        } else {
+            page.changed.iter().sum()
+        };
+        Ok(page)
+    }
+}
