@@ -91,10 +91,7 @@ mod specific {
 
         let key = Key::new(
             "things",
-            m(r#"{"$oid": "65a1b2c3d4e5f60718293a4b"}"#)
-                .into_iter()
-                .map(|(k, v)| (k, v))
-                .collect::<Map>(),
+            Value::Map(m(r#"{"$oid": "65a1b2c3d4e5f60718293a4b"}"#)),
         )
         .unwrap();
         let e = store
@@ -228,11 +225,7 @@ mod specific {
             (4, 1, r#"{"a": 1, "t": "y"}"#),
             (5, 0, r#"{"b": [{"a": null}], "a": 1.0}"#),
             (6, 7, r#"{"a": 2}"#),
-            (
-                7,
-                0,
-                r#"{"$oid": "x", "a.b": 1, "n": {"k": 1.0}}"#,
-            ),
+            (7, 0, r#"{"$oid": "x", "a.b": 1, "n": {"k": 1.0}}"#),
         ]
         .into_iter()
         .map(|(id, v, json)| Entity {
