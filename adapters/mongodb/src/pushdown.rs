@@ -182,7 +182,157 @@ fn at_version(v: Version) -> Result<Document> {
     Ok(doc! { VERSION_FIELD: codec::version_to_bson(v)? })
 }
 
+/// The top-level names a step touches, or `None` when it has conditions or no change.
+fn touched(step: &PushStep, compiled: &CompiledStep) -> Option<Vec<String>> {
+    if !step.conditions.is_empty() || compiled.change.is_none() {
+        return None;
+    }
+    Some(match &step.op {
+        PushOp::Set { path, .. } | PushOp::Unset { path } => vec![path.first()?.clone()],
+        PushOp::Rename { from, to } => vec![from.clone(), to.clone()],
+    })
+}
+
+fn as_u64(b: Option<&Bson>) -> u64 {
+    match b {
+        Some(Bson::Int32(n)) => u64::try_from(*n).unwrap_or(0),
+        Some(Bson::Int64(n)) => u64::try_from(*n).unwrap_or(0),
+        Some(Bson::Double(n)) if *n >= 0.0 => *n as u64,
+        _ => 0,
+    }
+}
+
 impl MongoStore {
+    /// The fast path: steps without conditions that touch distinct top-level
+    /// properties commute, so an entity at `from` takes all of them in one
+    /// update. One aggregation reads the batch's ids and every count; one
+    /// `update_many` applies the steps. `None` when the path does not apply
+    /// (then nothing was written).
+    async fn pushdown_fast(
+        &self,
+        request: &PushdownRequest,
+        compiled: &[CompiledStep],
+        target: Version,
+        limit: usize,
+    ) -> Result<Option<PushdownPage>> {
+        let mut names = HashSet::new();
+        for (step, c) in request.steps.iter().zip(compiled) {
+            let Some(touched) = touched(step, c) else {
+                return Ok(None);
+            };
+            for n in touched {
+                if !names.insert(n) {
+                    return Ok(None);
+                }
+            }
+        }
+        let ctx = |op: &str, e: mongodb::error::Error| {
+            crate::core::map_mongo_error(op, e)
+                .with_context("store", self.location.clone())
+                .with_context("kind", request.kind.clone())
+        };
+        let v = doc! { "$ifNull": ["$_v", 0_i64] };
+        let from = codec::version_to_bson(request.from)?;
+        let at_from = doc! { "$eq": [v.clone(), from.clone()] };
+        let covered = doc! { "$and": [
+            { "$gte": [v.clone(), from] },
+            { "$lt": [v, codec::version_to_bson(target)?] },
+        ] };
+        let count_if = |cond: Document| doc! { "$sum": { "$cond": [cond, 1_i64, 0_i64] } };
+        let mut group = doc! {
+            "_id": Bson::Null,
+            "ids": { "$push": "$_id" },
+            "advanced": count_if(covered),
+            "at_from": count_if(at_from.clone()),
+        };
+        let mut guards = Vec::new();
+        let mut update = Document::new();
+        for (i, c) in compiled.iter().enumerate() {
+            let Some((guard, op)) = &c.change else {
+                return Ok(None);
+            };
+            group.insert(
+                format!("c{i}"),
+                count_if(doc! { "$and": [at_from.clone(), guard.clone()] }),
+            );
+            guards.push(guard.clone());
+            for (operator, fields) in op {
+                if let Bson::Document(fields) = fields {
+                    let entry = update
+                        .entry(operator.clone())
+                        .or_insert_with(|| Bson::Document(Document::new()));
+                    if let Bson::Document(merged) = entry {
+                        merged.extend(fields.clone());
+                    }
+                }
+            }
+        }
+        group.insert(
+            "any",
+            count_if(doc! { "$and": [at_from, { "$or": guards }] }),
+        );
+        let mut pipeline = Vec::new();
+        if let Some(c) = &request.cursor {
+            pipeline.push(doc! { "$match": after_id(&decode_cursor(c)?) });
+        }
+        pipeline.push(doc! { "$sort": { "_id": 1 } });
+        pipeline.push(doc! { "$limit": i64::try_from(limit).unwrap_or(i64::MAX) });
+        pipeline.push(doc! { "$group": group });
+        let coll = self.collection(&request.kind);
+        let summary: Vec<Document> = coll
+            .aggregate(pipeline)
+            .await
+            .map_err(|e| ctx("pushdown: reading the batch", e))?
+            .try_collect()
+            .await
+            .map_err(|e| ctx("pushdown: reading the batch", e))?;
+        let Some(summary) = summary.into_iter().next() else {
+            return Ok(Some(PushdownPage {
+                changed: vec![0; request.steps.len()],
+                ..PushdownPage::default()
+            }));
+        };
+        let advanced = as_u64(summary.get("advanced"));
+        if advanced != as_u64(summary.get("at_from")) {
+            // Entities part-way through the steps: the general path handles them.
+            return Ok(None);
+        }
+        let ids = match summary.get("ids") {
+            Some(Bson::Array(ids)) => ids.clone(),
+            _ => Vec::new(),
+        };
+        let page = PushdownPage {
+            advanced,
+            changed: (0..compiled.len())
+                .map(|i| as_u64(summary.get(format!("c{i}").as_str())))
+                .collect(),
+            changed_entities: as_u64(summary.get("any")),
+            cursor: if ids.len() >= limit {
+                ids.last().map(encode_cursor)
+            } else {
+                None
+            },
+        };
+        if advanced > 0 {
+            let set = update
+                .entry("$set".to_owned())
+                .or_insert_with(|| Bson::Document(Document::new()));
+            if let Bson::Document(set) = set {
+                set.insert(VERSION_FIELD, codec::version_to_bson(target)?);
+            }
+            coll.update_many(
+                and(vec![
+                    doc! { "_id": { "$in": ids } },
+                    at_version(request.from)?,
+                ]),
+                update,
+            )
+            .await
+            .map_err(|e| ctx("pushdown: applying the steps", e))?;
+        }
+        Ok(Some(page))
+    }
+
     /// See [`tern_core::store::Store::update_in_place`].
     pub(crate) async fn pushdown(&self, request: PushdownRequest) -> Result<PushdownPage> {
         let target = pushdown::target_version(&request)?;
@@ -200,6 +350,13 @@ impl MongoStore {
                 .with_context("kind", request.kind.clone())
         };
         let limit = request.limit.clamp(1, 100_000);
+
+        if let Some(page) = self
+            .pushdown_fast(&request, &compiled, target, limit)
+            .await?
+        {
+            return Ok(page);
+        }
 
         // The batch: the next `limit` ids after the cursor.
         let mut range = Vec::new();
