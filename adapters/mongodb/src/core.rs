@@ -130,3 +130,15 @@ pub(crate) fn and(parts: Vec<Document>) -> Document {
         _ => doc! { "$and": parts },
     }
 }
+
+/// The query of exactly the ids `ids` (sorted by `_id`, contiguous in the
+/// collection): a range when first and last share a type class (an index range
+/// scan), else `$in`.
+pub(crate) fn id_batch(ids: &[Bson]) -> Document {
+    match (ids.first(), ids.last()) {
+        (Some(first), Some(last)) if type_class(first) == type_class(last) => {
+            doc! { "_id": { "$gte": first.clone(), "$lte": last.clone() } }
+        }
+        _ => doc! { "_id": { "$in": ids.to_vec() } },
+    }
+}

@@ -14,7 +14,7 @@ use tern_core::store::{
 
 use crate::backend::{MongoStore, decode_cursor, encode_cursor};
 use crate::codec::{self, VERSION_FIELD};
-use crate::core::{after_id, and};
+use crate::core::{after_id, and, id_batch};
 
 fn unsupported(why: impl Into<String>) -> Error {
     Error::new(
@@ -320,15 +320,9 @@ impl MongoStore {
             if let Bson::Document(set) = set {
                 set.insert(VERSION_FIELD, codec::version_to_bson(target)?);
             }
-            coll.update_many(
-                and(vec![
-                    doc! { "_id": { "$in": ids } },
-                    at_version(request.from)?,
-                ]),
-                update,
-            )
-            .await
-            .map_err(|e| ctx("pushdown: applying the steps", e))?;
+            coll.update_many(and(vec![id_batch(&ids), at_version(request.from)?]), update)
+                .await
+                .map_err(|e| ctx("pushdown: applying the steps", e))?;
         }
         Ok(Some(page))
     }
@@ -390,7 +384,7 @@ impl MongoStore {
         if ids.is_empty() {
             return Ok(page);
         }
-        let in_batch = doc! { "_id": { "$in": ids } };
+        let in_batch = id_batch(&ids);
 
         // How many will advance: those at a version the steps cover.
         let mut covered = vec![doc! { VERSION_FIELD: {
