@@ -271,14 +271,35 @@ impl MongoStore {
             "any",
             count_if(doc! { "$and": [at_from, { "$or": guards }] }),
         );
-        let mut pipeline = Vec::new();
-        if let Some(c) = &request.cursor {
-            pipeline.push(doc! { "$match": after_id(&decode_cursor(c)?) });
-        }
-        pipeline.push(doc! { "$sort": { "_id": 1 } });
-        pipeline.push(doc! { "$limit": i64::try_from(limit).unwrap_or(i64::MAX) });
-        pipeline.push(doc! { "$group": group });
         let coll = self.collection(&request.kind);
+        // The batch's ids by `find` (SecantusDB's find uses the _id index for the
+        // sort; its aggregation `$sort` + `$limit` does not), then the counts.
+        let mut range = Vec::new();
+        if let Some(c) = &request.cursor {
+            range.push(after_id(&decode_cursor(c)?));
+        }
+        let ids: Vec<Bson> = coll
+            .find(and(range))
+            .projection(doc! { "_id": 1 })
+            .sort(doc! { "_id": 1 })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
+            .await
+            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
+            .try_collect::<Vec<Document>>()
+            .await
+            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
+            .into_iter()
+            .filter_map(|mut d| d.remove("_id"))
+            .collect();
+        if ids.is_empty() {
+            return Ok(Some(PushdownPage {
+                changed: vec![0; request.steps.len()],
+                ..PushdownPage::default()
+            }));
+        }
+        group.remove("ids");
+        let pipeline = vec![doc! { "$match": id_batch(&ids) }, doc! { "$group": group }];
         let summary: Vec<Document> = coll
             .aggregate(pipeline)
             .await
@@ -297,10 +318,6 @@ impl MongoStore {
             // Entities part-way through the steps: the general path handles them.
             return Ok(None);
         }
-        let ids = match summary.get("ids") {
-            Some(Bson::Array(ids)) => ids.clone(),
-            _ => Vec::new(),
-        };
         let page = PushdownPage {
             advanced,
             changed: (0..compiled.len())
