@@ -1,21 +1,34 @@
-//! tern adapter for mongodb. Work in progress: [`open`] is the entry point the CLI
-//! and the integration tests call.
+//! tern adapter for MongoDB (and MongoDB wire-protocol servers such as SecantusDB).
+//!
+//! The central type is [`MongoStore`], opened with [`open`]: a kind is a collection of
+//! the database named by the URL path, an entity is a document whose `_id` is the id and
+//! whose `_v` field is the version. The one design choice to know: property names are
+//! escaped reversibly (`%`-encoding) so that every tern name, `$`-prefixed, dotted or empty,
+//! is a legal field name; see the table below.
+#![doc = include_str!("docs.md")]
 #![deny(missing_docs)]
+
+mod backend;
+mod codec;
+mod core;
+mod pushdown;
 
 use std::sync::Arc;
 
-use tern_core::store::{Error, ErrorKind, Store, url};
+use tern_core::store::{Error, Store};
 
-/// Opens the store named by `url`.
+pub use backend::{MongoStore, lazy_update};
+
+/// The URL scheme of this adapter.
+pub const MONGO_SCHEME: &str = "mongodb";
+
+/// Opens the store named by `url` (`mongodb://host:port/database?options`) and checks
+/// that the server answers.
 ///
 /// # Errors
-/// Always, until the adapter is written.
+/// [`tern_core::store::ErrorKind::ConfigInvalid`] for a URL that does not parse or names no
+/// database; [`tern_core::store::ErrorKind::Unavailable`] when the server does not answer.
+/// Messages name the URL with its password masked.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>, Error> {
-    Err(Error::new(
-        ErrorKind::Unsupported,
-        format!(
-            "the mongodb adapter is not written yet; store URL {}",
-            url::redact(url)
-        ),
-    ))
+    Ok(Arc::new(MongoStore::connect(url).await?))
 }

@@ -174,7 +174,10 @@ impl Runner<'_> {
             Stage::Local { kind, from, steps } => {
                 if self.options.pushdown && self.store.capability().update_pushdown {
                     if let Some(push) = pushdown_steps(steps) {
-                        return self.run_pushdown(index, kind, *from, push, pos).await;
+                        if self.run_pushdown(index, kind, *from, push, pos).await? {
+                            return Ok(());
+                        }
+                        // The store cannot run these steps exactly: the client path does.
                     }
                 }
                 self.run_local(index, kind, *from, steps, pos).await
@@ -395,6 +398,9 @@ impl Runner<'_> {
             .await
     }
 
+    /// Runs a stage inside the store. `Ok(false)` when the store answered
+    /// `Unsupported` for these steps before writing anything (the caller runs
+    /// the stage on the client instead).
     async fn run_pushdown(
         &self,
         index: usize,
@@ -402,7 +408,7 @@ impl Runner<'_> {
         from: Version,
         steps: Vec<PushStep>,
         pos: &mut Position,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let mut batch_no = 0u64;
         loop {
             self.check_continue()?;
@@ -422,6 +428,10 @@ impl Runner<'_> {
                 Err(e) if e.kind() == ErrorKind::InvalidCursor && pos.cursor.is_some() => {
                     pos.cursor = None;
                     continue;
+                }
+                Err(e) if e.kind() == ErrorKind::Unsupported && batch_no == 0 => {
+                    tracing::info!(stage = index, kind, reason = %e, "pushdown declined; running on the client");
+                    return Ok(false);
                 }
                 Err(e) => return Err(store_err("updating entities in the store")(e)),
             };
@@ -445,7 +455,7 @@ impl Runner<'_> {
             self.throttle(page.advanced).await;
             batch_no += 1;
             if page.cursor.is_none() {
-                return Ok(());
+                return Ok(true);
             }
         }
     }

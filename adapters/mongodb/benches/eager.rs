@@ -1,0 +1,245 @@
+//! Eager `add blogpost.likes = 0` + `rename blogpost.text to content` over N documents on a
+//! MongoDB wire-protocol server, side by side in one run:
+//!
+//! - **floor**: one server-side `update_many` doing both changes (no batches, no checkpoint);
+//! - **tern up**: the engine with pushdown (batches of `--batch` ids, a checkpoint per batch,
+//!   lease, census);
+//! - **hand loop**: a Rust cursor over the collection, the change made on the client, written
+//!   back with `bulkWrite` (`ReplaceOne` per document) per batch;
+//! - **migrate-mongo**: `migrate-mongo up` running a migration that does the same `updateMany`
+//!   (only with `--migrate-mongo PATH_TO_BIN`).
+//!
+//! ```sh
+//! TERN_BENCH_MONGODB_URL=mongodb://127.0.0.1:27017 \
+//!   cargo bench -p tern-mongodb --bench eager -- --entities 1000000 --migrate-mongo node_modules/.bin/migrate-mongo
+//! ```
+
+#![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used, missing_docs)] // a benchmark: fail loudly
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::TryStreamExt;
+use mongodb::bson::{Document, doc};
+use mongodb::options::ReplaceOneModel;
+use mongodb::{Client, Collection};
+use tern_core::migrate::{LeaseOptions, Migration, MigrationSet, Migrator, RunOptions};
+
+const SCRIPT: &str = "add blogpost.likes = 0\nrename blogpost.text to content\n";
+
+struct Args {
+    url: String,
+    entities: usize,
+    batch: usize,
+    migrate_mongo: Option<String>,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        url: std::env::var("TERN_BENCH_MONGODB_URL")
+            .unwrap_or_else(|_| "mongodb://127.0.0.1:27017".to_owned()),
+        entities: 1_000_000,
+        batch: 1000,
+        migrate_mongo: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--entities" => {
+                a.entities = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--entities N")
+            }
+            "--batch" => a.batch = it.next().and_then(|v| v.parse().ok()).expect("--batch N"),
+            "--migrate-mongo" => a.migrate_mongo = it.next(),
+            _ => {}
+        }
+    }
+    a
+}
+
+async fn load(coll: &Collection<Document>, n: usize) {
+    let _ = coll.drop().await;
+    let mut batch = Vec::with_capacity(10_000);
+    for i in 0..n {
+        batch.push(doc! {
+            "_id": i as i64,
+            "title": format!("post number {i}"),
+            "text": "NoSQL databases are often schema-less; their data is not.",
+            "author": format!("user{}", i % 1000),
+        });
+        if batch.len() == 10_000 {
+            coll.insert_many(std::mem::take(&mut batch))
+                .await
+                .expect("load");
+        }
+    }
+    if !batch.is_empty() {
+        coll.insert_many(batch).await.expect("load");
+    }
+}
+
+async fn check(coll: &Collection<Document>, n: usize) {
+    let done = coll
+        .count_documents(
+            doc! { "likes": 0_i64, "content": { "$exists": true }, "text": { "$exists": false } },
+        )
+        .await
+        .expect("count");
+    assert_eq!(done as usize, n, "every document migrated");
+}
+
+async fn floor(coll: &Collection<Document>) {
+    coll.update_many(
+        doc! {},
+        doc! { "$set": { "likes": 0_i64, "_v": 1_i64 }, "$rename": { "text": "content" } },
+    )
+    .await
+    .expect("update_many");
+}
+
+async fn hand_loop(client: &Client, coll: &Collection<Document>, batch: usize) {
+    let mut cursor = coll
+        .find(doc! {})
+        .sort(doc! { "_id": 1 })
+        .batch_size(batch as u32)
+        .await
+        .expect("find");
+    let ns = coll.namespace();
+    let mut models = Vec::with_capacity(batch);
+    while let Some(mut d) = cursor.try_next().await.expect("cursor") {
+        let id = d.get("_id").cloned().expect("_id");
+        d.insert("likes", 0_i64);
+        if let Some(t) = d.remove("text") {
+            d.insert("content", t);
+        }
+        d.insert("_v", 1_i64);
+        models.push(
+            ReplaceOneModel::builder()
+                .namespace(ns.clone())
+                .filter(doc! { "_id": id })
+                .replacement(d)
+                .build(),
+        );
+        if models.len() >= batch {
+            client
+                .bulk_write(std::mem::take(&mut models))
+                .await
+                .expect("bulkWrite");
+        }
+    }
+    if !models.is_empty() {
+        client.bulk_write(models).await.expect("bulkWrite");
+    }
+}
+
+async fn tern_up(url: &str, batch: usize) {
+    let store = tern_mongodb::open(url).await.expect("open");
+    let mut set = MigrationSet::new();
+    set.add(Migration::from_script(1, "release2", "0001_release2.tern", SCRIPT).expect("script"))
+        .expect("add");
+    Migrator::new(Arc::clone(&store), set)
+        .with_run_options(RunOptions {
+            batch_size: batch,
+            pushdown: true,
+            ..RunOptions::default()
+        })
+        .with_lease_options(LeaseOptions::default())
+        .up(None)
+        .await
+        .expect("tern up");
+}
+
+fn migrate_mongo(bin: &str, url: &str, db: &str) {
+    let dir = std::env::temp_dir().join(format!("tern-bench-mm-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("migrations")).expect("mkdir");
+    std::fs::write(
+        dir.join("migrate-mongo-config.js"),
+        format!(
+            "module.exports = {{ mongodb: {{ url: {url:?}, databaseName: {db:?}, options: {{}} }}, \
+             migrationsDir: 'migrations', changelogCollectionName: 'changelog', \
+             migrationFileExtension: '.js', useFileHash: false, moduleSystem: 'commonjs' }};\n"
+        ),
+    )
+    .expect("config");
+    std::fs::write(
+        dir.join("migrations/20260101000000-release2.js"),
+        "module.exports = {\n  async up(db) {\n    await db.collection('blogpost').updateMany({}, \
+         { $set: { likes: 0 }, $rename: { text: 'content' } });\n  },\n  async down() {}\n};\n",
+    )
+    .expect("migration");
+    let status = std::process::Command::new(bin)
+        .arg("up")
+        .current_dir(&dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run migrate-mongo");
+    assert!(status.success(), "migrate-mongo up failed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+#[tokio::main]
+async fn main() {
+    let a = args();
+    let client = Client::with_uri_str(&a.url).await.expect("connect");
+    let hello = client
+        .database("admin")
+        .run_command(doc! { "buildInfo": 1 })
+        .await
+        .map(|d| d.get_str("version").unwrap_or("?").to_owned())
+        .unwrap_or_else(|_| "?".to_owned());
+    println!(
+        "eager add+rename, {} documents, batch {}, server {} (reports version {hello})",
+        a.entities, a.batch, a.url
+    );
+    let run = std::process::id();
+    let mut results: Vec<(&str, Duration)> = Vec::new();
+    let contenders: Vec<&str> = {
+        let mut c = vec![
+            "floor (one update_many)",
+            "tern up (pushdown)",
+            "hand loop (cursor + bulkWrite)",
+        ];
+        if a.migrate_mongo.is_some() {
+            c.push("migrate-mongo (updateMany)");
+        }
+        c
+    };
+    for (i, name) in contenders.iter().enumerate() {
+        let db_name = format!("tern_bench_{run}_{i}");
+        let db = client.database(&db_name);
+        let coll = db.collection::<Document>("blogpost");
+        load(&coll, a.entities).await;
+        let t = Instant::now();
+        match i {
+            0 => floor(&coll).await,
+            1 => {
+                tern_up(
+                    &format!("{}/{db_name}", a.url.trim_end_matches('/')),
+                    a.batch,
+                )
+                .await
+            }
+            2 => hand_loop(&client, &coll, a.batch).await,
+            _ => migrate_mongo(a.migrate_mongo.as_deref().unwrap_or(""), &a.url, &db_name),
+        }
+        let took = t.elapsed();
+        check(&coll, a.entities).await;
+        println!(
+            "{name:<34} {:>8.2}s ({:>9.0}/s)",
+            secs(took),
+            a.entities as f64 / secs(took)
+        );
+        results.push((name, took));
+        db.drop().await.expect("drop");
+    }
+    let floor_t = secs(results[0].1);
+    for (name, took) in &results {
+        println!("{name:<34} {:.2}x the floor", secs(*took) / floor_t);
+    }
+}

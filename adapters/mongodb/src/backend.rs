@@ -1,0 +1,597 @@
+//! [`MongoStore`]: the [`Store`] implementation.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::TryStreamExt;
+use mongodb::bson::{Bson, Document, doc};
+use mongodb::options::ClientOptions;
+use mongodb::{Client, Collection, Database};
+use tern_core::model::{Entity, Key, Value, Version};
+use tern_core::store::{
+    Capability, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage,
+    PushdownRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+    check_writes, url,
+};
+
+use crate::codec::{self, VERSION_FIELD};
+use crate::core::{after_id, and, is_duplicate_key, map_mongo_error, version_query};
+
+/// The collection of tern's metadata; never listed as a kind.
+pub(crate) const META_COLLECTION: &str = "__tern_meta";
+
+/// A MongoDB database as a tern store. Cheap to clone (the driver's client is shared).
+#[derive(Clone)]
+pub struct MongoStore {
+    #[allow(dead_code)]
+    pub(crate) client: Client,
+    pub(crate) db: Database,
+    /// The URL with its password masked.
+    pub(crate) location: String,
+}
+
+impl std::fmt::Debug for MongoStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The client's options hold credentials: leave them out.
+        f.debug_struct("MongoStore")
+            .field("location", &self.location)
+            .field("database", &self.db.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MongoStore {
+    /// Connects to `url` and pings the server.
+    ///
+    /// # Errors
+    /// As [`crate::open`].
+    pub async fn connect(url: &str) -> Result<MongoStore> {
+        let location = url::redact(url);
+        let mut options = ClientOptions::parse(url).await.map_err(|e| {
+            map_mongo_error("parsing the store URL", e).with_context("url", location.clone())
+        })?;
+        let Some(db_name) = options.default_database.clone().filter(|d| !d.is_empty()) else {
+            return Err(Error::new(
+                ErrorKind::ConfigInvalid,
+                "the mongodb URL names no database: add it as the path, e.g. mongodb://127.0.0.1:27017/mydb",
+            )
+            .with_context("url", location));
+        };
+        if options.server_selection_timeout.is_none() {
+            options.server_selection_timeout = Some(Duration::from_secs(10));
+        }
+        if options.connect_timeout.is_none() {
+            options.connect_timeout = Some(Duration::from_secs(5));
+        }
+        let client = Client::with_options(options).map_err(|e| {
+            map_mongo_error("creating the client", e).with_context("url", location.clone())
+        })?;
+        let db = client.database(&db_name);
+        db.run_command(doc! { "ping": 1 })
+            .await
+            .map_err(|e| map_mongo_error("connecting", e).with_context("url", location.clone()))?;
+        Ok(MongoStore {
+            client,
+            db,
+            location,
+        })
+    }
+
+    /// The collection of `kind`.
+    pub(crate) fn collection(&self, kind: &str) -> Collection<Document> {
+        self.db.collection(kind)
+    }
+
+    fn meta(&self) -> Collection<Document> {
+        self.db.collection(META_COLLECTION)
+    }
+
+    fn err(&self, operation: &str, e: mongodb::error::Error) -> Error {
+        map_mongo_error(operation, e).with_context("store", self.location.clone())
+    }
+
+    /// The scan query of `filter` after `cursor`: exact for the version and the
+    /// cursor, a superset for conditions (the caller post-filters with [`Filter::matches`]).
+    fn scan_query(&self, filter: &Filter, cursor: Option<&Cursor>) -> Result<Document> {
+        let mut parts = Vec::new();
+        if let Some(c) = cursor {
+            parts.push(after_id(&decode_cursor(c)?));
+        }
+        if let Some(v) = version_query(filter.version) {
+            parts.push(v);
+        }
+        for c in &filter.conditions {
+            if let Some(q) = superset_condition(&c.path, &c.values) {
+                parts.push(q);
+            }
+        }
+        Ok(and(parts))
+    }
+
+    async fn get_doc(&self, kind: &str, id: &Bson) -> Result<Option<Document>> {
+        self.collection(kind)
+            .find_one(doc! { "_id": id.clone() })
+            .await
+            .map_err(|e| self.err("get", e).with_context("kind", kind.to_owned()))
+    }
+
+    async fn write_one(&self, w: Write) -> Result<WriteOutcome> {
+        match w {
+            Write::Put(e) => {
+                let d = codec::entity_to_document(&e)?;
+                self.collection(&e.key.kind)
+                    .replace_one(doc! { "_id": codec::id_to_bson(&e.key.id) }, d)
+                    .upsert(true)
+                    .await
+                    .map_err(|err| self.err("put", err).with_context("key", e.key.to_string()))?;
+                Ok(WriteOutcome::Applied)
+            }
+            Write::Insert(e) => {
+                let d = codec::entity_to_document(&e)?;
+                match self.collection(&e.key.kind).insert_one(d).await {
+                    Ok(_) => Ok(WriteOutcome::Applied),
+                    Err(err) if is_duplicate_key(&err) => Ok(WriteOutcome::Conflict),
+                    Err(err) => Err(self
+                        .err("insert", err)
+                        .with_context("key", e.key.to_string())),
+                }
+            }
+            Write::Replace { expected, new } => {
+                let d = codec::entity_to_document(&new)?;
+                let filter = replace_filter(&expected)?;
+                let r = self
+                    .collection(&new.key.kind)
+                    .replace_one(filter, d)
+                    .await
+                    .map_err(|err| {
+                        self.err("replace", err)
+                            .with_context("key", new.key.to_string())
+                    })?;
+                Ok(if r.matched_count == 1 {
+                    WriteOutcome::Applied
+                } else {
+                    WriteOutcome::Conflict
+                })
+            }
+            Write::Delete(key) => {
+                self.collection(&key.kind)
+                    .delete_one(doc! { "_id": codec::id_to_bson(&key.id) })
+                    .await
+                    .map_err(|err| self.err("delete", err).with_context("key", key.to_string()))?;
+                Ok(WriteOutcome::Applied)
+            }
+        }
+    }
+}
+
+/// Decodes a scan or pushdown cursor: the canonical extended JSON of `{"_id": last}`.
+pub(crate) fn decode_cursor(cursor: &Cursor) -> Result<Bson> {
+    let invalid = || {
+        Error::new(
+            ErrorKind::InvalidCursor,
+            format!("cursor {:?} is not one the mongodb store made", cursor.0),
+        )
+    };
+    let json: serde_json::Value =
+        serde_json::from_str(&cursor.0).map_err(|e| invalid().with_source(e))?;
+    match Bson::try_from(json) {
+        Ok(Bson::Document(mut d)) => d.remove("_id").ok_or_else(invalid),
+        _ => Err(invalid()),
+    }
+}
+
+/// Encodes `last` as a cursor.
+pub(crate) fn encode_cursor(last: &Bson) -> Cursor {
+    let d = doc! { "_id": last.clone() };
+    Cursor(Bson::Document(d).into_canonical_extjson().to_string())
+}
+
+/// A query matching at least the documents whose `path` satisfies the atom (a
+/// superset: MongoDB also matches missing fields for `null` and traverses arrays
+/// along a path). `None` when no useful superset is cheap to express.
+fn superset_condition(path: &[String], values: &[Value]) -> Option<Document> {
+    if path.is_empty() || values.is_empty() {
+        return None;
+    }
+    // Documents and arrays compare by field order in MongoDB: not a safe superset.
+    if values
+        .iter()
+        .any(|v| matches!(v, Value::Map(_) | Value::Array(_)))
+    {
+        return None;
+    }
+    let field = path
+        .iter()
+        .map(|p| codec::escape_name(p))
+        .collect::<Vec<_>>()
+        .join(".");
+    let literals: Vec<Bson> = values.iter().map(codec::to_bson).collect();
+    Some(doc! { field: { "$in": literals } })
+}
+
+/// The filter of a compare-and-set replace: the `_id`, the version, and every
+/// stored field equal to the expected value, with no other fields.
+fn replace_filter(expected: &Entity) -> Result<Document> {
+    let mut conds: Vec<Bson> = Vec::new();
+    let n = i64::try_from(expected.value.len()).unwrap_or(i64::MAX);
+    if expected.version == 0 {
+        conds.push(Bson::Document(
+            doc! { "$eq": [ { "$ifNull": ["$_v", 0_i64] }, 0_i64 ] },
+        ));
+        conds.push(Bson::Document(doc! { "$eq": [
+            { "$size": { "$objectToArray": "$$ROOT" } },
+            { "$add": [ n + 1, { "$cond": [ { "$eq": [ { "$type": "$_v" }, "missing" ] }, 0_i64, 1_i64 ] } ] },
+        ] }));
+    } else {
+        conds.push(Bson::Document(
+            doc! { "$eq": [ "$_v", codec::version_to_bson(expected.version)? ] },
+        ));
+        conds.push(Bson::Document(
+            doc! { "$eq": [ { "$size": { "$objectToArray": "$$ROOT" } }, n + 2 ] },
+        ));
+    }
+    for (name, value) in &expected.value {
+        let field = format!("${}", codec::escape_name(name));
+        let lit = codec::to_bson(value);
+        conds.push(Bson::Document(
+            doc! { "$eq": [ { "$type": field.clone() }, type_name(&lit) ] },
+        ));
+        conds.push(Bson::Document(
+            doc! { "$eq": [ field, { "$literal": lit } ] },
+        ));
+    }
+    Ok(doc! {
+        "_id": codec::id_to_bson(&expected.key.id),
+        "$expr": { "$and": conds },
+    })
+}
+
+/// The aggregation `$type` name of a BSON value as tern writes it.
+fn type_name(b: &Bson) -> &'static str {
+    match b {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Binary(_) => "binData",
+        Bson::Undefined => "undefined",
+        Bson::ObjectId(_) => "objectId",
+        Bson::Boolean(_) => "bool",
+        Bson::DateTime(_) => "date",
+        Bson::Null => "null",
+        Bson::RegularExpression(_) => "regex",
+        Bson::DbPointer(_) => "dbPointer",
+        Bson::JavaScriptCode(_) => "javascript",
+        Bson::Symbol(_) => "symbol",
+        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        Bson::Int32(_) => "int",
+        Bson::Timestamp(_) => "timestamp",
+        Bson::Int64(_) => "long",
+        Bson::Decimal128(_) => "decimal",
+        Bson::MinKey => "minKey",
+        Bson::MaxKey => "maxKey",
+    }
+}
+
+fn meta_entry(d: &Document) -> Result<MetaEntry> {
+    let bad = || Error::new(ErrorKind::InvalidData, "a malformed tern metadata document");
+    let revision = match d.get("revision") {
+        Some(Bson::Int64(r)) => u64::try_from(*r).map_err(|_| bad())?,
+        Some(Bson::Int32(r)) => u64::try_from(*r).map_err(|_| bad())?,
+        _ => return Err(bad()),
+    };
+    let value = d.get_str("value").map_err(|_| bad())?.to_owned();
+    Ok(MetaEntry { value, revision })
+}
+
+#[async_trait]
+impl Store for MongoStore {
+    fn info(&self) -> StoreInfo {
+        StoreInfo {
+            scheme: crate::MONGO_SCHEME,
+            location: self.location.clone(),
+        }
+    }
+
+    fn capability(&self) -> Capability {
+        Capability {
+            scan_filter: true,
+            // Scans follow MongoDB's _id order (BSON type order first), not tern's value order,
+            // so they are not "ordered" in the contract's sense; they never repeat an entity.
+            scan_ordered: false,
+            cas_compares_value: true,
+            update_pushdown: true,
+            transactions: true,
+            server_clock: true,
+            write_batch_max: None,
+        }
+    }
+
+    async fn kinds(&self) -> Result<Vec<String>> {
+        let names = self
+            .db
+            .list_collection_names()
+            .await
+            .map_err(|e| self.err("listing collections", e))?;
+        let mut kinds = Vec::new();
+        for name in names {
+            if name == META_COLLECTION || name.starts_with("system.") {
+                continue;
+            }
+            let one = self
+                .collection(&name)
+                .find_one(Document::new())
+                .await
+                .map_err(|e| self.err("listing kinds", e))?;
+            if one.is_some() {
+                kinds.push(name);
+            }
+        }
+        kinds.sort();
+        Ok(kinds)
+    }
+
+    async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
+        let limit = request.limit.clamp(1, 100_000);
+        let query = self.scan_query(&request.filter, request.cursor.as_ref())?;
+        let docs: Vec<Document> = self
+            .collection(kind)
+            .find(query)
+            .sort(doc! { "_id": 1 })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
+            .await
+            .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?
+            .try_collect()
+            .await
+            .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?;
+        let cursor = if docs.len() >= limit {
+            docs.last().and_then(|d| d.get("_id")).map(encode_cursor)
+        } else {
+            None
+        };
+        let mut entities = Vec::with_capacity(docs.len());
+        for d in &docs {
+            let e = codec::document_to_entity(kind, d)
+                .map_err(|e| e.with_context("kind", kind.to_owned()))?;
+            if request.filter.matches(&e) {
+                entities.push(e);
+            }
+        }
+        Ok(ScanPage { entities, cursor })
+    }
+
+    async fn get(&self, key: &Key) -> Result<Option<Entity>> {
+        match self.get_doc(&key.kind, &codec::id_to_bson(&key.id)).await? {
+            Some(d) => codec::document_to_entity(&key.kind, &d)
+                .map(Some)
+                .map_err(|e| e.with_context("key", key.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
+        check_writes(&writes)?;
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for w in writes {
+            outcomes.push(self.write_one(w).await?);
+        }
+        Ok(outcomes)
+    }
+
+    async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
+        let d = self
+            .meta()
+            .find_one(doc! { "_id": name })
+            .await
+            .map_err(|e| {
+                self.err("reading metadata", e)
+                    .with_context("name", name.to_owned())
+            })?;
+        d.as_ref().map(meta_entry).transpose()
+    }
+
+    async fn meta_cas(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<MetaCas> {
+        let ctx = |e: Error| e.with_context("name", name.to_owned());
+        let applied = match (expected, value) {
+            (None, Some(v)) => {
+                match self
+                    .meta()
+                    .insert_one(doc! { "_id": name, "revision": 1_i64, "value": v })
+                    .await
+                {
+                    Ok(_) => return Ok(MetaCas::Applied(1)),
+                    Err(e) if is_duplicate_key(&e) => false,
+                    Err(e) => return Err(ctx(self.err("writing metadata", e))),
+                }
+            }
+            (Some(r), Some(v)) => {
+                let r = i64::try_from(r).map_err(|_| {
+                    ctx(Error::new(
+                        ErrorKind::Unexpected,
+                        "metadata revision overflow",
+                    ))
+                })?;
+                let res = self
+                    .meta()
+                    .update_one(
+                        doc! { "_id": name, "revision": r },
+                        doc! { "$set": { "revision": r + 1, "value": v } },
+                    )
+                    .await
+                    .map_err(|e| ctx(self.err("writing metadata", e)))?;
+                if res.matched_count == 1 {
+                    return Ok(MetaCas::Applied(u64::try_from(r + 1).unwrap_or(0)));
+                }
+                false
+            }
+            (Some(r), None) => {
+                let r = i64::try_from(r).unwrap_or(i64::MAX);
+                let res = self
+                    .meta()
+                    .delete_one(doc! { "_id": name, "revision": r })
+                    .await
+                    .map_err(|e| ctx(self.err("deleting metadata", e)))?;
+                res.deleted_count == 1
+            }
+            (None, None) => self.meta_get(name).await?.is_none(),
+        };
+        if applied {
+            Ok(MetaCas::Applied(0))
+        } else {
+            Ok(MetaCas::Conflict(self.meta_get(name).await?))
+        }
+    }
+
+    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+        let docs: Vec<Document> = self
+            .meta()
+            .find(doc! { "_id": { "$gte": prefix } })
+            .projection(doc! { "_id": 1 })
+            .sort(doc! { "_id": 1 })
+            .await
+            .map_err(|e| self.err("listing metadata", e))?
+            .try_collect()
+            .await
+            .map_err(|e| self.err("listing metadata", e))?;
+        let mut names: Vec<String> = docs
+            .iter()
+            .filter_map(|d| d.get_str("_id").ok())
+            .filter(|n| n.starts_with(prefix))
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn now(&self) -> Result<i64> {
+        let reply = self
+            .db
+            .run_command(doc! { "hello": 1 })
+            .await
+            .map_err(|e| self.err("reading the server clock", e))?;
+        match reply.get("localTime") {
+            Some(Bson::DateTime(t)) => Ok(t.timestamp_millis()),
+            _ => Err(Error::new(
+                ErrorKind::InvalidData,
+                "the server's hello reply has no localTime",
+            )
+            .with_context("store", self.location.clone())),
+        }
+    }
+
+    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        self.pushdown(request).await
+    }
+
+    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+        if !filter.conditions.is_empty() {
+            return count_by_scan(self, kind, filter).await;
+        }
+        let q = version_query(filter.version).unwrap_or_default();
+        self.collection(kind)
+            .count_documents(q)
+            .await
+            .map_err(|e| self.err("count", e).with_context("kind", kind.to_owned()))
+    }
+
+    async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
+        let docs: Vec<Document> = self
+            .collection(kind)
+            .aggregate(vec![
+                doc! { "$group": { "_id": "$_v", "n": { "$sum": 1_i64 } } },
+            ])
+            .await
+            .map_err(|e| self.err("census", e).with_context("kind", kind.to_owned()))?
+            .try_collect()
+            .await
+            .map_err(|e| self.err("census", e).with_context("kind", kind.to_owned()))?;
+        let mut census = BTreeMap::new();
+        for d in docs {
+            let mut probe = Document::new();
+            if let Some(v) = d.get("_id") {
+                probe.insert(VERSION_FIELD, v.clone());
+            }
+            let v =
+                codec::version_of(&probe).map_err(|e| e.with_context("kind", kind.to_owned()))?;
+            let n = match d.get("n") {
+                Some(Bson::Int64(n)) => u64::try_from(*n).unwrap_or(0),
+                Some(Bson::Int32(n)) => u64::try_from(*n).unwrap_or(0),
+                Some(Bson::Double(n)) => *n as u64,
+                _ => 0,
+            };
+            *census.entry(v).or_insert(0) += n;
+        }
+        Ok(census)
+    }
+}
+
+async fn count_by_scan(store: &MongoStore, kind: &str, filter: Filter) -> Result<u64> {
+    let mut total = 0u64;
+    let mut cursor = None;
+    loop {
+        let page = store
+            .scan(
+                kind,
+                ScanRequest {
+                    filter: filter.clone(),
+                    cursor,
+                    limit: 1000,
+                },
+            )
+            .await?;
+        total += page.entities.len() as u64;
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok(total),
+        }
+    }
+}
+
+/// Lazy migration's read-transform-write primitive: reads the entity at `key`,
+/// applies `transform` and writes the result back with a compare-and-set on the
+/// version and the whole value ([`Write::Replace`]), retrying up to `attempts`
+/// times when another writer got there first.
+///
+/// Returns the entity as written, or `None` when the key does not exist or
+/// `transform` returns `None` (nothing to do).
+///
+/// # Errors
+/// Store errors; [`ErrorKind::Busy`] when every attempt lost the race.
+pub async fn lazy_update<F>(
+    store: &dyn Store,
+    key: &Key,
+    attempts: usize,
+    mut transform: F,
+) -> Result<Option<Entity>>
+where
+    F: FnMut(&Entity) -> Option<Entity> + Send,
+{
+    for _ in 0..attempts.max(1) {
+        let Some(current) = store.get(key).await? else {
+            return Ok(None);
+        };
+        let Some(new) = transform(&current) else {
+            return Ok(None);
+        };
+        let outcome = store
+            .write_batch(vec![Write::Replace {
+                expected: current,
+                new: new.clone(),
+            }])
+            .await?;
+        if outcome.first() == Some(&WriteOutcome::Applied) {
+            return Ok(Some(new));
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Busy,
+        format!("lazy update of {key}: every attempt met a concurrent write"),
+    ))
+}

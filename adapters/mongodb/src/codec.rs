@@ -1,0 +1,382 @@
+//! Mapping between tern values and BSON, and the escape of property names.
+
+use mongodb::bson::spec::BinarySubtype;
+use mongodb::bson::{self, Bson, Document, oid::ObjectId};
+use tern_core::model::{Entity, Key, Map, Value, Version};
+use tern_core::store::{Error, ErrorKind, Result};
+
+/// The field that holds an array id (MongoDB refuses arrays as `_id`).
+/// `%` followed by a non-hex letter is never produced by [`escape_name`].
+pub(crate) const ARRAY_ID_FIELD: &str = "%arr";
+
+/// The field of the wrapper document that holds a timestamp outside years 1-9999.
+pub(crate) const WIDE_DATE_FIELD: &str = "%date";
+
+/// 0001-01-01T00:00:00Z in milliseconds since the epoch.
+pub(crate) const MIN_DATE_MS: i64 = -62_135_596_800_000;
+
+/// 9999-12-31T23:59:59.999Z in milliseconds since the epoch.
+pub(crate) const MAX_DATE_MS: i64 = 253_402_300_799_999;
+
+/// The field that holds an entity's version.
+pub(crate) const VERSION_FIELD: &str = "_v";
+
+/// A property name as a BSON field name: reversible, and never starting with
+/// `$`, containing `.` or NUL, empty, or equal to `_id` / `_v`.
+///
+/// `%` is the escape character: `%`, `.` and NUL become `%25`, `%2E`, `%00`; a
+/// leading `$` becomes `%24`; `_id` and `_v` become `%5Fid` and `%5Fv`; the empty
+/// name becomes `%`. Every other name is stored as it is.
+pub(crate) fn escape_name(name: &str) -> String {
+    if name.is_empty() {
+        return "%".to_owned();
+    }
+    if name == "_id" || name == VERSION_FIELD {
+        return format!("%5F{}", &name[1..]);
+    }
+    if !name.starts_with('$') && !name.contains(['%', '.', '\0']) {
+        return name.to_owned();
+    }
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        match c {
+            '$' if i == 0 => out.push_str("%24"),
+            '%' => out.push_str("%25"),
+            '.' => out.push_str("%2E"),
+            '\0' => out.push_str("%00"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The inverse of [`escape_name`]; `None` for a name it cannot have produced.
+pub(crate) fn unescape_name(field: &str) -> Option<String> {
+    if field == "%" {
+        return Some(String::new());
+    }
+    if !field.contains('%') {
+        return Some(field.to_owned());
+    }
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = field.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A tern value as BSON.
+pub(crate) fn to_bson(value: &Value) -> Bson {
+    match value {
+        Value::Null => Bson::Null,
+        Value::Bool(b) => Bson::Boolean(*b),
+        Value::Int(i) => Bson::Int64(*i),
+        Value::Float(f) => Bson::Double(*f),
+        Value::String(s) => Bson::String(s.clone()),
+        Value::Bytes(b) => Bson::Binary(bson::Binary {
+            subtype: BinarySubtype::Generic,
+            bytes: b.clone(),
+        }),
+        Value::Timestamp(ms) if (MIN_DATE_MS..=MAX_DATE_MS).contains(ms) => {
+            Bson::DateTime(bson::DateTime::from_millis(*ms))
+        }
+        Value::Timestamp(ms) => {
+            let mut doc = Document::new();
+            doc.insert(WIDE_DATE_FIELD, Bson::Int64(*ms));
+            Bson::Document(doc)
+        }
+        Value::Array(items) => Bson::Array(items.iter().map(to_bson).collect()),
+        Value::Map(map) => {
+            tagged_to_bson(map).unwrap_or_else(|| Bson::Document(map_to_document(map)))
+        }
+    }
+}
+
+/// The BSON value a tagged map stands for (`{"$oid": hex}`, `{"$numberDecimal": s}`...),
+/// when it is exactly what [`from_bson`] makes of that value; `None` for a plain map.
+fn tagged_to_bson(map: &Map) -> Option<Bson> {
+    let mut it = map.iter();
+    let (tag, inner) = it.next()?;
+    if !tag.starts_with('$') {
+        return None;
+    }
+    let str_of = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    };
+    let bson = match (map.len(), tag.as_str()) {
+        (1, "$oid") => Bson::ObjectId(ObjectId::parse_str(str_of(inner)?).ok()?),
+        (1, "$numberDecimal") => Bson::Decimal128(str_of(inner)?.parse::<bson::Decimal128>().ok()?),
+        (1, "$symbol") => Bson::Symbol(str_of(inner)?),
+        (1, "$code") => Bson::JavaScriptCode(str_of(inner)?),
+        (1, "$minKey") if *inner == Value::Int(1) => Bson::MinKey,
+        (1, "$maxKey") if *inner == Value::Int(1) => Bson::MaxKey,
+        (1, "$timestamp") => {
+            let Value::Map(m) = inner else { return None };
+            let t = match m.get("t")? {
+                Value::Int(t) => u32::try_from(*t).ok()?,
+                _ => return None,
+            };
+            let i = match m.get("i")? {
+                Value::Int(i) => u32::try_from(*i).ok()?,
+                _ => return None,
+            };
+            if m.len() != 2 {
+                return None;
+            }
+            Bson::Timestamp(bson::Timestamp {
+                time: t,
+                increment: i,
+            })
+        }
+        (1, "$regularExpression") => {
+            let Value::Map(m) = inner else { return None };
+            if m.len() != 2 {
+                return None;
+            }
+            Bson::RegularExpression(bson::Regex {
+                pattern: str_of(m.get("pattern")?)?,
+                options: str_of(m.get("options")?)?,
+            })
+        }
+        (2, "$binary") => {
+            let Value::Bytes(bytes) = inner else {
+                return None;
+            };
+            let sub = match map.get("$subtype")? {
+                Value::Int(n) => u8::try_from(*n).ok()?,
+                _ => return None,
+            };
+            let subtype = BinarySubtype::from(sub);
+            if subtype == BinarySubtype::Generic {
+                return None;
+            }
+            Bson::Binary(bson::Binary {
+                subtype,
+                bytes: bytes.clone(),
+            })
+        }
+        (2, "$code") => {
+            let Value::Map(scope) = map.get("$scope")? else {
+                return None;
+            };
+            Bson::JavaScriptCodeWithScope(bson::JavaScriptCodeWithScope {
+                code: str_of(inner)?,
+                scope: map_to_document(scope),
+            })
+        }
+        _ => return None,
+    };
+    // Only when reading it back gives exactly this map (canonical forms only).
+    match from_bson(&bson) {
+        Ok(Value::Map(back)) if back == *map => Some(bson),
+        _ => None,
+    }
+}
+
+/// A tern map as a BSON document (names escaped).
+pub(crate) fn map_to_document(map: &Map) -> Document {
+    let mut doc = Document::new();
+    for (k, v) in map {
+        doc.insert(escape_name(k), to_bson(v));
+    }
+    doc
+}
+
+fn invalid(what: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidData, what)
+}
+
+fn tagged(tag: &str, value: Value) -> Value {
+    let mut m = Map::new();
+    m.insert(tag.to_owned(), value);
+    Value::Map(m)
+}
+
+/// A BSON value as a tern value. Types without a tern counterpart become
+/// tagged maps (see docs.md).
+pub(crate) fn from_bson(value: &Bson) -> Result<Value> {
+    Ok(match value {
+        Bson::Null | Bson::Undefined => Value::Null,
+        Bson::Boolean(b) => Value::Bool(*b),
+        Bson::Int32(i) => Value::Int(i64::from(*i)),
+        Bson::Int64(i) => Value::Int(*i),
+        Bson::Double(f) => Value::Float(*f),
+        Bson::String(s) => Value::String(s.clone()),
+        Bson::Binary(b) => match b.subtype {
+            BinarySubtype::Generic => Value::Bytes(b.bytes.clone()),
+            other => {
+                let mut m = Map::new();
+                m.insert("$binary".to_owned(), Value::Bytes(b.bytes.clone()));
+                m.insert(
+                    "$subtype".to_owned(),
+                    Value::Int(i64::from(u8::from(other))),
+                );
+                Value::Map(m)
+            }
+        },
+        Bson::DateTime(d) => Value::Timestamp(d.timestamp_millis()),
+        Bson::Array(items) => Value::Array(items.iter().map(from_bson).collect::<Result<_>>()?),
+        Bson::Document(doc) => match (doc.len(), doc.get(WIDE_DATE_FIELD)) {
+            (1, Some(Bson::Int64(ms))) => Value::Timestamp(*ms),
+            _ => Value::Map(document_to_map(doc)?),
+        },
+        Bson::ObjectId(oid) => tagged("$oid", Value::String(oid.to_hex())),
+        Bson::Decimal128(d) => tagged("$numberDecimal", Value::String(d.to_string())),
+        Bson::Timestamp(ts) => {
+            let mut m = Map::new();
+            m.insert("t".to_owned(), Value::Int(i64::from(ts.time)));
+            m.insert("i".to_owned(), Value::Int(i64::from(ts.increment)));
+            tagged("$timestamp", Value::Map(m))
+        }
+        Bson::RegularExpression(r) => {
+            let mut m = Map::new();
+            m.insert("pattern".to_owned(), Value::String(r.pattern.clone()));
+            m.insert("options".to_owned(), Value::String(r.options.clone()));
+            tagged("$regularExpression", Value::Map(m))
+        }
+        Bson::JavaScriptCode(c) => tagged("$code", Value::String(c.clone())),
+        Bson::JavaScriptCodeWithScope(c) => {
+            let mut m = Map::new();
+            m.insert("$code".to_owned(), Value::String(c.code.clone()));
+            m.insert("$scope".to_owned(), Value::Map(document_to_map(&c.scope)?));
+            Value::Map(m)
+        }
+        Bson::Symbol(s) => tagged("$symbol", Value::String(s.clone())),
+        Bson::MinKey => tagged("$minKey", Value::Int(1)),
+        Bson::MaxKey => tagged("$maxKey", Value::Int(1)),
+        Bson::DbPointer(_) => return Err(invalid("a DBPointer value cannot be read by tern")),
+    })
+}
+
+/// A BSON document as a tern map (names unescaped).
+pub(crate) fn document_to_map(doc: &Document) -> Result<Map> {
+    let mut map = Map::new();
+    for (k, v) in doc {
+        let name = unescape_name(k)
+            .ok_or_else(|| invalid(format!("field name {k:?} is not a tern-escaped name")))?;
+        map.insert(name, from_bson(v)?);
+    }
+    Ok(map)
+}
+
+/// An entity id as a BSON `_id`.
+pub(crate) fn id_to_bson(id: &Value) -> Bson {
+    match id {
+        Value::Array(items) => {
+            let mut doc = Document::new();
+            doc.insert(
+                ARRAY_ID_FIELD,
+                Bson::Array(items.iter().map(id_to_bson).collect()),
+            );
+            Bson::Document(doc)
+        }
+        other => to_bson(other),
+    }
+}
+
+/// A BSON `_id` as an entity id.
+pub(crate) fn id_from_bson(id: &Bson) -> Result<Value> {
+    match id {
+        Bson::Document(doc) if doc.len() == 1 && doc.contains_key(ARRAY_ID_FIELD) => {
+            match doc.get(ARRAY_ID_FIELD) {
+                Some(Bson::Array(items)) => Ok(Value::Array(
+                    items.iter().map(id_from_bson).collect::<Result<_>>()?,
+                )),
+                _ => Err(invalid("an array id wrapper without an array")),
+            }
+        }
+        other => from_bson(other),
+    }
+}
+
+/// The version stored in a document: `_v` as an integer; missing or null is 0.
+pub(crate) fn version_of(doc: &Document) -> Result<Version> {
+    match doc.get(VERSION_FIELD) {
+        None | Some(Bson::Null) => Ok(0),
+        Some(Bson::Int32(i)) => {
+            u64::try_from(*i).map_err(|_| invalid(format!("negative version {i}")))
+        }
+        Some(Bson::Int64(i)) => {
+            u64::try_from(*i).map_err(|_| invalid(format!("negative version {i}")))
+        }
+        Some(Bson::Double(f)) if f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15 => Ok(*f as u64),
+        Some(other) => Err(invalid(format!(
+            "version field {VERSION_FIELD} holds {other}"
+        ))),
+    }
+}
+
+/// A version as BSON (Int64).
+pub(crate) fn version_to_bson(v: Version) -> Result<Bson> {
+    i64::try_from(v)
+        .map(Bson::Int64)
+        .map_err(|_| invalid(format!("version {v} does not fit a BSON Int64")))
+}
+
+/// An entity as the document to store: `_id`, `_v`, then the properties.
+pub(crate) fn entity_to_document(entity: &Entity) -> Result<Document> {
+    let mut doc = Document::new();
+    doc.insert("_id", id_to_bson(&entity.key.id));
+    doc.insert(VERSION_FIELD, version_to_bson(entity.version)?);
+    for (k, v) in &entity.value {
+        doc.insert(escape_name(k), to_bson(v));
+    }
+    Ok(doc)
+}
+
+/// A stored document as an entity of `kind`.
+pub(crate) fn document_to_entity(kind: &str, doc: &Document) -> Result<Entity> {
+    let id = doc
+        .get("_id")
+        .ok_or_else(|| invalid("a document without _id"))
+        .and_then(id_from_bson)?;
+    let version = version_of(doc)?;
+    let mut value = Map::new();
+    for (k, v) in doc {
+        if k == "_id" || k == VERSION_FIELD {
+            continue;
+        }
+        let name = unescape_name(k)
+            .ok_or_else(|| invalid(format!("field name {k:?} is not a tern-escaped name")))?;
+        value.insert(name, from_bson(v)?);
+    }
+    let key = Key::new(kind, id).map_err(|e| invalid(format!("{e}")))?;
+    Ok(Entity {
+        key,
+        version,
+        value,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for n in [
+            "", "a", "$bytes", "$", "a.b", "%", "%25", "_id", "_v", "a\0b", "x$", "é.$",
+        ] {
+            let e = escape_name(n);
+            assert!(
+                !e.is_empty() && !e.starts_with('$') && !e.contains(['.', '\0']),
+                "{n:?} -> {e:?}"
+            );
+            assert!(e != "_id" && e != "_v");
+            assert_eq!(unescape_name(&e).as_deref(), Some(n), "{n:?} -> {e:?}");
+        }
+        assert_eq!(unescape_name(ARRAY_ID_FIELD), None);
+        assert_eq!(unescape_name(WIDE_DATE_FIELD), None);
+    }
+}
