@@ -67,7 +67,9 @@ async fn flush(url: &str) {
         .get_multiplexed_async_connection()
         .await
         .expect("connect");
+    // ASYNC: a synchronous flush of a million keys outlasts the client's timeout.
     let _: () = redis::cmd("FLUSHDB")
+        .arg("ASYNC")
         .query_async(&mut conn)
         .await
         .expect("flushdb");

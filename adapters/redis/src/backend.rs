@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest, Result,
-    ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome, check_writes,
+    Capability, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage,
+    PushdownRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, VersionFilter, Write,
+    WriteOutcome, check_writes,
 };
 
 use crate::codec::{self, Keys};
@@ -35,6 +36,7 @@ pub struct RedisStore {
     write_script: Arc<redis::Script>,
     meta_script: Arc<redis::Script>,
     pushdown_script: Arc<redis::Script>,
+    count_script: Arc<redis::Script>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -83,6 +85,7 @@ impl RedisStore {
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
             pushdown_script: Arc::new(redis::Script::new(pushdown::PUSHDOWN_SCRIPT)),
+            count_script: Arc::new(redis::Script::new(pushdown::COUNT_SCRIPT)),
         })
     }
 
@@ -356,7 +359,9 @@ impl Store for RedisStore {
             scan_filter: false,
             scan_ordered: false,
             cas_compares_value: true,
-            update_pushdown: true,
+            // Hash kinds run unconditional steps in the server; with every kind a
+            // JSON string (`json=*`) there is nothing to push down.
+            update_pushdown: !self.config.json_all,
             transactions: false,
             server_clock: true,
             write_batch_max: None,
@@ -505,6 +510,54 @@ impl Store for RedisStore {
         }
     }
 
+    /// A version-only count of a hash kind reads just the version field of each
+    /// key inside the server (the census of every migration); anything else
+    /// scans and filters on the client.
+    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+        self.keys.check_kind(kind)?;
+        let pattern = self.keys.kind_pattern(kind);
+        let mut seen = std::collections::HashSet::new();
+        let mut total = 0u64;
+        let mut cursor: Option<Cursor> = None;
+        let hash_only =
+            filter.conditions.is_empty() && self.config.layout(kind) == KindLayout::Hash;
+        loop {
+            let (keys, next) = self
+                .scan_page(&pattern, Some(self.type_name(kind)), cursor.as_ref(), 1000)
+                .await?;
+            let fresh: Vec<String> = keys
+                .into_iter()
+                .filter(|k| seen.insert(k.clone()))
+                .collect();
+            if hash_only {
+                if !fresh.is_empty() {
+                    let (mode, x) = match filter.version {
+                        VersionFilter::Any => ("any", 0),
+                        VersionFilter::Exactly(v) => ("eq", v),
+                        VersionFilter::Below(v) => ("below", v),
+                    };
+                    let mut invocation = self.count_script.prepare_invoke();
+                    for k in &fresh {
+                        invocation.key(k);
+                    }
+                    invocation.arg(&self.config.version_field).arg(mode).arg(x);
+                    let n: u64 = invocation
+                        .invoke_async(&mut self.conn())
+                        .await
+                        .map_err(|e| self.err("counting entities", e).with_context("kind", kind))?;
+                    total += n;
+                }
+            } else {
+                let entities = self.fetch(kind, &fresh).await?;
+                total += entities.iter().filter(|e| filter.matches(e)).count() as u64;
+            }
+            match next {
+                Some(c) => cursor = Some(c),
+                None => return Ok(total),
+            }
+        }
+    }
+
     /// Unconditional top-level steps on hash kinds run in one Lua call per
     /// batch of keys; anything else is declined (see `pushdown.rs`).
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
@@ -527,7 +580,12 @@ impl Store for RedisStore {
             )
             .await?;
         if keys.is_empty() {
-            return Ok(PushdownPage { advanced: 0, changed: vec![0; n], changed_entities: 0, cursor });
+            return Ok(PushdownPage {
+                advanced: 0,
+                changed: vec![0; n],
+                changed_entities: 0,
+                cursor,
+            });
         }
         let mut invocation = self.pushdown_script.prepare_invoke();
         for k in &keys {
@@ -540,12 +598,18 @@ impl Store for RedisStore {
         let out: Vec<i64> = invocation
             .invoke_async(&mut self.conn())
             .await
-            .map_err(|e| self.err("updating entities in place", e).with_context("kind", request.kind.clone()))?;
+            .map_err(|e| {
+                self.err("updating entities in place", e)
+                    .with_context("kind", request.kind.clone())
+            })?;
         let count = |i: usize| out.get(i).and_then(|v| u64::try_from(*v).ok()).unwrap_or(0);
         if out.len() != n + 2 {
             return Err(Error::new(
                 ErrorKind::Unexpected,
-                format!("the pushdown script answered {} numbers for {n} steps", out.len()),
+                format!(
+                    "the pushdown script answered {} numbers for {n} steps",
+                    out.len()
+                ),
             ));
         }
         Ok(PushdownPage {

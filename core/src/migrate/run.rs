@@ -431,6 +431,9 @@ impl Runner<'_> {
                 }
                 Err(e) if e.kind() == ErrorKind::Unsupported && batch_no == 0 => {
                     tracing::info!(stage = index, kind, reason = %e, "pushdown declined; running on the client");
+                    // A cursor of the server-side path (from a resumed run) is not a scan
+                    // cursor: the client path starts over, which version scoping makes safe.
+                    pos.cursor = None;
                     return Ok(false);
                 }
                 Err(e) => return Err(store_err("updating entities in the store")(e)),

@@ -67,7 +67,16 @@ pub async fn update_in_place(store: &dyn Store) -> CheckResult {
 
     // Does the store run conditions and nested paths, or decline them?
     let probe = ns.kind("pushdown_probe");
-    put_all(store, &[entity(&probe, 0, 3, &[("cat", "x".into()), ("old", Value::Int(1))])]).await?;
+    put_all(
+        store,
+        &[entity(
+            &probe,
+            0,
+            3,
+            &[("cat", "x".into()), ("old", Value::Int(1))],
+        )],
+    )
+    .await?;
     let mut probe_request = request(None);
     probe_request.kind = probe.clone();
     let declined = match store.update_in_place(probe_request).await {
@@ -226,23 +235,50 @@ pub async fn update_in_place(store: &dyn Store) -> CheckResult {
 
 /// Unconditional top-level steps (set, rename, unset), which every store with
 /// `update_pushdown` runs: same results as the reference, in batches.
-pub async fn simple_steps(store: &dyn Store) -> CheckResult {
+pub(super) async fn simple_steps(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
     let kind = ns.kind("pushdown_simple");
     let steps = vec![
-        PushStep { conditions: vec![], op: PushOp::Set { path: vec!["likes".into()], value: Value::Int(0) } },
-        PushStep { conditions: vec![], op: PushOp::Rename { from: "text".into(), to: "content".into() } },
-        PushStep { conditions: vec![], op: PushOp::Unset { path: vec!["tmp".into()] } },
+        PushStep {
+            conditions: vec![],
+            op: PushOp::Set {
+                path: vec!["likes".into()],
+                value: Value::Int(0),
+            },
+        },
+        PushStep {
+            conditions: vec![],
+            op: PushOp::Rename {
+                from: "text".into(),
+                to: "content".into(),
+            },
+        },
+        PushStep {
+            conditions: vec![],
+            op: PushOp::Unset {
+                path: vec!["tmp".into()],
+            },
+        },
     ];
     let i = Value::Int;
     let entities = vec![
         entity(&kind, 0, 0, &[("text", "a".into()), ("tmp", i(1))]),
         entity(&kind, 1, 0, &[("likes", i(0)), ("content", "old".into())]),
-        entity(&kind, 2, 1, &[("text", "b".into()), ("content", "c".into())]),
+        entity(
+            &kind,
+            2,
+            1,
+            &[("text", "b".into()), ("content", "c".into())],
+        ),
         entity(&kind, 3, 2, &[("tmp", "t".into()), ("text", "kept".into())]),
         entity(&kind, 4, 3, &[("text", "done".into())]),
         entity(&kind, 5, 0, &[]),
-        entity(&kind, 6, 0, &[("text", Value::Array(vec![i(1), "x".into()]))]),
+        entity(
+            &kind,
+            6,
+            0,
+            &[("text", Value::Array(vec![i(1), "x".into()]))],
+        ),
     ];
     put_all(store, &entities).await?;
     let mut want = entities.clone();
@@ -258,7 +294,11 @@ pub async fn simple_steps(store: &dyn Store) -> CheckResult {
         limit: 2,
     };
     let (advanced, changed) = run_batches(store, &request).await?;
-    ensure_eq!((advanced, changed), (6, want_changed), "unconditional steps: advanced and changed per step");
+    ensure_eq!(
+        (advanced, changed),
+        (6, want_changed),
+        "unconditional steps: advanced and changed per step"
+    );
     ensure_eq!(
         scan_all(store, &kind, &Filter::all(), 100).await?,
         by_key(&want),
