@@ -23,6 +23,8 @@ pub struct CassBackend {
     base: String,
     /// `?options` kept from the URL (may be empty).
     query: String,
+    /// The container serving it, when the fixture started one.
+    _container: Option<Arc<testcontainers::ContainerAsync<testcontainers::GenericImage>>>,
 }
 
 impl CassBackend {
@@ -61,14 +63,11 @@ impl Backend for CassBackend {
 /// The reason the backend is skipped.
 pub async fn backend() -> Result<CassBackend, String> {
     let Some(url) = env(URL_VAR) else {
-        return Err(match env(IMAGE_VAR) {
-            Some(image) => format!(
-                "{IMAGE_VAR}={image} is set but this harness does not start Cassandra containers; \
-                 start the server (host networking, 127.0.0.1) and set {URL_VAR}"
-            ),
-            None => format!(
-                "{URL_VAR} is not set (scripts/servers.sh start cassandra; eval \"$(scripts/servers.sh env)\")"
-            ),
+        return container_backend().await.map_err(|reason| {
+            format!(
+                "{URL_VAR} is not set (scripts/servers.sh start cassandra; eval \"$(scripts/servers.sh env)\"), \
+                 and no container: {reason}"
+            )
         });
     };
     let (rest, query) = match url.split_once('?') {
@@ -82,5 +81,36 @@ pub async fn backend() -> Result<CassBackend, String> {
         }
         None => return Err(format!("{URL_VAR} is not a cassandra:// URL")),
     };
-    Ok(CassBackend { base, query })
+    Ok(CassBackend {
+        base,
+        query,
+        _container: None,
+    })
+}
+
+/// The default image of the container path (used only if it is present locally).
+pub const DEFAULT_IMAGE: &str = "cassandra:5";
+
+/// A real Cassandra (or ScyllaDB, by `TERN_IT_CASSANDRA_IMAGE`) in a container
+/// with host networking, its CQL port moved to a free port of 127.0.0.1.
+async fn container_backend() -> Result<CassBackend, String> {
+    let image = env(IMAGE_VAR).unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+    let port = crate::common::free_port()?;
+    let cmd: Vec<String> = vec![
+        "cassandra".to_owned(),
+        "-f".to_owned(),
+        format!("-Dcassandra.native_transport_port={port}"),
+        "-Dcassandra.skip_wait_for_gossip_to_settle=0".to_owned(),
+    ];
+    let container = crate::common::start_host_network_container(
+        &image,
+        &cmd,
+        "Starting listening for CQL clients",
+    )
+    .await?;
+    Ok(CassBackend {
+        base: format!("cassandra://127.0.0.1:{port}"),
+        query: String::new(),
+        _container: Some(Arc::new(container)),
+    })
 }

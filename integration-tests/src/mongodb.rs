@@ -14,6 +14,8 @@ use crate::common;
 pub struct MongoBackend {
     /// The server URL without a database (`mongodb://127.0.0.1:27017`).
     base: String,
+    /// The container serving it, when the fixture started one.
+    _container: Option<Arc<testcontainers::ContainerAsync<testcontainers::GenericImage>>>,
 }
 
 impl MongoBackend {
@@ -56,16 +58,44 @@ impl Backend for MongoBackend {
     }
 }
 
-/// The mongodb backend, or why it is not available here.
+/// The default image of the container path (used only if it is present locally).
+pub const DEFAULT_IMAGE: &str = "mongo:8";
+
+/// The mongodb backend: the server at `TERN_IT_MONGODB_URL`; else a container
+/// of `TERN_IT_MONGODB_IMAGE` (default `mongo:8`) with host networking on a free
+/// port of 127.0.0.1; else the reason it is not available here.
 ///
 /// # Errors
-/// The reason the backend is skipped (no `TERN_IT_MONGODB_URL`).
+/// The reason the backend is skipped.
 pub async fn backend() -> Result<MongoBackend, String> {
-    match common::env("TERN_IT_MONGODB_URL") {
-        Some(base) => Ok(MongoBackend { base }),
-        None => Err(
-            "TERN_IT_MONGODB_URL is not set (start a server: scripts/servers.sh start mongodb; eval \"$(scripts/servers.sh env)\")"
-                .to_owned(),
-        ),
+    if let Some(base) = common::env("TERN_IT_MONGODB_URL") {
+        return Ok(MongoBackend {
+            base,
+            _container: None,
+        });
     }
+    let image = common::env("TERN_IT_MONGODB_IMAGE").unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+    let port = common::free_port()?;
+    let cmd: Vec<String> = [
+        "mongod",
+        "--bind_ip",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let container = common::start_host_network_container(&image, &cmd, "Waiting for connections")
+        .await
+        .map_err(|reason| {
+            format!(
+                "TERN_IT_MONGODB_URL is not set (scripts/servers.sh start mongodb; eval \"$(scripts/servers.sh env)\"), \
+                 and no container: {reason}"
+            )
+        })?;
+    Ok(MongoBackend {
+        base: format!("mongodb://127.0.0.1:{port}/?directConnection=true"),
+        _container: Some(Arc::new(container)),
+    })
 }
