@@ -609,7 +609,20 @@ pub async fn a_runner_whose_lease_was_taken_over_stops_without_writing(backend: 
         },
     );
     let a_run = tokio::spawn(async move { a.up(None).await });
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // B starts once A holds the lease and has checkpointed (however slow the store).
+    let mut a_started = false;
+    for _ in 0..400 {
+        let doc = crate::migrate::state::load(store.as_ref())
+            .await
+            .unwrap()
+            .doc;
+        if doc.lease.is_some() && doc.running.as_ref().is_some_and(|r| r.checkpoints > 0) {
+            a_started = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(a_started, "runner A took the lease and wrote a checkpoint");
     let rb = b.up(None).await;
     let ra = a_run.await.unwrap();
     assert!(matches!(ra, Err(MigrateError::LeaseLost { .. })), "{ra:?}");
