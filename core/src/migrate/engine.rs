@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::error::{MigrateError, Result};
 use super::lease::{Lease, LeaseOptions};
 use super::overlay::{Change, OverlayStore};
-use super::plan::{self, Plan, Stage, Step};
+use super::plan::{self, Plan, Stage};
 use super::progress::{CancelFlag, FaultHook, NoProgress, Progress};
 use super::run::{Position, RunOptions, Runner};
 use super::source::{Migration, MigrationSet};
@@ -489,8 +489,7 @@ impl Migrator {
         while stage_index < plan.stages.len() {
             let stage = &plan.stages[stage_index];
             // Entities written late (old versions) must catch up before a stage that reads them.
-            self.catch_up_before(&runner, stage, &plan, &mut total)
-                .await?;
+            self.catch_up_before(&runner, stage, &mut total).await?;
             let estimate = if self.run.count_totals {
                 self.estimate(store.as_ref(), stage).await?
             } else {
@@ -650,7 +649,6 @@ impl Migrator {
         &self,
         runner: &Runner<'_>,
         stage: &Stage,
-        plan: &Plan,
         total: &mut RunCounts,
     ) -> Result<()> {
         let needs: Vec<(String, Version)> = match stage {
@@ -668,7 +666,6 @@ impl Migrator {
             }
             Stage::RenameKind { .. } => vec![],
         };
-        let _ = plan;
         for (kind, version) in needs {
             if version == 0 {
                 continue;
@@ -683,8 +680,8 @@ impl Migrator {
         let mut swept = 0u64;
         let mut cursor = None;
         loop {
-            let page = self
-                .store_for(runner)
+            let page = runner
+                .store
                 .scan(
                     kind,
                     ScanRequest {
@@ -738,10 +735,6 @@ impl Migrator {
             ));
         }
         Ok(swept)
-    }
-
-    fn store_for<'r>(&self, runner: &'r Runner<'_>) -> &'r dyn Store {
-        runner.store
     }
 
     /// Proves that no entity of the migration's kinds is below its target, sweeping late ones.
@@ -870,6 +863,3 @@ struct DryStages {
     previews: Vec<StagePreview>,
     conflicts: Vec<String>,
 }
-
-#[allow(dead_code)]
-fn _steps_used(_: &[Step]) {}

@@ -190,7 +190,7 @@ impl Runner<'_> {
                 text,
             } => {
                 if pos.phase == 0 {
-                    self.run_transfer_targets(index, transfer, *is_move, *target_from, text, pos)
+                    self.run_transfer_targets(index, transfer, *target_from, text, pos)
                         .await?;
                     pos.phase = 1;
                     pos.cursor = None;
@@ -467,12 +467,10 @@ impl Runner<'_> {
         &self,
         index: usize,
         transfer: &Transfer,
-        is_move: bool,
         target_from: Version,
         text: &str,
         pos: &mut Position,
     ) -> Result<()> {
-        let _ = is_move;
         self.batched(
             index,
             &transfer.to_kind,
