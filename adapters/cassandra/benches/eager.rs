@@ -9,52 +9,15 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::StreamExt;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::response::PagingState;
-use tern_core::migrate::{LeaseOptions, Migration, MigrationSet, Migrator, RunOptions};
-use tern_core::model::{Entity, Key, Map, Value};
-use tern_core::store::{Store, Write};
+use tern_core::testing::bench::{self, BenchArgs, Ratios, TEXT};
 
-const SCRIPT: &str = "add blogpost.likes = 0\nrename blogpost.text to content\n";
-const TEXT: &str = "NoSQL databases are often schema-less; their data is not.";
 const CONCURRENCY: usize = 32;
-
-struct Args {
-    entities: usize,
-    batch: usize,
-    rounds: usize,
-    lwt_loop: bool,
-}
-
-fn args() -> Args {
-    let mut a = Args {
-        entities: 100_000,
-        batch: 1000,
-        rounds: 3,
-        lwt_loop: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut num = |name: &str| -> usize {
-            it.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{name} needs a number"))
-        };
-        match arg.as_str() {
-            "--entities" => a.entities = num("--entities"),
-            "--batch" => a.batch = num("--batch"),
-            "--rounds" => a.rounds = num("--rounds"),
-            // The hand loop guards each update with `IF text = ?` (an LWT), like tern's CAS.
-            "--lwt-loop" => a.lwt_loop = true,
-            _ => {}
-        }
-    }
-    a
-}
 
 /// `host:port` of the server: `TERN_IT_CASSANDRA_URL`'s, or an in-process tern-cql-server on
 /// its own runtime (its own threads, as a separate process would have).
@@ -87,21 +50,6 @@ async fn session(addr: &str) -> Session {
         .build()
         .await
         .expect("session")
-}
-
-fn entity(i: usize) -> Entity {
-    let mut v = Map::new();
-    v.insert("title".into(), Value::from(format!("post number {i}")));
-    v.insert("text".into(), Value::from(TEXT));
-    v.insert("author".into(), Value::from(format!("user{}", i % 1000)));
-    Entity::new(Key::new("blogpost", i as i64).unwrap(), v)
-}
-
-async fn load_tern(store: &dyn Store, n: usize) {
-    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
-        let writes = chunk.iter().map(|&i| Write::Put(entity(i))).collect();
-        store.write_batch(writes).await.expect("load");
-    }
 }
 
 /// The hand loop's table: native columns, `likes` and `content` already there (the test server
@@ -213,36 +161,18 @@ async fn hand_loop(s: &Session, ks: &str, batch: usize, lwt: bool) -> u64 {
     }
 }
 
-async fn tern_up(store: Arc<dyn Store>, batch: usize) -> u64 {
-    let mut set = MigrationSet::new();
-    set.add(Migration::from_script(1, "release2", "0001_release2.tern", SCRIPT).expect("script"))
-        .expect("add");
-    let report = Migrator::new(store, set)
-        .with_run_options(RunOptions {
-            batch_size: batch,
-            ..RunOptions::default()
-        })
-        .with_lease_options(LeaseOptions::default())
-        .up(None)
-        .await
-        .expect("tern up");
-    report.applied[0].counts.processed
-}
-
-fn rate(n: u64, d: Duration) -> f64 {
-    n as f64 / d.as_secs_f64()
-}
-
 #[tokio::main]
 async fn main() {
-    let a = args();
+    let a = BenchArgs::parse(100_000, 3);
+    // The hand loop guards each update with `IF text = ?` (an LWT), like tern's CAS.
+    let lwt_loop = a.flag("--lwt-loop");
     let addr = server();
     println!(
         "eager add+rename, cassandra at {addr}, {} entities, batch {}, {} round(s), hand loop {}",
         a.entities,
         a.batch,
         a.rounds,
-        if a.lwt_loop {
+        if lwt_loop {
             "with LWT"
         } else {
             "plain updates"
@@ -250,7 +180,7 @@ async fn main() {
     );
     let loop_session = session(&addr).await;
     let run = std::process::id();
-    let mut ratios = Vec::new();
+    let mut ratios = Ratios::new("loop");
     for round in 0..a.rounds {
         let loop_ks = format!("bench_loop_{run}_{round}");
         let tern_store =
@@ -259,45 +189,24 @@ async fn main() {
                 .expect("open");
         let t = Instant::now();
         load_native(&loop_session, &loop_ks, a.entities).await;
-        load_tern(tern_store.as_ref(), a.entities).await;
+        bench::load(tern_store.as_ref(), a.entities)
+            .await
+            .expect("load");
         println!(
             "round {}: loaded both in {:.1}s",
             round + 1,
             t.elapsed().as_secs_f64()
         );
-        let (loop_time, tern_time, n_loop, n_tern);
-        if round % 2 == 0 {
-            let t = Instant::now();
-            n_loop = hand_loop(&loop_session, &loop_ks, a.batch, a.lwt_loop).await;
-            loop_time = t.elapsed();
-            let t = Instant::now();
-            n_tern = tern_up(Arc::clone(&tern_store), a.batch).await;
-            tern_time = t.elapsed();
-        } else {
-            let t = Instant::now();
-            n_tern = tern_up(Arc::clone(&tern_store), a.batch).await;
-            tern_time = t.elapsed();
-            let t = Instant::now();
-            n_loop = hand_loop(&loop_session, &loop_ks, a.batch, a.lwt_loop).await;
-            loop_time = t.elapsed();
-        }
+        let ((n_loop, t_loop), (n_tern, t_tern)) = bench::in_turn(
+            round,
+            hand_loop(&loop_session, &loop_ks, a.batch, lwt_loop),
+            bench::tern_up(Arc::clone(&tern_store), a.batch, a.pushdown),
+        )
+        .await;
+        let n_tern = n_tern.expect("tern up");
         assert_eq!(n_loop as usize, a.entities);
         assert_eq!(n_tern as usize, a.entities);
-        let ratio = tern_time.as_secs_f64() / loop_time.as_secs_f64();
-        ratios.push(ratio);
-        println!(
-            "round {}: hand loop {:>7.2}s ({:>8.0}/s)   tern up {:>7.2}s ({:>8.0}/s)   tern/loop {:.3}",
-            round + 1,
-            loop_time.as_secs_f64(),
-            rate(n_loop, loop_time),
-            tern_time.as_secs_f64(),
-            rate(n_tern, tern_time),
-            ratio
-        );
+        ratios.record(round, (n_loop, t_loop), (n_tern, t_tern));
     }
-    ratios.sort_by(f64::total_cmp);
-    println!(
-        "median tern/loop time ratio: {:.3}",
-        ratios[ratios.len() / 2]
-    );
+    ratios.finish();
 }

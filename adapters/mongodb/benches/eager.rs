@@ -16,48 +16,13 @@
 
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used, missing_docs)] // a benchmark: fail loudly
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use mongodb::bson::{Document, doc};
 use mongodb::options::ReplaceOneModel;
 use mongodb::{Client, Collection};
-use tern_core::migrate::{LeaseOptions, Migration, MigrationSet, Migrator, RunOptions};
-
-const SCRIPT: &str = "add blogpost.likes = 0\nrename blogpost.text to content\n";
-
-struct Args {
-    url: String,
-    entities: usize,
-    batch: usize,
-    migrate_mongo: Option<String>,
-}
-
-fn args() -> Args {
-    let mut a = Args {
-        url: std::env::var("TERN_BENCH_MONGODB_URL")
-            .unwrap_or_else(|_| "mongodb://127.0.0.1:27017".to_owned()),
-        entities: 1_000_000,
-        batch: 1000,
-        migrate_mongo: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--entities" => {
-                a.entities = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--entities N")
-            }
-            "--batch" => a.batch = it.next().and_then(|v| v.parse().ok()).expect("--batch N"),
-            "--migrate-mongo" => a.migrate_mongo = it.next(),
-            _ => {}
-        }
-    }
-    a
-}
+use tern_core::testing::bench::{self, BenchArgs, TEXT};
 
 async fn load(coll: &Collection<Document>, n: usize) {
     let _ = coll.drop().await;
@@ -66,7 +31,7 @@ async fn load(coll: &Collection<Document>, n: usize) {
         batch.push(doc! {
             "_id": i as i64,
             "title": format!("post number {i}"),
-            "text": "NoSQL databases are often schema-less; their data is not.",
+            "text": TEXT,
             "author": format!("user{}", i % 1000),
         });
         if batch.len() == 10_000 {
@@ -134,19 +99,9 @@ async fn hand_loop(client: &Client, coll: &Collection<Document>, batch: usize) {
     }
 }
 
-async fn tern_up(url: &str, batch: usize) {
+async fn tern_up(url: &str, batch: usize, pushdown: bool) {
     let store = tern_mongodb::open(url).await.expect("open");
-    let mut set = MigrationSet::new();
-    set.add(Migration::from_script(1, "release2", "0001_release2.tern", SCRIPT).expect("script"))
-        .expect("add");
-    Migrator::new(Arc::clone(&store), set)
-        .with_run_options(RunOptions {
-            batch_size: batch,
-            pushdown: true,
-            ..RunOptions::default()
-        })
-        .with_lease_options(LeaseOptions::default())
-        .up(None)
+    bench::tern_up(store, batch, pushdown)
         .await
         .expect("tern up");
 }
@@ -185,8 +140,11 @@ fn secs(d: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let a = args();
-    let client = Client::with_uri_str(&a.url).await.expect("connect");
+    let a = BenchArgs::parse(1_000_000, 1);
+    let url = std::env::var("TERN_BENCH_MONGODB_URL")
+        .unwrap_or_else(|_| "mongodb://127.0.0.1:27017".to_owned());
+    let migrate_mongo_bin = a.value("--migrate-mongo").map(str::to_owned);
+    let client = Client::with_uri_str(&url).await.expect("connect");
     let hello = client
         .database("admin")
         .run_command(doc! { "buildInfo": 1 })
@@ -195,7 +153,7 @@ async fn main() {
         .unwrap_or_else(|_| "?".to_owned());
     println!(
         "eager add+rename, {} documents, batch {}, server {} (reports version {hello})",
-        a.entities, a.batch, a.url
+        a.entities, a.batch, url
     );
     let run = std::process::id();
     let mut results: Vec<(&str, Duration)> = Vec::new();
@@ -205,7 +163,7 @@ async fn main() {
             "tern up (pushdown)",
             "hand loop (cursor + bulkWrite)",
         ];
-        if a.migrate_mongo.is_some() {
+        if migrate_mongo_bin.is_some() {
             c.push("migrate-mongo (updateMany)");
         }
         c
@@ -220,13 +178,14 @@ async fn main() {
             0 => floor(&coll).await,
             1 => {
                 tern_up(
-                    &format!("{}/{db_name}", a.url.trim_end_matches('/')),
+                    &format!("{}/{db_name}", url.trim_end_matches('/')),
                     a.batch,
+                    a.pushdown,
                 )
                 .await
             }
             2 => hand_loop(&client, &coll, a.batch).await,
-            _ => migrate_mongo(a.migrate_mongo.as_deref().unwrap_or(""), &a.url, &db_name),
+            _ => migrate_mongo(migrate_mongo_bin.as_deref().unwrap_or(""), &url, &db_name),
         }
         let took = t.elapsed();
         check(&coll, a.entities).await;

@@ -14,42 +14,8 @@
 #![allow(clippy::expect_used, clippy::panic, missing_docs)] // a benchmark: fail loudly
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use tern_core::migrate::{LeaseOptions, Migration, MigrationSet, Migrator, RunOptions};
-use tern_core::model::{Entity, Key, Map, Value};
-use tern_core::store::{Store, Write};
-
-const SCRIPT: &str = "add blogpost.likes = 0\nrename blogpost.text to content\n";
-
-struct Args {
-    entities: usize,
-    batch: usize,
-    rounds: usize,
-}
-
-fn args() -> Args {
-    let mut a = Args {
-        entities: 1_000_000,
-        batch: 1000,
-        rounds: 1,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut num = |name: &str| -> usize {
-            it.next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("{name} needs a number"))
-        };
-        match arg.as_str() {
-            "--entities" => a.entities = num("--entities"),
-            "--batch" => a.batch = num("--batch"),
-            "--rounds" => a.rounds = num("--rounds"),
-            _ => {}
-        }
-    }
-    a
-}
+use tern_core::testing::bench::{self, BenchArgs, Ratios};
 
 fn base_url() -> String {
     let url = std::env::var("TERN_BENCH_REDIS_URL")
@@ -73,35 +39,6 @@ async fn flush(url: &str) {
         .query_async(&mut conn)
         .await
         .expect("flushdb");
-}
-
-async fn load(store: &dyn Store, n: usize) {
-    let mut batch = Vec::with_capacity(5_000);
-    for i in 0..n {
-        let mut v = Map::new();
-        v.insert("title".into(), Value::from(format!("post number {i}")));
-        v.insert(
-            "text".into(),
-            Value::from("NoSQL databases are often schema-less; their data is not."),
-        );
-        v.insert("author".into(), Value::from(format!("user{}", i % 1000)));
-        batch.push(Write::Put(Entity::new(
-            Key {
-                kind: "blogpost".into(),
-                id: Value::Int(i as i64),
-            },
-            v,
-        )));
-        if batch.len() == 5_000 {
-            store
-                .write_batch(std::mem::take(&mut batch))
-                .await
-                .expect("load");
-        }
-    }
-    if !batch.is_empty() {
-        store.write_batch(batch).await.expect("load");
-    }
 }
 
 /// The baseline: SCAN a step of keys, pipeline HGET of `text`, then pipeline
@@ -156,57 +93,40 @@ async fn hand_loop(url: &str, batch: usize) -> u64 {
     }
 }
 
-async fn tern_up(store: Arc<dyn Store>, batch: usize) -> u64 {
-    let mut set = MigrationSet::new();
-    set.add(Migration::from_script(1, "release2", "0001_release2.tern", SCRIPT).expect("script"))
-        .expect("add");
-    let report = Migrator::new(store, set)
-        .with_run_options(RunOptions {
-            batch_size: batch,
-            ..RunOptions::default()
-        })
-        .with_lease_options(LeaseOptions::default())
-        .up(None)
-        .await
-        .expect("tern up");
-    report.applied[0].counts.processed
-}
-
-fn rate(n: u64, d: Duration) -> f64 {
-    n as f64 / d.as_secs_f64()
-}
-
 #[tokio::main]
 async fn main() {
-    let a = args();
+    let a = BenchArgs::parse(1_000_000, 1);
     let base = base_url();
     let (tern_url, loop_url) = (format!("{base}/14"), format!("{base}/15"));
     println!(
-        "eager add+rename, redis hashes, {} entities, batch {}, {} round(s)",
-        a.entities, a.batch, a.rounds
+        "eager add+rename, redis hashes, {} entities, batch {}, {} round(s), tern pushdown {}",
+        a.entities, a.batch, a.rounds, a.pushdown
     );
+    let mut ratios = Ratios::new("loop");
     for round in 0..a.rounds {
         flush(&tern_url).await;
         flush(&loop_url).await;
         let tern_store = tern_redis::open(&tern_url).await.expect("open");
         let loop_store = tern_redis::open(&loop_url).await.expect("open");
-        load(tern_store.as_ref(), a.entities).await;
-        load(loop_store.as_ref(), a.entities).await;
-
-        let started = Instant::now();
-        let n_loop = hand_loop(&loop_url, a.batch).await;
-        let t_loop = started.elapsed();
-        let started = Instant::now();
-        let n_tern = tern_up(Arc::clone(&tern_store), a.batch).await;
-        let t_tern = started.elapsed();
-        assert_eq!(n_tern as usize, a.entities, "tern migrated every entity");
-        println!(
-            "round {round}: hand loop {n_loop} keys in {:.2?} ({:.0}/s); tern up {n_tern} in {:.2?} ({:.0}/s); tern/loop {:.2}",
-            t_loop,
-            rate(n_loop, t_loop),
-            t_tern,
-            rate(n_tern, t_tern),
-            t_tern.as_secs_f64() / t_loop.as_secs_f64()
+        bench::load(tern_store.as_ref(), a.entities)
+            .await
+            .expect("load");
+        bench::load(loop_store.as_ref(), a.entities)
+            .await
+            .expect("load");
+        let ((n_loop, t_loop), (n_tern, t_tern)) = bench::in_turn(
+            round,
+            hand_loop(&loop_url, a.batch),
+            bench::tern_up(Arc::clone(&tern_store), a.batch, a.pushdown),
+        )
+        .await;
+        let n_tern = n_tern.expect("tern up");
+        assert_eq!(
+            n_loop as usize, a.entities,
+            "the loop migrated every entity"
         );
+        assert_eq!(n_tern as usize, a.entities, "tern migrated every entity");
+        ratios.record(round, (n_loop, t_loop), (n_tern, t_tern));
     }
+    ratios.finish();
 }
