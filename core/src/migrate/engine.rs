@@ -505,6 +505,11 @@ impl Migrator {
             );
             let before = pos.counts;
             pos.stage_base = pos.counts.processed;
+            // Fixed-schema stores add the columns the stage writes (idempotent: also on resume).
+            store
+                .prepare_schema(&plan::schema_changes(stage))
+                .await
+                .map_err(MigrateError::store("preparing the schema for a stage"))?;
             runner.run_stage(stage_index, stage, &mut pos).await?;
             let mut stage_counts = pos.counts;
             stage_counts.processed -= before.processed;
@@ -546,6 +551,16 @@ impl Migrator {
         // The census: no entity of any written kind may be left below its target.
         let swept = self.census_and_sweep(&runner, &plan).await?;
         total.swept += swept;
+        // Every entity is at its target: fixed-schema stores may drop emptied columns. The data
+        // migration is complete either way, so a failure here is a warning, not an error.
+        let changes: Vec<_> = plan.stages.iter().flat_map(plan::schema_changes).collect();
+        if let Err(e) = store.finish_schema(&changes).await {
+            tracing::warn!(migration = m.id, error = %e, "could not finish the schema change (emptied columns stay)");
+            progress.note(&format!(
+                "migration {}: emptied columns were not dropped: {e}",
+                m.id
+            ));
+        }
         if let Ok(mut c) = runner.conflicts.lock() {
             dry_stages.conflicts.append(&mut c);
         }

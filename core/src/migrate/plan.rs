@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use super::source::{Body, EntityMigration, Migration, MigrationSet};
 use crate::lang::{Statement, Transfer};
-use crate::model::Version;
+use crate::model::{Map, Value, Version};
+use crate::store::SchemaChange;
 
 /// What one version step does to an entity of its kind.
 #[derive(Clone)]
@@ -129,6 +130,87 @@ impl Stage {
             _ => 1,
         }
     }
+}
+
+/// The property changes of a stage, for stores with a fixed schema
+/// ([`crate::store::Store::prepare_schema`], [`crate::store::Store::finish_schema`]).
+///
+/// Nested renames and deletes change no top-level property and give nothing; a nested `add`
+/// gives the top-level property holding the nested literal; code steps give only
+/// [`SchemaChange::Versioned`] (what they write is not known in advance).
+pub fn schema_changes(stage: &Stage) -> Vec<SchemaChange> {
+    let mut out = Vec::new();
+    let mut push = |change: SchemaChange| {
+        if !out.contains(&change) {
+            out.push(change);
+        }
+    };
+    match stage {
+        Stage::Local { kind, steps, .. } => {
+            push(SchemaChange::Versioned { kind: kind.clone() });
+            for step in steps {
+                let StepOp::Local(statement) = &step.op else {
+                    continue;
+                };
+                match statement {
+                    Statement::Add { prop, value, .. } => {
+                        let mut value = value.clone();
+                        for name in prop.path.iter().skip(1).rev() {
+                            let mut map = Map::new();
+                            map.insert(name.clone(), value);
+                            value = Value::Map(map);
+                        }
+                        push(SchemaChange::Add {
+                            kind: prop.kind.clone(),
+                            name: prop.name().to_owned(),
+                            value,
+                        });
+                    }
+                    Statement::Delete { prop, .. } if prop.is_top_level() => {
+                        push(SchemaChange::Remove {
+                            kind: prop.kind.clone(),
+                            name: prop.name().to_owned(),
+                        });
+                    }
+                    Statement::Rename { prop, to, .. } if prop.is_top_level() => {
+                        push(SchemaChange::Rename {
+                            kind: prop.kind.clone(),
+                            from: prop.name().to_owned(),
+                            to: to.clone(),
+                        });
+                        push(SchemaChange::Remove {
+                            kind: prop.kind.clone(),
+                            name: prop.name().to_owned(),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Stage::Transfer {
+            transfer, is_move, ..
+        } => {
+            push(SchemaChange::Versioned {
+                kind: transfer.to_kind.clone(),
+            });
+            push(SchemaChange::Transfer {
+                source: transfer.prop.kind.clone(),
+                target: transfer.to_kind.clone(),
+                name: transfer.prop.name().to_owned(),
+            });
+            if *is_move {
+                push(SchemaChange::Versioned {
+                    kind: transfer.prop.kind.clone(),
+                });
+                push(SchemaChange::Remove {
+                    kind: transfer.prop.kind.clone(),
+                    name: transfer.prop.name().to_owned(),
+                });
+            }
+        }
+        Stage::RenameKind { .. } => {}
+    }
+    out
 }
 
 /// The plan of one migration.
@@ -297,6 +379,66 @@ mod tests {
         assert_eq!(d[3], "user: v1 -> v2 (1 step(s))");
         assert_eq!(p.targets.get("blogpost"), Some(&3));
         assert_eq!(p.targets.get("user"), Some(&2));
+    }
+
+    #[test]
+    fn schema_changes_name_the_columns_each_stage_adds_and_empties() {
+        let mig = m(
+            1,
+            "add blogpost.likes = 0\nadd blogpost.meta.a.b = \"x\"\nrename blogpost.text to content\n\
+             delete blogpost.meta.a\nmove user.url to blogpost where user.name = blogpost.author",
+        );
+        let p = plan(&mig, &BTreeMap::new());
+        let bp = |s: &str| s.to_owned();
+        let mut nested = Map::new();
+        nested.insert("b".to_owned(), Value::from("x"));
+        let mut meta = Map::new();
+        meta.insert("a".to_owned(), Value::Map(nested));
+        assert_eq!(
+            schema_changes(&p.stages[0]),
+            vec![
+                SchemaChange::Versioned {
+                    kind: bp("blogpost")
+                },
+                SchemaChange::Add {
+                    kind: bp("blogpost"),
+                    name: bp("likes"),
+                    value: Value::Int(0)
+                },
+                SchemaChange::Add {
+                    kind: bp("blogpost"),
+                    name: bp("meta"),
+                    value: Value::Map(meta)
+                },
+                SchemaChange::Rename {
+                    kind: bp("blogpost"),
+                    from: bp("text"),
+                    to: bp("content")
+                },
+                SchemaChange::Remove {
+                    kind: bp("blogpost"),
+                    name: bp("text")
+                },
+            ]
+        );
+        assert_eq!(
+            schema_changes(&p.stages[1]),
+            vec![
+                SchemaChange::Versioned {
+                    kind: bp("blogpost")
+                },
+                SchemaChange::Transfer {
+                    source: bp("user"),
+                    target: bp("blogpost"),
+                    name: bp("url")
+                },
+                SchemaChange::Versioned { kind: bp("user") },
+                SchemaChange::Remove {
+                    kind: bp("user"),
+                    name: bp("url")
+                },
+            ]
+        );
     }
 
     #[test]

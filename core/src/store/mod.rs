@@ -241,6 +241,56 @@ pub struct PushdownPage {
     pub cursor: Option<Cursor>,
 }
 
+/// How a stage changes the top-level properties of kinds: what a store with a fixed schema
+/// (Cassandra tables with native columns) needs to know to add columns before the stage
+/// ([`Store::prepare_schema`]) and to drop emptied ones after the census
+/// ([`Store::finish_schema`]). Schema-less stores ignore it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SchemaChange {
+    /// The stage writes entities of `kind` (and so their versions).
+    Versioned {
+        /// The kind.
+        kind: String,
+    },
+    /// `add kind.name = value`: entities get `name`, holding `value` (for a nested
+    /// `add kind.name.x = v`, `value` is the map `{x: v}`).
+    Add {
+        /// The kind.
+        kind: String,
+        /// The top-level property.
+        name: String,
+        /// A value it will hold (the statement's literal).
+        value: Value,
+    },
+    /// `rename kind.from to to`: `to` takes the values of `from`.
+    Rename {
+        /// The kind.
+        kind: String,
+        /// The old name.
+        from: String,
+        /// The new name.
+        to: String,
+    },
+    /// A move or copy: entities of `target` get property `name`, valued like `source.name`.
+    Transfer {
+        /// The source kind.
+        source: String,
+        /// The target kind.
+        target: String,
+        /// The property.
+        name: String,
+    },
+    /// `delete kind.name`, the old name of a rename, the source property of a move: once
+    /// every entity of `kind` has passed the step, no entity needs `name` any more (unless
+    /// a later step or another writer sets it again).
+    Remove {
+        /// The kind.
+        kind: String,
+        /// The top-level property.
+        name: String,
+    },
+}
+
 /// A store of entities: MongoDB, Redis, Cassandra, the embedded store, ...
 ///
 /// See the module documentation for the contract.
@@ -288,6 +338,23 @@ pub trait Store: Send + Sync + Debug + 'static {
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
         let _ = request;
         Err(Error::unsupported(self.info().scheme, "update_in_place"))
+    }
+
+    /// Prepares the schema for a stage that makes `changes` (e.g. `ALTER TABLE ... ADD` for
+    /// the columns it will write). Called by the engine before every stage, also when
+    /// resuming, so it must be idempotent. Schema-less stores keep the default: nothing.
+    async fn prepare_schema(&self, changes: &[SchemaChange]) -> Result<()> {
+        let _ = changes;
+        Ok(())
+    }
+
+    /// Called once a migration's census has proved every entity of its kinds at their target
+    /// versions, with all the migration's `changes`: a fixed-schema store may drop what no
+    /// entity needs any more. Idempotent. The engine reports a failure as a warning (the
+    /// data migration is complete). Default: nothing.
+    async fn finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {
+        let _ = changes;
+        Ok(())
     }
 
     /// The current time in milliseconds since the Unix epoch: the server's clock
