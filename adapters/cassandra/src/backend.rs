@@ -1,67 +1,85 @@
-//! [`CassStore`]: the [`Store`] implementation, its capability and its tables.
+//! [`CassStore`]: the [`Store`] implementation, its capability, and which layout each kind's
+//! table has.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use scylla::response::{PagingState, PagingStateResponse};
-use tern_core::model::Entity;
-use tern_core::model::Key;
+use scylla::response::PagingState;
+use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, Result, ScanPage, ScanRequest, Store,
-    StoreInfo, Write, WriteOutcome, check_writes, local_now_millis,
+    Capability, Error, ErrorKind, MetaCas, MetaEntry, Result, ScanPage, ScanRequest, SchemaChange,
+    Store, StoreInfo, Write, WriteOutcome, check_writes, local_now_millis,
 };
 
-use crate::config::{CASSANDRA_SCHEME, CassConfig, is_plain_identifier};
-use crate::core::{
-    CassCore, Retry, decode_doc, encode_doc, execution_error, id_text, is_invalid_request,
-};
+use crate::config::{CASSANDRA_SCHEME, CassConfig, NativeTables, is_plain_identifier};
+use crate::core::{CassCore, LwtOutcome, RETRIES, Retry, backoff, execution_error};
+use crate::resolve::{self, Resolution};
+use crate::schema::TableSchema;
 
 /// The metadata table (never a kind).
 pub(crate) const META_TABLE: &str = "tern_meta";
-/// The registry of the kinds tern created tables for (never a kind).
+/// The registry of the kinds tern created document tables for (never a kind).
 pub(crate) const KINDS_TABLE: &str = "tern_kinds";
-/// The prefix of the cursors this adapter makes (format version 1): `c1.<hex of the paging state>`.
-const CURSOR_PREFIX: &str = "c1.";
-/// The largest page a scan asks for.
-const MAX_PAGE: usize = 5000;
-/// The most rows one scan call reads while looking for entities that pass its filter.
-const MAX_ROWS_PER_CALL: usize = 20_000;
+/// The registry of the JSON text columns of native tables (never a kind).
+pub(crate) const JSON_COLUMNS_TABLE: &str = "tern_json_columns";
 
 /// A Cassandra or ScyllaDB keyspace as a tern store. See the crate docs for the mapping.
 #[derive(Debug, Clone)]
 pub struct CassStore {
-    core: Arc<CassCore>,
-    /// Tables known to exist (created or found in the registry by this process).
-    tables: Arc<Mutex<HashSet<String>>>,
+    pub(crate) core: Arc<CassCore>,
+    /// Document tables known to exist (created or found in the registry by this process).
+    pub(crate) tables: Arc<Mutex<HashSet<String>>>,
+    /// Schemas of native tables, as last read from `system_schema`.
+    pub(crate) schemas: Arc<Mutex<HashMap<String, Arc<TableSchema>>>>,
     server_clock: bool,
+    /// Whether the cluster runs `WHERE token(pk) >= ?` (the fallback of refused paging states).
+    pub(crate) token_ranges: bool,
+}
+
+/// How the table of a kind stores entities.
+#[derive(Debug, Clone)]
+pub(crate) enum Layout {
+    /// `(id text PRIMARY KEY, tern_version bigint, doc blob)`, created by tern.
+    Document,
+    /// One column per property.
+    Native(Arc<TableSchema>),
+    /// No table yet. `native`: the URL names it native, so tern must not create a document
+    /// table for it.
+    Missing {
+        /// Named by `native=`.
+        native: bool,
+    },
 }
 
 /// The table of `kind`.
-fn table_of(kind: &str) -> Result<&str> {
-    if is_plain_identifier(kind) && kind != META_TABLE && kind != KINDS_TABLE {
+pub(crate) fn table_of(kind: &str) -> Result<&str> {
+    if is_plain_identifier(kind) && ![META_TABLE, KINDS_TABLE, JSON_COLUMNS_TABLE].contains(&kind) {
         Ok(kind)
     } else {
         Err(Error::new(
             ErrorKind::Unsupported,
             format!(
                 "kind {kind:?} cannot be a Cassandra table: use a lowercase letter followed by \
-                 lowercase letters, digits or _ (at most 48), other than {META_TABLE} and {KINDS_TABLE}"
+                 lowercase letters, digits or _ (at most 48), other than {META_TABLE}, \
+                 {KINDS_TABLE} and {JSON_COLUMNS_TABLE}"
             ),
         ))
     }
 }
 
-fn bad_cursor(cursor: &Cursor) -> Error {
-    Error::new(
-        ErrorKind::InvalidCursor,
-        format!("cursor {:?} is not one this store made", cursor.0),
-    )
+fn applied(ok: bool) -> WriteOutcome {
+    if ok {
+        WriteOutcome::Applied
+    } else {
+        WriteOutcome::Conflict
+    }
 }
 
 impl CassStore {
-    /// Connects, creates the keyspace and tern's own tables when missing, and checks the clock.
+    /// Connects, creates the keyspace and tern's own tables when missing, and checks what the
+    /// cluster supports (its clock, token-range queries).
     ///
     /// # Errors
     /// An unreachable cluster ([`ErrorKind::Unavailable`]), an invalid URL
@@ -83,17 +101,56 @@ impl CassStore {
             "CREATE TABLE IF NOT EXISTS {ks}.{KINDS_TABLE} (kind text PRIMARY KEY)"
         ))
         .await?;
+        if core.config.native != NativeTables::None {
+            core.ddl(&format!(
+                "CREATE TABLE IF NOT EXISTS {ks}.{JSON_COLUMNS_TABLE} (name text PRIMARY KEY)"
+            ))
+            .await?;
+        }
         let mut store = CassStore {
             core: Arc::new(core),
             tables: Arc::new(Mutex::new(HashSet::new())),
+            schemas: Arc::new(Mutex::new(HashMap::new())),
             server_clock: false,
+            token_ranges: false,
         };
         store.server_clock = store.server_now().await.is_ok();
+        store.token_ranges = store.probe_token_ranges().await;
         Ok(store)
     }
 
-    fn ks(&self) -> &str {
+    /// Whether the cluster answers token-range queries (`WHERE token(pk) >= ?`), with which a
+    /// scan resumes when the cluster refuses a cursor's paging state. Real Cassandra and
+    /// ScyllaDB do; the test server does not.
+    pub fn token_ranges(&self) -> bool {
+        self.token_ranges
+    }
+
+    pub(crate) fn ks(&self) -> &str {
         &self.core.config.keyspace
+    }
+
+    async fn probe_token_ranges(&self) -> bool {
+        let cql = format!(
+            "SELECT name FROM {}.{META_TABLE} WHERE token(name) >= ? LIMIT 1",
+            self.ks()
+        );
+        match self
+            .core
+            .execute(
+                &cql,
+                (i64::MIN + 1,),
+                Retry::Idempotent,
+                "probing token ranges",
+            )
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::info!(store = %self.core.config.shown, error = %e, "the cluster cannot run token-range queries: a refused paging state restarts the scan");
+                false
+            }
+        }
     }
 
     fn is_known(&self, table: &str) -> bool {
@@ -110,8 +167,8 @@ impl CassStore {
             .insert(table.to_owned());
     }
 
-    /// Whether the table of a kind exists (tern registers a table after creating it).
-    async fn table_exists(&self, table: &str) -> Result<bool> {
+    /// Whether tern created a document table for `table` (it registers each one).
+    pub(crate) async fn document_exists(&self, table: &str) -> Result<bool> {
         if self.is_known(table) {
             return Ok(true);
         }
@@ -137,15 +194,34 @@ impl CassStore {
         Ok(found)
     }
 
-    /// Creates the table of a kind when missing: `(id text PRIMARY KEY, _v bigint, doc blob)`.
-    async fn ensure_table(&self, table: &str) -> Result<()> {
-        if self.table_exists(table).await? {
-            return Ok(());
+    /// How the table of `kind` stores entities.
+    pub(crate) async fn layout(&self, kind: &str) -> Result<Layout> {
+        let table = table_of(kind)?;
+        if let Some(schema) = self.cached_schema(table) {
+            return Ok(Layout::Native(schema));
         }
+        if self.document_exists(table).await? {
+            return Ok(Layout::Document);
+        }
+        let native = &self.core.config.native;
+        if native.names(table) {
+            if let Some(schema) = self.load_schema(table).await? {
+                return Ok(Layout::Native(schema));
+            }
+            return Ok(Layout::Missing {
+                native: matches!(native, NativeTables::Tables(_)),
+            });
+        }
+        Ok(Layout::Missing { native: false })
+    }
+
+    /// Creates the document table of a kind: `(id text PRIMARY KEY, tern_version bigint, doc blob)`.
+    async fn ensure_document_table(&self, table: &str) -> Result<()> {
         let ks = self.ks();
         self.core
             .ddl(&format!(
-                "CREATE TABLE IF NOT EXISTS {ks}.{table} (id text PRIMARY KEY, _v bigint, doc blob)"
+                "CREATE TABLE IF NOT EXISTS {ks}.{table} \
+                 (id text PRIMARY KEY, tern_version bigint, doc blob)"
             ))
             .await?;
         self.core
@@ -158,6 +234,26 @@ impl CassStore {
             .await?;
         self.remember(table);
         Ok(())
+    }
+
+    /// The layout a write to `kind` uses, creating a document table when the kind has none.
+    async fn layout_for_write(&self, kind: &str) -> Result<Layout> {
+        match self.layout(kind).await? {
+            Layout::Missing { native: false } => {
+                self.ensure_document_table(table_of(kind)?).await?;
+                Ok(Layout::Document)
+            }
+            Layout::Missing { native: true } => Err(Error::new(
+                ErrorKind::Rejected,
+                format!(
+                    "table {}.{kind} does not exist; a native table has a fixed schema: create \
+                     it with its key and columns (and {} bigint), or remove it from native=",
+                    self.ks(),
+                    crate::schema::VERSION_COLUMN
+                ),
+            )),
+            layout => Ok(layout),
+        }
     }
 
     async fn server_now(&self) -> Result<i64> {
@@ -182,138 +278,158 @@ impl CassStore {
         Ok(ts.0)
     }
 
-    /// One server page of a scan, retried on temporary failures. A paging state the server
-    /// refuses becomes [`ErrorKind::InvalidCursor`] (the engine then restarts the scan).
-    async fn scan_page(
+    /// The entity with this key, read at serial consistency when `serial` (see `resolve`).
+    async fn get_with(&self, key: &Key, serial: bool) -> Result<Option<Entity>> {
+        match self.layout(&key.kind).await? {
+            Layout::Missing { .. } => Ok(None),
+            Layout::Document => self.document_get(key, serial).await,
+            Layout::Native(schema) => self.native_get(&schema, key, serial).await,
+        }
+    }
+
+    /// Runs one entity write whose outcome may be unknown (a lightweight transaction),
+    /// resolving an unknown outcome by a serial read: applied, retried, or a conflict.
+    /// `expected` is `None` for `IF NOT EXISTS`; both entities as the layout reads them back.
+    pub(crate) async fn cas_entity(
         &self,
-        statement: &scylla::statement::prepared::PreparedStatement,
-        paging_state: PagingState,
-        from_cursor: bool,
-        kind: &str,
-    ) -> Result<(
-        scylla::response::query_result::QueryResult,
-        PagingStateResponse,
-    )> {
-        let mut attempt = 0u32;
+        call: &crate::statement::Call,
+        step: &'static str,
+        expected: Option<&Entity>,
+        new: &Entity,
+    ) -> Result<WriteOutcome> {
+        let mut attempt = 0;
         loop {
             match self
                 .core
-                .session
-                .execute_single_page(statement, (), paging_state.clone())
-                .await
+                .execute_lwt(&call.cql, call.values.clone(), step)
+                .await?
             {
-                Ok(answer) => return Ok(answer),
-                Err(e) if from_cursor && is_invalid_request(&e) => {
-                    // The cluster no longer accepts this paging state (another driver or
-                    // protocol version, a changed topology): the engine restarts the scan.
-                    return Err(Error::new(
-                        ErrorKind::InvalidCursor,
-                        format!(
-                            "cassandra: the paging state of this cursor is no longer valid for {kind}"
-                        ),
-                    )
-                    .with_source(e));
-                }
-                Err(e) => {
-                    let err = execution_error(e, "scan").with_context("kind", kind);
-                    if !err.is_temporary() || attempt >= 4 {
-                        return Err(err);
+                LwtOutcome::Applied(ok) => return Ok(applied(ok)),
+                LwtOutcome::Unknown(err) => {
+                    tokio::time::sleep(backoff(attempt)).await;
+                    let stored = self.get_with(&new.key, true).await?;
+                    match resolve::entity(stored.as_ref(), expected, new) {
+                        Resolution::Applied => return Ok(WriteOutcome::Applied),
+                        Resolution::Conflict => return Ok(WriteOutcome::Conflict),
+                        Resolution::Retry if attempt < RETRIES => {
+                            tracing::debug!(error = %err, attempt, step, "conditional write not applied after a timeout; retrying");
+                            attempt += 1;
+                        }
+                        Resolution::Retry => return Err(err),
                     }
-                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
-                    attempt += 1;
                 }
             }
         }
     }
 
-    async fn write_one(&self, write: Write) -> Result<WriteOutcome> {
+    async fn write_one(&self, write: Write, layout: &Layout) -> Result<WriteOutcome> {
+        match layout {
+            Layout::Document => self.document_write(write).await,
+            Layout::Native(schema) => self.native_write(schema, write).await,
+            Layout::Missing { .. } => match write {
+                // Nothing to delete in a table that does not exist.
+                Write::Delete(_) => Ok(WriteOutcome::Applied),
+                other => {
+                    let kind = match &other {
+                        Write::Put(e) | Write::Insert(e) => &e.key.kind,
+                        Write::Replace { new, .. } => &new.key.kind,
+                        Write::Delete(k) => &k.kind,
+                    };
+                    let layout = self.layout_for_write(kind).await?;
+                    Box::pin(self.write_one(other, &layout)).await
+                }
+            },
+        }
+    }
+
+    /// Runs the writes to one key in order.
+    async fn write_chain(
+        &self,
+        chain: Vec<(usize, Write)>,
+        layout: Layout,
+    ) -> Vec<(usize, Result<WriteOutcome>)> {
+        let mut out = Vec::with_capacity(chain.len());
+        for (i, write) in chain {
+            out.push((i, self.write_one(write, &layout).await));
+        }
+        out
+    }
+
+    async fn meta_cas_once(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<LwtOutcome> {
         let ks = self.ks();
-        let applied = |ok: bool| {
-            if ok {
-                WriteOutcome::Applied
-            } else {
-                WriteOutcome::Conflict
-            }
+        let rev = |r: u64| {
+            i64::try_from(r).map_err(|_| {
+                Error::new(
+                    ErrorKind::InvalidData,
+                    format!("revision {r} exceeds a bigint"),
+                )
+            })
         };
-        match write {
-            Write::Put(e) => {
-                let table = table_of(&e.key.kind)?;
-                let doc = encode_doc(&e)?;
+        match (expected, value) {
+            (None, Some(v)) => {
                 self.core
-                    .execute(
-                        &format!("INSERT INTO {ks}.{table} (id, _v, doc) VALUES (?, ?, ?)"),
-                        (id_text(&e.key.id), version(&e)?, doc),
-                        Retry::Idempotent,
-                        "put",
-                    )
-                    .await?;
-                Ok(WriteOutcome::Applied)
-            }
-            Write::Insert(e) => {
-                let table = table_of(&e.key.kind)?;
-                let doc = encode_doc(&e)?;
-                let ok = self
-                    .core
                     .execute_lwt(
                         &format!(
-                            "INSERT INTO {ks}.{table} (id, _v, doc) VALUES (?, ?, ?) IF NOT EXISTS"
+                            "INSERT INTO {ks}.{META_TABLE} (name, revision, value) \
+                             VALUES (?, ?, ?) IF NOT EXISTS"
                         ),
-                        (id_text(&e.key.id), version(&e)?, doc),
-                        "insert",
+                        (name, 1_i64, v),
+                        "writing metadata",
                     )
-                    .await?;
-                Ok(applied(ok))
+                    .await
             }
-            Write::Replace { expected, new } => {
-                let table = table_of(&new.key.kind)?;
-                let old_doc = encode_doc(&expected)?;
-                let doc = encode_doc(&new)?;
-                let ok = self
-                    .core
+            (Some(r), Some(v)) => {
+                self.core
                     .execute_lwt(
                         &format!(
-                            "UPDATE {ks}.{table} SET _v = ?, doc = ? WHERE id = ? \
-                             IF _v = ? AND doc = ?"
+                            "UPDATE {ks}.{META_TABLE} SET revision = ?, value = ? \
+                             WHERE name = ? IF revision = ?"
                         ),
-                        (
-                            version(&new)?,
-                            doc,
-                            id_text(&new.key.id),
-                            version(&expected)?,
-                            old_doc,
-                        ),
-                        "replace",
+                        (rev(r + 1)?, v, name, rev(r)?),
+                        "writing metadata",
                     )
-                    .await?;
-                Ok(applied(ok))
+                    .await
             }
-            Write::Delete(key) => {
-                let table = table_of(&key.kind)?;
-                if !self.table_exists(table).await? {
-                    return Ok(WriteOutcome::Applied);
-                }
+            (Some(r), None) => {
                 self.core
-                    .execute(
-                        &format!("DELETE FROM {ks}.{table} WHERE id = ?"),
-                        (id_text(&key.id),),
-                        Retry::Idempotent,
-                        "delete",
+                    .execute_lwt(
+                        &format!("DELETE FROM {ks}.{META_TABLE} WHERE name = ? IF revision = ?"),
+                        (name, rev(r)?),
+                        "deleting metadata",
                     )
-                    .await?;
-                Ok(WriteOutcome::Applied)
+                    .await
             }
+            (None, None) => Ok(LwtOutcome::Applied(true)),
         }
     }
-}
 
-/// The `_v` column of an entity.
-fn version(e: &Entity) -> Result<i64> {
-    i64::try_from(e.version).map_err(|_| {
-        Error::new(
-            ErrorKind::InvalidData,
-            format!("version {} of {} exceeds a bigint", e.version, e.key),
-        )
-    })
+    async fn meta_read(&self, name: &str, serial: bool) -> Result<Option<MetaEntry>> {
+        let cql = format!(
+            "SELECT revision, value FROM {}.{META_TABLE} WHERE name = ?",
+            self.ks()
+        );
+        let result = if serial {
+            self.core
+                .execute_serial_read(&cql, (name,), "reading metadata")
+                .await?
+        } else {
+            self.core
+                .execute(&cql, (name,), Retry::Idempotent, "reading metadata")
+                .await?
+        };
+        Ok(rows_of::<(i64, String)>(result, "reading metadata")?
+            .into_iter()
+            .next()
+            .map(|(revision, value)| MetaEntry {
+                value,
+                revision: u64::try_from(revision).unwrap_or(0),
+            }))
+    }
 }
 
 #[async_trait]
@@ -348,16 +464,20 @@ impl Store for CassStore {
                 "listing kinds",
             )
             .await?;
-        let registered: Vec<String> = rows_of::<(String,)>(result, "listing kinds")?
+        let mut candidates: Vec<String> = rows_of::<(String,)>(result, "listing kinds")?
             .into_iter()
             .map(|(k,)| k)
             .collect();
+        candidates.extend(self.native_tables().await?);
+        candidates.sort();
+        candidates.dedup();
         let mut kinds = Vec::new();
-        for kind in registered {
+        for kind in candidates {
+            let table = table_of(&kind)?;
             let result = self
                 .core
                 .execute(
-                    &format!("SELECT id FROM {ks}.{kind} LIMIT 1"),
+                    &format!("SELECT * FROM {ks}.{table} LIMIT 1"),
                     (),
                     Retry::Idempotent,
                     "listing kinds",
@@ -367,149 +487,100 @@ impl Store for CassStore {
                 kinds.push(kind);
             }
         }
-        kinds.sort();
-        kinds.dedup();
         Ok(kinds)
     }
 
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
-        let table = table_of(kind)?;
-        let mut paging_state = match &request.cursor {
-            None => PagingState::start(),
-            Some(c) => {
-                let bytes =
-                    c.0.strip_prefix(CURSOR_PREFIX)
-                        .and_then(|h| hex::decode(h).ok())
-                        .ok_or_else(|| bad_cursor(c))?;
-                PagingState::new_from_raw_bytes(bytes)
-            }
+        let cursor = match &request.cursor {
+            None => None,
+            Some(c) => Some(crate::cursor::ScanCursor::decode(c).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidCursor,
+                    format!("cursor {:?} is not one this store made", c.0),
+                )
+            })?),
         };
-        if !self.table_exists(table).await? {
+        let layout = self.layout(kind).await?;
+        if matches!(layout, Layout::Missing { .. }) {
             return Ok(ScanPage::default());
         }
-        let mut statement = self
-            .core
-            .prepare(&format!("SELECT id, doc FROM {}.{table}", self.ks()))
-            .await?;
-        statement.set_is_idempotent(true);
-        let limit = request.limit.clamp(1, MAX_PAGE);
-        // Server pages of `limit` rows. While a filter leaves a page empty, the next page is
-        // fetched in the same call and grows (x4, up to MAX_PAGE rows), so a sparse filter
-        // (a census sweep) costs few round trips; the limit is then a hint that a page may
-        // exceed. At most MAX_ROWS_PER_CALL rows are read per call.
-        let mut page_size = limit;
-        let mut rows_read = 0usize;
-        let mut entities = Vec::new();
-        loop {
-            statement.set_page_size(i32::try_from(page_size).unwrap_or(5000));
-            let (result, next) = self
-                .scan_page(&statement, paging_state, request.cursor.is_some(), kind)
-                .await?;
-            let rows = rows_of::<(String, Vec<u8>)>(result, "scan")?;
-            rows_read += rows.len();
-            for (id, doc) in rows {
-                let entity = decode_doc(kind, &id, &doc)?;
-                if request.filter.matches(&entity) {
-                    entities.push(entity);
-                }
-            }
-            let state = match next {
-                PagingStateResponse::HasMorePages { state } => state,
-                PagingStateResponse::NoMorePages => {
-                    return Ok(ScanPage {
-                        entities,
-                        cursor: None,
-                    });
-                }
-            };
-            if !entities.is_empty() || rows_read >= MAX_ROWS_PER_CALL {
-                let cursor = state
-                    .as_bytes_slice()
-                    .map(|b| Cursor(format!("{CURSOR_PREFIX}{}", hex::encode(b.as_ref()))))
-                    .ok_or_else(|| {
-                        Error::new(
-                            ErrorKind::Unexpected,
-                            "cassandra: the server announced more pages without a paging state",
-                        )
-                    })?;
-                return Ok(ScanPage {
-                    entities,
-                    cursor: Some(cursor),
-                });
-            }
-            paging_state = state;
-            page_size = (page_size * 4).min(MAX_PAGE);
-        }
+        self.scan_pages(kind, &layout, cursor, &request).await
     }
 
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
-        let table = table_of(&key.kind)?;
-        if !self.table_exists(table).await? {
-            return Ok(None);
-        }
-        let id = id_text(&key.id);
-        let result = self
-            .core
-            .execute(
-                &format!("SELECT doc FROM {}.{table} WHERE id = ?", self.ks()),
-                (id.as_str(),),
-                Retry::Idempotent,
-                "get",
-            )
-            .await?;
-        match rows_of::<(Vec<u8>,)>(result, "get")?.into_iter().next() {
-            Some((doc,)) => decode_doc(&key.kind, &id, &doc).map(Some),
-            None => Ok(None),
-        }
+        self.get_with(key, false).await
     }
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
         check_writes(&writes)?;
-        let mut tables: Vec<&str> = Vec::new();
-        for w in &writes {
-            let kind = match w {
-                Write::Put(e) | Write::Insert(e) => &e.key.kind,
-                Write::Replace { new, .. } => &new.key.kind,
-                Write::Delete(_) => continue,
+        let total = writes.len();
+        // Writes to one key form a chain run in order (the contract); chains run
+        // `concurrency` at a time, one statement per write. No multi-partition batches: each
+        // write is atomic on its own, which is all the contract asks.
+        let mut chains: Vec<Vec<(usize, Write)>> = Vec::new();
+        let mut by_key: HashMap<Key, usize> = HashMap::new();
+        for (i, write) in writes.into_iter().enumerate() {
+            let key = match &write {
+                Write::Put(e) | Write::Insert(e) => e.key.clone(),
+                Write::Replace { new, .. } => new.key.clone(),
+                Write::Delete(k) => k.clone(),
             };
-            let table = table_of(kind)?;
-            if !tables.contains(&table) {
-                tables.push(table);
+            match by_key.get(&key) {
+                Some(&c) => chains[c].push((i, write)),
+                None => {
+                    by_key.insert(key, chains.len());
+                    chains.push(vec![(i, write)]);
+                }
             }
         }
-        for table in tables {
-            self.ensure_table(table).await?;
+        let mut layouts: HashMap<String, Layout> = HashMap::new();
+        for chain in &chains {
+            let (_, first) = &chain[0];
+            let (kind, creates) = match first {
+                Write::Put(e) | Write::Insert(e) => (&e.key.kind, true),
+                Write::Replace { new, .. } => (&new.key.kind, true),
+                Write::Delete(k) => (&k.kind, chain.len() > 1),
+            };
+            if !layouts.contains_key(kind) {
+                let layout = if creates {
+                    self.layout_for_write(kind).await?
+                } else {
+                    self.layout(kind).await?
+                };
+                layouts.insert(kind.clone(), layout);
+            }
         }
-        // One statement per write, `concurrency` at a time, outcomes in order. No multi-partition
-        // batches: each write is atomic on its own, which is all the contract asks.
-        let outcomes: Vec<Result<WriteOutcome>> = futures::stream::iter(writes)
-            .map(|w| self.write_one(w))
-            .buffered(self.core.config.concurrency)
+        let concurrency = self.core.config.concurrency;
+        let results: Vec<Vec<(usize, Result<WriteOutcome>)>> = futures::stream::iter(chains)
+            .map(|chain| {
+                let kind = match &chain[0].1 {
+                    Write::Put(e) | Write::Insert(e) => e.key.kind.clone(),
+                    Write::Replace { new, .. } => new.key.kind.clone(),
+                    Write::Delete(k) => k.kind.clone(),
+                };
+                let layout = layouts
+                    .get(&kind)
+                    .cloned()
+                    .unwrap_or(Layout::Missing { native: false });
+                self.write_chain(chain, layout)
+            })
+            .buffer_unordered(concurrency)
             .collect()
             .await;
-        outcomes.into_iter().collect()
+        let mut outcomes: Vec<Option<WriteOutcome>> = vec![None; total];
+        for (i, outcome) in results.into_iter().flatten() {
+            outcomes[i] = Some(outcome?);
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.ok_or_else(|| Error::new(ErrorKind::Unexpected, "cassandra: a write was lost"))
+            })
+            .collect()
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
-        let result = self
-            .core
-            .execute(
-                &format!(
-                    "SELECT revision, value FROM {}.{META_TABLE} WHERE name = ?",
-                    self.ks()
-                ),
-                (name,),
-                Retry::Idempotent,
-                "reading metadata",
-            )
-            .await?;
-        Ok(rows_of::<(i64, String)>(result, "reading metadata")?
-            .into_iter()
-            .next()
-            .map(|(revision, value)| MetaEntry {
-                value,
-                revision: u64::try_from(revision).unwrap_or(0),
-            }))
+        self.meta_read(name, false).await
     }
 
     async fn meta_cas(
@@ -518,58 +589,30 @@ impl Store for CassStore {
         expected: Option<u64>,
         value: Option<&str>,
     ) -> Result<MetaCas> {
-        let ks = self.ks();
-        let rev = |r: u64| {
-            i64::try_from(r).map_err(|_| {
-                Error::new(
-                    ErrorKind::InvalidData,
-                    format!("revision {r} exceeds a bigint"),
-                )
-            })
-        };
-        let applied = match (expected, value) {
-            (None, Some(v)) => {
-                self.core
-                    .execute_lwt(
-                        &format!(
-                            "INSERT INTO {ks}.{META_TABLE} (name, revision, value) \
-                             VALUES (?, ?, ?) IF NOT EXISTS"
-                        ),
-                        (name, 1_i64, v),
-                        "writing metadata",
-                    )
-                    .await?
-            }
-            (Some(r), Some(v)) => {
-                self.core
-                    .execute_lwt(
-                        &format!(
-                            "UPDATE {ks}.{META_TABLE} SET revision = ?, value = ? \
-                             WHERE name = ? IF revision = ?"
-                        ),
-                        (rev(r + 1)?, v, name, rev(r)?),
-                        "writing metadata",
-                    )
-                    .await?
-            }
-            (Some(r), None) => {
-                self.core
-                    .execute_lwt(
-                        &format!("DELETE FROM {ks}.{META_TABLE} WHERE name = ? IF revision = ?"),
-                        (name, rev(r)?),
-                        "deleting metadata",
-                    )
-                    .await?
-            }
-            (None, None) => {
-                // Delete what must not exist: nothing to do unless it does.
-                return Ok(match self.meta_get(name).await? {
-                    None => MetaCas::Applied(0),
-                    Some(current) => MetaCas::Conflict(Some(current)),
-                });
+        if expected.is_none() && value.is_none() {
+            // Delete what must not exist: nothing to do unless it does.
+            return Ok(match self.meta_get(name).await? {
+                None => MetaCas::Applied(0),
+                Some(current) => MetaCas::Conflict(Some(current)),
+            });
+        }
+        let mut attempt = 0;
+        let ok = loop {
+            match self.meta_cas_once(name, expected, value).await? {
+                LwtOutcome::Applied(ok) => break ok,
+                LwtOutcome::Unknown(err) => {
+                    tokio::time::sleep(backoff(attempt)).await;
+                    let stored = self.meta_read(name, true).await?;
+                    match resolve::meta(stored.as_ref(), expected, value) {
+                        Resolution::Applied => break true,
+                        Resolution::Conflict => break false,
+                        Resolution::Retry if attempt < RETRIES => attempt += 1,
+                        Resolution::Retry => return Err(err),
+                    }
+                }
             }
         };
-        if applied {
+        if ok {
             Ok(MetaCas::Applied(match value {
                 Some(_) => expected.unwrap_or(0) + 1,
                 None => 0,
@@ -585,6 +628,7 @@ impl Store for CassStore {
             .prepare(&format!("SELECT name FROM {}.{META_TABLE}", self.ks()))
             .await?;
         statement.set_page_size(1000);
+        statement.set_is_idempotent(true);
         let mut names = Vec::new();
         let mut paging_state = PagingState::start();
         loop {
@@ -616,10 +660,21 @@ impl Store for CassStore {
             Ok(local_now_millis())
         }
     }
+
+    async fn prepare_schema(&self, changes: &[SchemaChange]) -> Result<()> {
+        self.native_prepare_schema(changes).await
+    }
+
+    async fn finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {
+        self.native_finish_schema(changes).await
+    }
 }
 
 /// The rows of a result, typed.
-fn rows_of<T>(result: scylla::response::query_result::QueryResult, step: &str) -> Result<Vec<T>>
+pub(crate) fn rows_of<T>(
+    result: scylla::response::query_result::QueryResult,
+    step: &str,
+) -> Result<Vec<T>>
 where
     T: for<'f, 'm> scylla::deserialize::row::DeserializeRow<'f, 'm>,
 {
@@ -629,7 +684,7 @@ where
     let typed = rows.rows::<T>().map_err(|e| {
         Error::new(
             ErrorKind::InvalidData,
-            format!("cassandra: {step}: the table does not have tern's layout"),
+            format!("cassandra: {step}: the table does not have the expected columns"),
         )
         .with_source(e)
     })?;

@@ -45,13 +45,40 @@ pub enum SerialLevel {
     LocalSerial,
 }
 
+/// Which kinds are tables of the native layout (one column per property) rather than tern's
+/// document layout.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum NativeTables {
+    /// None: every kind is a document table (the default).
+    #[default]
+    None,
+    /// These tables (`native=t1,t2`).
+    Tables(Vec<String>),
+    /// Every existing table tern did not create (`native=*`); kinds without a table still
+    /// get a document table.
+    All,
+}
+
+impl NativeTables {
+    /// Whether `table` is named native (`All` is decided per table by the store).
+    pub fn names(&self, table: &str) -> bool {
+        match self {
+            NativeTables::None => false,
+            NativeTables::Tables(t) => t.iter().any(|n| n == table),
+            NativeTables::All => true,
+        }
+    }
+}
+
 /// Everything `cassandra://host:port[,host:port...]/keyspace?options` says.
 ///
 /// Options: `replication_factor=N` (SimpleStrategy, default 1) or `replication=<CQL map>`
 /// (e.g. `{'class':'NetworkTopologyStrategy','dc1':3}`), `schema_agreement=auto|wait|skip`,
 /// `consistency=one|local_one|quorum|local_quorum|all`, `serial=serial|local_serial`,
 /// `concurrency=N` (parallel writes per batch, default 32), `timeout_ms=N` (per request,
-/// default 12000), `user=` / `password=` (or `user:password@` in the authority).
+/// default 12000), `user=` / `password=` (or `user:password@` in the authority),
+/// `native=t1,t2` or `native=*` (tables of the native layout, see [`NativeTables`]),
+/// `drop_columns=true|false` (drop columns a migration emptied, default true).
 #[derive(Clone, PartialEq, Eq)]
 pub struct CassConfig {
     /// `host:port` of each contact point.
@@ -72,6 +99,10 @@ pub struct CassConfig {
     pub timeout: Duration,
     /// User name, if the cluster needs authentication.
     pub user: Option<String>,
+    /// Which kinds use the native layout.
+    pub native: NativeTables,
+    /// Whether the native layout drops the columns a migration emptied (after its census).
+    pub drop_columns: bool,
     password: Option<String>,
     /// The URL without its password, for messages.
     pub shown: String,
@@ -90,6 +121,8 @@ impl fmt::Debug for CassConfig {
             .field("concurrency", &self.concurrency)
             .field("timeout", &self.timeout)
             .field("user", &self.user)
+            .field("native", &self.native)
+            .field("drop_columns", &self.drop_columns)
             .finish_non_exhaustive()
     }
 }
@@ -200,6 +233,8 @@ impl CassConfig {
             concurrency: 32,
             timeout: Duration::from_secs(12),
             user,
+            native: NativeTables::None,
+            drop_columns: true,
             password,
             shown: shown.clone(),
         };
@@ -256,6 +291,35 @@ impl CassConfig {
                     config.concurrency = usize::try_from(number("concurrency")?).unwrap_or(32);
                 }
                 "timeout_ms" => config.timeout = Duration::from_millis(number("timeout_ms")?),
+                "native" => {
+                    config.native = if value == "*" {
+                        NativeTables::All
+                    } else {
+                        let tables: Vec<String> = value
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|t| !t.is_empty())
+                            .map(str::to_owned)
+                            .collect();
+                        if let Some(bad) = tables.iter().find(|t| !is_plain_identifier(t)) {
+                            return Err(invalid(
+                                &shown,
+                                format!(
+                                    "native: table {bad:?} must be a lowercase letter followed by \
+                                     lowercase letters, digits or _ (or native=* for every table)"
+                                ),
+                            ));
+                        }
+                        NativeTables::Tables(tables)
+                    }
+                }
+                "drop_columns" => {
+                    config.drop_columns = match value.as_str() {
+                        "true" | "yes" | "1" => true,
+                        "false" | "no" | "0" => false,
+                        _ => return Err(invalid(&shown, "drop_columns is true or false")),
+                    }
+                }
                 "user" | "username" => config.user = Some(value),
                 "password" => config.password = Some(value),
                 other => return Err(invalid(&shown, format!("unknown option {other:?}"))),
@@ -301,6 +365,19 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_millis(500));
         assert!(!format!("{c:?}").contains("s3cr"));
         assert!(!c.shown.contains("s3cr"));
+        assert_eq!(c.native, NativeTables::None);
+        assert!(c.drop_columns);
+
+        let c = CassConfig::from_url("cassandra://h/ks?native=users,%20posts&drop_columns=false")
+            .unwrap();
+        assert_eq!(
+            c.native,
+            NativeTables::Tables(vec!["users".into(), "posts".into()])
+        );
+        assert!(c.native.names("posts") && !c.native.names("other"));
+        assert!(!c.drop_columns);
+        let c = CassConfig::from_url("cassandra://h/ks?native=*").unwrap();
+        assert_eq!(c.native, NativeTables::All);
     }
 
     #[test]
@@ -312,6 +389,8 @@ mod tests {
             "cassandra://u:secret@h/ks?nope=1",
             "cassandra://u:secret@h/ks?concurrency=0",
             "cassandra://u:secret@h/ks?replication={'a':1};DROP",
+            "cassandra://u:secret@h/ks?native=Users",
+            "cassandra://u:secret@h/ks?drop_columns=maybe",
             "redis://u:secret@h/ks",
         ] {
             let err = CassConfig::from_url(bad).unwrap_err();

@@ -24,10 +24,30 @@ use tern_core::store::{Error, ErrorKind, Result};
 
 use crate::config::{CassConfig, ConsistencyLevel, SchemaAgreement, SerialLevel};
 
-/// How often an idempotent request is retried after a temporary failure.
-const RETRIES: u32 = 4;
+/// How often a request is retried after a temporary failure.
+pub(crate) const RETRIES: u32 = 4;
 /// The first back-off; it doubles on each retry.
 const BACKOFF: Duration = Duration::from_millis(50);
+
+/// The pause before retry `attempt` (0-based): 50 ms doubling, plus up to 50 % jitter so that
+/// many writers retrying together do not collide again.
+pub(crate) fn backoff(attempt: u32) -> Duration {
+    let base = BACKOFF * 2u32.saturating_pow(attempt.min(10));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    base + base.mul_f64(f64::from(nanos % 1000) / 2000.0)
+}
+
+/// What a lightweight transaction did.
+#[derive(Debug)]
+pub(crate) enum LwtOutcome {
+    /// The server answered: `[applied]`.
+    Applied(bool),
+    /// No answer (a timeout, a broken connection): it may or may not have been applied. The
+    /// caller resolves it with a serial read (see `crate::resolve`).
+    Unknown(Error),
+}
 
 /// The connected session and what the adapter caches about it.
 pub(crate) struct CassCore {
@@ -141,7 +161,7 @@ impl CassCore {
                     if !err.is_temporary() || attempt >= RETRIES {
                         return Err(err);
                     }
-                    tokio::time::sleep(BACKOFF * 2u32.pow(attempt)).await;
+                    tokio::time::sleep(backoff(attempt)).await;
                     attempt += 1;
                 }
             }
@@ -182,22 +202,61 @@ impl CassCore {
                         return Err(execution_error(e, step));
                     }
                     tracing::debug!(error = %e, attempt, step, "retrying");
-                    tokio::time::sleep(BACKOFF * 2u32.pow(attempt)).await;
+                    tokio::time::sleep(backoff(attempt)).await;
                     attempt += 1;
                 }
             }
         }
     }
 
-    /// Executes a lightweight transaction and answers whether it was applied.
+    /// Executes a lightweight transaction: whether it was applied, or that its outcome is
+    /// unknown (a timeout). Retried only while the server surely did not apply it.
     pub(crate) async fn execute_lwt(
         &self,
         cql: &str,
         values: impl SerializeRow + Clone,
         step: &'static str,
-    ) -> Result<bool> {
-        let result = self.execute(cql, values, Retry::Conditional, step).await?;
-        lwt_applied(result).map_err(|e| e.with_context("cql", cql))
+    ) -> Result<LwtOutcome> {
+        match self.execute(cql, values, Retry::Conditional, step).await {
+            Ok(result) => lwt_applied(result)
+                .map(LwtOutcome::Applied)
+                .map_err(|e| e.with_context("cql", cql)),
+            Err(e) if e.is_temporary() => Ok(LwtOutcome::Unknown(e.with_context("cql", cql))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Executes a read at serial consistency (it sees every lightweight transaction that
+    /// completed, and completes one left in progress): how an unknown outcome is resolved.
+    pub(crate) async fn execute_serial_read(
+        &self,
+        cql: &str,
+        values: impl SerializeRow + Clone,
+        step: &'static str,
+    ) -> Result<QueryResult> {
+        let mut prepared = self.prepare(cql).await?;
+        prepared.set_consistency(match self.config.serial {
+            SerialLevel::Serial => Consistency::Serial,
+            SerialLevel::LocalSerial => Consistency::LocalSerial,
+        });
+        prepared.set_is_idempotent(true);
+        let mut attempt = 0;
+        loop {
+            match self
+                .session
+                .execute_unpaged(&prepared, values.clone())
+                .await
+            {
+                Ok(result) => return Ok(result),
+                Err(e) => {
+                    if !classify(&e).1 || attempt >= RETRIES {
+                        return Err(execution_error(e, step));
+                    }
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt += 1;
+                }
+            }
+        }
     }
 }
 

@@ -1,26 +1,40 @@
 //! tern adapter for Cassandra and ScyllaDB: [`CassStore`], opened by [`open`] from a
 //! `cassandra://host:port/keyspace` URL.
 //!
-//! The one design choice to know: every kind is a table of tern's **document layout**
-//! `(id text PRIMARY KEY, _v bigint, doc blob)`, where `doc` holds the whole entity in tern's
-//! canonical binary encoding, so arbitrary property sets need no DDL, values round-trip
-//! exactly, and compare-and-set is one lightweight transaction comparing `_v` and `doc`.
+//! The one design choice to know: a kind is a table of one of two layouts. By default tern
+//! creates a table of its **document layout** `(id text PRIMARY KEY, tern_version bigint, doc
+//! blob)`, where `doc` holds the whole entity in tern's canonical binary encoding, so arbitrary
+//! property sets need no DDL, values round-trip exactly, and compare-and-set is one lightweight
+//! transaction comparing `tern_version` and `doc`. Tables named by `native=` keep the
+//! application's own **native layout** (fixed schema, one column per property), and the
+//! evolution language changes their schema (`ALTER TABLE ... ADD`/`DROP`).
 //!
-//! See the sections below for the mapping, the capability checklist, paging-state validity,
-//! LWT and serial consistency, and what the test server supports.
+//! See the sections below for both mappings, the DDL of the language, the capability
+//! checklist, paging-state validity and the token-range fallback, LWT and serial consistency,
+//! and what the test server supports.
 #![doc = include_str!("docs.md")]
 #![deny(missing_docs)]
 
 mod backend;
 mod config;
 mod core;
+mod cql_type;
+mod cursor;
+mod document;
+mod native;
+mod resolve;
+mod scan;
+mod schema;
+mod statement;
 
 use std::sync::Arc;
 
 use tern_core::store::{Error, Store};
 
 pub use backend::CassStore;
-pub use config::{CASSANDRA_SCHEME, CassConfig, ConsistencyLevel, SchemaAgreement, SerialLevel};
+pub use config::{
+    CASSANDRA_SCHEME, CassConfig, ConsistencyLevel, NativeTables, SchemaAgreement, SerialLevel,
+};
 
 /// Opens the store named by `url` (`cassandra://host:port/keyspace?options`, see [`CassConfig`]).
 ///

@@ -1,0 +1,502 @@
+//! The native layout at run time: table schemas read from `system_schema`, reads and writes
+//! of native rows, and the DDL of the evolution language (`ALTER TABLE ... ADD` before a
+//! stage, `ALTER TABLE ... DROP` of emptied columns after the census).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+use scylla::response::PagingState;
+use scylla::value::{CqlValue, Row};
+use tern_core::model::{Entity, Key, Value};
+use tern_core::store::{Error, ErrorKind, Result, SchemaChange, Write, WriteOutcome};
+
+use crate::backend::{CassStore, JSON_COLUMNS_TABLE, rows_of, table_of};
+use crate::config::NativeTables;
+use crate::core::{Retry, execution_error};
+use crate::cql_type::CqlType;
+use crate::schema::{SchemaRow, TableSchema, VERSION_COLUMN};
+use crate::statement::Call;
+
+/// An entity as a native table reads it back: `null` properties are empty cells, i.e. absent.
+fn as_stored(entity: &Entity) -> Entity {
+    let mut e = entity.clone();
+    e.value.retain(|_, v| !matches!(v, Value::Null));
+    e
+}
+
+fn invalid(schema: &TableSchema, key: &Key, message: String) -> Error {
+    Error::new(
+        ErrorKind::InvalidData,
+        format!(
+            "cannot write {key} to table {}: {message}",
+            schema.qualified
+        ),
+    )
+    .with_context("kind", key.kind.clone())
+}
+
+/// The columns a stage needs in one table, with their types and JSON-ness.
+type Needed = BTreeMap<String, (CqlType, bool)>;
+
+impl CassStore {
+    pub(crate) fn cached_schema(&self, table: &str) -> Option<Arc<TableSchema>> {
+        self.schemas
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(table)
+            .cloned()
+    }
+
+    /// Every column of every table of the keyspace, from `system_schema.columns`.
+    async fn schema_rows(&self) -> Result<Vec<(String, SchemaRow)>> {
+        let result = self
+            .core
+            .execute(
+                "SELECT table_name, column_name, kind, position, type FROM system_schema.columns \
+                 WHERE keyspace_name = ?",
+                (self.ks(),),
+                Retry::Idempotent,
+                "reading system_schema.columns",
+            )
+            .await?;
+        Ok(
+            rows_of::<(String, String, String, i32, String)>(result, "reading the schema")?
+                .into_iter()
+                .map(|(table, column, kind, position, ty)| {
+                    (
+                        table,
+                        SchemaRow {
+                            column,
+                            kind,
+                            position,
+                            ty,
+                        },
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// The JSON text columns (`table.column`) registered in `tern_json_columns`.
+    async fn json_columns(&self) -> Result<HashSet<String>> {
+        let result = self
+            .core
+            .execute(
+                &format!("SELECT name FROM {}.{JSON_COLUMNS_TABLE}", self.ks()),
+                (),
+                Retry::Idempotent,
+                "reading the JSON column registry",
+            )
+            .await?;
+        Ok(
+            rows_of::<(String,)>(result, "reading the JSON column registry")?
+                .into_iter()
+                .map(|(n,)| n)
+                .collect(),
+        )
+    }
+
+    /// Reads the schema of a native table from `system_schema` (and caches it); `None` when
+    /// the table does not exist.
+    pub(crate) async fn load_schema(&self, table: &str) -> Result<Option<Arc<TableSchema>>> {
+        let rows: Vec<SchemaRow> = self
+            .schema_rows()
+            .await?
+            .into_iter()
+            .filter(|(t, _)| t == table)
+            .map(|(_, r)| r)
+            .collect();
+        if rows.is_empty() {
+            self.forget_schema(table);
+            return Ok(None);
+        }
+        let prefix = format!("{table}.");
+        let json: HashSet<String> = self
+            .json_columns()
+            .await?
+            .into_iter()
+            .filter_map(|n| n.strip_prefix(&prefix).map(str::to_owned))
+            .collect();
+        let schema = TableSchema::from_rows(self.ks(), table, &rows, &json).map_err(|message| {
+            Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "table {}.{table} cannot be mapped to entities: {message}",
+                    self.ks()
+                ),
+            )
+        })?;
+        let schema = Arc::new(schema);
+        self.schemas
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(table.to_owned(), Arc::clone(&schema));
+        Ok(Some(schema))
+    }
+
+    fn forget_schema(&self, table: &str) {
+        self.schemas
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(table);
+    }
+
+    /// The native tables that may hold kinds (for `kinds()`): those named by `native=`, or
+    /// with `native=*` every table of the keyspace tern did not create for itself.
+    pub(crate) async fn native_tables(&self) -> Result<Vec<String>> {
+        match &self.core.config.native {
+            NativeTables::None => Ok(Vec::new()),
+            NativeTables::Tables(tables) => {
+                let existing: BTreeSet<String> = self
+                    .schema_rows()
+                    .await?
+                    .into_iter()
+                    .map(|(t, _)| t)
+                    .collect();
+                Ok(tables
+                    .iter()
+                    .filter(|t| existing.contains(*t))
+                    .cloned()
+                    .collect())
+            }
+            NativeTables::All => Ok(self
+                .schema_rows()
+                .await?
+                .into_iter()
+                .map(|(t, _)| t)
+                .filter(|t| table_of(t).is_ok())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect()),
+        }
+    }
+
+    /// The entity with this key in a native table.
+    pub(crate) async fn native_get(
+        &self,
+        schema: &TableSchema,
+        key: &Key,
+        serial: bool,
+    ) -> Result<Option<Entity>> {
+        let keys = match schema.key_values(&key.id) {
+            Ok(k) => k,
+            // An id that cannot be a key of this table names no row.
+            Err(_) => return Ok(None),
+        };
+        let cql = schema.select_one();
+        let result = if serial {
+            self.core.execute_serial_read(&cql, keys, "get").await?
+        } else {
+            self.core
+                .execute(&cql, keys, Retry::Idempotent, "get")
+                .await?
+        };
+        match rows_of::<Row>(result, "get")?.into_iter().next() {
+            Some(row) => schema
+                .entity(&key.kind, row.columns)
+                .map(Some)
+                .map_err(|m| invalid(schema, key, m)),
+            None => Ok(None),
+        }
+    }
+
+    /// The bound values of an entity's row (keys, then regular columns and version), reading
+    /// the schema again once when a property has no column (another process may have added it).
+    async fn native_row(
+        &self,
+        schema: &Arc<TableSchema>,
+        entity: &Entity,
+    ) -> Result<(Arc<TableSchema>, Vec<CqlValue>, Vec<Option<CqlValue>>)> {
+        let attempt = |schema: &TableSchema| {
+            let keys = schema.key_values(&entity.key.id)?;
+            let row = schema.row_values(entity)?;
+            Ok::<_, String>((keys, row))
+        };
+        match attempt(schema) {
+            Ok((keys, row)) => Ok((Arc::clone(schema), keys, row)),
+            Err(first) => {
+                let fresh = self.load_schema(&schema.table).await?;
+                match fresh {
+                    Some(fresh) if *fresh != **schema => match attempt(&fresh) {
+                        Ok((keys, row)) => Ok((fresh, keys, row)),
+                        Err(message) => Err(invalid(&fresh, &entity.key, message)),
+                    },
+                    _ => Err(invalid(schema, &entity.key, first)),
+                }
+            }
+        }
+    }
+
+    /// One write to a native table.
+    pub(crate) async fn native_write(
+        &self,
+        schema: &Arc<TableSchema>,
+        write: Write,
+    ) -> Result<WriteOutcome> {
+        match write {
+            Write::Put(e) => {
+                let (schema, keys, row) = self.native_row(schema, &e).await?;
+                let mut values: Vec<Option<CqlValue>> = keys.into_iter().map(Some).collect();
+                values.extend(row);
+                self.core
+                    .execute(&schema.insert(false), values, Retry::Idempotent, "put")
+                    .await?;
+                Ok(WriteOutcome::Applied)
+            }
+            Write::Insert(e) => {
+                let (schema, keys, row) = self.native_row(schema, &e).await?;
+                let mut values: Vec<Option<CqlValue>> = keys.into_iter().map(Some).collect();
+                values.extend(row);
+                let call = Call {
+                    cql: schema.insert(true),
+                    values,
+                };
+                self.cas_entity(&call, "insert", None, &as_stored(&e)).await
+            }
+            Write::Replace { expected, new } => {
+                let (schema, keys, row) = self.native_row(schema, &new).await?;
+                let (_, _, old_row) = self.native_row(&schema, &expected).await?;
+                let cql = schema.update_if().ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Unsupported,
+                        format!(
+                            "table {} has no column besides its key: tern needs at least its \
+                             {VERSION_COLUMN} column to compare and set",
+                            schema.qualified
+                        ),
+                    )
+                })?;
+                let mut values = row;
+                values.extend(keys.into_iter().map(Some));
+                values.extend(old_row);
+                let call = Call { cql, values };
+                self.cas_entity(
+                    &call,
+                    "replace",
+                    Some(&as_stored(&expected)),
+                    &as_stored(&new),
+                )
+                .await
+            }
+            Write::Delete(key) => {
+                let Ok(keys) = schema.key_values(&key.id) else {
+                    // An id that cannot be a key of this table names no row.
+                    return Ok(WriteOutcome::Applied);
+                };
+                self.core
+                    .execute(&schema.delete(), keys, Retry::Idempotent, "delete")
+                    .await?;
+                Ok(WriteOutcome::Applied)
+            }
+        }
+    }
+
+    /// The schema of `kind` if it is a native table (read again from `system_schema`).
+    async fn fresh_native(&self, kind: &str) -> Result<Option<Arc<TableSchema>>> {
+        let Ok(table) = table_of(kind) else {
+            return Ok(None);
+        };
+        if !self.core.config.native.names(table) || self.document_exists(table).await? {
+            return Ok(None);
+        }
+        self.load_schema(table).await
+    }
+
+    /// Adds a column (registering or unregistering it as a JSON column first, so that a crash
+    /// between the two steps never leaves a column read with the wrong meaning).
+    async fn add_column(
+        &self,
+        schema: &TableSchema,
+        name: &str,
+        ty: &CqlType,
+        json: bool,
+    ) -> Result<()> {
+        let registry = format!("{}.{JSON_COLUMNS_TABLE}", self.ks());
+        let entry = format!("{}.{name}", schema.table);
+        if json {
+            self.core
+                .execute(
+                    &format!("INSERT INTO {registry} (name) VALUES (?)"),
+                    (entry.as_str(),),
+                    Retry::Idempotent,
+                    "registering a JSON column",
+                )
+                .await?;
+        } else {
+            self.core
+                .execute(
+                    &format!("DELETE FROM {registry} WHERE name = ?"),
+                    (entry.as_str(),),
+                    Retry::Idempotent,
+                    "registering a column",
+                )
+                .await?;
+        }
+        let cql = schema.add_column(name, ty);
+        tracing::info!(table = %schema.qualified, column = name, %ty, json, "adding a column");
+        if let Err(e) = self.core.ddl(&cql).await {
+            // Added meanwhile (another process, a stale cache)? Then all is well.
+            let fresh = self.load_schema(&schema.table).await?;
+            let added = name == VERSION_COLUMN && fresh.as_ref().is_some_and(|s| s.has_version)
+                || fresh.as_ref().is_some_and(|s| s.column(name).is_some());
+            if !added {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Before a stage: the columns it writes exist (`ALTER TABLE ... ADD`, typed from the
+    /// statement's literal, from the renamed or transferred column, or JSON text), and the
+    /// version column. Schema agreement is awaited after each change (`CassCore::ddl`).
+    pub(crate) async fn native_prepare_schema(&self, changes: &[SchemaChange]) -> Result<()> {
+        if self.core.config.native == NativeTables::None {
+            return Ok(());
+        }
+        // Per table: the columns needed, in order of first mention.
+        let mut needed: BTreeMap<String, (Arc<TableSchema>, Needed)> = BTreeMap::new();
+        for change in changes {
+            let (kind, column) = match change {
+                SchemaChange::Versioned { kind } => (kind, None),
+                SchemaChange::Add { kind, name, value } => {
+                    (kind, CqlType::for_value(value).map(|t| (name.clone(), t)))
+                }
+                SchemaChange::Rename { kind, from, to } => {
+                    let source = self.fresh_native(kind).await?;
+                    let typed = source.and_then(|s| s.column(from).map(|c| (c.ty.clone(), c.json)));
+                    (kind, typed.map(|t| (to.clone(), t)))
+                }
+                SchemaChange::Transfer {
+                    source,
+                    target,
+                    name,
+                } => {
+                    let typed = match self.fresh_native(source).await? {
+                        Some(s) => s.column(name).map(|c| (c.ty.clone(), c.json)),
+                        // From a document table: values of any type, so a JSON text column.
+                        None => Some((CqlType::Text, true)),
+                    };
+                    (target, typed.map(|t| (name.clone(), t)))
+                }
+                SchemaChange::Remove { .. } => continue,
+            };
+            if !needed.contains_key(kind) {
+                match self.fresh_native(kind).await? {
+                    Some(schema) => {
+                        needed.insert(kind.clone(), (schema, Needed::new()));
+                    }
+                    None => continue,
+                }
+            }
+            if let (Some((name, typed)), Some((_, cols))) = (column, needed.get_mut(kind)) {
+                cols.entry(name).or_insert(typed);
+            }
+        }
+        for (table, (schema, columns)) in needed {
+            let mut changed = false;
+            if !schema.has_version {
+                self.add_column(&schema, VERSION_COLUMN, &CqlType::BigInt, false)
+                    .await?;
+                changed = true;
+            }
+            for (name, (ty, json)) in columns {
+                let is_key = schema.keys().any(|c| c.name == name);
+                if schema.column(&name).is_none() && !is_key && name != VERSION_COLUMN {
+                    self.add_column(&schema, &name, &ty, json).await?;
+                    changed = true;
+                }
+            }
+            if changed {
+                self.load_schema(&table).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After the census: drops the columns that `delete`, `rename` and `move` emptied, once a
+    /// sweep of the table finds no row still holding a value in them (`drop_columns=false`
+    /// keeps them). A column that still holds values is kept and logged.
+    pub(crate) async fn native_finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {
+        if self.core.config.native == NativeTables::None || !self.core.config.drop_columns {
+            return Ok(());
+        }
+        let mut removed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for change in changes {
+            if let SchemaChange::Remove { kind, name } = change {
+                removed
+                    .entry(kind.clone())
+                    .or_default()
+                    .insert(name.clone());
+            }
+        }
+        for (kind, names) in removed {
+            let Some(schema) = self.fresh_native(&kind).await? else {
+                continue;
+            };
+            let candidates: Vec<String> = names
+                .into_iter()
+                .filter(|n| schema.column(n).is_some())
+                .collect();
+            if candidates.is_empty() {
+                continue;
+            }
+            let holding = self.columns_with_values(&schema, &candidates).await?;
+            for name in &candidates {
+                if holding.contains(name) {
+                    tracing::info!(table = %schema.qualified, column = %name, "column still holds values; not dropped");
+                    continue;
+                }
+                tracing::info!(table = %schema.qualified, column = %name, "dropping an emptied column");
+                self.core.ddl(&schema.drop_column(name)).await?;
+                self.core
+                    .execute(
+                        &format!(
+                            "DELETE FROM {}.{JSON_COLUMNS_TABLE} WHERE name = ?",
+                            self.ks()
+                        ),
+                        (format!("{}.{name}", schema.table),),
+                        Retry::Idempotent,
+                        "unregistering a column",
+                    )
+                    .await?;
+            }
+            self.load_schema(&kind).await?;
+        }
+        Ok(())
+    }
+
+    /// Which of `names` hold a value in at least one row (a paged sweep of those columns).
+    async fn columns_with_values(
+        &self,
+        schema: &TableSchema,
+        names: &[String],
+    ) -> Result<HashSet<String>> {
+        let mut statement = self.core.prepare(&schema.select_columns(names)).await?;
+        statement.set_page_size(5000);
+        statement.set_is_idempotent(true);
+        let mut holding = HashSet::new();
+        let mut paging = PagingState::start();
+        loop {
+            let (result, next) = self
+                .core
+                .session
+                .execute_single_page(&statement, (), paging)
+                .await
+                .map_err(|e| execution_error(e, "checking emptied columns"))?;
+            for row in rows_of::<Row>(result, "checking emptied columns")? {
+                for (name, cell) in names.iter().zip(row.columns) {
+                    if cell.is_some() {
+                        holding.insert(name.clone());
+                    }
+                }
+            }
+            if holding.len() == names.len() {
+                return Ok(holding);
+            }
+            match next.into_paging_control_flow() {
+                std::ops::ControlFlow::Continue(state) => paging = state,
+                std::ops::ControlFlow::Break(()) => return Ok(holding),
+            }
+        }
+    }
+}

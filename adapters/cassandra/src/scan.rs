@@ -1,0 +1,245 @@
+//! Scans: pages of a table read with the driver's paging state, continued across processes
+//! by [`ScanCursor`]s, falling back to a token-range scan when the cluster refuses a stored
+//! paging state.
+
+use scylla::response::query_result::QueryResult;
+use scylla::response::{PagingState, PagingStateResponse};
+use scylla::statement::prepared::PreparedStatement;
+use scylla::value::{CqlValue, Row};
+use tern_core::model::Entity;
+use tern_core::store::{Error, ErrorKind, Result, ScanPage, ScanRequest};
+
+use crate::backend::{CassStore, Layout, rows_of};
+use crate::core::{RETRIES, backoff, decode_doc, execution_error, is_invalid_request};
+use crate::cursor::{Fallback, ScanCursor};
+
+/// The largest page a scan asks for.
+const MAX_PAGE: usize = 5000;
+/// The most rows one scan call reads while looking for entities that pass its filter.
+const MAX_ROWS_PER_CALL: usize = 20_000;
+
+/// The statements of a scan over one table.
+struct Queries {
+    /// The whole table.
+    all: String,
+    /// From a token on: `... WHERE token(pk) >= ?`.
+    from_token: String,
+    /// Bound by the partition key: its prepared metadata computes a row's token.
+    lookup: String,
+    /// How many leading columns of a row are its partition key.
+    partition_columns: usize,
+}
+
+/// Why a page could not be read.
+enum PageError {
+    /// The server refused the request as invalid (e.g. a paging state it cannot use).
+    Refused(scylla::errors::ExecutionError),
+    /// Anything else, mapped.
+    Other(Error),
+}
+
+impl CassStore {
+    fn queries(&self, kind: &str, layout: &Layout) -> Option<Queries> {
+        match layout {
+            Layout::Document => {
+                let t = format!("{}.{kind}", self.ks());
+                Some(Queries {
+                    all: format!("SELECT id, doc FROM {t}"),
+                    from_token: format!("SELECT id, doc FROM {t} WHERE token(id) >= ?"),
+                    lookup: format!("SELECT id FROM {t} WHERE id = ?"),
+                    partition_columns: 1,
+                })
+            }
+            Layout::Native(schema) => Some(Queries {
+                all: schema.select_all(),
+                from_token: schema.select_from_token(),
+                lookup: schema.partition_lookup(),
+                partition_columns: schema.partition.len(),
+            }),
+            Layout::Missing { .. } => None,
+        }
+    }
+
+    fn decode_row(&self, kind: &str, layout: &Layout, row: Row) -> Result<Entity> {
+        match layout {
+            Layout::Native(schema) => schema.entity(kind, row.columns).map_err(|message| {
+                Error::new(
+                    ErrorKind::InvalidData,
+                    format!(
+                        "a row of table {} cannot be read: {message}",
+                        schema.qualified
+                    ),
+                )
+                .with_context("kind", kind)
+            }),
+            _ => match row.columns.as_slice() {
+                [Some(CqlValue::Text(id)), Some(CqlValue::Blob(doc))] => decode_doc(kind, id, doc),
+                _ => Err(Error::new(
+                    ErrorKind::InvalidData,
+                    format!("a row of table {kind} does not have tern's document layout"),
+                )),
+            },
+        }
+    }
+
+    /// The token of a row's partition (the position a token-range scan resumes from).
+    async fn token_of(&self, queries: &Queries, row: &Row) -> Option<i64> {
+        let key: Option<Vec<CqlValue>> = row
+            .columns
+            .iter()
+            .take(queries.partition_columns)
+            .cloned()
+            .collect();
+        let statement = self.core.prepare(&queries.lookup).await.ok()?;
+        match statement.calculate_token(&key?) {
+            Ok(token) => token.map(|t| t.value()),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot compute a row's token; the cursor has none");
+                None
+            }
+        }
+    }
+
+    /// One server page, retried on temporary failures.
+    async fn page(
+        &self,
+        statement: &PreparedStatement,
+        values: &[CqlValue],
+        paging: PagingState,
+        kind: &str,
+    ) -> std::result::Result<(QueryResult, PagingStateResponse), PageError> {
+        let mut attempt = 0u32;
+        loop {
+            match self
+                .core
+                .session
+                .execute_single_page(statement, values, paging.clone())
+                .await
+            {
+                Ok(answer) => return Ok(answer),
+                Err(e) if is_invalid_request(&e) => return Err(PageError::Refused(e)),
+                Err(e) => {
+                    let err = execution_error(e, "scan").with_context("kind", kind);
+                    if !err.is_temporary() || attempt >= RETRIES {
+                        return Err(PageError::Other(err));
+                    }
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// One page of a scan of `kind` (see the crate docs, "Scans and cursors").
+    pub(crate) async fn scan_pages(
+        &self,
+        kind: &str,
+        layout: &Layout,
+        cursor: Option<ScanCursor>,
+        request: &ScanRequest,
+    ) -> Result<ScanPage> {
+        let Some(queries) = self.queries(kind, layout) else {
+            return Ok(ScanPage::default());
+        };
+        let mut from = cursor.as_ref().and_then(|c| c.from);
+        let mut last = cursor.as_ref().and_then(|c| c.last);
+        let mut paging = cursor.as_ref().map_or_else(PagingState::start, |c| {
+            PagingState::new_from_raw_bytes(c.paging.clone())
+        });
+        // Set while the next request uses the stored cursor's paging state.
+        let mut resumed = cursor;
+        let limit = request.limit.clamp(1, MAX_PAGE);
+        // Server pages of `limit` rows. While a filter leaves a page empty, the next page is
+        // fetched in the same call and grows (x4, up to MAX_PAGE rows), so a sparse filter
+        // (a census sweep) costs few round trips; the limit is then a hint that a page may
+        // exceed. At most MAX_ROWS_PER_CALL rows are read per call.
+        let mut page_size = limit;
+        let mut rows_read = 0usize;
+        let mut entities = Vec::new();
+        loop {
+            let cql = if from.is_some() {
+                &queries.from_token
+            } else {
+                &queries.all
+            };
+            let mut statement = self.core.prepare(cql).await?;
+            statement.set_is_idempotent(true);
+            statement.set_page_size(i32::try_from(page_size).unwrap_or(5000));
+            let values: Vec<CqlValue> = from.map(CqlValue::BigInt).into_iter().collect();
+            let (result, next) = match self.page(&statement, &values, paging.clone(), kind).await {
+                Ok(answer) => answer,
+                Err(PageError::Refused(e)) => {
+                    let Some(stored) = resumed.take() else {
+                        return Err(execution_error(e, "scan").with_context("kind", kind));
+                    };
+                    match stored.fallback() {
+                        Fallback::FromToken(token) if self.token_ranges => {
+                            // Another driver or protocol version, a changed topology or
+                            // schema: the position survives as a token.
+                            tracing::warn!(kind, token, error = %e, "the cluster refused the cursor's paging state; continuing with a token-range scan");
+                            from = Some(token);
+                            paging = PagingState::start();
+                            continue;
+                        }
+                        fallback => {
+                            let why = if fallback == Fallback::Restart {
+                                "the cursor holds no token to continue from"
+                            } else {
+                                "this cluster cannot run token-range queries"
+                            };
+                            return Err(Error::new(
+                                ErrorKind::InvalidCursor,
+                                format!(
+                                    "cassandra: the cluster refused the paging state of this \
+                                     cursor for {kind}, and {why}; the scan must restart"
+                                ),
+                            )
+                            .with_source(e));
+                        }
+                    }
+                }
+                Err(PageError::Other(err)) => return Err(err),
+            };
+            resumed = None;
+            let rows = rows_of::<Row>(result, "scan")?;
+            rows_read += rows.len();
+            if let Some(row) = rows.last() {
+                last = self.token_of(&queries, row).await.or(last);
+            }
+            for row in rows {
+                let entity = self.decode_row(kind, layout, row)?;
+                if request.filter.matches(&entity) {
+                    entities.push(entity);
+                }
+            }
+            let state = match next {
+                PagingStateResponse::HasMorePages { state } => state,
+                PagingStateResponse::NoMorePages => {
+                    return Ok(ScanPage {
+                        entities,
+                        cursor: None,
+                    });
+                }
+            };
+            if !entities.is_empty() || rows_read >= MAX_ROWS_PER_CALL {
+                let bytes = state.as_bytes_slice().ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Unexpected,
+                        "cassandra: the server announced more pages without a paging state",
+                    )
+                })?;
+                let cursor = ScanCursor {
+                    from,
+                    last,
+                    paging: bytes.to_vec(),
+                };
+                return Ok(ScanPage {
+                    entities,
+                    cursor: Some(cursor.encode()),
+                });
+            }
+            paging = state;
+            page_size = (page_size * 4).min(MAX_PAGE);
+        }
+    }
+}
