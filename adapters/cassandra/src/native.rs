@@ -35,6 +35,9 @@ fn invalid(schema: &TableSchema, key: &Key, message: String) -> Error {
     .with_context("kind", key.kind.clone())
 }
 
+/// A row of `system_schema.columns`: keyspace, table, column, kind, position, type.
+type SchemaTuple = (String, String, String, String, i32, String);
+
 /// The columns a stage needs in one table, with their types and JSON-ness.
 type Needed = BTreeMap<String, (CqlType, bool)>;
 
@@ -49,32 +52,61 @@ impl CassStore {
 
     /// Every column of every table of the keyspace, from `system_schema.columns`.
     async fn schema_rows(&self) -> Result<Vec<(String, SchemaRow)>> {
+        let step = "reading system_schema.columns";
         let result = self
             .core
             .execute(
-                "SELECT table_name, column_name, kind, position, type FROM system_schema.columns \
-                 WHERE keyspace_name = ?",
+                "SELECT keyspace_name, table_name, column_name, kind, position, type \
+                 FROM system_schema.columns WHERE keyspace_name = ?",
                 (self.ks(),),
                 Retry::Idempotent,
-                "reading system_schema.columns",
+                step,
             )
             .await?;
-        Ok(
-            rows_of::<(String, String, String, i32, String)>(result, "reading the schema")?
-                .into_iter()
-                .map(|(table, column, kind, position, ty)| {
-                    (
-                        table,
-                        SchemaRow {
-                            column,
-                            kind,
-                            position,
-                            ty,
-                        },
-                    )
-                })
-                .collect(),
-        )
+        let mut rows = rows_of::<SchemaTuple>(result, step)?;
+        if rows.is_empty() {
+            // The keyspace always holds tern's own tables, so no rows means the server cannot
+            // select by keyspace (the test server): read the whole table, in one page (the
+            // test server's paging over this table loses rows).
+            let mut statement = self
+                .core
+                .prepare(
+                    "SELECT keyspace_name, table_name, column_name, kind, position, type \
+                     FROM system_schema.columns",
+                )
+                .await?;
+            statement.set_page_size(i32::MAX);
+            statement.set_is_idempotent(true);
+            let mut paging = PagingState::start();
+            loop {
+                let (result, next) = self
+                    .core
+                    .session
+                    .execute_single_page(&statement, (), paging)
+                    .await
+                    .map_err(|e| execution_error(e, step))?;
+                rows.extend(rows_of::<SchemaTuple>(result, step)?);
+                match next.into_paging_control_flow() {
+                    std::ops::ControlFlow::Continue(state) => paging = state,
+                    std::ops::ControlFlow::Break(()) => break,
+                }
+            }
+        }
+        Ok(rows
+            .into_iter()
+            .filter(|(ks, ..)| ks == self.ks())
+            .map(|(_, table, column, kind, position, ty)| {
+                (
+                    table,
+                    SchemaRow {
+                        column,
+                        kind,
+                        position,
+                        ty,
+                    },
+                )
+            })
+            .collect())
     }
 
     /// The JSON text columns (`table.column`) registered in `tern_json_columns`.

@@ -50,6 +50,8 @@ pub(crate) struct LwtPrepared {
     table: TableSpec,
     /// The metadata of the whole statement (write values, then condition values).
     metadata: PreparedMetadata,
+    /// The write, when it is an INSERT or UPDATE (for its null cells).
+    write: Option<crate::nulls::WriteInfo>,
 }
 
 fn invalid(message: impl ToString) -> CqlError {
@@ -60,11 +62,13 @@ fn invalid(message: impl ToString) -> CqlError {
 pub(crate) fn prepare(db: &mut KassandraSession, cql: &str) -> Result<LwtPrepared, CqlError> {
     let (base, condition) = split_condition(cql).map_err(invalid)?;
     let base_query = kassandra::cql::parser::query(base)?;
+    let base_prepared = db.prepare(base_query)?;
+    let write = crate::nulls::write_info(base, &base_prepared);
     let QueryResult::Prepared(Prepared {
         id: base_id,
         prepared_metadata: base_meta,
         ..
-    }) = db.prepare(base_query)?
+    }) = base_prepared
     else {
         return Err(invalid("preparing the write gave no prepared statement"));
     };
@@ -133,6 +137,7 @@ pub(crate) fn prepare(db: &mut KassandraSession, cql: &str) -> Result<LwtPrepare
         condition,
         table,
         metadata,
+        write,
     })
 }
 
@@ -151,6 +156,7 @@ impl LwtPrepared {
     pub(crate) fn execute(
         &self,
         db: &mut KassandraSession,
+        keys: &mut crate::nulls::Keys,
         params: &QueryParameters<'_>,
     ) -> Result<QueryResult, CqlError> {
         let values = &params.data;
@@ -207,6 +213,9 @@ impl LwtPrepared {
                 values[..self.base_values].to_vec(),
                 params,
             )?;
+            if let Some(write) = &self.write {
+                crate::nulls::clear_nulls(db, keys, write, &values[..self.base_values], params)?;
+            }
         } else if let Some(current) = current {
             metadata
                 .col_specs
@@ -223,7 +232,7 @@ impl LwtPrepared {
 }
 
 /// Executes kassandra's prepared statement `id` with `data`.
-fn run<'a>(
+pub(crate) fn run<'a>(
     db: &mut KassandraSession,
     id: u128,
     data: Vec<FrameValue<'a>>,
@@ -245,17 +254,56 @@ fn run<'a>(
 }
 
 /// Whether the stored value equals the bound one (both `null` counts as equal, as in Cassandra).
+///
+/// Values are compared in their wire form. Sets and maps are compared as Cassandra compares
+/// them, regardless of the order a client sent their elements in: both sides' elements (map
+/// entries by key) are sorted by their bytes first. Lists keep their order.
 fn equal(
     stored: Option<&CqlValue>,
     bound: &FrameValue<'_>,
     column: &str,
 ) -> Result<bool, CqlError> {
+    // kassandra keeps deleted cells as empty values: they are null.
+    let stored = stored.filter(|v| !matches!(v, CqlValue::Empty));
     match (stored, bound) {
         (_, FrameValue::NotSet) => Err(invalid(format!("condition value for {column} is not set"))),
         (None, FrameValue::Null) => Ok(true),
         (None, FrameValue::Some(_)) | (Some(_), FrameValue::Null) => Ok(false),
+        (Some(v @ (CqlValue::Set(_) | CqlValue::Map(_))), FrameValue::Some(bytes)) => {
+            let pairs = matches!(v, CqlValue::Map(_));
+            let stored = canonical_collection(&encode(v, column)?, pairs);
+            Ok(stored.is_some() && stored == canonical_collection(bytes, pairs))
+        }
         (Some(v), FrameValue::Some(bytes)) => Ok(encode(v, column)? == *bytes),
     }
+}
+
+/// The elements of a v4 collection (`<n><len><bytes>...`; maps: key and value alternate),
+/// map entries kept together, sorted by their bytes; `None` when malformed.
+fn canonical_collection(bytes: &[u8], pairs: bool) -> Option<Vec<Vec<u8>>> {
+    fn int(bytes: &[u8], at: &mut usize) -> Option<i32> {
+        let b = bytes.get(*at..*at + 4)?;
+        *at += 4;
+        Some(i32::from_be_bytes(b.try_into().ok()?))
+    }
+    let mut at = 0;
+    let n = usize::try_from(int(bytes, &mut at)?).ok()?;
+    let mut items = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut item = Vec::new();
+        for _ in 0..if pairs { 2 } else { 1 } {
+            let len = int(bytes, &mut at)?;
+            item.extend_from_slice(&len.to_be_bytes());
+            let len = usize::try_from(len).unwrap_or(0);
+            item.extend_from_slice(bytes.get(at..at + len)?);
+            at += len;
+        }
+        items.push(item);
+    }
+    (at == bytes.len()).then(|| {
+        items.sort();
+        items
+    })
 }
 
 /// The wire form of a stored value, for the types a condition may compare.
@@ -264,16 +312,100 @@ fn encode(value: &CqlValue, column: &str) -> Result<Vec<u8>, CqlError> {
         CqlValue::Ascii(s) | CqlValue::Text(s) => s.as_bytes().to_vec(),
         CqlValue::Blob(b) => b.clone(),
         CqlValue::Boolean(b) => vec![u8::from(*b)],
+        CqlValue::TinyInt(i) => i.to_be_bytes().to_vec(),
+        CqlValue::SmallInt(i) => i.to_be_bytes().to_vec(),
         CqlValue::Int(i) => i.to_be_bytes().to_vec(),
         CqlValue::BigInt(i) | CqlValue::Counter(i) | CqlValue::Timestamp(i) => {
             i.to_be_bytes().to_vec()
         }
         CqlValue::Double(bits) => bits.to_be_bytes().to_vec(),
         CqlValue::Float(bits) => bits.to_be_bytes().to_vec(),
+        CqlValue::Uuid(u) | CqlValue::Timeuuid(u) => u.as_bytes().to_vec(),
+        CqlValue::Inet(std::net::IpAddr::V4(ip)) => ip.octets().to_vec(),
+        CqlValue::Inet(std::net::IpAddr::V6(ip)) => ip.octets().to_vec(),
+        CqlValue::List(items) | CqlValue::Set(items) => {
+            let mut out = count(items.len(), column)?;
+            for item in items {
+                push_element(&mut out, item, column)?;
+            }
+            out
+        }
+        CqlValue::Map(entries) => {
+            let mut out = count(entries.len(), column)?;
+            for (k, v) in entries {
+                push_element(&mut out, k, column)?;
+                push_element(&mut out, v, column)?;
+            }
+            out
+        }
         _ => {
             return Err(invalid(format!(
                 "this test server cannot compare column {column} in a condition (type not supported)"
             )));
         }
     })
+}
+
+fn count(n: usize, column: &str) -> Result<Vec<u8>, CqlError> {
+    i32::try_from(n)
+        .map(|n| n.to_be_bytes().to_vec())
+        .map_err(|_| invalid(format!("collection too large in column {column}")))
+}
+
+fn push_element(out: &mut Vec<u8>, value: &CqlValue, column: &str) -> Result<(), CqlError> {
+    let bytes = encode(value, column)?;
+    out.extend(count(bytes.len(), column)?);
+    out.extend(bytes);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A v4 collection of `items` (for a map, `items` alternate keys and values).
+    fn collection(n: i32, items: &[&[u8]]) -> Vec<u8> {
+        let mut out = n.to_be_bytes().to_vec();
+        for item in items {
+            out.extend(i32::try_from(item.len()).unwrap_or(0).to_be_bytes());
+            out.extend_from_slice(item);
+        }
+        out
+    }
+
+    fn bytes(items: &[&[u8]]) -> Vec<u8> {
+        collection(i32::try_from(items.len()).unwrap_or(0), items)
+    }
+
+    fn eq(stored: &CqlValue, bound: &[u8]) -> bool {
+        equal(Some(stored), &FrameValue::Some(bound), "c").unwrap_or(false)
+    }
+
+    #[test]
+    fn conditions_compare_collections_as_cassandra_does() {
+        let text = |s: &str| CqlValue::Text(s.to_owned());
+        // Lists: order matters.
+        let list = CqlValue::List(vec![text("a"), text("b")]);
+        assert!(eq(&list, &bytes(&[b"a", b"b"])));
+        assert!(!eq(&list, &bytes(&[b"b", b"a"])));
+        // Sets: order does not.
+        let set = CqlValue::Set(vec![text("a"), text("b")]);
+        assert!(eq(&set, &bytes(&[b"b", b"a"])));
+        assert!(!eq(&set, &bytes(&[b"a"])));
+        // Maps: entries as pairs, in any order.
+        let map = CqlValue::Map(vec![
+            (text("k"), CqlValue::BigInt(1)),
+            (text("j"), CqlValue::BigInt(2)),
+        ]);
+        let one = 1i64.to_be_bytes();
+        let two = 2i64.to_be_bytes();
+        assert!(eq(&map, &collection(2, &[b"j", &two, b"k", &one])));
+        assert!(eq(&map, &collection(2, &[b"k", &one, b"j", &two])));
+        assert!(!eq(&map, &collection(2, &[b"j", &one, b"k", &two])));
+        // Malformed bytes never match.
+        assert!(!eq(&set, &[0, 0, 0, 2, 0]));
+        // Null only equals null.
+        assert!(equal(None, &FrameValue::Null, "c").unwrap_or(false));
+        assert!(!equal(Some(&set), &FrameValue::Null, "c").unwrap_or(true));
+    }
 }

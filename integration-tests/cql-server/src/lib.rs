@@ -18,6 +18,7 @@
 //!   reads the addressed row through kassandra, evaluates the condition, applies the write
 //!   without its condition only when it holds, and answers Cassandra's result set (`[applied]`,
 //!   plus the current values of the condition columns when not applied and the row exists).
+//!   Conditions compare scalars and collections (sets and maps regardless of element order).
 //!   As QUERY (with bound values) or PREPARE/EXECUTE.
 //!
 //! # Not supported
@@ -25,6 +26,10 @@
 //!   conditions on partitions with several rows, and conditional statements inside a `BATCH`
 //!   (answered with an `Invalid` error, [`LWT_IN_BATCH`]).
 //! - `ALTER`, `DROP`, `TRUNCATE`: kassandra answers a syntax error.
+//! - `token()` (no token-range queries), quoted identifiers, `IN`, ranges in `WHERE`.
+//!
+//! The server lists what it lacks in the table `tern_cql_server.unsupported` ([`UNSUPPORTED`]),
+//! so that tests can name the reason when they skip what needs a real cluster.
 //! - Authentication, compression, events (REGISTER is acknowledged, nothing is ever pushed),
 //!   TTL/`USING TIMESTAMP` semantics, secondary indexes, materialized views, real system/schema
 //!   tables, persistence (all data is lost when the process stops).
@@ -40,6 +45,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::{SinkExt, StreamExt};
 use kassandra::KassandraSession;
 use kassandra::error::DbError;
+use kassandra::frame::request::query::Query;
 use kassandra::frame::request::{QueryParameters, Request, RequestOpcode};
 use kassandra::frame::response::{Response, error::Error as CqlError, result::QueryResult};
 use kassandra::frame::{FrameFlags, request_stream, response_sink};
@@ -47,6 +53,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 mod cas;
 mod lwt;
+mod nulls;
 
 pub use cas::Condition;
 pub use lwt::{has_lwt_condition, split_condition, statement_texts};
@@ -55,6 +62,33 @@ pub use lwt::{has_lwt_condition, split_condition, statement_texts};
 pub const LWT_IN_BATCH: &str = "conditional statements (IF ...) inside a BATCH are not supported \
      by this test server; send them one by one";
 
+/// The keyspace where the server describes itself.
+pub const SELF_KEYSPACE: &str = "tern_cql_server";
+
+/// What this server does not support, as seeded into `tern_cql_server.unsupported
+/// (feature text PRIMARY KEY, reason text)`: a client (the integration tests) can tell that
+/// it talks to this stand-in and skip what needs a real cluster, naming the reason. Real
+/// Cassandra and ScyllaDB have no such table.
+pub const UNSUPPORTED: &[(&str, &str)] = &[
+    (
+        "alter",
+        "tern-cql-server (kassandra) cannot run ALTER TABLE (no schema changes after CREATE)",
+    ),
+    ("drop", "tern-cql-server (kassandra) cannot run DROP"),
+    (
+        "truncate",
+        "tern-cql-server (kassandra) cannot run TRUNCATE",
+    ),
+    (
+        "token",
+        "tern-cql-server (kassandra) has no token() function (no token-range queries)",
+    ),
+    (
+        "lwt_clustering",
+        "tern-cql-server evaluates conditions only on partitions of one row",
+    ),
+];
+
 /// An in-memory CQL server: one kassandra database shared by every connection.
 #[derive(Debug, Clone, Default)]
 pub struct CqlServer {
@@ -62,17 +96,55 @@ pub struct CqlServer {
 }
 
 /// Everything behind the server-wide lock.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     db: KassandraSession,
     /// Conditional statements prepared by this server (kassandra prepared their parts).
     lwt: HashMap<u128, cas::LwtPrepared>,
     /// The last id given to a conditional statement.
     next_id: u128,
+    /// Prepared INSERTs and UPDATEs (by kassandra's id), for their null cells.
+    writes: HashMap<u128, nulls::WriteInfo>,
+    /// The key columns of each table.
+    keys: nulls::Keys,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        let mut db = KassandraSession::new();
+        let mut seed = vec![
+            format!(
+                "CREATE KEYSPACE IF NOT EXISTS {SELF_KEYSPACE} WITH replication = \
+                 {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            ),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {SELF_KEYSPACE}.unsupported \
+                 (feature text PRIMARY KEY, reason text)"
+            ),
+        ];
+        for (feature, reason) in UNSUPPORTED {
+            seed.push(format!(
+                "INSERT INTO {SELF_KEYSPACE}.unsupported (feature, reason) VALUES ('{feature}', '{}')",
+                reason.replace('\'', "''")
+            ));
+        }
+        for cql in &seed {
+            if let Err(err) = Query::simple(cql).and_then(|q| db.process(q)) {
+                eprintln!("tern-cql-server: cannot describe itself ({cql}): {err:?}");
+            }
+        }
+        State {
+            db,
+            lwt: HashMap::new(),
+            next_id: 0,
+            writes: HashMap::new(),
+            keys: nulls::Keys::default(),
+        }
+    }
 }
 
 impl CqlServer {
-    /// A server with an empty database.
+    /// A server whose database holds only its self-description (see [`UNSUPPORTED`]).
     pub fn new() -> Self {
         Self::default()
     }
@@ -139,21 +211,26 @@ impl CqlServer {
             return error(DbError::ProtocolError, "authentication is not supported");
         }
         // Checked on the raw frame, before kassandra parses (and drops) the condition.
-        let lwt_text = statement_texts(opcode, body)
-            .into_iter()
-            .find(|cql| has_lwt_condition(cql));
+        let texts = statement_texts(opcode, body);
+        let lwt_text = texts.iter().copied().find(|cql| has_lwt_condition(cql));
         if lwt_text.is_some() && opcode == RequestOpcode::Batch {
             return error(DbError::Invalid, LWT_IN_BATCH);
         }
         // One lock for every request: a conditional write reads, checks and writes atomically.
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let State { db, lwt, next_id } = &mut *state;
+        let State {
+            db,
+            lwt,
+            next_id,
+            writes,
+            keys,
+        } = &mut *state;
         if let Some(ks) = keyspace.as_deref() {
             db.use_keyspace(ks);
         }
-        if let Some(cql) = lwt_text {
+        let mut result = if let Some(cql) = lwt_text {
             // Handled from the raw frame: kassandra's parser would drop the condition.
-            let result = match opcode {
+            match opcode {
                 RequestOpcode::Prepare => cas::prepare(db, cql).map(|prepared| {
                     *next_id += 1;
                     // kassandra's ids are ULIDs (time in the high bits): these never collide.
@@ -169,44 +246,59 @@ impl CqlServer {
                         .ok_or_else(|| CqlError::new(DbError::ProtocolError, "short frame"))
                         .and_then(|rest| QueryParameters::parse(rest, flags));
                     params.and_then(|params| {
-                        cas::prepare(db, cql).and_then(|p| p.execute(db, &params))
+                        cas::prepare(db, cql).and_then(|p| p.execute(db, keys, &params))
                     })
                 }
-            };
-            return result.map_or_else(Response::Error, Response::Result);
-        }
-        let request = match Request::deserialize(opcode, body, flags) {
-            Ok(request) => request,
-            Err(err) => return Response::Error(err),
-        };
-        if let Request::Execute(execute) = &request {
-            let id = <[u8; 16]>::try_from(execute.id).map(u128::from_be_bytes);
-            if let Some(prepared) = id.ok().and_then(|id| lwt.get(&id)) {
-                return prepared
-                    .execute(db, &execute.parameters)
-                    .map_or_else(Response::Error, Response::Result);
             }
-        }
-        let result = match request {
-            Request::StartUp(_) | Request::Register { .. } => return Response::Ready,
-            Request::Options => return Response::options(),
-            Request::AuthResponse => {
-                return error(DbError::ProtocolError, "authentication is not supported");
+        } else {
+            match Request::deserialize(opcode, body, flags) {
+                Err(err) => Err(err),
+                Ok(Request::Execute(execute)) => {
+                    let id = <[u8; 16]>::try_from(execute.id)
+                        .map(u128::from_be_bytes)
+                        .ok();
+                    match id.and_then(|id| lwt.get(&id)) {
+                        Some(prepared) => prepared.execute(db, keys, &execute.parameters),
+                        None => {
+                            let values = execute.parameters.data.clone();
+                            let params = execute.parameters.clone();
+                            let write = id.and_then(|id| writes.get(&id)).cloned();
+                            db.execute(execute).and_then(|result| match write {
+                                Some(write) => {
+                                    nulls::clear_nulls(db, keys, &write, &values, &params)
+                                        .map(|()| result)
+                                }
+                                None => Ok(result),
+                            })
+                        }
+                    }
+                }
+                Ok(Request::StartUp(_) | Request::Register { .. }) => return Response::Ready,
+                Ok(Request::Options) => return Response::options(),
+                Ok(Request::AuthResponse) => {
+                    return error(DbError::ProtocolError, "authentication is not supported");
+                }
+                Ok(Request::Query(query)) => db.process(query),
+                Ok(Request::Prepare(query)) => db.prepare(query).inspect(|result| {
+                    if let (Some(cql), QueryResult::Prepared(p)) = (texts.first(), result) {
+                        if let Some(write) = nulls::write_info(cql, result) {
+                            writes.insert(p.id, write);
+                        }
+                    }
+                }),
+                Ok(Request::Batch(batch)) => db.process_batch(batch),
             }
-            Request::Query(query) => db.process(query),
-            Request::Prepare(query) => db.prepare(query),
-            Request::Execute(execute) => db.execute(execute),
-            Request::Batch(batch) => db.process_batch(batch),
         };
-        match result {
+        match &mut result {
             Ok(result) => {
-                if let QueryResult::SetKeyspace(set) = &result {
+                if let QueryResult::SetKeyspace(set) = result {
                     *keyspace = Some(set.keyspace_name.clone());
                 }
-                Response::Result(result)
+                nulls::empty_cells_are_null(result);
             }
-            Err(err) => Response::Error(err),
+            Err(_) => {}
         }
+        result.map_or_else(Response::Error, Response::Result)
     }
 }
 
