@@ -38,6 +38,77 @@ impl CassBackend {
         &self.base
     }
 
+    /// A CQL session on the server (for tables the application would create itself).
+    ///
+    /// # Errors
+    /// Why the session cannot be opened.
+    pub async fn session(&self) -> Result<scylla::client::session::Session, String> {
+        let authority = self
+            .base
+            .split_once("://")
+            .map_or(self.base.as_str(), |(_, a)| a);
+        let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        scylla::client::session_builder::SessionBuilder::new()
+            .known_nodes(host.split(','))
+            .auto_await_schema_agreement(false)
+            .fetch_schema_metadata(false)
+            .build()
+            .await
+            .map_err(|e| format!("cannot open a CQL session on {}: {e}", self.base))
+    }
+
+    /// Why the server cannot run `feature` (`alter`, `drop`, `token`, `lwt_clustering`), when
+    /// it is the test server (tern-cql-server lists what it lacks in
+    /// `tern_cql_server.unsupported`); `None` for a real Cassandra or ScyllaDB.
+    pub async fn unsupported(&self, feature: &str) -> Option<String> {
+        let session = self.session().await.ok()?;
+        let rows = session
+            .query_unpaged(
+                "SELECT feature, reason FROM tern_cql_server.unsupported",
+                &[],
+            )
+            .await
+            .ok()?
+            .into_rows_result()
+            .ok()?;
+        let rows = rows.rows::<(String, String)>().ok()?;
+        rows.filter_map(Result::ok)
+            .find(|(f, _)| f == feature)
+            .map(|(_, reason)| reason)
+    }
+
+    /// A fresh keyspace holding `tables` (each `name (columns...)`, created as an application
+    /// would), and the URL of a store on it with `options`.
+    ///
+    /// # Errors
+    /// A CQL error creating them.
+    pub async fn native_keyspace(
+        &self,
+        tables: &[&str],
+        options: &str,
+    ) -> Result<(String, String), String> {
+        let session = self.session().await?;
+        let ks = unique_name("tern_it");
+        let mut ddl = vec![format!(
+            "CREATE KEYSPACE {ks} WITH replication = \
+             {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+        )];
+        ddl.extend(tables.iter().map(|t| format!("CREATE TABLE {ks}.{t}")));
+        for cql in &ddl {
+            session
+                .query_unpaged(cql.as_str(), &[])
+                .await
+                .map_err(|e| format!("{cql}: {e}"))?;
+            // A real cluster: wait until every node knows the new table.
+            let _ = session.await_schema_agreement().await;
+        }
+        let sep = if self.query.is_empty() { "?" } else { "&" };
+        Ok((
+            ks.clone(),
+            format!("{}/{ks}{}{sep}{options}", self.base, self.query),
+        ))
+    }
+
     /// A fresh store, or the error opening it.
     ///
     /// # Errors

@@ -20,6 +20,7 @@ mod config;
 mod core;
 mod cql_type;
 mod cursor;
+mod ddl;
 mod document;
 mod native;
 mod resolve;

@@ -14,6 +14,7 @@ use crate::backend::{CassStore, JSON_COLUMNS_TABLE, rows_of, table_of};
 use crate::config::NativeTables;
 use crate::core::{Retry, execution_error};
 use crate::cql_type::CqlType;
+use crate::ddl::{columns_to_add, columns_to_check};
 use crate::schema::{SchemaRow, TableSchema, VERSION_COLUMN};
 use crate::statement::Call;
 
@@ -37,9 +38,6 @@ fn invalid(schema: &TableSchema, key: &Key, message: String) -> Error {
 
 /// A row of `system_schema.columns`: keyspace, table, column, kind, position, type.
 type SchemaTuple = (String, String, String, String, i32, String);
-
-/// The columns a stage needs in one table, with their types and JSON-ness.
-type Needed = BTreeMap<String, (CqlType, bool)>;
 
 impl CassStore {
     pub(crate) fn cached_schema(&self, table: &str) -> Option<Arc<TableSchema>> {
@@ -378,69 +376,52 @@ impl CassStore {
         Ok(())
     }
 
-    /// Before a stage: the columns it writes exist (`ALTER TABLE ... ADD`, typed from the
-    /// statement's literal, from the renamed or transferred column, or JSON text), and the
-    /// version column. Schema agreement is awaited after each change (`CassCore::ddl`).
+    /// The native tables among the kinds `changes` mention, read again from `system_schema`.
+    async fn native_schemas(
+        &self,
+        changes: &[SchemaChange],
+    ) -> Result<BTreeMap<String, Arc<TableSchema>>> {
+        let mut kinds = BTreeSet::new();
+        for change in changes {
+            match change {
+                SchemaChange::Versioned { kind }
+                | SchemaChange::Add { kind, .. }
+                | SchemaChange::Rename { kind, .. }
+                | SchemaChange::Remove { kind, .. } => {
+                    kinds.insert(kind.clone());
+                }
+                SchemaChange::Transfer { source, target, .. } => {
+                    kinds.insert(source.clone());
+                    kinds.insert(target.clone());
+                }
+            }
+        }
+        let mut schemas = BTreeMap::new();
+        for kind in kinds {
+            if let Some(schema) = self.fresh_native(&kind).await? {
+                schemas.insert(kind, schema);
+            }
+        }
+        Ok(schemas)
+    }
+
+    /// Before a stage: the columns it writes exist (`ALTER TABLE ... ADD`, see
+    /// [`columns_to_add`]). Schema agreement is awaited after each change (`CassCore::ddl`).
     pub(crate) async fn native_prepare_schema(&self, changes: &[SchemaChange]) -> Result<()> {
         if self.core.config.native == NativeTables::None {
             return Ok(());
         }
-        // Per table: the columns needed, in order of first mention.
-        let mut needed: BTreeMap<String, (Arc<TableSchema>, Needed)> = BTreeMap::new();
-        for change in changes {
-            let (kind, column) = match change {
-                SchemaChange::Versioned { kind } => (kind, None),
-                SchemaChange::Add { kind, name, value } => {
-                    (kind, CqlType::for_value(value).map(|t| (name.clone(), t)))
-                }
-                SchemaChange::Rename { kind, from, to } => {
-                    let source = self.fresh_native(kind).await?;
-                    let typed = source.and_then(|s| s.column(from).map(|c| (c.ty.clone(), c.json)));
-                    (kind, typed.map(|t| (to.clone(), t)))
-                }
-                SchemaChange::Transfer {
-                    source,
-                    target,
-                    name,
-                } => {
-                    let typed = match self.fresh_native(source).await? {
-                        Some(s) => s.column(name).map(|c| (c.ty.clone(), c.json)),
-                        // From a document table: values of any type, so a JSON text column.
-                        None => Some((CqlType::Text, true)),
-                    };
-                    (target, typed.map(|t| (name.clone(), t)))
-                }
-                SchemaChange::Remove { .. } => continue,
-            };
-            if !needed.contains_key(kind) {
-                match self.fresh_native(kind).await? {
-                    Some(schema) => {
-                        needed.insert(kind.clone(), (schema, Needed::new()));
-                    }
-                    None => continue,
-                }
-            }
-            if let (Some((name, typed)), Some((_, cols))) = (column, needed.get_mut(kind)) {
-                cols.entry(name).or_insert(typed);
+        let schemas = self.native_schemas(changes).await?;
+        let adds = columns_to_add(changes, &schemas);
+        for add in &adds {
+            if let Some(schema) = schemas.get(&add.table) {
+                self.add_column(schema, &add.name, &add.ty, add.json)
+                    .await?;
             }
         }
-        for (table, (schema, columns)) in needed {
-            let mut changed = false;
-            if !schema.has_version {
-                self.add_column(&schema, VERSION_COLUMN, &CqlType::BigInt, false)
-                    .await?;
-                changed = true;
-            }
-            for (name, (ty, json)) in columns {
-                let is_key = schema.keys().any(|c| c.name == name);
-                if schema.column(&name).is_none() && !is_key && name != VERSION_COLUMN {
-                    self.add_column(&schema, &name, &ty, json).await?;
-                    changed = true;
-                }
-            }
-            if changed {
-                self.load_schema(&table).await?;
-            }
+        let touched: BTreeSet<&String> = adds.iter().map(|a| &a.table).collect();
+        for table in touched {
+            self.load_schema(table).await?;
         }
         Ok(())
     }
@@ -452,27 +433,12 @@ impl CassStore {
         if self.core.config.native == NativeTables::None || !self.core.config.drop_columns {
             return Ok(());
         }
-        let mut removed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for change in changes {
-            if let SchemaChange::Remove { kind, name } = change {
-                removed
-                    .entry(kind.clone())
-                    .or_default()
-                    .insert(name.clone());
-            }
-        }
-        for (kind, names) in removed {
-            let Some(schema) = self.fresh_native(&kind).await? else {
+        let schemas = self.native_schemas(changes).await?;
+        for (table, candidates) in columns_to_check(changes, &schemas) {
+            let Some(schema) = schemas.get(&table) else {
                 continue;
             };
-            let candidates: Vec<String> = names
-                .into_iter()
-                .filter(|n| schema.column(n).is_some())
-                .collect();
-            if candidates.is_empty() {
-                continue;
-            }
-            let holding = self.columns_with_values(&schema, &candidates).await?;
+            let holding = self.columns_with_values(schema, &candidates).await?;
             for name in &candidates {
                 if holding.contains(name) {
                     tracing::info!(table = %schema.qualified, column = %name, "column still holds values; not dropped");
@@ -486,13 +452,13 @@ impl CassStore {
                             "DELETE FROM {}.{JSON_COLUMNS_TABLE} WHERE name = ?",
                             self.ks()
                         ),
-                        (format!("{}.{name}", schema.table),),
+                        (format!("{table}.{name}"),),
                         Retry::Idempotent,
                         "unregistering a column",
                     )
                     .await?;
             }
-            self.load_schema(&kind).await?;
+            self.load_schema(&table).await?;
         }
         Ok(())
     }

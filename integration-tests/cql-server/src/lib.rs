@@ -289,14 +289,11 @@ impl CqlServer {
                 Ok(Request::Batch(batch)) => db.process_batch(batch),
             }
         };
-        match &mut result {
-            Ok(result) => {
-                if let QueryResult::SetKeyspace(set) = result {
-                    *keyspace = Some(set.keyspace_name.clone());
-                }
-                nulls::empty_cells_are_null(result);
+        if let Ok(result) = &mut result {
+            if let QueryResult::SetKeyspace(set) = result {
+                *keyspace = Some(set.keyspace_name.clone());
             }
-            Err(_) => {}
+            nulls::empty_cells_are_null(result);
         }
         result.map_or_else(Response::Error, Response::Result)
     }

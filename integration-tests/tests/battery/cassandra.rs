@@ -1,11 +1,21 @@
 //! The battery on cassandra, plus Cassandra-specific checks: mapping and round trip, scans
-//! resumed from paging-state cursors, put/get/delete, unreachable URLs, and the DDL path.
+//! resumed from paging-state cursors, put/get/delete, unreachable URLs, the native layout
+//! (fixed-schema tables) and its DDL, and the token-range fallback of refused cursors.
+//!
+//! What the test server (tern-cql-server) cannot run — `ALTER`/`DROP`, `token()`, conditions
+//! on partitions of several rows — runs against a real Cassandra or ScyllaDB given by
+//! `TERN_IT_CASSANDRA_URL` and is reported as skipped, with the server's reason, here.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use tern_core::model::json::entity_to_json_line;
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Cursor, ErrorKind, Filter, ScanRequest, Write, WriteOutcome};
-use tern_core::testing::battery::report;
-use tern_integration_tests::cassandra::backend;
+
+use tern_core::store::Store;
+use tern_core::store::memory::MemoryStore;
+use tern_core::testing::battery::{self, report};
+use tern_integration_tests::cassandra::{CassBackend, backend};
 
 tern_core::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());
 
@@ -271,16 +281,319 @@ async fn cassandra_unreachable_url_names_the_url_without_password() {
     );
 }
 
-/// The DDL path (native columns on fixed-schema tables: `ALTER TABLE ... ADD`, drop, rename
-/// by add + copy + drop) is not implemented by the adapter yet; tern's own document tables
-/// need no DDL beyond `CREATE TABLE`. Reported as skipped with the reason.
-#[tokio::test]
-async fn cassandra_ddl_on_fixed_schema_tables() {
-    report(
-        "cassandra",
-        "cassandra_ddl_on_fixed_schema_tables",
-        "skipped: the native-column (fixed-schema) layout and its ALTER TABLE path are not \
-         implemented yet; tern-cql-server (kassandra) cannot run ALTER/DROP/TRUNCATE either, so it \
-         would need TERN_IT_CASSANDRA_URL pointing at a real Cassandra/ScyllaDB",
+/// The blog's tables of the native layout, with every column the battery's migrations write.
+const USER_FULL: &str = "user (id text PRIMARY KEY, tern_version bigint, name text, email text, \
+     url text)";
+const BLOGPOST_FULL: &str = "blogpost (id text PRIMARY KEY, tern_version bigint, title text, \
+     text text, author text, likes bigint, content text, email text, url text)";
+
+/// The backend, or `None` after reporting the skip of `test`.
+async fn backend_or_skip(test: &str) -> Option<CassBackend> {
+    match backend().await {
+        Ok(b) => Some(b),
+        Err(reason) => {
+            report("cassandra", test, &format!("skipped: {reason}"));
+            None
+        }
+    }
+}
+
+/// `None` (after reporting the skip of `test` with the server's reason) when the server lacks
+/// one of `features`.
+async fn lacks(backend: &CassBackend, test: &str, features: &[&str]) -> bool {
+    for feature in features {
+        if let Some(reason) = backend.unsupported(feature).await {
+            report(
+                "cassandra",
+                test,
+                &format!(
+                    "skipped: {reason}; set TERN_IT_CASSANDRA_URL to a real Cassandra or \
+                     ScyllaDB to run it"
+                ),
+            );
+            return true;
+        }
+    }
+    false
+}
+
+/// The export a memory store gives for `scripts` over `data`.
+async fn reference(data: &[Entity], scripts: &[(u32, &str)]) -> String {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    battery::load(store.as_ref(), data).await;
+    battery::migrator(Arc::clone(&store), scripts, 4)
+        .up(None)
+        .await
+        .unwrap();
+    battery::export(store.as_ref()).await
+}
+
+/// The columns of a table and their types, from `system_schema.columns`.
+async fn columns(backend: &CassBackend, ks: &str, table: &str) -> BTreeMap<String, String> {
+    let session = backend.session().await.unwrap();
+    let rows = session
+        .query_unpaged(
+            "SELECT keyspace_name, table_name, column_name, type FROM system_schema.columns",
+            &[],
+        )
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap();
+    rows.rows::<(String, String, String, String)>()
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|(k, t, _, _)| k == ks && t == table)
+        .map(|(_, _, c, ty)| (c, ty))
+        .collect()
+}
+
+/// The blog migrations on native tables created up front with all their columns (no DDL
+/// needed): the result equals the reference store's. Runs on the test server too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cassandra_native_layout_migrates_the_blog() {
+    let test = "cassandra_native_layout_migrates_the_blog";
+    let Some(backend) = backend_or_skip(test).await else {
+        return;
+    };
+    let (_, url) = backend
+        .native_keyspace(
+            &[USER_FULL, BLOGPOST_FULL],
+            "native=user,blogpost&drop_columns=false",
+        )
+        .await
+        .unwrap();
+    let store = tern_cassandra::open(&url).await.unwrap();
+    let data = battery::blog(8, 3);
+    battery::load(store.as_ref(), &data).await;
+    let scripts = [(1, battery::RELEASE2), (2, battery::RELEASE3)];
+    battery::migrator(Arc::clone(&store), &scripts, 5)
+        .up(None)
+        .await
+        .unwrap();
+    assert_eq!(
+        battery::export(store.as_ref()).await,
+        reference(&data, &scripts).await
     );
+    report("cassandra", test, "passed");
+}
+
+/// The language's DDL on fixed-schema tables that lack the new columns: `add` and `rename`
+/// add typed columns (`ALTER TABLE ... ADD`), the version column is added, `delete`, `rename`
+/// and `move` drop the columns they emptied after the census, a conditional delete keeps its
+/// column, nested literals get a collection or a JSON text column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cassandra_ddl_on_fixed_schema_tables() {
+    let test = "cassandra_ddl_on_fixed_schema_tables";
+    let Some(backend) = backend_or_skip(test).await else {
+        return;
+    };
+    if lacks(&backend, test, &["alter", "drop"]).await {
+        return;
+    }
+    let (ks, url) = backend
+        .native_keyspace(
+            &[
+                "user (id text PRIMARY KEY, name text, email text, url text)",
+                "blogpost (id text PRIMARY KEY, title text, text text, author text)",
+            ],
+            "native=user,blogpost",
+        )
+        .await
+        .unwrap();
+    let store = tern_cassandra::open(&url).await.unwrap();
+    let data = battery::blog(6, 2);
+    // Version 0 needs no version column: the application's rows are loaded as they are.
+    battery::load(store.as_ref(), &data).await;
+    let release4 = "add blogpost.meta = {\"a\": 1, \"b\": \"x\"}\n\
+                    add blogpost.tags = [\"a\", \"b\"]\n\
+                    delete blogpost.likes where blogpost.author = \"user1\"\n";
+    let scripts = [
+        (1, battery::RELEASE2),
+        (2, battery::RELEASE3),
+        (3, release4),
+    ];
+    let report_up = battery::migrator(Arc::clone(&store), &scripts, 4)
+        .up(None)
+        .await
+        .unwrap();
+    assert_eq!(report_up.applied.len(), 3);
+    assert_eq!(
+        battery::export(store.as_ref()).await,
+        reference(&data, &scripts).await
+    );
+    let blogpost = columns(&backend, &ks, "blogpost").await;
+    let expected: BTreeMap<String, String> = [
+        ("id", "text"),
+        ("title", "text"),
+        ("author", "text"),
+        ("tern_version", "bigint"),
+        ("likes", "bigint"),
+        ("content", "text"),
+        ("email", "text"),
+        ("url", "text"),
+        ("meta", "text"),
+        ("tags", "list<text>"),
+    ]
+    .into_iter()
+    .map(|(c, t)| (c.to_owned(), t.to_owned()))
+    .collect();
+    assert_eq!(blogpost, expected, "`text` is dropped after the rename");
+    let user = columns(&backend, &ks, "user").await;
+    assert!(
+        !user.contains_key("url"),
+        "the moved url is dropped: {user:?}"
+    );
+    assert_eq!(user.get("tern_version").map(String::as_str), Some("bigint"));
+    // The JSON column reads back as a map; a second store (a fresh schema cache) too.
+    let store2 = tern_cassandra::open(&url).await.unwrap();
+    let post = store2
+        .get(&Key::new("blogpost", "p0002-0").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut meta = Map::new();
+    meta.insert("a".into(), Value::Int(1));
+    meta.insert("b".into(), Value::from("x"));
+    assert_eq!(post.get("meta"), Some(&Value::Map(meta)));
+    assert_eq!(
+        post.get("tags"),
+        Some(&Value::Array(vec![Value::from("a"), Value::from("b")]))
+    );
+    report("cassandra", test, "passed");
+}
+
+/// A cursor whose paging state the cluster refuses continues as a token-range scan from the
+/// token of the last row read: the scan still returns every entity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
+    let test = "cassandra_refused_paging_state_falls_back_to_token_ranges";
+    let Some(backend) = backend_or_skip(test).await else {
+        return;
+    };
+    if lacks(&backend, test, &["token"]).await {
+        return;
+    }
+    let (_, url) = backend
+        .native_keyspace(
+            &["nat (a text, b bigint, n bigint, tern_version bigint, PRIMARY KEY ((a, b)))"],
+            "native=nat",
+        )
+        .await
+        .unwrap();
+    let store = tern_cassandra::open(&url).await.unwrap();
+    let mut writes = Vec::new();
+    for i in 0..60_i64 {
+        writes.push(Write::Put(entity(
+            "docs",
+            format!("d{i}"),
+            0,
+            &[("n", Value::Int(i))],
+        )));
+        writes.push(Write::Put(entity(
+            "nat",
+            Value::Array(vec![Value::from("k"), Value::Int(i)]),
+            0,
+            &[("n", Value::Int(i))],
+        )));
+    }
+    store.write_batch(writes).await.unwrap();
+    for kind in ["docs", "nat"] {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut cursor = None;
+        for _ in 0..2 {
+            let page = store
+                .scan(
+                    kind,
+                    ScanRequest {
+                        filter: Filter::all(),
+                        cursor,
+                        limit: 7,
+                    },
+                )
+                .await
+                .unwrap();
+            seen.extend(page.entities.into_iter().map(|e| e.key.id));
+            cursor = page.cursor;
+        }
+        // Garble the paging state, keep the token: `c2.<from>.<last>.<paging state>`.
+        let text = cursor.unwrap().0;
+        let (head, _) = text.rsplit_once('.').unwrap();
+        assert!(
+            !head.ends_with(".-"),
+            "the cursor holds the last token: {text}"
+        );
+        let mut cursor = Some(Cursor(format!("{head}.00ff00ff")));
+        loop {
+            let page = store
+                .scan(
+                    kind,
+                    ScanRequest {
+                        filter: Filter::all(),
+                        cursor,
+                        limit: 7,
+                    },
+                )
+                .await
+                .unwrap();
+            seen.extend(page.entities.into_iter().map(|e| e.key.id));
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), 60, "{kind}");
+    }
+    report("cassandra", test, "passed");
+}
+
+/// Compare-and-set on a native table whose partitions hold several rows (clustering columns).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cassandra_native_cas_on_clustered_partitions() {
+    let test = "cassandra_native_cas_on_clustered_partitions";
+    let Some(backend) = backend_or_skip(test).await else {
+        return;
+    };
+    if lacks(&backend, test, &["lwt_clustering"]).await {
+        return;
+    }
+    let (_, url) = backend
+        .native_keyspace(
+            &[
+                "events (device text, seq bigint, v text, tern_version bigint, \
+               PRIMARY KEY (device, seq))",
+            ],
+            "native=events",
+        )
+        .await
+        .unwrap();
+    let store = tern_cassandra::open(&url).await.unwrap();
+    let id = |seq: i64| Value::Array(vec![Value::from("d"), Value::Int(seq)]);
+    let rows: Vec<Entity> = (0..3)
+        .map(|i| entity("events", id(i), 0, &[("v", Value::from("x"))]))
+        .collect();
+    battery::load(store.as_ref(), &rows).await;
+    let mut new = rows[1].clone();
+    new.version = 1;
+    let stale = entity("events", id(1), 0, &[("v", Value::from("y"))]);
+    let outcomes = store
+        .write_batch(vec![
+            Write::Replace {
+                expected: stale,
+                new: new.clone(),
+            },
+            Write::Replace {
+                expected: rows[1].clone(),
+                new: new.clone(),
+            },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(outcomes, [WriteOutcome::Conflict, WriteOutcome::Applied]);
+    assert_eq!(store.get(&new.key).await.unwrap(), Some(new));
+    assert_eq!(
+        store.get(&rows[2].key).await.unwrap(),
+        Some(rows[2].clone())
+    );
+    report("cassandra", test, "passed");
 }
