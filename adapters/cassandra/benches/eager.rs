@@ -3,8 +3,11 @@
 //! hand-written paging + prepared-update loop with the same driver, side by side in one run.
 //!
 //! ```sh
-//! cargo bench -p tern-cassandra --bench eager -- --entities 100000 --rounds 3
+//! cargo bench -p tern-cassandra --bench eager -- --entities 100000 --rounds 3 [--lwt-loop] [--native]
 //! ```
+//!
+//! `--native`: tern migrates the same native table as the loop (`native=blogpost`), loaded the
+//! same way, instead of its document layout.
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used, missing_docs)]
 
 use std::ops::ControlFlow;
@@ -53,7 +56,8 @@ async fn session(addr: &str) -> Session {
 }
 
 /// The hand loop's table: native columns, `likes` and `content` already there (the test server
-/// has no `ALTER TABLE`; on a real cluster the loop would add them first).
+/// has no `ALTER TABLE`; on a real cluster the loop would add them first), and tern's version
+/// column (unused by the loop), so that with `--native` both sides migrate the same table.
 async fn load_native(s: &Session, ks: &str, n: usize) {
     s.query_unpaged(
         format!(
@@ -67,7 +71,7 @@ async fn load_native(s: &Session, ks: &str, n: usize) {
     s.query_unpaged(
         format!(
             "CREATE TABLE IF NOT EXISTS {ks}.blogpost (id bigint PRIMARY KEY, title text, \
-             text text, author text, likes int, content text)"
+             text text, author text, likes int, content text, tern_version bigint)"
         ),
         &[],
     )
@@ -166,9 +170,12 @@ async fn main() {
     let a = BenchArgs::parse(100_000, 3);
     // The hand loop guards each update with `IF text = ?` (an LWT), like tern's CAS.
     let lwt_loop = a.flag("--lwt-loop");
+    // tern migrates a native table like the loop's instead of its document layout.
+    let native = a.flag("--native");
     let addr = server();
     println!(
-        "eager add+rename, cassandra at {addr}, {} entities, batch {}, {} round(s), hand loop {}",
+        "eager add+rename, cassandra at {addr}, {} entities, batch {}, {} round(s), hand loop {}, \
+         tern on {}",
         a.entities,
         a.batch,
         a.rounds,
@@ -176,6 +183,11 @@ async fn main() {
             "with LWT"
         } else {
             "plain updates"
+        },
+        if native {
+            "the same native table"
+        } else {
+            "its document layout"
         }
     );
     let loop_session = session(&addr).await;
@@ -183,15 +195,24 @@ async fn main() {
     let mut ratios = Ratios::new("loop");
     for round in 0..a.rounds {
         let loop_ks = format!("bench_loop_{run}_{round}");
-        let tern_store =
-            tern_cassandra::open(&format!("cassandra://{addr}/bench_tern_{run}_{round}"))
-                .await
-                .expect("open");
+        let tern_ks = format!("bench_tern_{run}_{round}");
         let t = Instant::now();
         load_native(&loop_session, &loop_ks, a.entities).await;
-        bench::load(tern_store.as_ref(), a.entities)
+        let tern_store = if native {
+            // The same table, loaded the same way; emptied columns kept (no DROP here).
+            load_native(&loop_session, &tern_ks, a.entities).await;
+            tern_cassandra::open(&format!(
+                "cassandra://{addr}/{tern_ks}?native=blogpost&drop_columns=false"
+            ))
             .await
-            .expect("load");
+            .expect("open")
+        } else {
+            let store = tern_cassandra::open(&format!("cassandra://{addr}/{tern_ks}"))
+                .await
+                .expect("open");
+            bench::load(store.as_ref(), a.entities).await.expect("load");
+            store
+        };
         println!(
             "round {}: loaded both in {:.1}s",
             round + 1,
