@@ -472,6 +472,7 @@ impl Migrator {
         let runner = Runner {
             store: store.as_ref(),
             migration: m.id,
+            migration_name: &m.name,
             lease,
             options: &self.run,
             progress,
@@ -569,13 +570,12 @@ impl Migrator {
                 .map(|s| (s.kind.clone(), s.version))
                 .collect(),
         };
-        let targets = plan.targets.clone();
+        // Every kind's version after the migration, a renamed kind's under its new name.
+        let kinds_after = plan.kinds_after.clone();
         lease
             .update(move |doc| {
                 doc.applied.push(entry);
-                for (kind, v) in targets {
-                    doc.kinds.insert(kind, v);
-                }
+                doc.kinds = kinds_after;
                 doc.running = None;
             })
             .await?;
@@ -738,8 +738,17 @@ impl Migrator {
     }
 
     /// Proves that no entity of the migration's kinds is below its target, sweeping late ones.
+    /// First, that no entity is left under a renamed kind's old name (moving
+    /// what old application code wrote there during later stages).
     async fn census_and_sweep(&self, runner: &Runner<'_>, plan: &Plan) -> Result<u64> {
         let mut swept = 0u64;
+        for rename in &plan.renames {
+            let mut pos = Position::default();
+            runner
+                .rename_census(None, &rename.from, &rename.to, &mut pos)
+                .await?;
+            swept += pos.counts.swept;
+        }
         for (kind, &target) in &plan.targets {
             let mut passes = 0u32;
             loop {
@@ -793,12 +802,17 @@ impl Migrator {
                 }
                 p
             }
-            Stage::RenameKind { .. } => return Ok(None),
+            Stage::RenameKind { from, .. } => vec![(from.as_str(), 0)],
         };
         let mut total = 0;
         for (kind, version) in parts {
+            let filter = match stage {
+                // A kind rename moves every entity, whatever its version.
+                Stage::RenameKind { .. } => Filter::all(),
+                _ => Filter::at_version(version),
+            };
             total += store
-                .count(kind, Filter::at_version(version))
+                .count(kind, filter)
                 .await
                 .map_err(MigrateError::store("counting entities to migrate"))?;
         }
