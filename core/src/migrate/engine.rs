@@ -11,6 +11,7 @@ use super::lease::{Lease, LeaseOptions};
 use super::overlay::{Change, OverlayStore};
 use super::plan::{self, Plan, Stage};
 use super::progress::{CancelFlag, FaultHook, NoProgress, Progress};
+use super::rename;
 use super::run::{Position, RunOptions, Runner};
 use super::source::{Migration, MigrationSet};
 use super::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
@@ -430,6 +431,10 @@ impl Migrator {
             self.safety_precheck(m).await?;
         }
 
+        if doc.running.is_none() {
+            self.rename_precheck(store.as_ref(), m, &plan).await?;
+        }
+
         let (mut stage_index, mut pos, resumed) =
             match &doc.running {
                 Some(run) if run.migration == m.id => {
@@ -641,6 +646,22 @@ impl Migrator {
                 conflicts: stages.conflicts,
             })
         }
+    }
+
+    /// Before a migration's first run records anything: every kind rename it
+    /// plans can run on this store, and its new name is unused (unless an
+    /// earlier rename of the same migration empties or fills it; the stage
+    /// checks again when it starts). A refusal here leaves no interrupted run
+    /// behind, so the migration can still be edited.
+    async fn rename_precheck(&self, store: &dyn Store, m: &Migration, plan: &Plan) -> Result<()> {
+        let mut touched: Vec<&str> = Vec::new();
+        for r in &plan.renames {
+            let target_empty = !touched.contains(&r.to.as_str());
+            rename::check_rename(store, m.id, &m.name, &r.from, &r.to, target_empty).await?;
+            touched.push(&r.from);
+            touched.push(&r.to);
+        }
+        Ok(())
     }
 
     /// Entities of the kinds a stage reads or writes that are below the version

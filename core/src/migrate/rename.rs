@@ -25,7 +25,7 @@ use super::progress::FaultAt;
 use super::run::{Position, Runner};
 use super::state::KindRename;
 use crate::model::Key;
-use crate::store::{ErrorKind, Filter, RenameKindRequest};
+use crate::store::{ErrorKind, Filter, RenameKindRequest, Store};
 
 /// The phases of a kind rename stage (the `phase` of its checkpoint).
 pub(crate) const CHECK: u32 = 0;
@@ -62,7 +62,15 @@ impl Runner<'_> {
         }
         if pos.phase == CHECK {
             self.check_continue()?;
-            self.check_rename(from, to).await?;
+            check_rename(
+                self.store,
+                self.migration,
+                self.migration_name,
+                from,
+                to,
+                true,
+            )
+            .await?;
             self.fault(self.point(index, CHECK, 0, FaultAt::BeforeCheckpoint))?;
             let now = self
                 .store
@@ -107,57 +115,6 @@ impl Runner<'_> {
             self.checkpoint(index, pos).await?;
         }
         self.rename_census(Some(index), from, to, pos).await
-    }
-
-    /// Checks, before anything is written, that `from` can be renamed to `to`.
-    async fn check_rename(&self, from: &str, to: &str) -> Result<()> {
-        let refused = |reason: String| MigrateError::RenameKindRefused {
-            from: from.to_owned(),
-            to: to.to_owned(),
-            reason,
-        };
-        if Key::new(to, 0).is_err() {
-            return Err(refused(format!("{to:?} is not a valid kind name")));
-        }
-        let check = self
-            .store
-            .rename_kind(RenameKindRequest {
-                from: from.to_owned(),
-                to: to.to_owned(),
-                cursor: None,
-                limit: 0,
-            })
-            .await;
-        match check {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::Unsupported => {
-                return Err(MigrateError::Invalid {
-                    id: self.migration,
-                    name: self.migration_name.to_owned(),
-                    message: format!(
-                        "rename kind is not supported on {}: {e}; the Redis, embedded and \
-                         memory stores rename kinds",
-                        self.store.info().scheme
-                    ),
-                });
-            }
-            Err(e) if e.kind() == ErrorKind::ConfigInvalid => {
-                return Err(refused(e.to_string()));
-            }
-            Err(e) => return Err(MigrateError::store("checking a kind rename")(e)),
-        }
-        let existing = self
-            .store
-            .count(to, Filter::all())
-            .await
-            .map_err(MigrateError::store("counting the entities of the new kind"))?;
-        if existing > 0 {
-            return Err(refused(format!(
-                "{to} already holds {existing} entities, and a kind rename never merges into a \
-                 kind in use (no entity may be overwritten); rename or empty kind {to} first"
-            )));
-        }
-        Ok(())
     }
 
     /// One pass of re-keying batches from `pos.cursor` to the end of `from`.
@@ -302,4 +259,65 @@ impl Runner<'_> {
             ),
         }
     }
+}
+
+/// Checks, before anything is written, that the store can rename `from` to
+/// `to` (support, layouts, a valid name) and, with `target_empty`, that `to`
+/// holds no entity.
+pub(crate) async fn check_rename(
+    store: &dyn Store,
+    migration: u32,
+    migration_name: &str,
+    from: &str,
+    to: &str,
+    target_empty: bool,
+) -> Result<()> {
+    let refused = |reason: String| MigrateError::RenameKindRefused {
+        from: from.to_owned(),
+        to: to.to_owned(),
+        reason,
+    };
+    if Key::new(to, 0).is_err() {
+        return Err(refused(format!("{to:?} is not a valid kind name")));
+    }
+    let check = store
+        .rename_kind(RenameKindRequest {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            cursor: None,
+            limit: 0,
+        })
+        .await;
+    match check {
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::Unsupported => {
+            return Err(MigrateError::Invalid {
+                id: migration,
+                name: migration_name.to_owned(),
+                message: format!(
+                    "rename kind is not supported on {}: {e}; the Redis, embedded and \
+                     memory stores rename kinds",
+                    store.info().scheme
+                ),
+            });
+        }
+        Err(e) if e.kind() == ErrorKind::ConfigInvalid => {
+            return Err(refused(e.to_string()));
+        }
+        Err(e) => return Err(MigrateError::store("checking a kind rename")(e)),
+    }
+    if !target_empty {
+        return Ok(());
+    }
+    let existing = store
+        .count(to, Filter::all())
+        .await
+        .map_err(MigrateError::store("counting the entities of the new kind"))?;
+    if existing > 0 {
+        return Err(refused(format!(
+            "{to} already holds {existing} entities, and a kind rename never merges into a \
+             kind in use (no entity may be overwritten); rename or empty kind {to} first"
+        )));
+    }
+    Ok(())
 }

@@ -340,7 +340,13 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// that a rename of keys cannot carry over (checked before anything is written).
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
         let _ = request;
-        Err(Error::unsupported(self.info().scheme, "rename kind"))
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} store cannot re-key entities from one kind to another",
+                self.info().scheme
+            ),
+        ))
     }
 
     /// The current time in milliseconds since the Unix epoch: the server's clock
