@@ -450,6 +450,7 @@ impl Store for CassStore {
             transactions: false,
             server_clock: self.server_clock,
             write_batch_max: None,
+            rename_kind: false,
         }
     }
 

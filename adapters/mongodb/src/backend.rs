@@ -305,6 +305,7 @@ impl Store for MongoStore {
             transactions: true,
             server_clock: true,
             write_batch_max: None,
+            rename_kind: false,
         }
     }
 

@@ -9,13 +9,13 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
     Capability, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage,
-    PushdownRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, VersionFilter, Write,
-    WriteOutcome, check_writes,
+    PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store,
+    StoreInfo, VersionFilter, Write, WriteOutcome, check_writes,
 };
 
 use crate::codec::{self, Keys};
 use crate::config::{KindLayout, REDIS_SCHEME, RedisConfig};
-use crate::core::{META_CAS_SCRIPT, WRITE_SCRIPT, map_redis_error};
+use crate::core::{META_CAS_SCRIPT, RENAME_KIND_SCRIPT, WRITE_SCRIPT, map_redis_error};
 use crate::pushdown;
 
 /// Writes per script call: bounds how long one call holds the server.
@@ -37,6 +37,7 @@ pub struct RedisStore {
     meta_script: Arc<redis::Script>,
     pushdown_script: Arc<redis::Script>,
     count_script: Arc<redis::Script>,
+    rename_script: Arc<redis::Script>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -86,6 +87,7 @@ impl RedisStore {
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
             pushdown_script: Arc::new(redis::Script::new(pushdown::PUSHDOWN_SCRIPT)),
             count_script: Arc::new(redis::Script::new(pushdown::COUNT_SCRIPT)),
+            rename_script: Arc::new(redis::Script::new(RENAME_KIND_SCRIPT)),
         })
     }
 
@@ -365,6 +367,7 @@ impl Store for RedisStore {
             transactions: false,
             server_clock: true,
             write_batch_max: None,
+            rename_kind: true,
         }
     }
 
@@ -618,6 +621,89 @@ impl Store for RedisStore {
             changed: (0..n).map(|i| count(i + 2)).collect(),
             cursor,
         })
+    }
+
+    /// `RENAMENX` key by key (`ns:from:id` -> `ns:to:id`), one script call per
+    /// batch of SCAN keys; an existing new key is never overwritten (reported as
+    /// a collision). Both kinds must have the same layout (hash or JSON string).
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+        let (from, to) = (request.from.as_str(), request.to.as_str());
+        self.keys.check_kind(from)?;
+        self.keys.check_kind(to)?;
+        let (layout_from, layout_to) = (self.config.layout(from), self.config.layout(to));
+        if layout_from != layout_to {
+            let name = |l: KindLayout| match l {
+                KindLayout::Hash => "a hash",
+                KindLayout::Json => "a JSON string",
+            };
+            return Err(Error::new(
+                ErrorKind::ConfigInvalid,
+                format!(
+                    "kind {from} is stored as {} but kind {to} as {} (the json= option of the store \
+                     URL): renamed keys keep their Redis type, so list both kinds in json= or neither",
+                    name(layout_from),
+                    name(layout_to)
+                ),
+            )
+            .with_context("store", self.config.redacted.clone()));
+        }
+        if request.limit == 0 || from == to {
+            return Ok(RenameKindPage::default());
+        }
+        let type_name = self.type_name(from);
+        let (keys, cursor) = self
+            .scan_page(
+                &self.keys.kind_pattern(from),
+                Some(type_name),
+                request.cursor.as_ref(),
+                request.limit,
+            )
+            .await?;
+        let mut page = RenameKindPage {
+            cursor,
+            ..RenameKindPage::default()
+        };
+        if keys.is_empty() {
+            return Ok(page);
+        }
+        let (old_prefix, new_prefix) = (self.keys.kind_prefix(from), self.keys.kind_prefix(to));
+        let mut invocation = self.rename_script.prepare_invoke();
+        for k in &keys {
+            invocation.key(k);
+        }
+        for k in &keys {
+            let id = k.strip_prefix(old_prefix.as_str()).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidData,
+                    "a scanned key lacks its kind prefix",
+                )
+                .with_context("key", k.clone())
+            })?;
+            invocation.key(format!("{new_prefix}{id}"));
+        }
+        invocation.arg(type_name);
+        let codes: Vec<i64> = invocation
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.err("renaming a kind", e).with_context("kind", from))?;
+        if codes.len() != keys.len() {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "the rename script answered {} outcomes for {} keys",
+                    codes.len(),
+                    keys.len()
+                ),
+            ));
+        }
+        for (k, code) in keys.iter().zip(codes) {
+            match code {
+                1 => page.renamed += 1,
+                0 => page.collisions.push(self.keys.parse_entity_key(from, k)?),
+                _ => {}
+            }
+        }
+        Ok(page)
     }
 
     async fn now(&self) -> Result<i64> {

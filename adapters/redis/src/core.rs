@@ -119,3 +119,24 @@ local rev = tostring((tonumber(cur or '0') or 0) + 1)
 redis.call('HSET', KEYS[1], 'rev', rev, 'doc', ARGV[3])
 return {'applied', rev}
 "#;
+
+/// One batch of a kind rename: KEYS are the batch's old keys, then (in the same
+/// order) their new keys; `ARGV[1]` is the Redis type of the kind's entities.
+/// Each key moves with `RENAMENX`, so an existing new key (an entity or any
+/// other key) is never overwritten. Returns one integer per key: 1 renamed,
+/// 0 left in place (the new key exists), -1 gone or not an entity meanwhile.
+pub(crate) const RENAME_KIND_SCRIPT: &str = r"
+local n = #KEYS / 2
+local out = {}
+for i = 1, n do
+  local src = KEYS[i]
+  if redis.call('TYPE', src).ok ~= ARGV[1] then
+    out[i] = -1
+  elseif redis.call('RENAMENX', src, KEYS[n + i]) == 1 then
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+";

@@ -11,6 +11,7 @@ use super::lease::{Lease, LeaseOptions};
 use super::overlay::{Change, OverlayStore};
 use super::plan::{self, Plan, Stage};
 use super::progress::{CancelFlag, FaultHook, NoProgress, Progress};
+use super::rename;
 use super::run::{Position, RunOptions, Runner};
 use super::source::{Migration, MigrationSet};
 use super::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
@@ -430,6 +431,10 @@ impl Migrator {
             self.safety_precheck(m).await?;
         }
 
+        if doc.running.is_none() {
+            self.rename_precheck(store.as_ref(), m, &plan).await?;
+        }
+
         let (mut stage_index, mut pos, resumed) =
             match &doc.running {
                 Some(run) if run.migration == m.id => {
@@ -472,6 +477,7 @@ impl Migrator {
         let runner = Runner {
             store: store.as_ref(),
             migration: m.id,
+            migration_name: &m.name,
             lease,
             options: &self.run,
             progress,
@@ -584,13 +590,12 @@ impl Migrator {
                 .map(|s| (s.kind.clone(), s.version))
                 .collect(),
         };
-        let targets = plan.targets.clone();
+        // Every kind's version after the migration, a renamed kind's under its new name.
+        let kinds_after = plan.kinds_after.clone();
         lease
             .update(move |doc| {
                 doc.applied.push(entry);
-                for (kind, v) in targets {
-                    doc.kinds.insert(kind, v);
-                }
+                doc.kinds = kinds_after;
                 doc.running = None;
             })
             .await?;
@@ -656,6 +661,22 @@ impl Migrator {
                 conflicts: stages.conflicts,
             })
         }
+    }
+
+    /// Before a migration's first run records anything: every kind rename it
+    /// plans can run on this store, and its new name is unused (unless an
+    /// earlier rename of the same migration empties or fills it; the stage
+    /// checks again when it starts). A refusal here leaves no interrupted run
+    /// behind, so the migration can still be edited.
+    async fn rename_precheck(&self, store: &dyn Store, m: &Migration, plan: &Plan) -> Result<()> {
+        let mut touched: Vec<&str> = Vec::new();
+        for r in &plan.renames {
+            let target_empty = !touched.contains(&r.to.as_str());
+            rename::check_rename(store, m.id, &m.name, &r.from, &r.to, target_empty).await?;
+            touched.push(&r.from);
+            touched.push(&r.to);
+        }
+        Ok(())
     }
 
     /// Entities of the kinds a stage reads or writes that are below the version
@@ -753,8 +774,17 @@ impl Migrator {
     }
 
     /// Proves that no entity of the migration's kinds is below its target, sweeping late ones.
+    /// First, that no entity is left under a renamed kind's old name (moving
+    /// what old application code wrote there during later stages).
     async fn census_and_sweep(&self, runner: &Runner<'_>, plan: &Plan) -> Result<u64> {
         let mut swept = 0u64;
+        for rename in &plan.renames {
+            let mut pos = Position::default();
+            runner
+                .rename_census(None, &rename.from, &rename.to, &mut pos)
+                .await?;
+            swept += pos.counts.swept;
+        }
         for (kind, &target) in &plan.targets {
             let mut passes = 0u32;
             loop {
@@ -808,12 +838,17 @@ impl Migrator {
                 }
                 p
             }
-            Stage::RenameKind { .. } => return Ok(None),
+            Stage::RenameKind { from, .. } => vec![(from.as_str(), 0)],
         };
         let mut total = 0;
         for (kind, version) in parts {
+            let filter = match stage {
+                // A kind rename moves every entity, whatever its version.
+                Stage::RenameKind { .. } => Filter::all(),
+                _ => Filter::at_version(version),
+            };
             total += store
-                .count(kind, Filter::at_version(version))
+                .count(kind, filter)
                 .await
                 .map_err(MigrateError::store("counting entities to migrate"))?;
         }

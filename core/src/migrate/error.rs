@@ -137,6 +137,18 @@ pub enum MigrateError {
         /// How many sweeps ran.
         passes: u32,
     },
+    /// A kind rename that would overwrite or lose data: the new name is in use,
+    /// or entities of the old kind have namesakes under the new one. Nothing was
+    /// overwritten; a run stopped by it resumes once the cause is removed.
+    #[error("cannot rename kind {from} to {to}: {reason}")]
+    RenameKindRefused {
+        /// The old kind.
+        from: String,
+        /// The new kind.
+        to: String,
+        /// Why, and what to do.
+        reason: String,
+    },
     /// An interrupted run of a different migration (or of an edited one) is recorded.
     #[error("{0}")]
     Dirty(String),

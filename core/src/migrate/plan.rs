@@ -213,6 +213,17 @@ pub fn schema_changes(stage: &Stage) -> Vec<SchemaChange> {
     out
 }
 
+/// A kind rename of a plan, placed among its steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedRename {
+    /// How many of the plan's steps come before it.
+    pub after_steps: usize,
+    /// The old kind.
+    pub from: String,
+    /// The new kind.
+    pub to: String,
+}
+
 /// The plan of one migration.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -222,8 +233,14 @@ pub struct Plan {
     pub stages: Vec<Stage>,
     /// Every step, in statement order.
     pub steps: Vec<Step>,
-    /// Each kind's version after the migration (only kinds it writes).
+    /// Each kind's version after the migration (only kinds it writes, or that a
+    /// kind rename gives a version).
     pub targets: BTreeMap<String, Version>,
+    /// The kind renames, in order.
+    pub renames: Vec<PlannedRename>,
+    /// Every kind's version after the migration: the kinds it was planned with,
+    /// the steps applied, each renamed kind's version moved to its new name.
+    pub kinds_after: BTreeMap<String, Version>,
 }
 
 /// Plans `migration` given the current kind versions.
@@ -236,6 +253,7 @@ pub fn plan(migration: &Migration, kinds: &BTreeMap<String, Version>) -> Plan {
     }
     let mut stages = Vec::new();
     let mut steps = Vec::new();
+    let mut renames = Vec::new();
     // Open local stages, by kind, in order of first appearance.
     let mut open: Vec<(String, Version, Vec<Step>)> = Vec::new();
     fn flush(open: &mut Vec<(String, Version, Vec<Step>)>, stages: &mut Vec<Stage>) {
@@ -312,11 +330,20 @@ pub fn plan(migration: &Migration, kinds: &BTreeMap<String, Version>) -> Plan {
                             text: statement.to_string(),
                         });
                     }
+                    Statement::RenameKind { from, to } if from == to => {}
                     Statement::RenameKind { from, to } => {
                         flush(&mut open, &mut stages);
-                        if let Some(v) = versions.remove(from) {
-                            versions.insert(to.clone(), v);
-                        }
+                        // The new name carries the old kind's version; a version the new
+                        // name had (a kind that was emptied) no longer describes anything.
+                        match versions.remove(from) {
+                            Some(v) => versions.insert(to.clone(), v),
+                            None => versions.remove(to),
+                        };
+                        renames.push(PlannedRename {
+                            after_steps: steps.len(),
+                            from: from.clone(),
+                            to: to.clone(),
+                        });
                         stages.push(Stage::RenameKind {
                             from: from.clone(),
                             to: to.clone(),
@@ -328,29 +355,49 @@ pub fn plan(migration: &Migration, kinds: &BTreeMap<String, Version>) -> Plan {
     }
     flush(&mut open, &mut stages);
     let targets = versions
-        .into_iter()
-        .filter(|(k, v)| kinds.get(k) != Some(v))
+        .iter()
+        .filter(|(k, v)| kinds.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), *v))
         .collect();
     Plan {
         migration: migration.id,
         stages,
         steps,
         targets,
+        renames,
+        kinds_after: versions,
     }
 }
 
 /// Every step of every kind for the migrations of `set` up to and including
 /// `through`, replayed from the start: the history a late entity (one written
 /// with an old version after its kind moved on) is brought forward with.
+///
+/// A kind rename hands the old kind's steps to the new name (an entity renamed
+/// at version 1 still needs the steps after 1, whatever the kind was called
+/// when they were planned).
 pub fn history(set: &MigrationSet, through: u32) -> BTreeMap<String, Vec<Step>> {
     let mut kinds = BTreeMap::new();
     let mut by_kind: BTreeMap<String, Vec<Step>> = BTreeMap::new();
     for m in set.iter().take_while(|m| m.id <= through) {
         let p = plan(m, &kinds);
-        for step in p.steps {
-            kinds.insert(step.kind.clone(), step.version);
+        let mut renames = p.renames.iter().peekable();
+        let rename = |by_kind: &mut BTreeMap<String, Vec<Step>>, r: &PlannedRename| {
+            match by_kind.remove(&r.from) {
+                Some(steps) => by_kind.insert(r.to.clone(), steps),
+                None => by_kind.remove(&r.to),
+            };
+        };
+        for (i, step) in p.steps.into_iter().enumerate() {
+            while let Some(r) = renames.next_if(|r| r.after_steps == i) {
+                rename(&mut by_kind, r);
+            }
             by_kind.entry(step.kind.clone()).or_default().push(step);
         }
+        for r in renames {
+            rename(&mut by_kind, r);
+        }
+        kinds = p.kinds_after;
     }
     by_kind
 }
@@ -439,6 +486,45 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_kind_rename_moves_the_version_and_the_history_to_the_new_name() {
+        let mut set = MigrationSet::new();
+        set.add(m(1, "add a.x = 1\nadd b.y = 2")).unwrap();
+        set.add(m(2, "delete b.y")).unwrap();
+        set.add(m(3, "add a.z = 1\nrename kind a to b\nadd b.w = 3"))
+            .unwrap();
+        let mut kinds = BTreeMap::new();
+        kinds.insert("a".to_owned(), 1);
+        kinds.insert("b".to_owned(), 2);
+        let p = plan(set.get(3).unwrap(), &kinds);
+        assert_eq!(
+            p.renames,
+            vec![PlannedRename {
+                after_steps: 1,
+                from: "a".into(),
+                to: "b".into()
+            }]
+        );
+        // a: v1 -> v2, renamed to b, then b: v2 -> v3; b's own old version is gone.
+        assert_eq!(p.kinds_after.get("a"), None);
+        assert_eq!(p.kinds_after.get("b"), Some(&3));
+        assert_eq!(p.targets.get("b"), Some(&3));
+        let d: Vec<String> = p.stages.iter().map(Stage::describe).collect();
+        assert_eq!(
+            d,
+            vec![
+                "a: v1 -> v2 (1 step(s))",
+                "rename kind a to b",
+                "b: v2 -> v3 (1 step(s))"
+            ]
+        );
+        // The history of b is a's steps, then b's step after the rename.
+        let h = history(&set, 3);
+        let b: Vec<(u32, Version)> = h["b"].iter().map(|s| (s.migration, s.version)).collect();
+        assert_eq!(b, vec![(1, 1), (3, 2), (3, 3)]);
+        assert!(!h.contains_key("a"));
     }
 
     #[test]

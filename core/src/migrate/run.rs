@@ -75,6 +75,8 @@ pub(crate) struct Runner<'a> {
     pub(crate) store: &'a dyn Store,
     /// The migration being run.
     pub(crate) migration: u32,
+    /// Its name, for messages.
+    pub(crate) migration_name: &'a str,
     pub(crate) lease: &'a Lease,
     pub(crate) options: &'a RunOptions,
     pub(crate) progress: &'a dyn Progress,
@@ -102,7 +104,7 @@ fn store_err(context: &str) -> impl FnOnce(crate::store::Error) -> MigrateError 
 }
 
 impl Runner<'_> {
-    fn point(&self, stage: usize, phase: u32, batch: u64, at: FaultAt) -> FaultPoint {
+    pub(crate) fn point(&self, stage: usize, phase: u32, batch: u64, at: FaultAt) -> FaultPoint {
         FaultPoint {
             migration: self.migration,
             stage,
@@ -112,7 +114,7 @@ impl Runner<'_> {
         }
     }
 
-    fn fault(&self, point: FaultPoint) -> Result<()> {
+    pub(crate) fn fault(&self, point: FaultPoint) -> Result<()> {
         if let Some(hook) = self.faults {
             if hook(point) {
                 return Err(MigrateError::InjectedCrash(format!("{point:?}")));
@@ -121,7 +123,7 @@ impl Runner<'_> {
         Ok(())
     }
 
-    fn check_continue(&self) -> Result<()> {
+    pub(crate) fn check_continue(&self) -> Result<()> {
         if self.lease.is_lost() {
             return Err(MigrateError::LeaseLost {
                 token: self.lease.token(),
@@ -133,7 +135,7 @@ impl Runner<'_> {
         Ok(())
     }
 
-    async fn throttle(&self, processed: u64) {
+    pub(crate) async fn throttle(&self, processed: u64) {
         let total = self
             .processed_in_run
             .fetch_add(processed, std::sync::atomic::Ordering::SeqCst)
@@ -148,7 +150,7 @@ impl Runner<'_> {
     }
 
     /// Writes the checkpoint of `stage` under the lease.
-    async fn checkpoint(&self, stage: usize, pos: &Position) -> Result<()> {
+    pub(crate) async fn checkpoint(&self, stage: usize, pos: &Position) -> Result<()> {
         let (phase, cursor, counts) = (pos.phase, pos.cursor.clone(), pos.counts);
         self.lease
             .update(move |doc| {
@@ -204,14 +206,7 @@ impl Runner<'_> {
                 }
                 Ok(())
             }
-            Stage::RenameKind { from, to } => Err(MigrateError::Invalid {
-                id: 0,
-                name: String::new(),
-                message: format!(
-                    "`rename kind {from} to {to}` is not supported by the {} store",
-                    self.store.info().scheme
-                ),
-            }),
+            Stage::RenameKind { from, to } => self.run_rename_kind(index, from, to, pos).await,
         }
     }
 

@@ -107,6 +107,25 @@ pub struct RunState {
     pub checkpoints: u64,
 }
 
+/// One kind rename (`rename kind from to to`): the prefix history.
+///
+/// Recorded when the rename's first batch is about to run (before any entity
+/// moves) and kept for good, so that a reader that does not find an entity
+/// under the new kind can look under the old one, in order
+/// ([`StateDoc::former_kinds`]). The rename is complete once its migration is
+/// in [`StateDoc::applied`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindRename {
+    /// The migration that renames the kind.
+    pub migration: u32,
+    /// The old kind (key prefix, collection, table).
+    pub from: String,
+    /// The new kind.
+    pub to: String,
+    /// When its first batch started (ms since the epoch, the store's clock).
+    pub started_at: i64,
+}
+
 /// The whole state document.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct StateDoc {
@@ -122,6 +141,69 @@ pub struct StateDoc {
     pub applied: Vec<LedgerEntry>,
     /// The checkpoint of a migration that is running or was interrupted.
     pub running: Option<RunState>,
+    /// Every kind rename started, oldest first (absent from documents written
+    /// before kind renames existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renames: Vec<KindRename>,
+}
+
+impl StateDoc {
+    /// The names `kind` had before, newest first: where a reader that does not
+    /// find an entity under `kind` looks next (KVolve's fallback from the new
+    /// prefix to the old). A name reused after it was renamed away does not
+    /// inherit the history of its earlier holder.
+    pub fn former_kinds(&self, kind: &str) -> Vec<String> {
+        let mut current = kind;
+        let mut out = Vec::new();
+        for r in self.renames.iter().rev() {
+            if r.to == current {
+                out.push(r.from.clone());
+                current = &r.from;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn rename(migration: u32, from: &str, to: &str) -> KindRename {
+        KindRename {
+            migration,
+            from: from.to_owned(),
+            to: to.to_owned(),
+            started_at: 0,
+        }
+    }
+
+    #[test]
+    fn former_kinds_follow_the_chain_newest_first() {
+        let doc = StateDoc {
+            renames: vec![
+                rename(1, "a", "b"),
+                rename(2, "b", "c"),
+                rename(3, "x", "b"),
+            ],
+            ..StateDoc::default()
+        };
+        assert_eq!(doc.former_kinds("c"), vec!["b".to_owned(), "a".to_owned()]);
+        // `b` was reused by the rename of `x`: it does not inherit `a`.
+        assert_eq!(doc.former_kinds("b"), vec!["x".to_owned()]);
+        assert!(doc.former_kinds("a").is_empty());
+    }
+
+    #[test]
+    fn documents_without_renames_read_and_write_as_before() {
+        let doc: StateDoc = serde_json::from_str(
+            r#"{"format":1,"next_token":1,"lease":null,"kinds":{},"applied":[],"running":null}"#,
+        )
+        .unwrap();
+        assert!(doc.renames.is_empty());
+        assert!(!serde_json::to_string(&doc).unwrap().contains("renames"));
+    }
 }
 
 /// The state document and the revision it was read at.

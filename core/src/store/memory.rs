@@ -9,7 +9,8 @@ use async_trait::async_trait;
 
 use super::{
     Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest,
-    Result, ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome, check_writes, pushdown,
+    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write,
+    WriteOutcome, check_writes, pushdown,
 };
 use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
@@ -70,6 +71,7 @@ impl Store for MemoryStore {
             transactions: false,
             server_clock: false,
             write_batch_max: None,
+            rename_kind: true,
         }
     }
 
@@ -234,6 +236,52 @@ impl Store for MemoryStore {
         }
         if range.next().is_some() {
             page.cursor = last.map(|k| Cursor(hex::encode(k)));
+        }
+        Ok(page)
+    }
+
+    /// Moves each entity of the batch under its new key in one step (the store's lock).
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+        let mut page = RenameKindPage::default();
+        if request.limit == 0 || request.from == request.to {
+            return Ok(page);
+        }
+        let prefix = encode_kind_prefix(&request.from);
+        let start = match &request.cursor {
+            Some(c) => std::ops::Bound::Excluded(decode_cursor(c)?),
+            None => std::ops::Bound::Included(prefix.clone()),
+        };
+        let mut inner = self.lock();
+        let mut batch: Vec<Vec<u8>> = inner
+            .entities
+            .range((start, std::ops::Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .take(request.limit + 1)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let more = batch.len() > request.limit;
+        batch.truncate(request.limit);
+        for old in &batch {
+            let Some(entity) = inner.entities.get(old) else {
+                continue;
+            };
+            let new_key = Key {
+                kind: request.to.clone(),
+                id: entity.key.id.clone(),
+            };
+            let encoded = encode_key(&new_key);
+            if inner.entities.contains_key(&encoded) {
+                page.collisions.push(entity.key.clone());
+                continue;
+            }
+            if let Some(mut entity) = inner.entities.remove(old) {
+                entity.key = new_key;
+                inner.entities.insert(encoded, entity);
+                page.renamed += 1;
+            }
+        }
+        if more {
+            page.cursor = batch.last().map(|k| Cursor(hex::encode(k)));
         }
         Ok(page)
     }

@@ -89,6 +89,8 @@ pub struct Capability {
     pub server_clock: bool,
     /// The largest batch [`Store::write_batch`] accepts in one call, if limited.
     pub write_batch_max: Option<usize>,
+    /// [`Store::rename_kind`] is implemented (`rename kind a to b`).
+    pub rename_kind: bool,
 }
 
 /// Which store this is, for messages. Never holds a password.
@@ -291,6 +293,33 @@ pub enum SchemaChange {
     },
 }
 
+/// A request to re-key one batch of the entities of kind `from` to kind `to`
+/// (`rename kind from to to`): ids, values and versions stay as they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenameKindRequest {
+    /// The kind renamed.
+    pub from: String,
+    /// Its new name.
+    pub to: String,
+    /// Where the previous batch of this pass ended (`None`: from the start).
+    pub cursor: Option<Cursor>,
+    /// The batch size. `0` only checks that the store can rename `from` to
+    /// `to` (support, layouts, names) and renames nothing.
+    pub limit: usize,
+}
+
+/// The outcome of one batch of [`Store::rename_kind`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenameKindPage {
+    /// Entities re-keyed from `from` to `to` by this call.
+    pub renamed: u64,
+    /// Entities of `from` left where they are because `to` already holds an
+    /// entity (or, in a key-value store, any key) with the same id. Nothing is overwritten.
+    pub collisions: Vec<Key>,
+    /// Where the next batch starts, or `None` when the pass is done.
+    pub cursor: Option<Cursor>,
+}
+
 /// A store of entities: MongoDB, Redis, Cassandra, the embedded store, ...
 ///
 /// See the module documentation for the contract.
@@ -355,6 +384,36 @@ pub trait Store: Send + Sync + Debug + 'static {
     async fn finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {
         let _ = changes;
         Ok(())
+    }
+
+    /// Re-keys one batch of the entities of kind `request.from` to kind
+    /// `request.to`, keeping ids, values and versions; requires
+    /// [`Capability::rename_kind`].
+    ///
+    /// Each entity moves atomically on its own: afterwards it exists under
+    /// exactly one of the two keys. An entity whose id `to` already holds is
+    /// **not** moved and nothing is overwritten: it is reported in
+    /// [`RenameKindPage::collisions`] (the reference semantics,
+    /// `tern_core::lang::eval`, refuse a rename onto a kind in use). An entity
+    /// that vanished meanwhile is skipped. The cursor passes over moved entities
+    /// and collisions alike; a pass (from `cursor: None` until the cursor is
+    /// `None`) examines every entity of `from` that exists for the whole pass,
+    /// with the same guarantees as a scan. `limit: 0` only checks the request
+    /// and writes nothing.
+    ///
+    /// # Errors
+    /// `Unsupported` (the default) when the store cannot rename kinds;
+    /// `ConfigInvalid` when the two kinds are configured differently in a way
+    /// that a rename of keys cannot carry over (checked before anything is written).
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+        let _ = request;
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} store cannot re-key entities from one kind to another",
+                self.info().scheme
+            ),
+        ))
     }
 
     /// The current time in milliseconds since the Unix epoch: the server's clock

@@ -23,6 +23,15 @@ use crate::model::{Entity, Key, Map, Value};
 use crate::store::memory::MemoryStore;
 use crate::store::{Filter, ScanRequest, Store, Write, WriteOutcome};
 
+mod rename;
+
+pub use rename::{
+    reference, rename_kind_never_overwrites_and_stops_on_a_namesake,
+    rename_kind_rekeys_every_entity_and_keeps_the_prefix_history,
+    rename_kind_resumes_after_a_crash_at_every_fault_point,
+    rename_kind_with_a_concurrent_writer_on_the_old_kind, rename_supported, state_doc,
+};
+
 /// Hands out stores for the battery.
 #[async_trait]
 pub trait Backend: Send + Sync {
@@ -866,7 +875,9 @@ pub fn report(backend: &str, test: &str, outcome: &str) {
 /// `$label` names the backend in reports (`"redis"`, `"mongodb"`...).
 /// `$backend` is an async expression giving `Option<impl Backend>`: `None`
 /// means the backend is not available here; the expression gives the reason
-/// as a `String` through `Err`, which is reported as a skip.
+/// as a `String` through `Err`, which is reported as a skip. Battery functions
+/// that return `Result<(), String>` (the kind rename) report their `Err` as a
+/// skip too: the store lacks the capability, which they checked is refused cleanly.
 #[macro_export]
 macro_rules! battery_tests {
     ($label:expr, $backend:expr) => {
@@ -968,6 +979,46 @@ macro_rules! battery_tests {
                     $crate::testing::battery::report($label, "code_migrations_run_as_version_steps_next_to_files", "passed");
                 }
                 Err(reason) => $crate::testing::battery::report($label, "code_migrations_run_as_version_steps_next_to_files", &format!("skipped: {reason}")),
+            }
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn rename_kind_rekeys_every_entity_and_keeps_the_prefix_history() {
+            match $backend.await {
+                Ok(backend) => match $crate::testing::battery::rename_kind_rekeys_every_entity_and_keeps_the_prefix_history(&backend).await {
+                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_rekeys_every_entity_and_keeps_the_prefix_history", "passed"),
+                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_rekeys_every_entity_and_keeps_the_prefix_history", &format!("skipped: {reason}")),
+                },
+                Err(reason) => $crate::testing::battery::report($label, "rename_kind_rekeys_every_entity_and_keeps_the_prefix_history", &format!("skipped: {reason}")),
+            }
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn rename_kind_resumes_after_a_crash_at_every_fault_point() {
+            match $backend.await {
+                Ok(backend) => match $crate::testing::battery::rename_kind_resumes_after_a_crash_at_every_fault_point(&backend).await {
+                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_resumes_after_a_crash_at_every_fault_point", "passed"),
+                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_resumes_after_a_crash_at_every_fault_point", &format!("skipped: {reason}")),
+                },
+                Err(reason) => $crate::testing::battery::report($label, "rename_kind_resumes_after_a_crash_at_every_fault_point", &format!("skipped: {reason}")),
+            }
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn rename_kind_with_a_concurrent_writer_on_the_old_kind() {
+            match $backend.await {
+                Ok(backend) => match $crate::testing::battery::rename_kind_with_a_concurrent_writer_on_the_old_kind(&backend).await {
+                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_with_a_concurrent_writer_on_the_old_kind", "passed"),
+                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_with_a_concurrent_writer_on_the_old_kind", &format!("skipped: {reason}")),
+                },
+                Err(reason) => $crate::testing::battery::report($label, "rename_kind_with_a_concurrent_writer_on_the_old_kind", &format!("skipped: {reason}")),
+            }
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn rename_kind_never_overwrites_and_stops_on_a_namesake() {
+            match $backend.await {
+                Ok(backend) => match $crate::testing::battery::rename_kind_never_overwrites_and_stops_on_a_namesake(&backend).await {
+                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_never_overwrites_and_stops_on_a_namesake", "passed"),
+                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_never_overwrites_and_stops_on_a_namesake", &format!("skipped: {reason}")),
+                },
+                Err(reason) => $crate::testing::battery::report($label, "rename_kind_never_overwrites_and_stops_on_a_namesake", &format!("skipped: {reason}")),
             }
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

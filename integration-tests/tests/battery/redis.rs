@@ -189,4 +189,171 @@ mod specific {
         store.meta_cas("lease", None, Some("{}")).await.unwrap();
         assert!(store.kinds().await.unwrap().is_empty());
     }
+
+    fn rename_migrator(
+        store: std::sync::Arc<dyn tern_core::store::Store>,
+    ) -> tern_core::migrate::Migrator {
+        tern_core::testing::battery::migrator(store, &[(1, "rename kind user to member")], 2)
+    }
+
+    async fn key_type(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> String {
+        redis::cmd("TYPE").arg(key).query_async(conn).await.unwrap()
+    }
+
+    /// `rename kind` moves `ns:user:<id>` to `ns:member:<id>` with RENAMENX: fields,
+    /// version and TTL kept; keys of other Redis types under `user:` are not entities
+    /// and stay; a key of any type already at `ns:member:<id>` is never overwritten: the
+    /// run stops naming it and resumes once it is gone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rename_kind_moves_keys_and_never_overwrites_a_foreign_key() {
+        let Some(b) = server().await else { return };
+        let url = b.fresh_url();
+        let ns = prefix_of(&url);
+        let store = tern_redis::open(&url).await.unwrap();
+        for i in 0..5 {
+            let mut e = Entity::new(
+                Key::new("user", format!("u{i}")).unwrap(),
+                [("name".to_owned(), Value::from(format!("n{i}")))].into(),
+            );
+            e.version = 3;
+            store.put(e).await.unwrap();
+        }
+        let client = redis::Client::open(b.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let raw = |k: &str| format!("{ns}:{k}");
+        let _: () = redis::cmd("EXPIRE")
+            .arg(raw("user:u0"))
+            .arg(1000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // Not entities: a list under the old prefix, a list where u4 would go.
+        let _: () = redis::cmd("RPUSH")
+            .arg(raw("user:queue"))
+            .arg("x")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let _: () = redis::cmd("RPUSH")
+            .arg(raw("member:u4"))
+            .arg("foreign")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+
+        let err = rename_migrator(std::sync::Arc::clone(&store))
+            .up(None)
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("cannot rename kind user to member") && text.contains("user:u4"),
+            "{text}"
+        );
+        assert_eq!(key_type(&mut conn, &raw("member:u4")).await, "list");
+        assert_eq!(key_type(&mut conn, &raw("user:u4")).await, "hash");
+        assert_eq!(key_type(&mut conn, &raw("user:u1")).await, "none");
+
+        // Resolve the collision; the next run resumes and finishes.
+        let _: () = redis::cmd("DEL")
+            .arg(raw("member:u4"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+        let report = rename_migrator(std::sync::Arc::clone(&store))
+            .up(None)
+            .await
+            .unwrap();
+        assert!(report.applied[0].resumed);
+        for i in 0..5 {
+            let fields: Vec<(String, String)> = redis::cmd("HGETALL")
+                .arg(raw(&format!("member:u{i}")))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let fields: BTreeSet<_> = fields.into_iter().collect();
+            let want: BTreeSet<(String, String)> = [
+                ("name".to_owned(), format!("n{i}")),
+                ("_v".to_owned(), "3".to_owned()),
+            ]
+            .into();
+            assert_eq!(fields, want, "member:u{i}");
+        }
+        let ttl: i64 = redis::cmd("TTL")
+            .arg(raw("member:u0"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(ttl > 900, "the TTL moves with the key ({ttl})");
+        assert_eq!(key_type(&mut conn, &raw("user:queue")).await, "list");
+        let left: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{ns}:user:*"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(left, vec![raw("user:queue")]);
+        let doc = tern_core::testing::battery::state_doc(store.as_ref()).await;
+        assert_eq!(doc.former_kinds("member"), vec!["user".to_owned()]);
+        assert_eq!(doc.kinds.get("member"), None, "user had no version step");
+    }
+
+    /// Renamed keys keep their Redis type: a hash kind cannot become a JSON-string kind.
+    /// Refused before anything moves, naming the json= option; two JSON-string kinds
+    /// (and another separator) rename fine.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rename_kind_needs_the_same_layout_on_both_names() {
+        let Some(b) = server().await else { return };
+        let url = format!("{}&json=member", b.fresh_url());
+        let store = tern_redis::open(&url).await.unwrap();
+        let key = Key::new("user", "u1").unwrap();
+        store
+            .put(Entity::new(
+                key.clone(),
+                [("a".to_owned(), Value::Int(1))].into(),
+            ))
+            .await
+            .unwrap();
+        let err = rename_migrator(std::sync::Arc::clone(&store))
+            .up(None)
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("kind user is stored as a hash but kind member as a JSON string")
+                && text.contains("json="),
+            "{text}"
+        );
+        assert!(store.get(&key).await.unwrap().is_some(), "nothing moved");
+        let doc = tern_core::testing::battery::state_doc(store.as_ref()).await;
+        assert!(doc.renames.is_empty() && doc.running.is_none());
+
+        let url = format!("{}&json=user,member&sep=/", b.fresh_url());
+        let ns = prefix_of(&url);
+        let store = tern_redis::open(&url).await.unwrap();
+        store
+            .put(Entity::new(
+                key.clone(),
+                [("a".to_owned(), Value::Int(1))].into(),
+            ))
+            .await
+            .unwrap();
+        rename_migrator(std::sync::Arc::clone(&store))
+            .up(None)
+            .await
+            .unwrap();
+        let client = redis::Client::open(b.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        assert_eq!(
+            key_type(&mut conn, &format!("{ns}/member/u1")).await,
+            "string"
+        );
+        assert_eq!(key_type(&mut conn, &format!("{ns}/user/u1")).await, "none");
+        let moved = store
+            .get(&Key::new("member", "u1").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(moved.get("a"), Some(&Value::Int(1)));
+    }
 }

@@ -26,6 +26,7 @@
 mod entities;
 mod meta;
 mod pushdown;
+mod rename;
 mod scan;
 
 use std::collections::BTreeMap;
@@ -40,6 +41,7 @@ use crate::model::{Entity, Key, Map, Value, Version};
 pub use entities::{clock, concurrent_replace, round_trip, write_batch_outcomes};
 pub use meta::{metadata_cas, metadata_list, metadata_not_kinds};
 pub use pushdown::update_in_place;
+pub use rename::rename_kind;
 pub use scan::{
     count_and_census, kinds_isolated, scan_filter, scan_pagination, scan_resume, scan_skips_deleted,
 };
@@ -224,6 +226,7 @@ pub async fn run_all(store: Arc<dyn Store>) -> Result<(), Failures> {
     )
     .await;
     run(&name, "update_in_place", update_in_place(s), &mut failures).await;
+    run(&name, "rename_kind", rename_kind(s), &mut failures).await;
     run(
         &name,
         "concurrent_replace",
@@ -406,8 +409,8 @@ mod tests {
     use super::*;
     use crate::store::memory::MemoryStore;
     use crate::store::{
-        Capability, MetaCas, MetaEntry, PushdownPage, PushdownRequest, Result, ScanPage, StoreInfo,
-        WriteOutcome,
+        Capability, MetaCas, MetaEntry, PushdownPage, PushdownRequest, RenameKindPage,
+        RenameKindRequest, Result, ScanPage, StoreInfo, WriteOutcome,
     };
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -424,6 +427,8 @@ mod tests {
         NoPushdown,
         /// Lists metadata names unsorted.
         MetaListUnsorted,
+        /// Renames onto an existing entity, overwriting it.
+        RenameOverwrites,
     }
 
     #[derive(Debug)]
@@ -517,6 +522,34 @@ mod tests {
             }
             self.inner.update_in_place(request).await
         }
+        async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+            if self.bug == Bug::RenameOverwrites && request.limit > 0 {
+                // Delete the namesakes first, so every entity moves.
+                let page = self
+                    .inner
+                    .scan(
+                        &request.from,
+                        ScanRequest {
+                            filter: Filter::all(),
+                            cursor: request.cursor.clone(),
+                            limit: request.limit,
+                        },
+                    )
+                    .await?;
+                let deletes = page
+                    .entities
+                    .into_iter()
+                    .map(|e| {
+                        Write::Delete(Key {
+                            kind: request.to.clone(),
+                            id: e.key.id,
+                        })
+                    })
+                    .collect();
+                self.inner.write_batch(deletes).await?;
+            }
+            self.inner.rename_kind(request).await
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -528,6 +561,7 @@ mod tests {
             (Bug::CanonicalNan, "round_trip"),
             (Bug::NoPushdown, "update_in_place"),
             (Bug::MetaListUnsorted, "metadata_list"),
+            (Bug::RenameOverwrites, "rename_kind"),
         ];
         for (bug, check) in cases {
             let store = Arc::new(Mutant {

@@ -47,8 +47,9 @@ use async_trait::async_trait;
 use redb::{Database, TableDefinition};
 
 use super::{
-    Capability, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest, Result,
-    ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+    Capability, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest,
+    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write,
+    WriteOutcome,
 };
 use crate::model::{Entity, Key};
 
@@ -177,6 +178,8 @@ impl Store for EmbeddedStore {
     ///   encoding of `expected`; the encoding is canonical, so that is exact
     ///   equality of version and value.
     /// - `update_pushdown`: each batch is one write transaction in this process.
+    /// - `rename_kind`: each batch is one write transaction; the stored bytes
+    ///   move to the new key unchanged.
     /// - `transactions`: each `write_batch` and `update_in_place` call is
     ///   atomic as a whole, not only per write.
     /// - `server_clock`: false; [`Store::now`] is this machine's clock (the only
@@ -190,6 +193,7 @@ impl Store for EmbeddedStore {
             transactions: true,
             server_clock: false,
             write_batch_max: None,
+            rename_kind: true,
         }
     }
 
@@ -240,6 +244,12 @@ impl Store for EmbeddedStore {
 
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
         self.blocking(move |inner| inner.update_in_place(&request))
+            .await
+    }
+
+    /// Each batch is one write transaction: its entities move together.
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+        self.blocking(move |inner| inner.rename_kind(&request))
             .await
     }
 }

@@ -10,8 +10,8 @@ use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
 use crate::store::memory::decode_cursor;
 use crate::store::{
-    Cursor, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest, Result, ScanPage,
-    ScanRequest, Write, WriteOutcome, pushdown,
+    Cursor, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest, RenameKindPage,
+    RenameKindRequest, Result, ScanPage, ScanRequest, Write, WriteOutcome, pushdown,
 };
 
 /// A scan page examines at most this many entities per entity it may return,
@@ -497,6 +497,85 @@ impl Inner {
                 .map_err(self.fail("commit an update in place"))?;
         } else {
             txn.abort().map_err(self.fail("end an update in place"))?;
+        }
+        Ok(page)
+    }
+}
+
+impl Inner {
+    /// Moves one batch of `from`'s entities under `to`'s prefix in one write
+    /// transaction. The stored bytes hold the id, version and value but not the
+    /// kind, so they move as they are.
+    pub(super) fn rename_kind(&self, request: &RenameKindRequest) -> Result<RenameKindPage> {
+        let mut page = RenameKindPage::default();
+        if request.limit == 0 || request.from == request.to {
+            return Ok(page);
+        }
+        let from = request.from.as_str();
+        let prefix = encode_kind_prefix(from);
+        let to_prefix = encode_kind_prefix(&request.to);
+        let end = prefix_end(&prefix);
+        let start = self.start_bound(from, &prefix, request.cursor.as_ref())?;
+        let txn = self
+            .db
+            .begin_write()
+            .map_err(self.fail("begin a write transaction"))?;
+        {
+            let mut table = txn
+                .open_table(ENTITIES)
+                .map_err(self.fail("open the entity table"))?;
+            // Read the batch first: redb does not write a table while iterating it.
+            let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            let mut exhausted = true;
+            {
+                let bounds = (
+                    start.as_ref().map(Vec::as_slice),
+                    Bound::Excluded(end.as_slice()),
+                );
+                let range = table
+                    .range::<&[u8]>(bounds)
+                    .map_err(self.fail("rename kind"))?;
+                for item in range {
+                    let (key, value) = item.map_err(self.fail("rename kind"))?;
+                    if batch.len() >= request.limit {
+                        exhausted = false;
+                        break;
+                    }
+                    batch.push((key.value().to_vec(), value.value().to_vec()));
+                }
+            }
+            for (old, bytes) in &batch {
+                let mut new_key = to_prefix.clone();
+                new_key.extend_from_slice(&old[prefix.len()..]);
+                if table
+                    .get(new_key.as_slice())
+                    .map_err(self.fail("rename kind"))?
+                    .is_some()
+                {
+                    let (id, _, _) =
+                        decode_entity(bytes).map_err(|e| self.corrupt(from, old, e))?;
+                    page.collisions.push(Key {
+                        kind: from.to_owned(),
+                        id,
+                    });
+                    continue;
+                }
+                table
+                    .insert(new_key.as_slice(), bytes.as_slice())
+                    .map_err(self.fail("rename kind"))?;
+                table
+                    .remove(old.as_slice())
+                    .map_err(self.fail("rename kind"))?;
+                page.renamed += 1;
+            }
+            if !exhausted {
+                page.cursor = batch.last().map(|(k, _)| Cursor(hex::encode(k)));
+            }
+        }
+        if page.renamed > 0 {
+            txn.commit().map_err(self.fail("commit a kind rename"))?;
+        } else {
+            txn.abort().map_err(self.fail("end a kind rename"))?;
         }
         Ok(page)
     }
