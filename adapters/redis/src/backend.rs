@@ -52,7 +52,8 @@ pub struct RedisStore {
     conn: ConnectionManager,
     write_script: Arc<redis::Script>,
     meta_script: Arc<redis::Script>,
-    pushdown_script: Arc<redis::Script>,
+    /// Generated pushdown scripts, by text (one per stage shape).
+    pushdown_scripts: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<redis::Script>>>>,
     count_script: Arc<redis::Script>,
     rename_script: Arc<redis::Script>,
 }
@@ -102,10 +103,23 @@ impl RedisStore {
             conn,
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
-            pushdown_script: Arc::new(redis::Script::new(pushdown::PUSHDOWN_SCRIPT)),
+            pushdown_scripts: Arc::default(),
             count_script: Arc::new(redis::Script::new(pushdown::COUNT_SCRIPT)),
             rename_script: Arc::new(redis::Script::new(RENAME_KIND_SCRIPT)),
         })
+    }
+
+    /// The script of a generated pushdown text, made once per text.
+    fn pushdown_script(&self, text: &str) -> Arc<redis::Script> {
+        let mut cache = self
+            .pushdown_scripts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(
+            cache
+                .entry(text.to_owned())
+                .or_insert_with(|| Arc::new(redis::Script::new(text))),
+        )
     }
 
     /// The configuration.
@@ -594,17 +608,17 @@ impl Store for RedisStore {
             };
             next_cursor = Some(cursor);
         }
-        let mut invocation = self.pushdown_script.prepare_invoke();
+        let script = self.pushdown_script(&compiled.script);
+        let mut invocation = script.prepare_invoke();
         for k in &pos.pending {
             invocation.key(k);
         }
         invocation.arg(&self.config.version_field).arg(request.from);
-        for a in &compiled {
+        for a in &compiled.args {
             invocation.arg(a);
         }
         invocation
             .arg(&pattern)
-            .arg("hash")
             .arg(pos.cursor)
             .arg(if pos.done { "0" } else { "1" })
             .arg(limit)

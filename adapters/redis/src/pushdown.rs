@@ -7,58 +7,39 @@
 //! encoded by the adapter's field codec. Steps with conditions or nested
 //! paths, and JSON-string kinds, are declined (`Unsupported`) and the engine
 //! runs them on the client.
+//!
+//! The Lua of a batch is generated from the steps (their fields become Lua
+//! locals, so a key costs its three Redis calls and little else) and cached
+//! per text by the store: one script per stage, loaded once.
 
 use tern_core::store::{Error, ErrorKind, PushOp, PushdownRequest, Result};
 
 use crate::codec;
 
-/// One batch of server-side steps, SCAN included, so that neither keys nor
-/// values travel.
-///
-/// KEYS: keys a previous SCAN step returned beyond the previous batch (the
-/// cursor carries them), processed first. ARGV: version field, from, step
-/// count, per step `op, a, b` (`S field text`, `U field -`, `R from to`), then
-/// the SCAN pattern, the Redis type (`hash`; keys of other types are skipped),
-/// the SCAN cursor, `1` to keep scanning or
-/// `0` (the iteration has ended), the batch size and the most SCAN steps.
-///
-/// Collects up to the batch size of keys (SCAN steps with COUNT as in
-/// `backend::scan_count`), runs the steps on them, and returns
-/// `{cursor, mode, count, after, advanced, changed_entities, changed_1, ...,
-/// changed_n, pending keys...}`: `mode` is `scan` (continue at `cursor`),
-/// `done` (the iteration ended) or `repeat` (the last step returned far more
-/// keys than the batch could take: repeat the step at `cursor` with COUNT
-/// `count`, skipping its keys up to `after` in sorted order); the pending keys
-/// are the few that the last step returned beyond the batch.
-pub(crate) const PUSHDOWN_SCRIPT: &str = r"
-local vf = ARGV[1]
-local from = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-local names = { vf }
-local slot = { [vf] = 1 }
-local function slot_of(f)
-  local s = slot[f]
-  if not s then
-    names[#names + 1] = f
-    s = #names
-    slot[f] = s
-  end
-  return s
-end
-local ops, sa, sb = {}, {}, {}
-local i = 4
-for s = 1, n do
-  local op = ARGV[i]
-  ops[s] = op
-  sa[s] = slot_of(ARGV[i + 1])
-  if op == 'R' then sb[s] = slot_of(ARGV[i + 2]) else sb[s] = ARGV[i + 2] end
-  i = i + 3
-end
-local pattern, cur = ARGV[i], ARGV[i + 2]
-local scanning = ARGV[i + 3] == '1'
-local limit, max_steps = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+/// The most distinct fields (or set values) one generated script handles; a
+/// stage that touches more runs on the client.
+const MAX_FIELDS: usize = 60;
 
--- The keys of the batch: those carried over, then SCAN steps.
+/// One batch of server-side steps, SCAN included, compiled for one request:
+/// the Lua text (a function of the steps' shape only, so one script per
+/// stage) and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Compiled {
+    /// The Lua source.
+    pub(crate) script: String,
+    /// ARGV after the version field and `from`: field names, then set values.
+    pub(crate) args: Vec<String>,
+}
+
+/// The SCAN part of every generated script: collects the batch's keys.
+///
+/// KEYS are keys a previous SCAN step returned beyond the previous batch (the
+/// cursor carries them), taken first. Then SCAN steps (COUNT as in
+/// `backend::scan_count`, no TYPE: keys of other types are skipped when read)
+/// until the batch is full, the iteration ends or `max_steps` steps ran. A
+/// step that returns far more keys than the batch can take is cut in sorted
+/// order (`mode` `repeat`: repeat it at `cur` with COUNT `count`, skipping up to `after`).
+const COLLECT: &str = r"
 local keys = {}
 local nk = 0
 for _, k in ipairs(KEYS) do
@@ -72,7 +53,7 @@ while nk < limit and scanning and steps < max_steps do
   local ask = 1000
   if room >= 128 then ask = math.min(math.max(room, floor), 1000) end
   local step = cur
-  local r = redis.call('SCAN', step, 'MATCH', pattern, 'COUNT', ask)
+  local r = call('SCAN', step, 'MATCH', pattern, 'COUNT', ask)
   steps = steps + 1
   local got = r[2]
   if #got < ask / 2 then floor = math.min(ask * 2, 1000) end
@@ -98,72 +79,138 @@ while nk < limit and scanning and steps < max_steps do
   if cur == '0' then scanning = false end
 end
 if mode == 'scan' and not scanning then mode = 'done' end
-
-local target = from + n
-local target_text = string.format('%d', target)
-local nslots = #names
-local advanced, changed_entities = 0, 0
-local changed = {}
-for s = 1, n do changed[s] = 0 end
-local now, sets, dels = {}, {}, {}
-for ki = 1, math.min(nk, limit) do
-  local key = keys[ki]
-  -- One read of every field the steps touch, the version first. A key of
-  -- another type is not an entity of the kind: skipped (cheaper than SCAN ... TYPE).
-  local vals = redis.pcall('HMGET', key, unpack(names))
-  local v = nil
-  if vals.err then
-    v = nil
-  elseif vals[1] then
-    v = tonumber(vals[1])
-  elseif redis.call('EXISTS', key) == 1 then
-    v = 0
-  end
-  if v and v >= from and v < target then
-    for j = 2, nslots do now[j] = vals[j] end
-    local any = false
-    for s = v - from + 1, n do
-      local op, a = ops[s], sa[s]
-      if op == 'S' then
-        local b = sb[s]
-        if now[a] ~= b then
-          now[a] = b
-          changed[s] = changed[s] + 1
-          any = true
-        end
-      elseif now[a] then
-        if op == 'R' then now[sb[s]] = now[a] end
-        now[a] = false
-        changed[s] = changed[s] + 1
-        any = true
-      end
-    end
-    -- One write of what changed, one delete of what went.
-    sets[1], sets[2] = vf, target_text
-    local ns, nd = 2, 0
-    for j = 2, nslots do
-      local x = now[j]
-      if x ~= vals[j] then
-        if x then
-          sets[ns + 1], sets[ns + 2] = names[j], x
-          ns = ns + 2
-        else
-          nd = nd + 1
-          dels[nd] = names[j]
-        end
-      end
-    end
-    if nd > 0 then redis.call('HDEL', key, unpack(dels, 1, nd)) end
-    redis.call('HSET', key, unpack(sets, 1, ns))
-    advanced = advanced + 1
-    if any then changed_entities = changed_entities + 1 end
-  end
-end
-local out = { cur, mode, count, after, advanced, changed_entities }
-for s = 1, n do out[#out + 1] = changed[s] end
-for j = limit + 1, nk do out[#out + 1] = keys[j] end
-return out
 ";
+
+/// What one step does, on the generated script's field slots (2.., slot 1 is
+/// the version field) and set values (1..).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Set { slot: usize, value: usize },
+    Unset { slot: usize },
+    Rename { from: usize, to: usize },
+}
+
+/// The Lua text for steps `ops` over `slots` fields (plus the version) and
+/// `values` set values. ARGV: version field, from, the field names (slots
+/// 2..), the set values, then SCAN pattern, SCAN cursor, `1` to keep scanning
+/// or `0` (the iteration has ended), the batch size and the most SCAN steps.
+///
+/// Per key: one `HMGET` of the version and every field the steps touch (a key
+/// that is not a hash, or vanished, is skipped), the pending steps on Lua
+/// locals, then one `HDEL` of the fields that went (if any) and one `HSET` of
+/// the version and the fields that changed. Returns `{cursor, mode, count,
+/// after, advanced, changed_entities, changed_1, ..., changed_n, pending
+/// keys...}`; `mode` is `scan` (continue at `cursor`), `done` (the iteration
+/// ended) or `repeat` (see [`COLLECT`]); the pending keys are the few that
+/// the last step returned beyond the batch.
+fn generate(ops: &[Op], slots: usize, values: usize) -> String {
+    use std::fmt::Write as _;
+    let n = ops.len();
+    let list = |prefix: &str| -> String {
+        (2..slots + 2)
+            .map(|j| format!("{prefix}{j}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut lua = String::from(
+        "local call, pcall_, unpack, tonumber = redis.call, redis.pcall, unpack, tonumber\n\
+         local vf, from = ARGV[1], tonumber(ARGV[2])\n",
+    );
+    for j in 2..slots + 2 {
+        let _ = writeln!(lua, "local F{j} = ARGV[{}]", j + 1);
+    }
+    for m in 1..=values {
+        let _ = writeln!(lua, "local V{m} = ARGV[{}]", slots + 2 + m);
+    }
+    let base = slots + values + 3;
+    let _ = writeln!(
+        lua,
+        "local pattern, cur = ARGV[{base}], ARGV[{}]\n\
+         local scanning = ARGV[{}] == '1'\n\
+         local limit, max_steps = tonumber(ARGV[{}]), tonumber(ARGV[{}])",
+        base + 1,
+        base + 2,
+        base + 3,
+        base + 4
+    );
+    lua.push_str(COLLECT);
+    let read = if slots > 0 {
+        format!(", {}", list("F"))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        lua,
+        "local target = from + {n}\n\
+         local target_text = string.format('%d', target)\n\
+         local advanced, changed_entities = 0, 0\n\
+         local ch = {{{zeros}}}\n\
+         local sets, dels = {{}}, {{}}\n\
+         for ki = 1, math.min(nk, limit) do\n  \
+           local key = keys[ki]\n  \
+           local vals = pcall_('HMGET', key, vf{read})\n  \
+           local v = nil\n  \
+           if vals.err then\n    \
+             v = nil\n  \
+           elseif vals[1] then\n    \
+             v = tonumber(vals[1])\n  \
+           elseif call('EXISTS', key) == 1 then\n    \
+             v = 0\n  \
+           end\n  \
+           if v and v >= from and v < target then",
+        zeros = vec!["0"; n].join(", "),
+    );
+    if slots > 0 {
+        let reads: Vec<String> = (2..slots + 2).map(|j| format!("vals[{j}]")).collect();
+        let _ = writeln!(
+            lua,
+            "    local {} = {}\n    local {} = {}",
+            list("o"),
+            reads.join(", "),
+            list("s"),
+            list("o"),
+        );
+    }
+    lua.push_str("    local any = false\n");
+    for (i, op) in ops.iter().enumerate() {
+        let step = i + 1;
+        let (test, body) = match *op {
+            Op::Set { slot, value } => (
+                format!("s{slot} ~= V{value}"),
+                format!("s{slot} = V{value}"),
+            ),
+            Op::Unset { slot } => (format!("s{slot}"), format!("s{slot} = false")),
+            Op::Rename { from, to } => (
+                format!("s{from}"),
+                format!("s{to} = s{from}; s{from} = false"),
+            ),
+        };
+        let _ = writeln!(
+            lua,
+            "    if v < from + {step} and {test} then {body}; ch[{step}] = ch[{step}] + 1; any = true end"
+        );
+    }
+    lua.push_str("    sets[1], sets[2] = vf, target_text\n    local ns, nd = 2, 0\n");
+    for j in 2..slots + 2 {
+        let _ = writeln!(
+            lua,
+            "    if s{j} ~= o{j} then if s{j} then sets[ns + 1], sets[ns + 2] = F{j}, s{j}; ns = ns + 2 else nd = nd + 1; dels[nd] = F{j} end end"
+        );
+    }
+    lua.push_str(
+        "    if nd > 0 then call('HDEL', key, unpack(dels, 1, nd)) end\n    \
+             call('HSET', key, unpack(sets, 1, ns))\n    \
+             advanced = advanced + 1\n    \
+             if any then changed_entities = changed_entities + 1 end\n  \
+           end\n\
+         end\n\
+         local out = { cur, mode, count, after, advanced, changed_entities }\n\
+         for s = 1, #ch do out[#out + 1] = ch[s] end\n\
+         for j = limit + 1, nk do out[#out + 1] = keys[j] end\n\
+         return out\n",
+    );
+    lua
+}
 
 fn declined(why: &str) -> Error {
     Error::new(
@@ -172,10 +219,8 @@ fn declined(why: &str) -> Error {
     )
 }
 
-/// The script arguments after the version field and `from`, or why the
-/// request must run on the client.
-pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<Vec<String>> {
-    let mut args = vec![request.steps.len().to_string()];
+/// The script and arguments of a request, or why it must run on the client.
+pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<Compiled> {
     let top = |path: &[String]| -> Result<String> {
         match path {
             [name] if name != version_field => Ok(name.clone()),
@@ -185,23 +230,70 @@ pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<
             _ => Err(declined("a nested property path")),
         }
     };
+    let mut names: Vec<String> = Vec::new();
+    let mut slot = |name: String| -> usize {
+        match names.iter().position(|n| *n == name) {
+            Some(i) => i + 2,
+            None => {
+                names.push(name);
+                names.len() + 1
+            }
+        }
+    };
+    let mut values: Vec<String> = Vec::new();
+    let mut ops = Vec::with_capacity(request.steps.len());
     for step in &request.steps {
         if !step.conditions.is_empty() {
             return Err(declined("a where-condition"));
         }
-        match &step.op {
+        ops.push(match &step.op {
             PushOp::Set { path, value } => {
-                args.extend(["S".to_owned(), top(path)?, codec::encode_field(value)]);
+                let slot = slot(top(path)?);
+                values.push(codec::encode_field(value));
+                Op::Set {
+                    slot,
+                    value: values.len(),
+                }
             }
-            PushOp::Unset { path } => args.extend(["U".to_owned(), top(path)?, "-".to_owned()]),
-            PushOp::Rename { from, to } => {
-                let from = top(std::slice::from_ref(from))?;
-                let to = top(std::slice::from_ref(to))?;
-                args.extend(["R".to_owned(), from, to]);
-            }
-        }
+            PushOp::Unset { path } => Op::Unset {
+                slot: slot(top(path)?),
+            },
+            PushOp::Rename { from, to } => Op::Rename {
+                from: slot(top(std::slice::from_ref(from))?),
+                to: slot(top(std::slice::from_ref(to))?),
+            },
+        });
     }
-    Ok(args)
+    if names.len() > MAX_FIELDS || values.len() > MAX_FIELDS {
+        return Err(declined(&format!(
+            "the stage touches more than {MAX_FIELDS} properties"
+        )));
+    }
+    let script = generate(&ops, names.len(), values.len());
+    names.extend(values);
+    Ok(Compiled {
+        script,
+        args: names,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_depends_on_the_shape_only() {
+        let a = generate(
+            &[Op::Set { slot: 2, value: 1 }, Op::Rename { from: 3, to: 4 }],
+            3,
+            1,
+        );
+        assert!(a.contains("if v < from + 2 and s3 then s4 = s3; s3 = false;"));
+        assert!(a.contains("pcall_('HMGET', key, vf, F2, F3, F4)"));
+        assert!(a.contains("local pattern, cur = ARGV[7], ARGV[8]"));
+        let none = generate(&[], 0, 0);
+        assert!(none.contains("pcall_('HMGET', key, vf)\n"));
+    }
 }
 
 /// Counts the keys of a hash kind whose version passes, SCAN included, so
