@@ -277,25 +277,6 @@ pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_script_depends_on_the_shape_only() {
-        let a = generate(
-            &[Op::Set { slot: 2, value: 1 }, Op::Rename { from: 3, to: 4 }],
-            3,
-            1,
-        );
-        assert!(a.contains("if v < from + 2 and s3 then s4 = s3; s3 = false;"));
-        assert!(a.contains("pcall_('HMGET', key, vf, F2, F3, F4)"));
-        assert!(a.contains("local pattern, cur = ARGV[7], ARGV[8]"));
-        let none = generate(&[], 0, 0);
-        assert!(none.contains("pcall_('HMGET', key, vf)\n"));
-    }
-}
-
 /// Counts the keys of a hash kind whose version passes, SCAN included, so
 /// that keys do not travel to be counted.
 ///
@@ -326,3 +307,22 @@ until cur == '0' or examined >= budget or steps >= max_steps
 out[1] = cur
 return out
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_depends_on_the_shape_only() {
+        let a = generate(
+            &[Op::Set { slot: 2, value: 1 }, Op::Rename { from: 3, to: 4 }],
+            3,
+            1,
+        );
+        assert!(a.contains("if v < from + 2 and s3 then s4 = s3; s3 = false;"));
+        assert!(a.contains("pcall_('HMGET', key, vf, F2, F3, F4)"));
+        assert!(a.contains("local pattern, cur = ARGV[7], ARGV[8]"));
+        let none = generate(&[], 0, 0);
+        assert!(none.contains("pcall_('HMGET', key, vf)\n"));
+    }
+}

@@ -365,7 +365,7 @@ mod specific {
     /// which it empties.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn scans_batches_and_counts_in_a_dense_database() {
-        use tern_core::store::{Cursor, PushOp, PushStep, PushdownRequest, Store, VersionFilter};
+        use tern_core::store::{Cursor, PushOp, PushStep, PushdownRequest, VersionFilter};
         let Some(b) = server().await else { return };
         if b.url().contains('?') || b.url().matches('/').count() > 2 {
             eprintln!("skipped: TERN_IT_REDIS_URL names a database or options");
