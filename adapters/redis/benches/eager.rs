@@ -8,6 +8,10 @@
 //! cargo bench -p tern-redis --bench eager -- --entities 1000000 --rounds 1
 //! ```
 //!
+//! tern runs as `tern up` does without a terminal: no progress bar, so no
+//! count of the entities before the stage. `--progress-count` adds that count
+//! (what `tern up` does when it draws a bar).
+//!
 //! Uses databases 14 (tern) and 15 (loop) of the server at `TERN_BENCH_REDIS_URL`
 //! (default `redis://127.0.0.1:6379`) and **flushes them** before each run.
 
@@ -15,6 +19,7 @@
 
 use std::sync::Arc;
 
+use tern_core::migrate::RunOptions;
 use tern_core::testing::bench::{self, BenchArgs, Ratios};
 
 fn base_url() -> String {
@@ -98,9 +103,10 @@ async fn main() {
     let a = BenchArgs::parse(1_000_000, 1);
     let base = base_url();
     let (tern_url, loop_url) = (format!("{base}/14"), format!("{base}/15"));
+    let progress_count = a.flag("--progress-count");
     println!(
-        "eager add+rename, redis hashes, {} entities, batch {}, {} round(s), tern pushdown {}",
-        a.entities, a.batch, a.rounds, a.pushdown
+        "eager add+rename, redis hashes, {} entities, batch {}, {} round(s), tern pushdown {}, progress count {}",
+        a.entities, a.batch, a.rounds, a.pushdown, progress_count
     );
     let mut ratios = Ratios::new("loop");
     for round in 0..a.rounds {
@@ -117,7 +123,15 @@ async fn main() {
         let ((n_loop, t_loop), (n_tern, t_tern)) = bench::in_turn(
             round,
             hand_loop(&loop_url, a.batch),
-            bench::tern_up(Arc::clone(&tern_store), a.batch, a.pushdown),
+            bench::tern_up_with(
+                Arc::clone(&tern_store),
+                RunOptions {
+                    batch_size: a.batch,
+                    pushdown: a.pushdown,
+                    count_totals: progress_count,
+                    ..RunOptions::default()
+                },
+            ),
         )
         .await;
         let n_tern = n_tern.expect("tern up");

@@ -17,6 +17,7 @@ use crate::codec::{self, Keys};
 use crate::config::{KindLayout, REDIS_SCHEME, RedisConfig};
 use crate::core::{META_CAS_SCRIPT, RENAME_KIND_SCRIPT, WRITE_SCRIPT, map_redis_error};
 use crate::pushdown;
+use crate::scanpos::{MAX_PENDING, ScanPos};
 
 /// Writes per script call: bounds how long one call holds the server.
 const WRITES_PER_CALL: usize = 500;
@@ -27,6 +28,22 @@ const SCAN_COUNT: usize = 1000;
 /// The most SCAN steps one page issues before it returns short.
 const SCAN_STEPS_PER_PAGE: usize = 64;
 
+/// The COUNT of a SCAN step of a page with `room` keys left: `room` (so that
+/// Redis returns hardly more than the page takes), but [`SCAN_COUNT`] for a
+/// small room (tests, tiny batches: a step then visits enough of a big
+/// database, and is cut) and at least `floor` (raised after steps that found
+/// few keys of the pattern).
+fn scan_count(room: usize, floor: usize) -> usize {
+    if room < 2 * MAX_PENDING {
+        SCAN_COUNT
+    } else {
+        room.max(floor).min(SCAN_COUNT)
+    }
+}
+
+/// The most keys one call of the count script examines (a few milliseconds of the server).
+const COUNT_KEYS_PER_CALL: usize = 5000;
+
 /// A tern store in a Redis database (see the crate docs for the layout).
 #[derive(Clone)]
 pub struct RedisStore {
@@ -35,7 +52,8 @@ pub struct RedisStore {
     conn: ConnectionManager,
     write_script: Arc<redis::Script>,
     meta_script: Arc<redis::Script>,
-    pushdown_script: Arc<redis::Script>,
+    /// Generated pushdown scripts, by text (one per stage shape).
+    pushdown_scripts: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<redis::Script>>>>,
     count_script: Arc<redis::Script>,
     rename_script: Arc<redis::Script>,
 }
@@ -85,10 +103,23 @@ impl RedisStore {
             conn,
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
-            pushdown_script: Arc::new(redis::Script::new(pushdown::PUSHDOWN_SCRIPT)),
+            pushdown_scripts: Arc::default(),
             count_script: Arc::new(redis::Script::new(pushdown::COUNT_SCRIPT)),
             rename_script: Arc::new(redis::Script::new(RENAME_KIND_SCRIPT)),
         })
+    }
+
+    /// The script of a generated pushdown text, made once per text.
+    fn pushdown_script(&self, text: &str) -> Arc<redis::Script> {
+        let mut cache = self
+            .pushdown_scripts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(
+            cache
+                .entry(text.to_owned())
+                .or_insert_with(|| Arc::new(redis::Script::new(text))),
+        )
     }
 
     /// The configuration.
@@ -129,11 +160,14 @@ impl RedisStore {
     /// The next keys matching `pattern` (of Redis type `type_name`), at most
     /// `limit`, from `cursor`; and where to continue (`None`: done).
     ///
-    /// Issues SCAN steps of [`SCAN_COUNT`] until it has `limit` keys, the
-    /// iteration ends, or [`SCAN_STEPS_PER_PAGE`] steps found nothing more (a
-    /// page may then be short or empty). The keys of one step are taken in
-    /// sorted order, so a step with more keys than the page needs is resumed
-    /// by repeating that step and skipping the keys up to the last one returned.
+    /// Returns the keys the cursor carries first, then issues SCAN steps until
+    /// it has `limit` keys, the iteration ends, or [`SCAN_STEPS_PER_PAGE`] steps
+    /// were issued (a page may then be short or empty). A step asks for about
+    /// as many keys as the page has room for ([`scan_count`]), and Redis
+    /// returns at most a few more: those ride in the cursor to the next page,
+    /// so no step is issued twice. A step that overflows the page by more than
+    /// [`MAX_PENDING`] keys (a small page) is cut in sorted order and repeated,
+    /// with the same COUNT, by the next page.
     async fn scan_page(
         &self,
         pattern: &str,
@@ -143,36 +177,52 @@ impl RedisStore {
     ) -> Result<(Vec<String>, Option<Cursor>)> {
         let limit = limit.max(1);
         let mut pos = ScanPos::parse(cursor)?;
-        let mut out = Vec::new();
-        for _ in 0..SCAN_STEPS_PER_PAGE {
+        if let Some(after) = pos.after.take() {
+            // Repeat the step that was cut, with the COUNT it had.
+            let count = pos.count.take().unwrap_or(SCAN_COUNT);
             let (next, mut keys) = self
-                .scan_keys(pos.cursor, pattern, SCAN_COUNT, type_name)
+                .scan_keys(pos.cursor, pattern, count, type_name)
                 .await?;
             keys.sort_unstable();
             keys.dedup();
-            if let Some(after) = &pos.after {
-                keys.retain(|k| k > after);
-            }
+            keys.retain(|k| *k > after);
+            pos.pending = keys;
+            pos.cursor = next;
+            pos.done = next == 0;
+        }
+        let mut out = std::mem::take(&mut pos.pending);
+        let mut floor = 1;
+        let mut steps = 0;
+        while out.len() < limit && !pos.done && steps < SCAN_STEPS_PER_PAGE {
             let room = limit - out.len();
-            if keys.len() > room {
-                keys.truncate(room);
-                pos.after = keys.last().cloned();
-                out.extend(keys);
-                return Ok((out, Some(pos.to_cursor())));
+            let ask = scan_count(room, floor);
+            let step_cursor = pos.cursor;
+            let (next, mut keys) = self.scan_keys(step_cursor, pattern, ask, type_name).await?;
+            steps += 1;
+            if keys.len() < ask / 2 {
+                // Few keys of the pattern here: visit more per step.
+                floor = (ask * 2).min(SCAN_COUNT);
+            }
+            if keys.len() > room + MAX_PENDING {
+                keys.sort_unstable();
+                keys.dedup();
+                if keys.len() > room + MAX_PENDING {
+                    keys.truncate(room);
+                    pos.after = keys.last().cloned();
+                    pos.count = Some(ask);
+                    pos.cursor = step_cursor;
+                    out.extend(keys);
+                    return Ok((out, pos.to_cursor()));
+                }
             }
             out.extend(keys);
-            if next == 0 {
-                return Ok((out, None));
-            }
-            pos = ScanPos {
-                cursor: next,
-                after: None,
-            };
-            if out.len() == limit {
-                break;
-            }
+            pos.cursor = next;
+            pos.done = next == 0;
         }
-        Ok((out, Some(pos.to_cursor())))
+        if out.len() > limit {
+            pos.pending = out.split_off(limit);
+        }
+        Ok((out, pos.to_cursor()))
     }
 
     /// Reads the entities at `redis_keys` (all of `kind`); vanished keys are skipped.
@@ -304,46 +354,6 @@ impl RedisStore {
                 }
             })
             .collect())
-    }
-}
-
-/// Where a scan stands: a SCAN cursor, and within the keys of that SCAN step,
-/// the last one already returned (a step can hold more keys than a page).
-///
-/// Text form: `<scan cursor>` or `<scan cursor>|<last key>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct ScanPos {
-    cursor: u64,
-    after: Option<String>,
-}
-
-impl ScanPos {
-    fn parse(cursor: Option<&Cursor>) -> Result<ScanPos> {
-        let Some(c) = cursor else {
-            return Ok(ScanPos {
-                cursor: 0,
-                after: None,
-            });
-        };
-        let (number, after) = match c.0.split_once('|') {
-            Some((n, a)) => (n, Some(a.to_owned())),
-            None => (c.0.as_str(), None),
-        };
-        let cursor = number.parse().map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidCursor,
-                format!("cursor {:?} is not a Redis SCAN position", c.0),
-            )
-            .with_source(e)
-        })?;
-        Ok(ScanPos { cursor, after })
-    }
-
-    fn to_cursor(&self) -> Cursor {
-        match &self.after {
-            None => Cursor(self.cursor.to_string()),
-            Some(a) => Cursor(format!("{}|{a}", self.cursor)),
-        }
     }
 }
 
@@ -513,17 +523,45 @@ impl Store for RedisStore {
         }
     }
 
-    /// A version-only count of a hash kind reads just the version field of each
-    /// key inside the server (the census of every migration); anything else
-    /// scans and filters on the client.
+    /// A version-only count of a hash kind (the census of every migration) runs
+    /// inside the server: one script call SCANs up to [`COUNT_KEYS_PER_CALL`]
+    /// keys and reads only their version field, returning just the keys that
+    /// pass (none, for a census that finds nothing), which are counted once
+    /// each. Anything else scans and filters on the client.
     async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
         self.keys.check_kind(kind)?;
         let pattern = self.keys.kind_pattern(kind);
         let mut seen = std::collections::HashSet::new();
+        if filter.conditions.is_empty() && self.config.layout(kind) == KindLayout::Hash {
+            let (mode, x) = match filter.version {
+                VersionFilter::Any => ("any", 0),
+                VersionFilter::Exactly(v) => ("eq", v),
+                VersionFilter::Below(v) => ("below", v),
+            };
+            let mut cursor = "0".to_owned();
+            loop {
+                let reply: Vec<String> = self
+                    .count_script
+                    .arg(&self.config.version_field)
+                    .arg(mode)
+                    .arg(x)
+                    .arg(&pattern)
+                    .arg(&cursor)
+                    .arg(COUNT_KEYS_PER_CALL)
+                    .arg(SCAN_STEPS_PER_PAGE)
+                    .invoke_async(&mut self.conn())
+                    .await
+                    .map_err(|e| self.err("counting entities", e).with_context("kind", kind))?;
+                let mut reply = reply.into_iter();
+                cursor = reply.next().unwrap_or_default();
+                seen.extend(reply);
+                if cursor == "0" || cursor.is_empty() {
+                    return Ok(seen.len() as u64);
+                }
+            }
+        }
         let mut total = 0u64;
         let mut cursor: Option<Cursor> = None;
-        let hash_only =
-            filter.conditions.is_empty() && self.config.layout(kind) == KindLayout::Hash;
         loop {
             let (keys, next) = self
                 .scan_page(&pattern, Some(self.type_name(kind)), cursor.as_ref(), 1000)
@@ -532,28 +570,8 @@ impl Store for RedisStore {
                 .into_iter()
                 .filter(|k| seen.insert(k.clone()))
                 .collect();
-            if hash_only {
-                if !fresh.is_empty() {
-                    let (mode, x) = match filter.version {
-                        VersionFilter::Any => ("any", 0),
-                        VersionFilter::Exactly(v) => ("eq", v),
-                        VersionFilter::Below(v) => ("below", v),
-                    };
-                    let mut invocation = self.count_script.prepare_invoke();
-                    for k in &fresh {
-                        invocation.key(k);
-                    }
-                    invocation.arg(&self.config.version_field).arg(mode).arg(x);
-                    let n: u64 = invocation
-                        .invoke_async(&mut self.conn())
-                        .await
-                        .map_err(|e| self.err("counting entities", e).with_context("kind", kind))?;
-                    total += n;
-                }
-            } else {
-                let entities = self.fetch(kind, &fresh).await?;
-                total += entities.iter().filter(|e| filter.matches(e)).count() as u64;
-            }
+            let entities = self.fetch(kind, &fresh).await?;
+            total += entities.iter().filter(|e| filter.matches(e)).count() as u64;
             match next {
                 Some(c) => cursor = Some(c),
                 None => return Ok(total),
@@ -562,7 +580,7 @@ impl Store for RedisStore {
     }
 
     /// Unconditional top-level steps on hash kinds run in one Lua call per
-    /// batch of keys; anything else is declined (see `pushdown.rs`).
+    /// batch, the SCAN steps included (see `pushdown.rs`); anything else is declined.
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
         self.keys.check_kind(&request.kind)?;
         if self.config.layout(&request.kind) != KindLayout::Hash {
@@ -574,52 +592,83 @@ impl Store for RedisStore {
         tern_core::store::pushdown::target_version(&request)?;
         let compiled = pushdown::compile(&request, &self.config.version_field)?;
         let n = request.steps.len();
-        let (keys, cursor) = self
-            .scan_page(
-                &self.keys.kind_pattern(&request.kind),
-                Some("hash"),
-                request.cursor.as_ref(),
-                request.limit,
-            )
-            .await?;
-        if keys.is_empty() {
-            return Ok(PushdownPage {
-                advanced: 0,
-                changed: vec![0; n],
-                changed_entities: 0,
-                cursor,
-            });
+        let pattern = self.keys.kind_pattern(&request.kind);
+        let limit = request.limit.max(1);
+        let mut pos = ScanPos::parse(request.cursor.as_ref())?;
+        // A step to repeat (a cut step): its keys are found on the client first.
+        let mut next_cursor = None;
+        if pos.after.is_some() {
+            let (keys, cursor) = self
+                .scan_page(&pattern, Some("hash"), request.cursor.as_ref(), limit)
+                .await?;
+            pos = ScanPos {
+                pending: keys,
+                done: true,
+                ..ScanPos::default()
+            };
+            next_cursor = Some(cursor);
         }
-        let mut invocation = self.pushdown_script.prepare_invoke();
-        for k in &keys {
+        let script = self.pushdown_script(&compiled.script);
+        let mut invocation = script.prepare_invoke();
+        for k in &pos.pending {
             invocation.key(k);
         }
         invocation.arg(&self.config.version_field).arg(request.from);
-        for a in &compiled {
+        for a in &compiled.args {
             invocation.arg(a);
         }
-        let out: Vec<i64> = invocation
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| {
-                self.err("updating entities in place", e)
-                    .with_context("kind", request.kind.clone())
-            })?;
-        let count = |i: usize| out.get(i).and_then(|v| u64::try_from(*v).ok()).unwrap_or(0);
-        if out.len() != n + 2 {
-            return Err(Error::new(
+        invocation
+            .arg(&pattern)
+            .arg(pos.cursor)
+            .arg(if pos.done { "0" } else { "1" })
+            .arg(limit)
+            .arg(SCAN_STEPS_PER_PAGE);
+        let out: Vec<redis::Value> =
+            invocation
+                .invoke_async(&mut self.conn())
+                .await
+                .map_err(|e| {
+                    self.err("updating entities in place", e)
+                        .with_context("kind", request.kind.clone())
+                })?;
+        let unexpected = || {
+            Error::new(
                 ErrorKind::Unexpected,
                 format!(
-                    "the pushdown script answered {} numbers for {n} steps",
+                    "the pushdown script answered {} values for {n} steps",
                     out.len()
                 ),
-            ));
+            )
+        };
+        if out.len() < n + 6 {
+            return Err(unexpected());
         }
+        let text = |v: &redis::Value| -> Result<String> {
+            redis::from_redis_value_ref::<String>(v).map_err(|_| unexpected())
+        };
+        let number = |v: &redis::Value| -> Result<u64> {
+            redis::from_redis_value_ref::<u64>(v).map_err(|_| unexpected())
+        };
+        let cursor: u64 = text(&out[0])?.parse().map_err(|_| unexpected())?;
+        let mode = text(&out[1])?;
+        let page_cursor = match next_cursor {
+            Some(c) => c,
+            None => ScanPos {
+                cursor,
+                done: mode == "done",
+                pending: out[n + 6..].iter().map(text).collect::<Result<_>>()?,
+                after: (mode == "repeat").then(|| text(&out[3])).transpose()?,
+                count: (mode == "repeat")
+                    .then(|| number(&out[2]).map(|c| c as usize))
+                    .transpose()?,
+            }
+            .to_cursor(),
+        };
         Ok(PushdownPage {
-            advanced: count(0),
-            changed_entities: count(1),
-            changed: (0..n).map(|i| count(i + 2)).collect(),
-            cursor,
+            advanced: number(&out[4])?,
+            changed_entities: number(&out[5])?,
+            changed: out[6..n + 6].iter().map(number).collect::<Result<_>>()?,
+            cursor: page_cursor,
         })
     }
 

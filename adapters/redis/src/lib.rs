@@ -13,6 +13,7 @@ mod codec;
 mod config;
 mod core;
 mod pushdown;
+mod scanpos;
 
 use std::sync::Arc;
 

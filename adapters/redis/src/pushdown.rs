@@ -7,103 +7,210 @@
 //! encoded by the adapter's field codec. Steps with conditions or nested
 //! paths, and JSON-string kinds, are declined (`Unsupported`) and the engine
 //! runs them on the client.
+//!
+//! The Lua of a batch is generated from the steps (their fields become Lua
+//! locals, so a key costs its three Redis calls and little else) and cached
+//! per text by the store: one script per stage, loaded once.
 
 use tern_core::store::{Error, ErrorKind, PushOp, PushdownRequest, Result};
 
 use crate::codec;
 
-/// KEYS: the batch's entity keys. ARGV: version field, from, step count, then
-/// per step `op, a, b` (`S field text`, `U field -`, `R from to`).
-/// Returns `{advanced, changed_entities, changed_1, ..., changed_n}`.
-pub(crate) const PUSHDOWN_SCRIPT: &str = r"
-local vf = ARGV[1]
-local from = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-local steps = {}
-local names = { vf }
-local slot = { [vf] = 1 }
-local i = 4
-for s = 1, n do
-  steps[s] = { ARGV[i], ARGV[i + 1], ARGV[i + 2] }
-  local touched = { ARGV[i + 1] }
-  if ARGV[i] == 'R' then touched[2] = ARGV[i + 2] end
-  for _, f in ipairs(touched) do
-    if not slot[f] then
-      names[#names + 1] = f
-      slot[f] = #names
-    end
-  end
-  i = i + 3
+/// The most distinct fields (or set values) one generated script handles; a
+/// stage that touches more runs on the client.
+const MAX_FIELDS: usize = 60;
+
+/// One batch of server-side steps, SCAN included, compiled for one request:
+/// the Lua text (a function of the steps' shape only, so one script per
+/// stage) and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Compiled {
+    /// The Lua source.
+    pub(crate) script: String,
+    /// ARGV after the version field and `from`: field names, then set values.
+    pub(crate) args: Vec<String>,
+}
+
+/// The SCAN part of every generated script: collects the batch's keys.
+///
+/// KEYS are keys a previous SCAN step returned beyond the previous batch (the
+/// cursor carries them), taken first. Then SCAN steps (COUNT as in
+/// `backend::scan_count`, no TYPE: keys of other types are skipped when read)
+/// until the batch is full, the iteration ends or `max_steps` steps ran. A
+/// step that returns far more keys than the batch can take is cut in sorted
+/// order (`mode` `repeat`: repeat it at `cur` with COUNT `count`, skipping up to `after`).
+const COLLECT: &str = r"
+local keys = {}
+local nk = 0
+for _, k in ipairs(KEYS) do
+  nk = nk + 1
+  keys[nk] = k
 end
-local target = from + n
-local target_text = string.format('%d', target)
-local advanced = 0
-local changed_entities = 0
-local changed = {}
-for s = 1, n do changed[s] = 0 end
-for _, key in ipairs(KEYS) do
-  -- One read of every field the steps touch, the version included.
-  local vals = redis.call('HMGET', key, unpack(names))
-  local cur = {}
-  for j, f in ipairs(names) do cur[f] = vals[j] end
-  local v = 0
-  if cur[vf] then
-    v = tonumber(cur[vf])
-  elseif redis.call('EXISTS', key) == 0 then
-    v = nil
-  end
-  if v ~= nil and v >= from and v < target then
-    local before = {}
-    for f, x in pairs(cur) do before[f] = x end
-    local any = false
-    for s = v - from + 1, n do
-      local op, a, b = steps[s][1], steps[s][2], steps[s][3]
-      local did = false
-      if op == 'S' then
-        if cur[a] ~= b then
-          cur[a] = b
-          did = true
-        end
-      elseif op == 'U' then
-        if cur[a] then
-          cur[a] = false
-          did = true
-        end
-      elseif op == 'R' then
-        if cur[a] then
-          cur[b] = cur[a]
-          cur[a] = false
-          did = true
-        end
-      end
-      if did then
-        changed[s] = changed[s] + 1
-        any = true
+local mode, count, after = 'scan', 0, ''
+local floor, steps = 1, 0
+while nk < limit and scanning and steps < max_steps do
+  local room = limit - nk
+  local ask = 1000
+  if room >= 128 then ask = math.min(math.max(room, floor), 1000) end
+  local step = cur
+  local r = call('SCAN', step, 'MATCH', pattern, 'COUNT', ask)
+  steps = steps + 1
+  local got = r[2]
+  if #got < ask / 2 then floor = math.min(ask * 2, 1000) end
+  if #got > room + 64 then
+    table.sort(got)
+    local last = nil
+    for j = 1, #got do
+      if nk >= limit then break end
+      if got[j] ~= last then
+        nk = nk + 1
+        keys[nk] = got[j]
+        last = got[j]
       end
     end
-    -- One write of what changed, one delete of what went.
-    local sets = { vf, target_text }
-    local dels = {}
-    for _, f in ipairs(names) do
-      if f ~= vf and cur[f] ~= before[f] then
-        if cur[f] then
-          sets[#sets + 1] = f
-          sets[#sets + 1] = cur[f]
-        else
-          dels[#dels + 1] = f
-        end
-      end
-    end
-    if #dels > 0 then redis.call('HDEL', key, unpack(dels)) end
-    redis.call('HSET', key, unpack(sets))
-    advanced = advanced + 1
-    if any then changed_entities = changed_entities + 1 end
+    mode, count, after, cur = 'repeat', ask, last or '', step
+    break
   end
+  for _, k in ipairs(got) do
+    nk = nk + 1
+    keys[nk] = k
+  end
+  cur = r[1]
+  if cur == '0' then scanning = false end
 end
-local out = { advanced, changed_entities }
-for s = 1, n do out[#out + 1] = changed[s] end
-return out
+if mode == 'scan' and not scanning then mode = 'done' end
 ";
+
+/// What one step does, on the generated script's field slots (2.., slot 1 is
+/// the version field) and set values (1..).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Set { slot: usize, value: usize },
+    Unset { slot: usize },
+    Rename { from: usize, to: usize },
+}
+
+/// The Lua text for steps `ops` over `slots` fields (plus the version) and
+/// `values` set values. ARGV: version field, from, the field names (slots
+/// 2..), the set values, then SCAN pattern, SCAN cursor, `1` to keep scanning
+/// or `0` (the iteration has ended), the batch size and the most SCAN steps.
+///
+/// Per key: one `HMGET` of the version and every field the steps touch (a key
+/// that is not a hash, or vanished, is skipped), the pending steps on Lua
+/// locals, then one `HDEL` of the fields that went (if any) and one `HSET` of
+/// the version and the fields that changed. Returns `{cursor, mode, count,
+/// after, advanced, changed_entities, changed_1, ..., changed_n, pending
+/// keys...}`; `mode` is `scan` (continue at `cursor`), `done` (the iteration
+/// ended) or `repeat` (see [`COLLECT`]); the pending keys are the few that
+/// the last step returned beyond the batch.
+fn generate(ops: &[Op], slots: usize, values: usize) -> String {
+    use std::fmt::Write as _;
+    let n = ops.len();
+    let list = |prefix: &str| -> String {
+        (2..slots + 2)
+            .map(|j| format!("{prefix}{j}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut lua = String::from(
+        "local call, pcall_, unpack, tonumber = redis.call, redis.pcall, unpack, tonumber\n\
+         local vf, from = ARGV[1], tonumber(ARGV[2])\n",
+    );
+    for j in 2..slots + 2 {
+        let _ = writeln!(lua, "local F{j} = ARGV[{}]", j + 1);
+    }
+    for m in 1..=values {
+        let _ = writeln!(lua, "local V{m} = ARGV[{}]", slots + 2 + m);
+    }
+    let base = slots + values + 3;
+    let _ = writeln!(
+        lua,
+        "local pattern, cur = ARGV[{base}], ARGV[{}]\n\
+         local scanning = ARGV[{}] == '1'\n\
+         local limit, max_steps = tonumber(ARGV[{}]), tonumber(ARGV[{}])",
+        base + 1,
+        base + 2,
+        base + 3,
+        base + 4
+    );
+    lua.push_str(COLLECT);
+    let read = if slots > 0 {
+        format!(", {}", list("F"))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        lua,
+        "local target = from + {n}\n\
+         local target_text = string.format('%d', target)\n\
+         local advanced, changed_entities = 0, 0\n\
+         local ch = {{{zeros}}}\n\
+         local sets, dels = {{}}, {{}}\n\
+         for ki = 1, math.min(nk, limit) do\n  \
+           local key = keys[ki]\n  \
+           local vals = pcall_('HMGET', key, vf{read})\n  \
+           local v = nil\n  \
+           if vals.err then\n    \
+             v = nil\n  \
+           elseif vals[1] then\n    \
+             v = tonumber(vals[1])\n  \
+           elseif call('EXISTS', key) == 1 then\n    \
+             v = 0\n  \
+           end\n  \
+           if v and v >= from and v < target then",
+        zeros = vec!["0"; n].join(", "),
+    );
+    if slots > 0 {
+        let reads: Vec<String> = (2..slots + 2).map(|j| format!("vals[{j}]")).collect();
+        let _ = writeln!(
+            lua,
+            "    local {} = {}\n    local {} = {}",
+            list("o"),
+            reads.join(", "),
+            list("s"),
+            list("o"),
+        );
+    }
+    lua.push_str("    local any = false\n");
+    for (i, op) in ops.iter().enumerate() {
+        let step = i + 1;
+        let (test, body) = match *op {
+            Op::Set { slot, value } => (
+                format!("s{slot} ~= V{value}"),
+                format!("s{slot} = V{value}"),
+            ),
+            Op::Unset { slot } => (format!("s{slot}"), format!("s{slot} = false")),
+            Op::Rename { from, to } => (
+                format!("s{from}"),
+                format!("s{to} = s{from}; s{from} = false"),
+            ),
+        };
+        let _ = writeln!(
+            lua,
+            "    if v < from + {step} and {test} then {body}; ch[{step}] = ch[{step}] + 1; any = true end"
+        );
+    }
+    lua.push_str("    sets[1], sets[2] = vf, target_text\n    local ns, nd = 2, 0\n");
+    for j in 2..slots + 2 {
+        let _ = writeln!(
+            lua,
+            "    if s{j} ~= o{j} then if s{j} then sets[ns + 1], sets[ns + 2] = F{j}, s{j}; ns = ns + 2 else nd = nd + 1; dels[nd] = F{j} end end"
+        );
+    }
+    lua.push_str(
+        "    if nd > 0 then call('HDEL', key, unpack(dels, 1, nd)) end\n    \
+             call('HSET', key, unpack(sets, 1, ns))\n    \
+             advanced = advanced + 1\n    \
+             if any then changed_entities = changed_entities + 1 end\n  \
+           end\n\
+         end\n\
+         local out = { cur, mode, count, after, advanced, changed_entities }\n\
+         for s = 1, #ch do out[#out + 1] = ch[s] end\n\
+         for j = limit + 1, nk do out[#out + 1] = keys[j] end\n\
+         return out\n",
+    );
+    lua
+}
 
 fn declined(why: &str) -> Error {
     Error::new(
@@ -112,10 +219,8 @@ fn declined(why: &str) -> Error {
     )
 }
 
-/// The script arguments after the version field and `from`, or why the
-/// request must run on the client.
-pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<Vec<String>> {
-    let mut args = vec![request.steps.len().to_string()];
+/// The script and arguments of a request, or why it must run on the client.
+pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<Compiled> {
     let top = |path: &[String]| -> Result<String> {
         match path {
             [name] if name != version_field => Ok(name.clone()),
@@ -125,39 +230,99 @@ pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<
             _ => Err(declined("a nested property path")),
         }
     };
+    let mut names: Vec<String> = Vec::new();
+    let mut slot = |name: String| -> usize {
+        match names.iter().position(|n| *n == name) {
+            Some(i) => i + 2,
+            None => {
+                names.push(name);
+                names.len() + 1
+            }
+        }
+    };
+    let mut values: Vec<String> = Vec::new();
+    let mut ops = Vec::with_capacity(request.steps.len());
     for step in &request.steps {
         if !step.conditions.is_empty() {
             return Err(declined("a where-condition"));
         }
-        match &step.op {
+        ops.push(match &step.op {
             PushOp::Set { path, value } => {
-                args.extend(["S".to_owned(), top(path)?, codec::encode_field(value)]);
+                let slot = slot(top(path)?);
+                values.push(codec::encode_field(value));
+                Op::Set {
+                    slot,
+                    value: values.len(),
+                }
             }
-            PushOp::Unset { path } => args.extend(["U".to_owned(), top(path)?, "-".to_owned()]),
-            PushOp::Rename { from, to } => {
-                let from = top(std::slice::from_ref(from))?;
-                let to = top(std::slice::from_ref(to))?;
-                args.extend(["R".to_owned(), from, to]);
-            }
-        }
+            PushOp::Unset { path } => Op::Unset {
+                slot: slot(top(path)?),
+            },
+            PushOp::Rename { from, to } => Op::Rename {
+                from: slot(top(std::slice::from_ref(from))?),
+                to: slot(top(std::slice::from_ref(to))?),
+            },
+        });
     }
-    Ok(args)
+    if names.len() > MAX_FIELDS || values.len() > MAX_FIELDS {
+        return Err(declined(&format!(
+            "the stage touches more than {MAX_FIELDS} properties"
+        )));
+    }
+    let script = generate(&ops, names.len(), values.len());
+    names.extend(values);
+    Ok(Compiled {
+        script,
+        args: names,
+    })
 }
 
-/// KEYS: entity keys of a hash kind. ARGV: version field, mode (`any`, `eq`,
-/// `below`), version. Returns how many of the keys are hashes whose version
-/// passes (a missing version field is 0).
+/// Counts the keys of a hash kind whose version passes, SCAN included, so
+/// that keys do not travel to be counted.
+///
+/// ARGV: version field, mode (`any`, `eq`, `below`), version, SCAN pattern,
+/// SCAN cursor, the most keys to examine and the most SCAN steps in this call.
+/// Runs SCAN steps (COUNT 1000, TYPE hash) until the iteration ends or either
+/// bound is reached,
+/// and returns `{next cursor, keys that pass...}` (a missing version field is
+/// 0): the caller counts distinct keys, since SCAN may return a key twice.
 pub(crate) const COUNT_SCRIPT: &str = r"
 local vf, mode, x = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local n = 0
-for _, key in ipairs(KEYS) do
-  local v = redis.call('HGET', key, vf)
-  if v or redis.call('EXISTS', key) == 1 then
-    v = tonumber(v or '0') or -1
+local pattern, cur = ARGV[4], ARGV[5]
+local budget, max_steps = tonumber(ARGV[6]), tonumber(ARGV[7])
+local out = { '' }
+local examined, steps = 0, 0
+repeat
+  local r = redis.call('SCAN', cur, 'MATCH', pattern, 'COUNT', 1000, 'TYPE', 'hash')
+  cur = r[1]
+  steps = steps + 1
+  for _, key in ipairs(r[2]) do
+    examined = examined + 1
+    local v = tonumber(redis.call('HGET', key, vf) or '0') or -1
     if mode == 'any' or (mode == 'eq' and v == x) or (mode == 'below' and v >= 0 and v < x) then
-      n = n + 1
+      out[#out + 1] = key
     end
   end
-end
-return n
+until cur == '0' or examined >= budget or steps >= max_steps
+out[1] = cur
+return out
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_depends_on_the_shape_only() {
+        let a = generate(
+            &[Op::Set { slot: 2, value: 1 }, Op::Rename { from: 3, to: 4 }],
+            3,
+            1,
+        );
+        assert!(a.contains("if v < from + 2 and s3 then s4 = s3; s3 = false;"));
+        assert!(a.contains("pcall_('HMGET', key, vf, F2, F3, F4)"));
+        assert!(a.contains("local pattern, cur = ARGV[7], ARGV[8]"));
+        let none = generate(&[], 0, 0);
+        assert!(none.contains("pcall_('HMGET', key, vf)\n"));
+    }
+}

@@ -125,6 +125,20 @@ pub async fn tern_up(
     batch: usize,
     pushdown: bool,
 ) -> Result<u64, MigrateError> {
+    tern_up_with(
+        store,
+        RunOptions {
+            batch_size: batch,
+            pushdown,
+            ..RunOptions::default()
+        },
+    )
+    .await
+}
+
+/// [`tern_up`] with explicit run options (e.g. `count_totals: false`, as the
+/// command line runs without a progress bar).
+pub async fn tern_up_with(store: Arc<dyn Store>, options: RunOptions) -> Result<u64, MigrateError> {
     let mut set = MigrationSet::new();
     set.add(Migration::from_script(
         1,
@@ -133,11 +147,7 @@ pub async fn tern_up(
         SCRIPT,
     )?)?;
     let report = Migrator::new(store, set)
-        .with_run_options(RunOptions {
-            batch_size: batch,
-            pushdown,
-            ..RunOptions::default()
-        })
+        .with_run_options(options)
         .with_lease_options(LeaseOptions::default())
         .up(None)
         .await?;
