@@ -24,8 +24,9 @@ pub(crate) const META_COLLECTION: &str = "__tern_meta";
 /// A MongoDB database as a tern store. Cheap to clone (the driver's client is shared).
 #[derive(Clone)]
 pub struct MongoStore {
-    #[allow(dead_code)]
     pub(crate) client: Client,
+    /// The server has the `bulkWrite` command (MongoDB 8.0+).
+    pub(crate) bulk_write: bool,
     pub(crate) db: Database,
     /// The URL with its password masked.
     pub(crate) location: String,
@@ -68,14 +69,38 @@ impl MongoStore {
             map_mongo_error("creating the client", e).with_context("url", location.clone())
         })?;
         let db = client.database(&db_name);
-        db.run_command(doc! { "ping": 1 })
+        let hello = db
+            .run_command(doc! { "hello": 1 })
             .await
             .map_err(|e| map_mongo_error("connecting", e).with_context("url", location.clone()))?;
+        let wire = match hello.get("maxWireVersion") {
+            Some(Bson::Int32(v)) => *v,
+            Some(Bson::Int64(v)) => i32::try_from(*v).unwrap_or(i32::MAX),
+            _ => 0,
+        };
+        let bulk_write = wire >= crate::writes::BULK_WRITE_WIRE_VERSION;
+        if !bulk_write {
+            tracing::info!(
+                store = %location,
+                wire_version = wire,
+                "the server has no bulkWrite command (MongoDB 8.0+): writes go one at a time"
+            );
+        }
         Ok(MongoStore {
             client,
             db,
+            bulk_write,
             location,
         })
+    }
+
+    /// This store, sending each write of a batch on its own (as it does with servers
+    /// older than MongoDB 8.0, which have no `bulkWrite` command) instead of one
+    /// `bulkWrite` per batch. For comparisons and tests; outcomes are the same.
+    #[must_use]
+    pub fn with_single_writes(mut self) -> MongoStore {
+        self.bulk_write = false;
+        self
     }
 
     /// The collection of `kind`.
@@ -87,7 +112,7 @@ impl MongoStore {
         self.db.collection(META_COLLECTION)
     }
 
-    fn err(&self, operation: &str, e: mongodb::error::Error) -> Error {
+    pub(crate) fn err(&self, operation: &str, e: mongodb::error::Error) -> Error {
         map_mongo_error(operation, e).with_context("store", self.location.clone())
     }
 
@@ -114,54 +139,6 @@ impl MongoStore {
             .find_one(doc! { "_id": id.clone() })
             .await
             .map_err(|e| self.err("get", e).with_context("kind", kind.to_owned()))
-    }
-
-    async fn write_one(&self, w: Write) -> Result<WriteOutcome> {
-        match w {
-            Write::Put(e) => {
-                let d = codec::entity_to_document(&e)?;
-                self.collection(&e.key.kind)
-                    .replace_one(doc! { "_id": codec::id_to_bson(&e.key.id) }, d)
-                    .upsert(true)
-                    .await
-                    .map_err(|err| self.err("put", err).with_context("key", e.key.to_string()))?;
-                Ok(WriteOutcome::Applied)
-            }
-            Write::Insert(e) => {
-                let d = codec::entity_to_document(&e)?;
-                match self.collection(&e.key.kind).insert_one(d).await {
-                    Ok(_) => Ok(WriteOutcome::Applied),
-                    Err(err) if is_duplicate_key(&err) => Ok(WriteOutcome::Conflict),
-                    Err(err) => Err(self
-                        .err("insert", err)
-                        .with_context("key", e.key.to_string())),
-                }
-            }
-            Write::Replace { expected, new } => {
-                let d = codec::entity_to_document(&new)?;
-                let filter = replace_filter(&expected)?;
-                let r = self
-                    .collection(&new.key.kind)
-                    .replace_one(filter, d)
-                    .await
-                    .map_err(|err| {
-                        self.err("replace", err)
-                            .with_context("key", new.key.to_string())
-                    })?;
-                Ok(if r.matched_count == 1 {
-                    WriteOutcome::Applied
-                } else {
-                    WriteOutcome::Conflict
-                })
-            }
-            Write::Delete(key) => {
-                self.collection(&key.kind)
-                    .delete_one(doc! { "_id": codec::id_to_bson(&key.id) })
-                    .await
-                    .map_err(|err| self.err("delete", err).with_context("key", key.to_string()))?;
-                Ok(WriteOutcome::Applied)
-            }
-        }
     }
 }
 
@@ -208,70 +185,6 @@ fn superset_condition(path: &[String], values: &[Value]) -> Option<Document> {
         .join(".");
     let literals: Vec<Bson> = values.iter().map(codec::to_bson).collect();
     Some(doc! { field: { "$in": literals } })
-}
-
-/// The filter of a compare-and-set replace: the `_id`, the version, and every
-/// stored field equal to the expected value, with no other fields.
-fn replace_filter(expected: &Entity) -> Result<Document> {
-    let mut conds: Vec<Bson> = Vec::new();
-    let n = i64::try_from(expected.value.len()).unwrap_or(i64::MAX);
-    if expected.version == 0 {
-        conds.push(Bson::Document(
-            doc! { "$eq": [ { "$ifNull": ["$_v", 0_i64] }, 0_i64 ] },
-        ));
-        conds.push(Bson::Document(doc! { "$eq": [
-            { "$size": { "$objectToArray": "$$ROOT" } },
-            { "$add": [ n + 1, { "$cond": [ { "$eq": [ { "$type": "$_v" }, "missing" ] }, 0_i64, 1_i64 ] } ] },
-        ] }));
-    } else {
-        conds.push(Bson::Document(
-            doc! { "$eq": [ "$_v", codec::version_to_bson(expected.version)? ] },
-        ));
-        conds.push(Bson::Document(
-            doc! { "$eq": [ { "$size": { "$objectToArray": "$$ROOT" } }, n + 2 ] },
-        ));
-    }
-    for (name, value) in &expected.value {
-        let field = format!("${}", codec::escape_name(name));
-        let lit = codec::to_bson(value);
-        conds.push(Bson::Document(
-            doc! { "$eq": [ { "$type": field.clone() }, type_name(&lit) ] },
-        ));
-        conds.push(Bson::Document(
-            doc! { "$eq": [ field, { "$literal": lit } ] },
-        ));
-    }
-    Ok(doc! {
-        "_id": codec::id_to_bson(&expected.key.id),
-        "$expr": { "$and": conds },
-    })
-}
-
-/// The aggregation `$type` name of a BSON value as tern writes it.
-fn type_name(b: &Bson) -> &'static str {
-    match b {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Binary(_) => "binData",
-        Bson::Undefined => "undefined",
-        Bson::ObjectId(_) => "objectId",
-        Bson::Boolean(_) => "bool",
-        Bson::DateTime(_) => "date",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::DbPointer(_) => "dbPointer",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::Symbol(_) => "symbol",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Int64(_) => "long",
-        Bson::Decimal128(_) => "decimal",
-        Bson::MinKey => "minKey",
-        Bson::MaxKey => "maxKey",
-    }
 }
 
 fn meta_entry(d: &Document) -> Result<MetaEntry> {
@@ -373,11 +286,7 @@ impl Store for MongoStore {
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
         check_writes(&writes)?;
-        let mut outcomes = Vec::with_capacity(writes.len());
-        for w in writes {
-            outcomes.push(self.write_one(w).await?);
-        }
-        Ok(outcomes)
+        self.write_all(writes).await
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {

@@ -12,6 +12,7 @@ mod backend;
 mod codec;
 mod core;
 mod pushdown;
+mod writes;
 
 use std::sync::Arc;
 

@@ -320,3 +320,144 @@ mod fast_path {
         super::specific::same_as_reference(&mixed, steps).await;
     }
 }
+
+/// `write_batch` as `bulkWrite` commands: exact outcomes per write, order per key.
+mod bulk_writes {
+    use std::sync::Arc;
+
+    use tern_core::model::{Entity, Key, Map, Value};
+    use tern_core::store::{Store, Write, WriteOutcome};
+    use tern_integration_tests::mongodb::backend;
+    use tern_mongodb::MongoStore;
+
+    use WriteOutcome::{Applied, Conflict};
+
+    /// A fresh store, or `None` (printed) when no server is available.
+    async fn fresh() -> Option<(MongoStore, String)> {
+        let b = match backend().await {
+            Ok(b) => b,
+            Err(reason) => {
+                eprintln!("skipped: {reason}");
+                return None;
+            }
+        };
+        let (_, db) = b.fresh_named().await;
+        let url = b.url_for(&db);
+        Some((MongoStore::connect(&url).await.unwrap(), db))
+    }
+
+    fn ent(kind: &str, id: i64, version: u64, n: i64) -> Entity {
+        let mut value = Map::new();
+        value.insert("n".into(), Value::Int(n));
+        Entity {
+            key: Key::new(kind, id).unwrap(),
+            version,
+            value,
+        }
+    }
+
+    async fn writes_to_one_key_apply_in_order(store: &dyn Store) {
+        let k = |v, n| ent("things", 1, v, n);
+        let writes = vec![
+            Write::Insert(k(0, 0)),
+            Write::Replace {
+                expected: k(0, 0),
+                new: k(1, 1),
+            },
+            // Stale: the entity is at version 1 by now.
+            Write::Replace {
+                expected: k(0, 0),
+                new: k(5, 5),
+            },
+            Write::Insert(k(7, 7)),
+            Write::Delete(k(0, 0).key),
+            Write::Insert(k(2, 2)),
+            Write::Put(ent("other", 1, 3, 3)),
+            Write::Replace {
+                expected: k(2, 2),
+                new: k(3, 3),
+            },
+        ];
+        let outcomes = store.write_batch(writes).await.unwrap();
+        assert_eq!(
+            outcomes,
+            vec![
+                Applied, Applied, Conflict, Conflict, Applied, Applied, Applied, Applied
+            ]
+        );
+        assert_eq!(store.get(&k(0, 0).key).await.unwrap(), Some(k(3, 3)));
+        assert_eq!(
+            store.get(&ent("other", 1, 0, 0).key).await.unwrap(),
+            Some(ent("other", 1, 3, 3))
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_bulk_writes_to_one_key_apply_in_order() {
+        let Some((store, _)) = fresh().await else {
+            return;
+        };
+        writes_to_one_key_apply_in_order(&store).await;
+        let Some((store, _)) = fresh().await else {
+            return;
+        };
+        writes_to_one_key_apply_in_order(&store.with_single_writes()).await;
+    }
+
+    /// A batch of 3,000 compare-and-set replaces over two kinds, every third one stale
+    /// and every seventh one of a missing entity: each outcome is the write's own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_bulk_replace_outcomes_are_exact_per_write() {
+        let Some((store, _)) = fresh().await else {
+            return;
+        };
+        let n = 3000i64;
+        let kind = |i: i64| if i % 2 == 0 { "even" } else { "odd" };
+        let stored: Vec<Write> = (0..n)
+            .filter(|i| i % 7 != 0)
+            .map(|i| Write::Put(ent(kind(i), i, 1, i)))
+            .collect();
+        store.write_batch(stored).await.unwrap();
+        let mut want = Vec::new();
+        let writes: Vec<Write> = (0..n)
+            .map(|i| {
+                let stale = i % 3 == 0;
+                want.push(if i % 7 == 0 || stale {
+                    Conflict
+                } else {
+                    Applied
+                });
+                Write::Replace {
+                    expected: ent(kind(i), i, 1, if stale { -1 } else { i }),
+                    new: ent(kind(i), i, 2, i + 1),
+                }
+            })
+            .collect();
+        let outcomes = store.write_batch(writes).await.unwrap();
+        assert_eq!(outcomes.len(), want.len());
+        for (i, (got, want)) in outcomes.iter().zip(&want).enumerate() {
+            assert_eq!(got, want, "write {i}");
+        }
+        for i in [1i64, 2, 3, 7, 2999] {
+            let got = store.get(&ent(kind(i), i, 0, 0).key).await.unwrap();
+            let expect = match want[i as usize] {
+                _ if i % 7 == 0 => None,
+                Applied => Some(ent(kind(i), i, 2, i + 1)),
+                Conflict => Some(ent(kind(i), i, 1, i)),
+            };
+            assert_eq!(got, expect, "entity {i}");
+        }
+    }
+
+    /// The store contract with one write at a time (servers before MongoDB 8.0).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_single_writes_pass_the_store_contract() {
+        let Some((store, _)) = fresh().await else {
+            return;
+        };
+        let store: Arc<dyn Store> = Arc::new(store.with_single_writes());
+        if let Err(failures) = tern_core::store::conformance::run_all(store).await {
+            panic!("{failures}");
+        }
+    }
+}
