@@ -140,6 +140,14 @@ fn secs(d: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
+    // `TERN_LOG=tern_mongodb=debug` prints the time of every store call of the run.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TERN_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     let a = BenchArgs::parse(1_000_000, 1);
     let url = std::env::var("TERN_BENCH_MONGODB_URL")
         .unwrap_or_else(|_| "mongodb://127.0.0.1:27017".to_owned());

@@ -27,6 +27,8 @@ pub struct MongoStore {
     pub(crate) client: Client,
     /// The server has the `bulkWrite` command (MongoDB 8.0+).
     pub(crate) bulk_write: bool,
+    /// Open id cursors of pushdown runs, continued batch after batch.
+    pub(crate) id_cursors: std::sync::Arc<crate::batches::IdCursors>,
     pub(crate) db: Database,
     /// The URL with its password masked.
     pub(crate) location: String,
@@ -90,6 +92,7 @@ impl MongoStore {
             client,
             db,
             bulk_write,
+            id_cursors: Default::default(),
             location,
         })
     }
@@ -307,6 +310,56 @@ impl Store for MongoStore {
         expected: Option<u64>,
         value: Option<&str>,
     ) -> Result<MetaCas> {
+        let started = std::time::Instant::now();
+        let out = self.meta_cas_inner(name, expected, value).await;
+        tracing::debug!(name, ms = started.elapsed().as_secs_f64() * 1e3, "meta_cas");
+        out
+    }
+
+    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.meta_list_inner(prefix).await
+    }
+
+    async fn now(&self) -> Result<i64> {
+        self.now_inner().await
+    }
+
+    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        let started = std::time::Instant::now();
+        let out = self.pushdown(request).await;
+        tracing::debug!(
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "update_in_place"
+        );
+        out
+    }
+
+    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+        let started = std::time::Instant::now();
+        let out = self.count_inner(kind, filter).await;
+        tracing::debug!(kind, ms = started.elapsed().as_secs_f64() * 1e3, "count");
+        out
+    }
+
+    async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
+        let started = std::time::Instant::now();
+        let out = self.version_census_inner(kind).await;
+        tracing::debug!(
+            kind,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "version_census"
+        );
+        out
+    }
+}
+
+impl MongoStore {
+    async fn meta_cas_inner(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<MetaCas> {
         let ctx = |e: Error| e.with_context("name", name.to_owned());
         let applied = match (expected, value) {
             (None, Some(v)) => {
@@ -358,7 +411,7 @@ impl Store for MongoStore {
         }
     }
 
-    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+    async fn meta_list_inner(&self, prefix: &str) -> Result<Vec<String>> {
         let docs: Vec<Document> = self
             .meta()
             .find(doc! { "_id": { "$gte": prefix } })
@@ -379,7 +432,7 @@ impl Store for MongoStore {
         Ok(names)
     }
 
-    async fn now(&self) -> Result<i64> {
+    async fn now_inner(&self) -> Result<i64> {
         let reply = self
             .db
             .run_command(doc! { "hello": 1 })
@@ -395,11 +448,7 @@ impl Store for MongoStore {
         }
     }
 
-    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
-        self.pushdown(request).await
-    }
-
-    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+    async fn count_inner(&self, kind: &str, filter: Filter) -> Result<u64> {
         if !filter.conditions.is_empty() {
             return count_by_scan(self, kind, filter).await;
         }
@@ -410,7 +459,7 @@ impl Store for MongoStore {
             .map_err(|e| self.err("count", e).with_context("kind", kind.to_owned()))
     }
 
-    async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
+    async fn version_census_inner(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
         let docs: Vec<Document> = self
             .collection(kind)
             .aggregate(vec![

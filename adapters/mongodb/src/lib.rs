@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod batches;
 mod codec;
 mod core;
 mod pushdown;

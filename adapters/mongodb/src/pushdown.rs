@@ -4,17 +4,19 @@
 //! [`Store::update_in_place`]: tern_core::store::Store::update_in_place
 
 use std::collections::HashSet;
+use std::time::Instant;
 
 use futures::TryStreamExt;
 use mongodb::bson::{Bson, Document, doc};
 use tern_core::model::{Value, Version};
 use tern_core::store::{
-    Condition, Error, ErrorKind, PushOp, PushStep, PushdownPage, PushdownRequest, Result, pushdown,
+    Condition, Cursor, Error, ErrorKind, PushOp, PushStep, PushdownPage, PushdownRequest, Result,
+    pushdown,
 };
 
-use crate::backend::{MongoStore, decode_cursor, encode_cursor};
+use crate::backend::{MongoStore, encode_cursor};
 use crate::codec::{self, VERSION_FIELD};
-use crate::core::{after_id, and, id_batch};
+use crate::core::{and, id_batch};
 
 fn unsupported(why: impl Into<String>) -> Error {
     Error::new(
@@ -202,18 +204,30 @@ fn as_u64(b: Option<&Bson>) -> u64 {
     }
 }
 
+/// A version as a `$group` key gives it: `None` for what tern does not read as a version.
+fn group_version(b: Option<&Bson>) -> Option<i128> {
+    match b {
+        None | Some(Bson::Null) => Some(0),
+        Some(Bson::Int32(n)) => Some(i128::from(*n)),
+        Some(Bson::Int64(n)) => Some(i128::from(*n)),
+        Some(Bson::Double(d)) if d.fract() == 0.0 && d.abs() < 9.2e18 => Some(*d as i128),
+        _ => None,
+    }
+}
+
 impl MongoStore {
     /// The fast path: steps without conditions that touch distinct top-level
     /// properties commute, so an entity at `from` takes all of them in one
-    /// update. One aggregation reads the batch's ids and every count; one
-    /// `update_many` applies the steps. `None` when the path does not apply
-    /// (then nothing was written).
+    /// update. One aggregation counts the batch (grouped by version and by
+    /// which steps change the entity); one `update_many` applies the steps.
+    /// `None` when the path does not apply (then nothing was written).
     async fn pushdown_fast(
         &self,
         request: &PushdownRequest,
         compiled: &[CompiledStep],
         target: Version,
-        limit: usize,
+        ids: &[Bson],
+        cursor: Option<Cursor>,
     ) -> Result<Option<PushdownPage>> {
         let mut names = HashSet::new();
         for (step, c) in request.steps.iter().zip(compiled) {
@@ -231,31 +245,15 @@ impl MongoStore {
                 .with_context("store", self.location.clone())
                 .with_context("kind", request.kind.clone())
         };
-        let v = doc! { "$ifNull": ["$_v", 0_i64] };
-        let from = codec::version_to_bson(request.from)?;
-        let at_from = doc! { "$eq": [v.clone(), from.clone()] };
-        let covered = doc! { "$and": [
-            { "$gte": [v.clone(), from] },
-            { "$lt": [v, codec::version_to_bson(target)?] },
-        ] };
-        let count_if = |cond: Document| doc! { "$sum": { "$cond": [cond, 1_i64, 0_i64] } };
-        let mut group = doc! {
-            "_id": Bson::Null,
-            "ids": { "$push": "$_id" },
-            "advanced": count_if(covered),
-            "at_from": count_if(at_from.clone()),
-        };
-        let mut guards = Vec::new();
+        // One group per (version, which steps would change the entity): each
+        // expression is evaluated once per document.
+        let mut key = doc! { "v": "$_v" };
         let mut update = Document::new();
         for (i, c) in compiled.iter().enumerate() {
             let Some((guard, op)) = &c.change else {
                 return Ok(None);
             };
-            group.insert(
-                format!("c{i}"),
-                count_if(doc! { "$and": [at_from.clone(), guard.clone()] }),
-            );
-            guards.push(guard.clone());
+            key.insert(format!("g{i}"), guard.clone());
             for (operator, fields) in op {
                 if let Bson::Document(fields) = fields {
                     let entry = update
@@ -267,79 +265,68 @@ impl MongoStore {
                 }
             }
         }
-        group.insert(
-            "any",
-            count_if(doc! { "$and": [at_from, { "$or": guards }] }),
-        );
         let coll = self.collection(&request.kind);
-        // The batch's ids by `find` (SecantusDB's find uses the _id index for the
-        // sort; its aggregation `$sort` + `$limit` does not), then the counts.
-        let mut range = Vec::new();
-        if let Some(c) = &request.cursor {
-            range.push(after_id(&decode_cursor(c)?));
-        }
-        let ids: Vec<Bson> = coll
-            .find(and(range))
-            .projection(doc! { "_id": 1 })
-            .sort(doc! { "_id": 1 })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
-            .await
-            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
-            .try_collect::<Vec<Document>>()
-            .await
-            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
-            .into_iter()
-            .filter_map(|mut d| d.remove("_id"))
-            .collect();
-        if ids.is_empty() {
-            return Ok(Some(PushdownPage {
-                changed: vec![0; request.steps.len()],
-                ..PushdownPage::default()
-            }));
-        }
-        group.remove("ids");
-        let pipeline = vec![doc! { "$match": id_batch(&ids) }, doc! { "$group": group }];
-        let summary: Vec<Document> = coll
+        let pipeline = vec![
+            doc! { "$match": id_batch(ids) },
+            doc! { "$group": { "_id": key, "n": { "$sum": 1_i64 } } },
+        ];
+        let started = Instant::now();
+        let groups: Vec<Document> = coll
             .aggregate(pipeline)
             .await
-            .map_err(|e| ctx("pushdown: reading the batch", e))?
+            .map_err(|e| ctx("pushdown: counting the batch", e))?
             .try_collect()
             .await
-            .map_err(|e| ctx("pushdown: reading the batch", e))?;
-        let Some(summary) = summary.into_iter().next() else {
-            return Ok(Some(PushdownPage {
-                changed: vec![0; request.steps.len()],
-                ..PushdownPage::default()
-            }));
+            .map_err(|e| ctx("pushdown: counting the batch", e))?;
+        tracing::debug!(
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            groups = groups.len(),
+            "pushdown: counts"
+        );
+        let from = i128::from(request.from);
+        let mut page = PushdownPage {
+            changed: vec![0; compiled.len()],
+            cursor,
+            ..PushdownPage::default()
         };
-        let advanced = as_u64(summary.get("advanced"));
-        if advanced != as_u64(summary.get("at_from")) {
-            // Entities part-way through the steps: the general path handles them.
-            return Ok(None);
+        for g in &groups {
+            let n = as_u64(g.get("n"));
+            let Ok(key) = g.get_document("_id") else {
+                continue;
+            };
+            match group_version(key.get("v")) {
+                Some(v) if v == from => {}
+                // Entities part-way through the steps: the general path handles them.
+                Some(v) if v > from && v < i128::from(target) => return Ok(None),
+                _ => continue,
+            }
+            page.advanced += n;
+            let mut any = false;
+            for (i, changed) in page.changed.iter_mut().enumerate() {
+                if key.get_bool(format!("g{i}")).unwrap_or(false) {
+                    *changed += n;
+                    any = true;
+                }
+            }
+            if any {
+                page.changed_entities += n;
+            }
         }
-        let page = PushdownPage {
-            advanced,
-            changed: (0..compiled.len())
-                .map(|i| as_u64(summary.get(format!("c{i}").as_str())))
-                .collect(),
-            changed_entities: as_u64(summary.get("any")),
-            cursor: if ids.len() >= limit {
-                ids.last().map(encode_cursor)
-            } else {
-                None
-            },
-        };
-        if advanced > 0 {
+        if page.advanced > 0 {
             let set = update
                 .entry("$set".to_owned())
                 .or_insert_with(|| Bson::Document(Document::new()));
             if let Bson::Document(set) = set {
                 set.insert(VERSION_FIELD, codec::version_to_bson(target)?);
             }
-            coll.update_many(and(vec![id_batch(&ids), at_version(request.from)?]), update)
+            let started = Instant::now();
+            coll.update_many(and(vec![id_batch(ids), at_version(request.from)?]), update)
                 .await
                 .map_err(|e| ctx("pushdown: applying the steps", e))?;
+            tracing::debug!(
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "pushdown: update_many"
+            );
         }
         Ok(Some(page))
     }
@@ -361,46 +348,34 @@ impl MongoStore {
                 .with_context("kind", request.kind.clone())
         };
         let limit = request.limit.clamp(1, 100_000);
-
+        let ids = self
+            .batch_ids(&request.kind, request.cursor.as_ref(), limit)
+            .await?;
+        let cursor = if ids.len() >= limit {
+            ids.last().map(encode_cursor)
+        } else {
+            None
+        };
+        if ids.is_empty() {
+            return Ok(PushdownPage {
+                changed: vec![0; request.steps.len()],
+                cursor,
+                ..PushdownPage::default()
+            });
+        }
         if let Some(page) = self
-            .pushdown_fast(&request, &compiled, target, limit)
+            .pushdown_fast(&request, &compiled, target, &ids, cursor.clone())
             .await?
         {
             return Ok(page);
         }
 
-        // The batch: the next `limit` ids after the cursor.
-        let mut range = Vec::new();
-        if let Some(c) = &request.cursor {
-            range.push(after_id(&decode_cursor(c)?));
-        }
-        let ids: Vec<Bson> = coll
-            .find(and(range))
-            .projection(doc! { "_id": 1 })
-            .sort(doc! { "_id": 1 })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
-            .await
-            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
-            .try_collect::<Vec<Document>>()
-            .await
-            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
-            .into_iter()
-            .filter_map(|mut d| d.remove("_id"))
-            .collect();
         let mut page = PushdownPage {
             advanced: 0,
             changed: vec![0; request.steps.len()],
             changed_entities: 0,
-            cursor: if ids.len() >= limit {
-                ids.last().map(encode_cursor)
-            } else {
-                None
-            },
+            cursor,
         };
-        if ids.is_empty() {
-            return Ok(page);
-        }
         let in_batch = id_batch(&ids);
 
         // How many will advance: those at a version the steps cover.
