@@ -11,8 +11,12 @@
 //!
 //! ```sh
 //! TERN_BENCH_MONGODB_URL=mongodb://127.0.0.1:27017 \
-//!   cargo bench -p tern-mongodb --bench eager -- --entities 1000000 --migrate-mongo node_modules/.bin/migrate-mongo
+//!   cargo bench -p tern-mongodb --bench eager -- --entities 1000000 --rounds 3 \
+//!     --migrate-mongo node_modules/.bin/migrate-mongo
 //! ```
+//!
+//! `--batch N` sets tern's batch and the hand loop's `bulkWrite` size (default 1000);
+//! `TERN_LOG=tern_mongodb=debug` prints the time of every store call tern makes.
 
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used, missing_docs)] // a benchmark: fail loudly
 
@@ -164,7 +168,6 @@ async fn main() {
         a.entities, a.batch, url
     );
     let run = std::process::id();
-    let mut results: Vec<(&str, Duration)> = Vec::new();
     let contenders: Vec<&str> = {
         let mut c = vec![
             "floor (one update_many)",
@@ -176,37 +179,56 @@ async fn main() {
         }
         c
     };
-    for (i, name) in contenders.iter().enumerate() {
-        let db_name = format!("tern_bench_{run}_{i}");
-        let db = client.database(&db_name);
-        let coll = db.collection::<Document>("blogpost");
-        load(&coll, a.entities).await;
-        let t = Instant::now();
-        match i {
-            0 => floor(&coll).await,
-            1 => {
-                tern_up(
-                    &format!("{}/{db_name}", url.trim_end_matches('/')),
-                    a.batch,
-                    a.pushdown,
-                )
-                .await
+    // Each round runs every contender on a freshly loaded database, starting one
+    // contender later each round so that none always meets the same server state.
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); contenders.len()];
+    for round in 0..a.rounds.max(1) {
+        for j in 0..contenders.len() {
+            let i = (j + round) % contenders.len();
+            let name = contenders[i];
+            let db_name = format!("tern_bench_{run}_{i}");
+            let db = client.database(&db_name);
+            let coll = db.collection::<Document>("blogpost");
+            load(&coll, a.entities).await;
+            let t = Instant::now();
+            match i {
+                0 => floor(&coll).await,
+                1 => {
+                    tern_up(
+                        &format!("{}/{db_name}", url.trim_end_matches('/')),
+                        a.batch,
+                        a.pushdown,
+                    )
+                    .await
+                }
+                2 => hand_loop(&client, &coll, a.batch).await,
+                _ => migrate_mongo(migrate_mongo_bin.as_deref().unwrap_or(""), &url, &db_name),
             }
-            2 => hand_loop(&client, &coll, a.batch).await,
-            _ => migrate_mongo(migrate_mongo_bin.as_deref().unwrap_or(""), &url, &db_name),
+            let took = t.elapsed();
+            check(&coll, a.entities).await;
+            println!(
+                "round {}: {name:<34} {:>8.2}s ({:>9.0}/s)",
+                round + 1,
+                secs(took),
+                a.entities as f64 / secs(took)
+            );
+            times[i].push(took);
+            db.drop().await.expect("drop");
         }
-        let took = t.elapsed();
-        check(&coll, a.entities).await;
-        println!(
-            "{name:<34} {:>8.2}s ({:>9.0}/s)",
-            secs(took),
-            a.entities as f64 / secs(took)
-        );
-        results.push((name, took));
-        db.drop().await.expect("drop");
     }
-    let floor_t = secs(results[0].1);
-    for (name, took) in &results {
-        println!("{name:<34} {:.2}x the floor", secs(*took) / floor_t);
+    let median = |t: &[Duration]| {
+        let mut t = t.to_vec();
+        t.sort();
+        t[t.len() / 2]
+    };
+    let floor_t = secs(median(&times[0]));
+    println!("median of {} round(s):", a.rounds.max(1));
+    for (name, t) in contenders.iter().zip(&times) {
+        let m = secs(median(t));
+        println!(
+            "{name:<34} {m:>8.2}s ({:>9.0}/s) {:.2}x the floor",
+            a.entities as f64 / m,
+            m / floor_t
+        );
     }
 }

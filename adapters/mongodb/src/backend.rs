@@ -16,7 +16,7 @@ use tern_core::store::{
 };
 
 use crate::codec::{self, VERSION_FIELD};
-use crate::core::{after_id, and, is_duplicate_key, map_mongo_error, version_query};
+use crate::core::{and, id_batch, is_duplicate_key, map_mongo_error, version_query};
 
 /// The collection of tern's metadata; never listed as a kind.
 pub(crate) const META_COLLECTION: &str = "__tern_meta";
@@ -27,8 +27,8 @@ pub struct MongoStore {
     pub(crate) client: Client,
     /// The server has the `bulkWrite` command (MongoDB 8.0+).
     pub(crate) bulk_write: bool,
-    /// Open id cursors of pushdown runs, continued batch after batch.
-    pub(crate) id_cursors: std::sync::Arc<crate::batches::IdCursors>,
+    /// Open cursors of scans and pushdown runs, continued batch after batch.
+    pub(crate) open_cursors: std::sync::Arc<crate::batches::OpenCursors>,
     pub(crate) db: Database,
     /// The URL with its password masked.
     pub(crate) location: String,
@@ -92,7 +92,7 @@ impl MongoStore {
             client,
             db,
             bulk_write,
-            id_cursors: Default::default(),
+            open_cursors: Default::default(),
             location,
         })
     }
@@ -119,13 +119,10 @@ impl MongoStore {
         map_mongo_error(operation, e).with_context("store", self.location.clone())
     }
 
-    /// The scan query of `filter` after `cursor`: exact for the version and the
-    /// cursor, a superset for conditions (the caller post-filters with [`Filter::matches`]).
-    fn scan_query(&self, filter: &Filter, cursor: Option<&Cursor>) -> Result<Document> {
+    /// The scan query of `filter`: exact for the version, a superset for
+    /// conditions (the caller post-filters with [`Filter::matches`]).
+    fn scan_query(&self, filter: &Filter) -> Document {
         let mut parts = Vec::new();
-        if let Some(c) = cursor {
-            parts.push(after_id(&decode_cursor(c)?));
-        }
         if let Some(v) = version_query(filter.version) {
             parts.push(v);
         }
@@ -134,7 +131,7 @@ impl MongoStore {
                 parts.push(q);
             }
         }
-        Ok(and(parts))
+        and(parts)
     }
 
     async fn get_doc(&self, kind: &str, id: &Bson) -> Result<Option<Document>> {
@@ -250,20 +247,37 @@ impl Store for MongoStore {
 
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
         let limit = request.limit.clamp(1, 100_000);
-        let query = self.scan_query(&request.filter, request.cursor.as_ref())?;
-        let docs: Vec<Document> = self
+        let query = self.scan_query(&request.filter);
+        let ids = self
+            .batch_ids(
+                kind,
+                query.clone(),
+                request.cursor.as_ref(),
+                limit,
+                "scan: reading the page's ids",
+            )
+            .await?;
+        if ids.is_empty() {
+            return Ok(ScanPage::default());
+        }
+        // The page's documents as they are now, by `_id` range (see `batches`).
+        let mut docs: Vec<Document> = self
             .collection(kind)
-            .find(query)
+            .find(and(vec![query, id_batch(&ids)]))
             .sort(doc! { "_id": 1 })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
             .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
             .await
             .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?
             .try_collect()
             .await
             .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?;
-        let cursor = if docs.len() >= limit {
+        let cursor = if docs.len() > limit {
+            // Documents inserted into the range since the ids were read: the
+            // page ends at the limit and the next one continues after it.
+            docs.truncate(limit);
             docs.last().and_then(|d| d.get("_id")).map(encode_cursor)
+        } else if ids.len() >= limit {
+            ids.last().map(encode_cursor)
         } else {
             None
         };

@@ -190,7 +190,12 @@ fn touched(step: &PushStep, compiled: &CompiledStep) -> Option<Vec<String>> {
         return None;
     }
     Some(match &step.op {
-        PushOp::Set { path, .. } | PushOp::Unset { path } => vec![path.first()?.clone()],
+        // A nested path may meet a non-document on the way, which would fail the
+        // whole `update_many`: the general path applies it only where it can.
+        PushOp::Set { path, .. } | PushOp::Unset { path } if path.len() == 1 => {
+            vec![path[0].clone()]
+        }
+        PushOp::Set { .. } | PushOp::Unset { .. } => return None,
         PushOp::Rename { from, to } => vec![from.clone(), to.clone()],
     })
 }
@@ -349,7 +354,13 @@ impl MongoStore {
         };
         let limit = request.limit.clamp(1, 100_000);
         let ids = self
-            .batch_ids(&request.kind, request.cursor.as_ref(), limit)
+            .batch_ids(
+                &request.kind,
+                Document::new(),
+                request.cursor.as_ref(),
+                limit,
+                "pushdown: reading the batch's ids",
+            )
             .await?;
         let cursor = if ids.len() >= limit {
             ids.last().map(encode_cursor)
@@ -401,8 +412,12 @@ impl MongoStore {
             let scope = and(vec![in_batch.clone(), at_version(v)?]);
             let next = codec::version_to_bson(v + 1)?;
             if let Some((expr, update)) = &step.change {
-                let mut filter = scope.clone();
-                filter.insert("$expr", expr.clone());
+                // `$expr` inside `$and`, not next to `_id` (see `writes::replace_filter`).
+                let filter = and(vec![
+                    in_batch.clone(),
+                    at_version(v)?,
+                    doc! { "$expr": expr.clone() },
+                ]);
                 if track {
                     // Distinct changed entities over several steps: note the ids first.
                     let found: Vec<Document> = coll

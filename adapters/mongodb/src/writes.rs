@@ -97,10 +97,13 @@ pub(crate) fn replace_filter(expected: &Entity) -> Result<Document> {
             doc! { "$eq": [ field, { "$literal": lit } ] },
         ));
     }
-    Ok(doc! {
-        "_id": codec::id_to_bson(&expected.key.id),
-        "$expr": { "$and": conds },
-    })
+    // `$and` of the two, not one document with both: SecantusDB's planner
+    // does not use the `_id` index when `$expr` sits next to `_id` (a
+    // collection scan per write), but does inside `$and`.
+    Ok(doc! { "$and": [
+        { "_id": codec::id_to_bson(&expected.key.id) },
+        { "$expr": { "$and": conds } },
+    ] })
 }
 
 /// The aggregation `$type` name of a BSON value as tern writes it.

@@ -319,6 +319,46 @@ mod fast_path {
         mixed[1].version = 1;
         super::specific::same_as_reference(&mixed, steps).await;
     }
+
+    /// A nested set without conditions where some entities hold a non-document on the
+    /// way (MongoDB would fail a whole `update_many` on them): the same as the reference.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_pushdown_of_a_nested_set_skips_non_documents_like_the_reference() {
+        let m = |json: &str| {
+            tern_core::model::json::json_to_map(&serde_json::from_str(json).unwrap()).unwrap()
+        };
+        let ents: Vec<Entity> = [
+            (1, r#"{"meta": "x", "text": "a"}"#),
+            (2, r#"{"meta": {"k": 0}, "text": "b"}"#),
+            (3, r#"{"meta": {}}"#),
+            (4, r#"{"meta": [1], "text": "d"}"#),
+            (5, r#"{}"#),
+        ]
+        .into_iter()
+        .map(|(id, json)| Entity {
+            key: Key::new("things", id).unwrap(),
+            version: 0,
+            value: m(json),
+        })
+        .collect();
+        let steps = vec![
+            PushStep {
+                conditions: vec![],
+                op: PushOp::Set {
+                    path: vec!["meta".into(), "k".into()],
+                    value: Value::Int(1),
+                },
+            },
+            PushStep {
+                conditions: vec![],
+                op: PushOp::Rename {
+                    from: "text".into(),
+                    to: "content".into(),
+                },
+            },
+        ];
+        super::specific::same_as_reference(&ents, steps).await;
+    }
 }
 
 /// `write_batch` as `bulkWrite` commands: exact outcomes per write, order per key.
