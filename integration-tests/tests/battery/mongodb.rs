@@ -501,3 +501,135 @@ mod bulk_writes {
         }
     }
 }
+
+/// copy/move run on the client and look their join partners up in batches: one
+/// scan with the batch's join values per batch of entities, not one per entity.
+mod joins {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    use async_trait::async_trait;
+    use tern_core::model::{Entity, Key, Version};
+    use tern_core::store::{
+        Capability, Filter, MetaCas, MetaEntry, PushdownPage, PushdownRequest, Result, ScanPage,
+        ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+    };
+    use tern_core::testing::battery::{self, RELEASE2, RELEASE3};
+    use tern_integration_tests::mongodb::backend;
+
+    /// The store, counting the scans that carry conditions (join lookups) per kind.
+    #[derive(Debug)]
+    struct CountingScans {
+        inner: Arc<dyn Store>,
+        lookups: Mutex<BTreeMap<String, usize>>,
+    }
+
+    #[async_trait]
+    impl Store for CountingScans {
+        fn info(&self) -> StoreInfo {
+            self.inner.info()
+        }
+        fn capability(&self) -> Capability {
+            self.inner.capability()
+        }
+        async fn kinds(&self) -> Result<Vec<String>> {
+            self.inner.kinds().await
+        }
+        async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
+            if !request.filter.conditions.is_empty() {
+                *self
+                    .lookups
+                    .lock()
+                    .unwrap()
+                    .entry(kind.to_owned())
+                    .or_default() += 1;
+            }
+            self.inner.scan(kind, request).await
+        }
+        async fn get(&self, key: &Key) -> Result<Option<Entity>> {
+            self.inner.get(key).await
+        }
+        async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
+            self.inner.write_batch(writes).await
+        }
+        async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
+            self.inner.meta_get(name).await
+        }
+        async fn meta_cas(
+            &self,
+            name: &str,
+            expected: Option<u64>,
+            value: Option<&str>,
+        ) -> Result<MetaCas> {
+            self.inner.meta_cas(name, expected, value).await
+        }
+        async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+            self.inner.meta_list(prefix).await
+        }
+        async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+            self.inner.update_in_place(request).await
+        }
+        async fn now(&self) -> Result<i64> {
+            self.inner.now().await
+        }
+        async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+            self.inner.count(kind, filter).await
+        }
+        async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
+            self.inner.version_census(kind).await
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_copy_and_move_look_up_join_partners_per_batch() {
+        let b = match backend().await {
+            Ok(b) => b,
+            Err(reason) => {
+                eprintln!("skipped: {reason}");
+                return;
+            }
+        };
+        let (inner, _) = b.fresh_named().await;
+        // 40 users with 5 posts each; batches of 20.
+        let data = battery::blog(40, 5);
+        let posts = data.iter().filter(|e| e.key.kind == "blogpost").count();
+        let users = data.len() - posts;
+        battery::load(inner.as_ref(), &data).await;
+        let store = Arc::new(CountingScans {
+            inner,
+            lookups: Mutex::new(BTreeMap::new()),
+        });
+        let batch = 20;
+        battery::migrator(
+            Arc::clone(&store) as Arc<dyn Store>,
+            &[(1, RELEASE2), (2, RELEASE3)],
+            batch,
+        )
+        .up(None)
+        .await
+        .unwrap();
+        assert_eq!(
+            battery::export(store.as_ref()).await,
+            battery::reference_export(&data, batch).await,
+            "the same entities as the reference"
+        );
+        let lookups = store.lookups.lock().unwrap().clone();
+        eprintln!("join lookups per kind: {lookups:?}");
+        // Users are looked up once per batch of posts, for the copy and for the
+        // move's targets (a page of a lookup holds up to 100 partners); posts once
+        // per batch of users, for the move's sources. (+1: a scan may end with an
+        // extra batch.)
+        let post_batches = posts.div_ceil(batch);
+        let user_batches = users.div_ceil(batch);
+        let user_lookups = lookups.get("user").copied().unwrap_or(0);
+        let post_lookups = lookups.get("blogpost").copied().unwrap_or(0);
+        assert!(
+            (1..=2 * (post_batches + 1)).contains(&user_lookups),
+            "{user_lookups} lookups of users for {posts} posts in {post_batches} batches per statement"
+        );
+        assert!(
+            (1..=user_batches + 1).contains(&post_lookups),
+            "{post_lookups} lookups of posts for {users} users in {user_batches} batches"
+        );
+    }
+}
