@@ -2,8 +2,8 @@
 //! MongoDB wire-protocol server, side by side in one run:
 //!
 //! - **floor**: one server-side `update_many` doing both changes (no batches, no checkpoint);
-//! - **tern up**: the engine with pushdown (batches of `--batch` ids, a checkpoint per batch,
-//!   lease, census);
+//! - **tern up**: the engine with pushdown (batches of `--pushdown-batch` ids, a checkpoint per
+//!   batch, lease, census);
 //! - **hand loop**: a Rust cursor over the collection, the change made on the client, written
 //!   back with `bulkWrite` (`ReplaceOne` per document) per batch;
 //! - **migrate-mongo**: `migrate-mongo up` running a migration that does the same `updateMany`
@@ -15,7 +15,9 @@
 //!     --migrate-mongo node_modules/.bin/migrate-mongo
 //! ```
 //!
-//! `--batch N` sets tern's batch and the hand loop's `bulkWrite` size (default 1000);
+//! `--batch N` sets the hand loop's `bulkWrite` size and tern's client batch (default 1000),
+//! `--pushdown-batch N` tern's pushdown batch (default: the engine's, 10,000); tern runs as
+//! from a script (no progress bar, so no count of the entities first);
 //! `TERN_LOG=tern_mongodb=debug` prints the time of every store call tern makes.
 
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used, missing_docs)] // a benchmark: fail loudly
@@ -26,6 +28,7 @@ use futures::TryStreamExt;
 use mongodb::bson::{Document, doc};
 use mongodb::options::ReplaceOneModel;
 use mongodb::{Client, Collection};
+use tern_core::migrate::RunOptions;
 use tern_core::testing::bench::{self, BenchArgs, TEXT};
 
 async fn load(coll: &Collection<Document>, n: usize) {
@@ -103,11 +106,24 @@ async fn hand_loop(client: &Client, coll: &Collection<Document>, batch: usize) {
     }
 }
 
-async fn tern_up(url: &str, batch: usize, pushdown: bool) {
+/// `tern up` as a script or CI job runs it: no progress bar, so no count of the
+/// entities before the stage (`count_totals`); pushdown batches of
+/// `pushdown_batch` (default: the engine's, 10,000), client batches of `batch`.
+async fn tern_up(url: &str, batch: usize, pushdown_batch: Option<usize>, pushdown: bool) {
     let store = tern_mongodb::open(url).await.expect("open");
-    bench::tern_up(store, batch, pushdown)
-        .await
-        .expect("tern up");
+    let defaults = RunOptions::default();
+    bench::tern_up_with(
+        store,
+        RunOptions {
+            batch_size: batch,
+            pushdown_batch_size: pushdown_batch.unwrap_or(defaults.pushdown_batch_size),
+            pushdown,
+            count_totals: false,
+            ..defaults
+        },
+    )
+    .await
+    .expect("tern up");
 }
 
 fn migrate_mongo(bin: &str, url: &str, db: &str) {
@@ -156,6 +172,9 @@ async fn main() {
     let url = std::env::var("TERN_BENCH_MONGODB_URL")
         .unwrap_or_else(|_| "mongodb://127.0.0.1:27017".to_owned());
     let migrate_mongo_bin = a.value("--migrate-mongo").map(str::to_owned);
+    let pushdown_batch = a
+        .value("--pushdown-batch")
+        .map(|v| v.parse::<usize>().expect("--pushdown-batch needs a number"));
     let client = Client::with_uri_str(&url).await.expect("connect");
     let hello = client
         .database("admin")
@@ -164,8 +183,11 @@ async fn main() {
         .map(|d| d.get_str("version").unwrap_or("?").to_owned())
         .unwrap_or_else(|_| "?".to_owned());
     println!(
-        "eager add+rename, {} documents, batch {}, server {} (reports version {hello})",
-        a.entities, a.batch, url
+        "eager add+rename, {} documents, batch {} (hand loop, tern's client path), tern pushdown batch {}, server {} (reports version {hello})",
+        a.entities,
+        a.batch,
+        pushdown_batch.unwrap_or(RunOptions::default().pushdown_batch_size),
+        url
     );
     let run = std::process::id();
     let contenders: Vec<&str> = {
@@ -197,6 +219,7 @@ async fn main() {
                     tern_up(
                         &format!("{}/{db_name}", url.trim_end_matches('/')),
                         a.batch,
+                        pushdown_batch,
                         a.pushdown,
                     )
                     .await

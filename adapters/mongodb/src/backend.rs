@@ -29,6 +29,8 @@ pub struct MongoStore {
     pub(crate) bulk_write: bool,
     /// Open cursors of scans and pushdown runs, continued batch after batch.
     pub(crate) open_cursors: std::sync::Arc<crate::batches::OpenCursors>,
+    /// Kinds whose pushdown fast path counts a batch before updating it.
+    pub(crate) counts_first: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     pub(crate) db: Database,
     /// The URL with its password masked.
     pub(crate) location: String,
@@ -93,6 +95,7 @@ impl MongoStore {
             db,
             bulk_write,
             open_cursors: Default::default(),
+            counts_first: Default::default(),
             location,
         })
     }

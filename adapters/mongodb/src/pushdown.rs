@@ -220,12 +220,27 @@ fn group_version(b: Option<&Bson>) -> Option<i128> {
     }
 }
 
+/// What the fast path did.
+enum Fast {
+    /// The batch is done.
+    Done(PushdownPage),
+    /// The general path must run the batch. `moved` entities were already
+    /// brought to the target by the optimistic update, every step changing them.
+    General { moved: u64 },
+}
+
 impl MongoStore {
     /// The fast path: steps without conditions that touch distinct top-level
     /// properties commute, so an entity at `from` takes all of them in one
-    /// update. One aggregation counts the batch (grouped by version and by
-    /// which steps change the entity); one `update_many` applies the steps.
-    /// `None` when the path does not apply (then nothing was written).
+    /// update.
+    ///
+    /// Optimistically, one `update_many` of the batch's entities at `from` that
+    /// every step changes: when it matches the whole batch, its matched count
+    /// is every count (each step changed each entity) and the batch is done in
+    /// one call. Otherwise (and for the next batch of the kind, until a batch
+    /// shows every entity changing again) one aggregation counts the rest,
+    /// grouped by version and by which steps change the entity, and one more
+    /// `update_many` applies the steps to it.
     async fn pushdown_fast(
         &self,
         request: &PushdownRequest,
@@ -233,15 +248,15 @@ impl MongoStore {
         target: Version,
         ids: &[Bson],
         cursor: Option<Cursor>,
-    ) -> Result<Option<PushdownPage>> {
+    ) -> Result<Fast> {
         let mut names = HashSet::new();
         for (step, c) in request.steps.iter().zip(compiled) {
             let Some(touched) = touched(step, c) else {
-                return Ok(None);
+                return Ok(Fast::General { moved: 0 });
             };
             for n in touched {
                 if !names.insert(n) {
-                    return Ok(None);
+                    return Ok(Fast::General { moved: 0 });
                 }
             }
         }
@@ -253,12 +268,14 @@ impl MongoStore {
         // One group per (version, which steps would change the entity): each
         // expression is evaluated once per document.
         let mut key = doc! { "v": "$_v" };
+        let mut guards = Vec::new();
         let mut update = Document::new();
         for (i, c) in compiled.iter().enumerate() {
             let Some((guard, op)) = &c.change else {
-                return Ok(None);
+                return Ok(Fast::General { moved: 0 });
             };
             key.insert(format!("g{i}"), guard.clone());
+            guards.push(guard.clone());
             for (operator, fields) in op {
                 if let Bson::Document(fields) = fields {
                     let entry = update
@@ -270,9 +287,55 @@ impl MongoStore {
                 }
             }
         }
+        let set = update
+            .entry("$set".to_owned())
+            .or_insert_with(|| Bson::Document(Document::new()));
+        if let Bson::Document(set) = set {
+            set.insert(VERSION_FIELD, codec::version_to_bson(target)?);
+        }
         let coll = self.collection(&request.kind);
+        let batch = id_batch(ids);
+        let at_from = at_version(request.from)?;
+        let n_steps = compiled.len();
+        let mut page = PushdownPage {
+            changed: vec![0; n_steps],
+            cursor,
+            ..PushdownPage::default()
+        };
+
+        let mut moved = 0;
+        if !self.counts_first(&request.kind) {
+            let started = Instant::now();
+            let r = coll
+                .update_many(
+                    and(vec![
+                        batch.clone(),
+                        at_from.clone(),
+                        doc! { "$expr": { "$and": guards } },
+                    ]),
+                    update.clone(),
+                )
+                .await
+                .map_err(|e| ctx("pushdown: applying the steps", e))?;
+            moved = r.matched_count;
+            tracing::debug!(
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                moved,
+                "pushdown: update_many (every step changes)"
+            );
+            if moved == ids.len() as u64 {
+                page.advanced = moved;
+                page.changed = vec![moved; n_steps];
+                page.changed_entities = if n_steps > 0 { moved } else { 0 };
+                return Ok(Fast::Done(page));
+            }
+            // Some entity of the batch is not changed by every step (or is not at
+            // `from`): count the rest first, for this batch and the next ones.
+            self.set_counts_first(&request.kind, true);
+        }
+
         let pipeline = vec![
-            doc! { "$match": id_batch(ids) },
+            doc! { "$match": batch.clone() },
             doc! { "$group": { "_id": key, "n": { "$sum": 1_i64 } } },
         ];
         let started = Instant::now();
@@ -289,11 +352,7 @@ impl MongoStore {
             "pushdown: counts"
         );
         let from = i128::from(request.from);
-        let mut page = PushdownPage {
-            changed: vec![0; compiled.len()],
-            cursor,
-            ..PushdownPage::default()
-        };
+        let mut all_change = true;
         for g in &groups {
             let n = as_u64(g.get("n"));
             let Ok(key) = g.get_document("_id") else {
@@ -302,7 +361,9 @@ impl MongoStore {
             match group_version(key.get("v")) {
                 Some(v) if v == from => {}
                 // Entities part-way through the steps: the general path handles them.
-                Some(v) if v > from && v < i128::from(target) => return Ok(None),
+                Some(v) if v > from && v < i128::from(target) => {
+                    return Ok(Fast::General { moved });
+                }
                 _ => continue,
             }
             page.advanced += n;
@@ -311,21 +372,21 @@ impl MongoStore {
                 if key.get_bool(format!("g{i}")).unwrap_or(false) {
                     *changed += n;
                     any = true;
+                } else {
+                    all_change = false;
                 }
             }
             if any {
                 page.changed_entities += n;
             }
         }
+        if moved == 0 && all_change {
+            // Every entity of this batch takes every step: try the single update again.
+            self.set_counts_first(&request.kind, false);
+        }
         if page.advanced > 0 {
-            let set = update
-                .entry("$set".to_owned())
-                .or_insert_with(|| Bson::Document(Document::new()));
-            if let Bson::Document(set) = set {
-                set.insert(VERSION_FIELD, codec::version_to_bson(target)?);
-            }
             let started = Instant::now();
-            coll.update_many(and(vec![id_batch(ids), at_version(request.from)?]), update)
+            coll.update_many(and(vec![batch, at_from]), update)
                 .await
                 .map_err(|e| ctx("pushdown: applying the steps", e))?;
             tracing::debug!(
@@ -333,7 +394,30 @@ impl MongoStore {
                 "pushdown: update_many"
             );
         }
-        Ok(Some(page))
+        page.advanced += moved;
+        page.changed_entities += moved;
+        for c in &mut page.changed {
+            *c += moved;
+        }
+        Ok(Fast::Done(page))
+    }
+
+    /// Whether the fast path of `kind` counts a batch before updating it (the
+    /// last batch had entities that not every step changes).
+    fn counts_first(&self, kind: &str) -> bool {
+        self.counts_first
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(kind)
+    }
+
+    fn set_counts_first(&self, kind: &str, on: bool) {
+        let mut kinds = self.counts_first.lock().unwrap_or_else(|p| p.into_inner());
+        if on {
+            kinds.insert(kind.to_owned());
+        } else {
+            kinds.remove(kind);
+        }
     }
 
     /// See [`tern_core::store::Store::update_in_place`].
@@ -346,12 +430,6 @@ impl MongoStore {
             .map(compile)
             .collect::<Result<Vec<_>>>()
             .map_err(|e| e.with_context("kind", request.kind.clone()))?;
-        let coll = self.collection(&request.kind);
-        let ctx = |op: &str, e: mongodb::error::Error| {
-            crate::core::map_mongo_error(op, e)
-                .with_context("store", self.location.clone())
-                .with_context("kind", request.kind.clone())
-        };
         let limit = request.limit.clamp(1, 100_000);
         let ids = self
             .batch_ids(
@@ -374,12 +452,39 @@ impl MongoStore {
                 ..PushdownPage::default()
             });
         }
-        if let Some(page) = self
+        let moved = match self
             .pushdown_fast(&request, &compiled, target, &ids, cursor.clone())
             .await?
         {
-            return Ok(page);
-        }
+            Fast::Done(page) => return Ok(page),
+            Fast::General { moved } => moved,
+        };
+        let page = self
+            .pushdown_general(&request, &compiled, target, &ids, cursor)
+            .await?;
+        Ok(PushdownPage {
+            advanced: page.advanced + moved,
+            changed: page.changed.iter().map(|c| c + moved).collect(),
+            changed_entities: page.changed_entities + moved,
+            cursor: page.cursor,
+        })
+    }
+
+    /// The general path: each step as two `update_many` calls on the batch.
+    async fn pushdown_general(
+        &self,
+        request: &PushdownRequest,
+        compiled: &[CompiledStep],
+        target: Version,
+        ids: &[Bson],
+        cursor: Option<Cursor>,
+    ) -> Result<PushdownPage> {
+        let coll = self.collection(&request.kind);
+        let ctx = |op: &str, e: mongodb::error::Error| {
+            crate::core::map_mongo_error(op, e)
+                .with_context("store", self.location.clone())
+                .with_context("kind", request.kind.clone())
+        };
 
         let mut page = PushdownPage {
             advanced: 0,
@@ -387,7 +492,7 @@ impl MongoStore {
             changed_entities: 0,
             cursor,
         };
-        let in_batch = id_batch(&ids);
+        let in_batch = id_batch(ids);
 
         // How many will advance: those at a version the steps cover.
         let mut covered = vec![doc! { VERSION_FIELD: {

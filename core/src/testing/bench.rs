@@ -119,12 +119,27 @@ pub async fn load(store: &dyn Store, n: usize) -> Result<(), StoreError> {
 }
 
 /// Runs [`SCRIPT`] with `tern up` (lease, checkpoint per batch, census) and
-/// returns how many entities it processed.
+/// returns how many entities it processed. Client and pushdown batches are
+/// both `batch` entities.
 pub async fn tern_up(
     store: Arc<dyn Store>,
     batch: usize,
     pushdown: bool,
 ) -> Result<u64, MigrateError> {
+    tern_up_with(
+        store,
+        RunOptions {
+            batch_size: batch,
+            pushdown_batch_size: batch,
+            pushdown,
+            ..RunOptions::default()
+        },
+    )
+    .await
+}
+
+/// [`tern_up`] with the given run options.
+pub async fn tern_up_with(store: Arc<dyn Store>, run: RunOptions) -> Result<u64, MigrateError> {
     let mut set = MigrationSet::new();
     set.add(Migration::from_script(
         1,
@@ -133,11 +148,7 @@ pub async fn tern_up(
         SCRIPT,
     )?)?;
     let report = Migrator::new(store, set)
-        .with_run_options(RunOptions {
-            batch_size: batch,
-            pushdown,
-            ..RunOptions::default()
-        })
+        .with_run_options(run)
         .with_lease_options(LeaseOptions::default())
         .up(None)
         .await?;
