@@ -35,8 +35,8 @@ pub struct RunOptions {
     /// Entities per batch (and per checkpoint) of a stage the store runs inside
     /// itself (`Store::update_in_place`): nothing travels to the client, so a
     /// bigger batch costs no memory and pays the per-batch round trips and the
-    /// checkpoint less often (about a third of a MongoDB pushdown's time at
-    /// 1,000; docs/benchmarks.md).
+    /// checkpoint less often (a MongoDB pushdown took 10-15% longer in batches
+    /// of 1,000; docs/benchmarks.md).
     pub pushdown_batch_size: usize,
     /// At most this many entities per second, if set.
     pub max_rate: Option<f64>,
