@@ -10,7 +10,12 @@ use crate::opt::Opt;
 
 /// The keys `tern.toml` may hold (a typo is an error, not silently ignored).
 const KNOWN_KEYS: [&str; 4] = ["store_url", "migrations", "run", "lease"];
-const KNOWN_RUN_KEYS: [&str; 3] = ["batch_size", "max_rate", "census_passes"];
+const KNOWN_RUN_KEYS: [&str; 4] = [
+    "batch_size",
+    "pushdown_batch_size",
+    "max_rate",
+    "census_passes",
+];
 const KNOWN_LEASE_KEYS: [&str; 1] = ["ttl_ms"];
 
 #[derive(Debug, Default, Deserialize)]
@@ -26,6 +31,7 @@ struct FileConfig {
 #[derive(Debug, Default, Deserialize)]
 struct RunSection {
     batch_size: Option<usize>,
+    pushdown_batch_size: Option<usize>,
     max_rate: Option<f64>,
     census_passes: Option<u32>,
 }
@@ -44,6 +50,8 @@ pub struct Settings {
     pub migrations_dir: PathBuf,
     /// Entities per batch.
     pub batch_size: usize,
+    /// Entities per batch of a stage the store runs inside itself.
+    pub pushdown_batch_size: usize,
     /// Entities per second, if limited.
     pub max_rate: Option<f64>,
     /// Census sweeps before giving up.
@@ -142,10 +150,15 @@ pub fn resolve(opt: &Opt) -> anyhow::Result<Settings> {
     if batch_size == 0 {
         bail!("run.batch_size must be at least 1");
     }
+    let pushdown_batch_size = fc.run.pushdown_batch_size.unwrap_or(10_000);
+    if pushdown_batch_size == 0 {
+        bail!("run.pushdown_batch_size must be at least 1");
+    }
     Ok(Settings {
         store_url,
         migrations_dir,
         batch_size,
+        pushdown_batch_size,
         max_rate: fc.run.max_rate.filter(|r| *r > 0.0),
         census_passes: fc.run.census_passes.unwrap_or(3),
         lease_ttl: Duration::from_millis(fc.lease.ttl_ms.unwrap_or(30_000).max(100)),

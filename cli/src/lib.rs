@@ -104,6 +104,7 @@ impl Ctx {
                 .batch_size
                 .unwrap_or(self.settings.batch_size)
                 .max(1),
+            pushdown_batch_size: self.settings.pushdown_batch_size,
             max_rate: overrides
                 .max_rate
                 .or(self.settings.max_rate)

@@ -104,7 +104,7 @@ pub struct RunArgs {
     /// Apply migrations up to and including this number.
     #[arg(long, value_name = "N")]
     pub to: Option<u32>,
-    /// Entities per batch and checkpoint.
+    /// Entities per batch and checkpoint (stages run inside the store: `run.pushdown_batch_size`).
     #[arg(long, value_name = "N")]
     pub batch_size: Option<usize>,
     /// At most this many entities per second.

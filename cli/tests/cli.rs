@@ -20,7 +20,7 @@ impl Project {
         std::fs::create_dir(dir.path().join("migrations")).unwrap();
         std::fs::write(
             dir.path().join("tern.toml"),
-            format!("store_url = \"embedded:store.redb\"\n[run]\nbatch_size = 50\n[lease]\nttl_ms = {ttl_ms}\n"),
+            format!("store_url = \"embedded:store.redb\"\n[run]\nbatch_size = 50\npushdown_batch_size = 50\n[lease]\nttl_ms = {ttl_ms}\n"),
         )
         .unwrap();
         Project { dir }

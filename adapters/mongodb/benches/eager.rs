@@ -2,8 +2,8 @@
 //! MongoDB wire-protocol server, side by side in one run:
 //!
 //! - **floor**: one server-side `update_many` doing both changes (no batches, no checkpoint);
-//! - **tern up**: the engine with pushdown (batches of `--batch` ids, a checkpoint per batch,
-//!   lease, census);
+//! - **tern up**: the engine with pushdown (batches of `--pushdown-batch` ids, a checkpoint per
+//!   batch, lease, census);
 //! - **hand loop**: a Rust cursor over the collection, the change made on the client, written
 //!   back with `bulkWrite` (`ReplaceOne` per document) per batch;
 //! - **migrate-mongo**: `migrate-mongo up` running a migration that does the same `updateMany`
@@ -11,8 +11,14 @@
 //!
 //! ```sh
 //! TERN_BENCH_MONGODB_URL=mongodb://127.0.0.1:27017 \
-//!   cargo bench -p tern-mongodb --bench eager -- --entities 1000000 --migrate-mongo node_modules/.bin/migrate-mongo
+//!   cargo bench -p tern-mongodb --bench eager -- --entities 1000000 --rounds 3 \
+//!     --migrate-mongo node_modules/.bin/migrate-mongo
 //! ```
+//!
+//! `--batch N` sets the hand loop's `bulkWrite` size and tern's client batch (default 1000),
+//! `--pushdown-batch N` tern's pushdown batch (default: the engine's, 10,000); tern runs as
+//! from a script (no progress bar, so no count of the entities first);
+//! `TERN_LOG=tern_mongodb=debug` prints the time of every store call tern makes.
 
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used, missing_docs)] // a benchmark: fail loudly
 
@@ -22,6 +28,7 @@ use futures::TryStreamExt;
 use mongodb::bson::{Document, doc};
 use mongodb::options::ReplaceOneModel;
 use mongodb::{Client, Collection};
+use tern_core::migrate::RunOptions;
 use tern_core::testing::bench::{self, BenchArgs, TEXT};
 
 async fn load(coll: &Collection<Document>, n: usize) {
@@ -99,11 +106,24 @@ async fn hand_loop(client: &Client, coll: &Collection<Document>, batch: usize) {
     }
 }
 
-async fn tern_up(url: &str, batch: usize, pushdown: bool) {
+/// `tern up` as a script or CI job runs it: no progress bar, so no count of the
+/// entities before the stage (`count_totals`); pushdown batches of
+/// `pushdown_batch` (default: the engine's, 10,000), client batches of `batch`.
+async fn tern_up(url: &str, batch: usize, pushdown_batch: Option<usize>, pushdown: bool) {
     let store = tern_mongodb::open(url).await.expect("open");
-    bench::tern_up(store, batch, pushdown)
-        .await
-        .expect("tern up");
+    let defaults = RunOptions::default();
+    bench::tern_up_with(
+        store,
+        RunOptions {
+            batch_size: batch,
+            pushdown_batch_size: pushdown_batch.unwrap_or(defaults.pushdown_batch_size),
+            pushdown,
+            count_totals: false,
+            ..defaults
+        },
+    )
+    .await
+    .expect("tern up");
 }
 
 fn migrate_mongo(bin: &str, url: &str, db: &str) {
@@ -140,10 +160,21 @@ fn secs(d: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
+    // `TERN_LOG=tern_mongodb=debug` prints the time of every store call of the run.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TERN_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     let a = BenchArgs::parse(1_000_000, 1);
     let url = std::env::var("TERN_BENCH_MONGODB_URL")
         .unwrap_or_else(|_| "mongodb://127.0.0.1:27017".to_owned());
     let migrate_mongo_bin = a.value("--migrate-mongo").map(str::to_owned);
+    let pushdown_batch = a
+        .value("--pushdown-batch")
+        .map(|v| v.parse::<usize>().expect("--pushdown-batch needs a number"));
     let client = Client::with_uri_str(&url).await.expect("connect");
     let hello = client
         .database("admin")
@@ -152,11 +183,13 @@ async fn main() {
         .map(|d| d.get_str("version").unwrap_or("?").to_owned())
         .unwrap_or_else(|_| "?".to_owned());
     println!(
-        "eager add+rename, {} documents, batch {}, server {} (reports version {hello})",
-        a.entities, a.batch, url
+        "eager add+rename, {} documents, batch {} (hand loop, tern's client path), tern pushdown batch {}, server {} (reports version {hello})",
+        a.entities,
+        a.batch,
+        pushdown_batch.unwrap_or(RunOptions::default().pushdown_batch_size),
+        url
     );
     let run = std::process::id();
-    let mut results: Vec<(&str, Duration)> = Vec::new();
     let contenders: Vec<&str> = {
         let mut c = vec![
             "floor (one update_many)",
@@ -168,37 +201,57 @@ async fn main() {
         }
         c
     };
-    for (i, name) in contenders.iter().enumerate() {
-        let db_name = format!("tern_bench_{run}_{i}");
-        let db = client.database(&db_name);
-        let coll = db.collection::<Document>("blogpost");
-        load(&coll, a.entities).await;
-        let t = Instant::now();
-        match i {
-            0 => floor(&coll).await,
-            1 => {
-                tern_up(
-                    &format!("{}/{db_name}", url.trim_end_matches('/')),
-                    a.batch,
-                    a.pushdown,
-                )
-                .await
+    // Each round runs every contender on a freshly loaded database, starting one
+    // contender later each round so that none always meets the same server state.
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); contenders.len()];
+    for round in 0..a.rounds.max(1) {
+        for j in 0..contenders.len() {
+            let i = (j + round) % contenders.len();
+            let name = contenders[i];
+            let db_name = format!("tern_bench_{run}_{i}");
+            let db = client.database(&db_name);
+            let coll = db.collection::<Document>("blogpost");
+            load(&coll, a.entities).await;
+            let t = Instant::now();
+            match i {
+                0 => floor(&coll).await,
+                1 => {
+                    tern_up(
+                        &format!("{}/{db_name}", url.trim_end_matches('/')),
+                        a.batch,
+                        pushdown_batch,
+                        a.pushdown,
+                    )
+                    .await
+                }
+                2 => hand_loop(&client, &coll, a.batch).await,
+                _ => migrate_mongo(migrate_mongo_bin.as_deref().unwrap_or(""), &url, &db_name),
             }
-            2 => hand_loop(&client, &coll, a.batch).await,
-            _ => migrate_mongo(migrate_mongo_bin.as_deref().unwrap_or(""), &url, &db_name),
+            let took = t.elapsed();
+            check(&coll, a.entities).await;
+            println!(
+                "round {}: {name:<34} {:>8.2}s ({:>9.0}/s)",
+                round + 1,
+                secs(took),
+                a.entities as f64 / secs(took)
+            );
+            times[i].push(took);
+            db.drop().await.expect("drop");
         }
-        let took = t.elapsed();
-        check(&coll, a.entities).await;
-        println!(
-            "{name:<34} {:>8.2}s ({:>9.0}/s)",
-            secs(took),
-            a.entities as f64 / secs(took)
-        );
-        results.push((name, took));
-        db.drop().await.expect("drop");
     }
-    let floor_t = secs(results[0].1);
-    for (name, took) in &results {
-        println!("{name:<34} {:.2}x the floor", secs(*took) / floor_t);
+    let median = |t: &[Duration]| {
+        let mut t = t.to_vec();
+        t.sort();
+        t[t.len() / 2]
+    };
+    let floor_t = secs(median(&times[0]));
+    println!("median of {} round(s):", a.rounds.max(1));
+    for (name, t) in contenders.iter().zip(&times) {
+        let m = secs(median(t));
+        println!(
+            "{name:<34} {m:>8.2}s ({:>9.0}/s) {:.2}x the floor",
+            a.entities as f64 / m,
+            m / floor_t
+        );
     }
 }

@@ -16,7 +16,7 @@ use tern_core::store::{
 };
 
 use crate::codec::{self, VERSION_FIELD};
-use crate::core::{after_id, and, is_duplicate_key, map_mongo_error, version_query};
+use crate::core::{and, id_batch, is_duplicate_key, map_mongo_error, version_query};
 
 /// The collection of tern's metadata; never listed as a kind.
 pub(crate) const META_COLLECTION: &str = "__tern_meta";
@@ -24,8 +24,13 @@ pub(crate) const META_COLLECTION: &str = "__tern_meta";
 /// A MongoDB database as a tern store. Cheap to clone (the driver's client is shared).
 #[derive(Clone)]
 pub struct MongoStore {
-    #[allow(dead_code)]
     pub(crate) client: Client,
+    /// The server has the `bulkWrite` command (MongoDB 8.0+).
+    pub(crate) bulk_write: bool,
+    /// Open cursors of scans and pushdown runs, continued batch after batch.
+    pub(crate) open_cursors: std::sync::Arc<crate::batches::OpenCursors>,
+    /// Kinds whose pushdown fast path counts a batch before updating it.
+    pub(crate) counts_first: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     pub(crate) db: Database,
     /// The URL with its password masked.
     pub(crate) location: String,
@@ -68,14 +73,40 @@ impl MongoStore {
             map_mongo_error("creating the client", e).with_context("url", location.clone())
         })?;
         let db = client.database(&db_name);
-        db.run_command(doc! { "ping": 1 })
+        let hello = db
+            .run_command(doc! { "hello": 1 })
             .await
             .map_err(|e| map_mongo_error("connecting", e).with_context("url", location.clone()))?;
+        let wire = match hello.get("maxWireVersion") {
+            Some(Bson::Int32(v)) => *v,
+            Some(Bson::Int64(v)) => i32::try_from(*v).unwrap_or(i32::MAX),
+            _ => 0,
+        };
+        let bulk_write = wire >= crate::writes::BULK_WRITE_WIRE_VERSION;
+        if !bulk_write {
+            tracing::info!(
+                store = %location,
+                wire_version = wire,
+                "the server has no bulkWrite command (MongoDB 8.0+): writes go one at a time"
+            );
+        }
         Ok(MongoStore {
             client,
             db,
+            bulk_write,
+            open_cursors: Default::default(),
+            counts_first: Default::default(),
             location,
         })
+    }
+
+    /// This store, sending each write of a batch on its own (as it does with servers
+    /// older than MongoDB 8.0, which have no `bulkWrite` command) instead of one
+    /// `bulkWrite` per batch. For comparisons and tests; outcomes are the same.
+    #[must_use]
+    pub fn with_single_writes(mut self) -> MongoStore {
+        self.bulk_write = false;
+        self
     }
 
     /// The collection of `kind`.
@@ -87,17 +118,14 @@ impl MongoStore {
         self.db.collection(META_COLLECTION)
     }
 
-    fn err(&self, operation: &str, e: mongodb::error::Error) -> Error {
+    pub(crate) fn err(&self, operation: &str, e: mongodb::error::Error) -> Error {
         map_mongo_error(operation, e).with_context("store", self.location.clone())
     }
 
-    /// The scan query of `filter` after `cursor`: exact for the version and the
-    /// cursor, a superset for conditions (the caller post-filters with [`Filter::matches`]).
-    fn scan_query(&self, filter: &Filter, cursor: Option<&Cursor>) -> Result<Document> {
+    /// The scan query of `filter`: exact for the version, a superset for
+    /// conditions (the caller post-filters with [`Filter::matches`]).
+    fn scan_query(&self, filter: &Filter) -> Document {
         let mut parts = Vec::new();
-        if let Some(c) = cursor {
-            parts.push(after_id(&decode_cursor(c)?));
-        }
         if let Some(v) = version_query(filter.version) {
             parts.push(v);
         }
@@ -106,7 +134,7 @@ impl MongoStore {
                 parts.push(q);
             }
         }
-        Ok(and(parts))
+        and(parts)
     }
 
     async fn get_doc(&self, kind: &str, id: &Bson) -> Result<Option<Document>> {
@@ -114,54 +142,6 @@ impl MongoStore {
             .find_one(doc! { "_id": id.clone() })
             .await
             .map_err(|e| self.err("get", e).with_context("kind", kind.to_owned()))
-    }
-
-    async fn write_one(&self, w: Write) -> Result<WriteOutcome> {
-        match w {
-            Write::Put(e) => {
-                let d = codec::entity_to_document(&e)?;
-                self.collection(&e.key.kind)
-                    .replace_one(doc! { "_id": codec::id_to_bson(&e.key.id) }, d)
-                    .upsert(true)
-                    .await
-                    .map_err(|err| self.err("put", err).with_context("key", e.key.to_string()))?;
-                Ok(WriteOutcome::Applied)
-            }
-            Write::Insert(e) => {
-                let d = codec::entity_to_document(&e)?;
-                match self.collection(&e.key.kind).insert_one(d).await {
-                    Ok(_) => Ok(WriteOutcome::Applied),
-                    Err(err) if is_duplicate_key(&err) => Ok(WriteOutcome::Conflict),
-                    Err(err) => Err(self
-                        .err("insert", err)
-                        .with_context("key", e.key.to_string())),
-                }
-            }
-            Write::Replace { expected, new } => {
-                let d = codec::entity_to_document(&new)?;
-                let filter = replace_filter(&expected)?;
-                let r = self
-                    .collection(&new.key.kind)
-                    .replace_one(filter, d)
-                    .await
-                    .map_err(|err| {
-                        self.err("replace", err)
-                            .with_context("key", new.key.to_string())
-                    })?;
-                Ok(if r.matched_count == 1 {
-                    WriteOutcome::Applied
-                } else {
-                    WriteOutcome::Conflict
-                })
-            }
-            Write::Delete(key) => {
-                self.collection(&key.kind)
-                    .delete_one(doc! { "_id": codec::id_to_bson(&key.id) })
-                    .await
-                    .map_err(|err| self.err("delete", err).with_context("key", key.to_string()))?;
-                Ok(WriteOutcome::Applied)
-            }
-        }
     }
 }
 
@@ -208,70 +188,6 @@ fn superset_condition(path: &[String], values: &[Value]) -> Option<Document> {
         .join(".");
     let literals: Vec<Bson> = values.iter().map(codec::to_bson).collect();
     Some(doc! { field: { "$in": literals } })
-}
-
-/// The filter of a compare-and-set replace: the `_id`, the version, and every
-/// stored field equal to the expected value, with no other fields.
-fn replace_filter(expected: &Entity) -> Result<Document> {
-    let mut conds: Vec<Bson> = Vec::new();
-    let n = i64::try_from(expected.value.len()).unwrap_or(i64::MAX);
-    if expected.version == 0 {
-        conds.push(Bson::Document(
-            doc! { "$eq": [ { "$ifNull": ["$_v", 0_i64] }, 0_i64 ] },
-        ));
-        conds.push(Bson::Document(doc! { "$eq": [
-            { "$size": { "$objectToArray": "$$ROOT" } },
-            { "$add": [ n + 1, { "$cond": [ { "$eq": [ { "$type": "$_v" }, "missing" ] }, 0_i64, 1_i64 ] } ] },
-        ] }));
-    } else {
-        conds.push(Bson::Document(
-            doc! { "$eq": [ "$_v", codec::version_to_bson(expected.version)? ] },
-        ));
-        conds.push(Bson::Document(
-            doc! { "$eq": [ { "$size": { "$objectToArray": "$$ROOT" } }, n + 2 ] },
-        ));
-    }
-    for (name, value) in &expected.value {
-        let field = format!("${}", codec::escape_name(name));
-        let lit = codec::to_bson(value);
-        conds.push(Bson::Document(
-            doc! { "$eq": [ { "$type": field.clone() }, type_name(&lit) ] },
-        ));
-        conds.push(Bson::Document(
-            doc! { "$eq": [ field, { "$literal": lit } ] },
-        ));
-    }
-    Ok(doc! {
-        "_id": codec::id_to_bson(&expected.key.id),
-        "$expr": { "$and": conds },
-    })
-}
-
-/// The aggregation `$type` name of a BSON value as tern writes it.
-fn type_name(b: &Bson) -> &'static str {
-    match b {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Binary(_) => "binData",
-        Bson::Undefined => "undefined",
-        Bson::ObjectId(_) => "objectId",
-        Bson::Boolean(_) => "bool",
-        Bson::DateTime(_) => "date",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::DbPointer(_) => "dbPointer",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::Symbol(_) => "symbol",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Int64(_) => "long",
-        Bson::Decimal128(_) => "decimal",
-        Bson::MinKey => "minKey",
-        Bson::MaxKey => "maxKey",
-    }
 }
 
 fn meta_entry(d: &Document) -> Result<MetaEntry> {
@@ -335,20 +251,37 @@ impl Store for MongoStore {
 
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
         let limit = request.limit.clamp(1, 100_000);
-        let query = self.scan_query(&request.filter, request.cursor.as_ref())?;
-        let docs: Vec<Document> = self
+        let query = self.scan_query(&request.filter);
+        let ids = self
+            .batch_ids(
+                kind,
+                query.clone(),
+                request.cursor.as_ref(),
+                limit,
+                "scan: reading the page's ids",
+            )
+            .await?;
+        if ids.is_empty() {
+            return Ok(ScanPage::default());
+        }
+        // The page's documents as they are now, by `_id` range (see `batches`).
+        let mut docs: Vec<Document> = self
             .collection(kind)
-            .find(query)
+            .find(and(vec![query, id_batch(&ids)]))
             .sort(doc! { "_id": 1 })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
             .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
             .await
             .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?
             .try_collect()
             .await
             .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?;
-        let cursor = if docs.len() >= limit {
+        let cursor = if docs.len() > limit {
+            // Documents inserted into the range since the ids were read: the
+            // page ends at the limit and the next one continues after it.
+            docs.truncate(limit);
             docs.last().and_then(|d| d.get("_id")).map(encode_cursor)
+        } else if ids.len() >= limit {
+            ids.last().map(encode_cursor)
         } else {
             None
         };
@@ -374,11 +307,7 @@ impl Store for MongoStore {
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
         check_writes(&writes)?;
-        let mut outcomes = Vec::with_capacity(writes.len());
-        for w in writes {
-            outcomes.push(self.write_one(w).await?);
-        }
-        Ok(outcomes)
+        self.write_all(writes).await
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
@@ -394,6 +323,56 @@ impl Store for MongoStore {
     }
 
     async fn meta_cas(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<MetaCas> {
+        let started = std::time::Instant::now();
+        let out = self.meta_cas_inner(name, expected, value).await;
+        tracing::debug!(name, ms = started.elapsed().as_secs_f64() * 1e3, "meta_cas");
+        out
+    }
+
+    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.meta_list_inner(prefix).await
+    }
+
+    async fn now(&self) -> Result<i64> {
+        self.now_inner().await
+    }
+
+    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        let started = std::time::Instant::now();
+        let out = self.pushdown(request).await;
+        tracing::debug!(
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "update_in_place"
+        );
+        out
+    }
+
+    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+        let started = std::time::Instant::now();
+        let out = self.count_inner(kind, filter).await;
+        tracing::debug!(kind, ms = started.elapsed().as_secs_f64() * 1e3, "count");
+        out
+    }
+
+    async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
+        let started = std::time::Instant::now();
+        let out = self.version_census_inner(kind).await;
+        tracing::debug!(
+            kind,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "version_census"
+        );
+        out
+    }
+}
+
+impl MongoStore {
+    async fn meta_cas_inner(
         &self,
         name: &str,
         expected: Option<u64>,
@@ -450,7 +429,7 @@ impl Store for MongoStore {
         }
     }
 
-    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+    async fn meta_list_inner(&self, prefix: &str) -> Result<Vec<String>> {
         let docs: Vec<Document> = self
             .meta()
             .find(doc! { "_id": { "$gte": prefix } })
@@ -471,7 +450,7 @@ impl Store for MongoStore {
         Ok(names)
     }
 
-    async fn now(&self) -> Result<i64> {
+    async fn now_inner(&self) -> Result<i64> {
         let reply = self
             .db
             .run_command(doc! { "hello": 1 })
@@ -487,11 +466,7 @@ impl Store for MongoStore {
         }
     }
 
-    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
-        self.pushdown(request).await
-    }
-
-    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+    async fn count_inner(&self, kind: &str, filter: Filter) -> Result<u64> {
         if !filter.conditions.is_empty() {
             return count_by_scan(self, kind, filter).await;
         }
@@ -502,7 +477,7 @@ impl Store for MongoStore {
             .map_err(|e| self.err("count", e).with_context("kind", kind.to_owned()))
     }
 
-    async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
+    async fn version_census_inner(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
         let docs: Vec<Document> = self
             .collection(kind)
             .aggregate(vec![

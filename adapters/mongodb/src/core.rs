@@ -7,7 +7,7 @@ use tern_core::store::{Error, ErrorKind, VersionFilter};
 use crate::codec::VERSION_FIELD;
 
 /// The MongoDB error code of a duplicate key.
-const DUPLICATE_KEY: i32 = 11000;
+pub(crate) const DUPLICATE_KEY: i32 = 11000;
 
 /// Maps a driver error to a store error: `operation` names the step, the driver
 /// error is the source, and connection trouble is temporary.

@@ -9,9 +9,11 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod batches;
 mod codec;
 mod core;
 mod pushdown;
+mod writes;
 
 use std::sync::Arc;
 

@@ -4,17 +4,19 @@
 //! [`Store::update_in_place`]: tern_core::store::Store::update_in_place
 
 use std::collections::HashSet;
+use std::time::Instant;
 
 use futures::TryStreamExt;
 use mongodb::bson::{Bson, Document, doc};
 use tern_core::model::{Value, Version};
 use tern_core::store::{
-    Condition, Error, ErrorKind, PushOp, PushStep, PushdownPage, PushdownRequest, Result, pushdown,
+    Condition, Cursor, Error, ErrorKind, PushOp, PushStep, PushdownPage, PushdownRequest, Result,
+    pushdown,
 };
 
-use crate::backend::{MongoStore, decode_cursor, encode_cursor};
+use crate::backend::{MongoStore, encode_cursor};
 use crate::codec::{self, VERSION_FIELD};
-use crate::core::{after_id, and, id_batch};
+use crate::core::{and, id_batch};
 
 fn unsupported(why: impl Into<String>) -> Error {
     Error::new(
@@ -188,7 +190,12 @@ fn touched(step: &PushStep, compiled: &CompiledStep) -> Option<Vec<String>> {
         return None;
     }
     Some(match &step.op {
-        PushOp::Set { path, .. } | PushOp::Unset { path } => vec![path.first()?.clone()],
+        // A nested path may meet a non-document on the way, which would fail the
+        // whole `update_many`: the general path applies it only where it can.
+        PushOp::Set { path, .. } | PushOp::Unset { path } if path.len() == 1 => {
+            vec![path[0].clone()]
+        }
+        PushOp::Set { .. } | PushOp::Unset { .. } => return None,
         PushOp::Rename { from, to } => vec![from.clone(), to.clone()],
     })
 }
@@ -202,27 +209,54 @@ fn as_u64(b: Option<&Bson>) -> u64 {
     }
 }
 
+/// A version as a `$group` key gives it: `None` for what tern does not read as a version.
+fn group_version(b: Option<&Bson>) -> Option<i128> {
+    match b {
+        None | Some(Bson::Null) => Some(0),
+        Some(Bson::Int32(n)) => Some(i128::from(*n)),
+        Some(Bson::Int64(n)) => Some(i128::from(*n)),
+        Some(Bson::Double(d)) if d.fract() == 0.0 && d.abs() < 9.2e18 => Some(*d as i128),
+        _ => None,
+    }
+}
+
+/// What the fast path did.
+enum Fast {
+    /// The batch is done.
+    Done(PushdownPage),
+    /// The general path must run the batch. `moved` entities were already
+    /// brought to the target by the optimistic update, every step changing them.
+    General { moved: u64 },
+}
+
 impl MongoStore {
     /// The fast path: steps without conditions that touch distinct top-level
     /// properties commute, so an entity at `from` takes all of them in one
-    /// update. One aggregation reads the batch's ids and every count; one
-    /// `update_many` applies the steps. `None` when the path does not apply
-    /// (then nothing was written).
+    /// update.
+    ///
+    /// Optimistically, one `update_many` of the batch's entities at `from` that
+    /// every step changes: when it matches the whole batch, its matched count
+    /// is every count (each step changed each entity) and the batch is done in
+    /// one call. Otherwise (and for the next batch of the kind, until a batch
+    /// shows every entity changing again) one aggregation counts the rest,
+    /// grouped by version and by which steps change the entity, and one more
+    /// `update_many` applies the steps to it.
     async fn pushdown_fast(
         &self,
         request: &PushdownRequest,
         compiled: &[CompiledStep],
         target: Version,
-        limit: usize,
-    ) -> Result<Option<PushdownPage>> {
+        ids: &[Bson],
+        cursor: Option<Cursor>,
+    ) -> Result<Fast> {
         let mut names = HashSet::new();
         for (step, c) in request.steps.iter().zip(compiled) {
             let Some(touched) = touched(step, c) else {
-                return Ok(None);
+                return Ok(Fast::General { moved: 0 });
             };
             for n in touched {
                 if !names.insert(n) {
-                    return Ok(None);
+                    return Ok(Fast::General { moved: 0 });
                 }
             }
         }
@@ -231,30 +265,16 @@ impl MongoStore {
                 .with_context("store", self.location.clone())
                 .with_context("kind", request.kind.clone())
         };
-        let v = doc! { "$ifNull": ["$_v", 0_i64] };
-        let from = codec::version_to_bson(request.from)?;
-        let at_from = doc! { "$eq": [v.clone(), from.clone()] };
-        let covered = doc! { "$and": [
-            { "$gte": [v.clone(), from] },
-            { "$lt": [v, codec::version_to_bson(target)?] },
-        ] };
-        let count_if = |cond: Document| doc! { "$sum": { "$cond": [cond, 1_i64, 0_i64] } };
-        let mut group = doc! {
-            "_id": Bson::Null,
-            "ids": { "$push": "$_id" },
-            "advanced": count_if(covered),
-            "at_from": count_if(at_from.clone()),
-        };
+        // One group per (version, which steps would change the entity): each
+        // expression is evaluated once per document.
+        let mut key = doc! { "v": "$_v" };
         let mut guards = Vec::new();
         let mut update = Document::new();
         for (i, c) in compiled.iter().enumerate() {
             let Some((guard, op)) = &c.change else {
-                return Ok(None);
+                return Ok(Fast::General { moved: 0 });
             };
-            group.insert(
-                format!("c{i}"),
-                count_if(doc! { "$and": [at_from.clone(), guard.clone()] }),
-            );
+            key.insert(format!("g{i}"), guard.clone());
             guards.push(guard.clone());
             for (operator, fields) in op {
                 if let Bson::Document(fields) = fields {
@@ -267,81 +287,137 @@ impl MongoStore {
                 }
             }
         }
-        group.insert(
-            "any",
-            count_if(doc! { "$and": [at_from, { "$or": guards }] }),
-        );
+        let set = update
+            .entry("$set".to_owned())
+            .or_insert_with(|| Bson::Document(Document::new()));
+        if let Bson::Document(set) = set {
+            set.insert(VERSION_FIELD, codec::version_to_bson(target)?);
+        }
         let coll = self.collection(&request.kind);
-        // The batch's ids by `find` (SecantusDB's find uses the _id index for the
-        // sort; its aggregation `$sort` + `$limit` does not), then the counts.
-        let mut range = Vec::new();
-        if let Some(c) = &request.cursor {
-            range.push(after_id(&decode_cursor(c)?));
-        }
-        let ids: Vec<Bson> = coll
-            .find(and(range))
-            .projection(doc! { "_id": 1 })
-            .sort(doc! { "_id": 1 })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
-            .await
-            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
-            .try_collect::<Vec<Document>>()
-            .await
-            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
-            .into_iter()
-            .filter_map(|mut d| d.remove("_id"))
-            .collect();
-        if ids.is_empty() {
-            return Ok(Some(PushdownPage {
-                changed: vec![0; request.steps.len()],
-                ..PushdownPage::default()
-            }));
-        }
-        group.remove("ids");
-        let pipeline = vec![doc! { "$match": id_batch(&ids) }, doc! { "$group": group }];
-        let summary: Vec<Document> = coll
-            .aggregate(pipeline)
-            .await
-            .map_err(|e| ctx("pushdown: reading the batch", e))?
-            .try_collect()
-            .await
-            .map_err(|e| ctx("pushdown: reading the batch", e))?;
-        let Some(summary) = summary.into_iter().next() else {
-            return Ok(Some(PushdownPage {
-                changed: vec![0; request.steps.len()],
-                ..PushdownPage::default()
-            }));
+        let batch = id_batch(ids);
+        let at_from = at_version(request.from)?;
+        let n_steps = compiled.len();
+        let mut page = PushdownPage {
+            changed: vec![0; n_steps],
+            cursor,
+            ..PushdownPage::default()
         };
-        let advanced = as_u64(summary.get("advanced"));
-        if advanced != as_u64(summary.get("at_from")) {
-            // Entities part-way through the steps: the general path handles them.
-            return Ok(None);
-        }
-        let page = PushdownPage {
-            advanced,
-            changed: (0..compiled.len())
-                .map(|i| as_u64(summary.get(format!("c{i}").as_str())))
-                .collect(),
-            changed_entities: as_u64(summary.get("any")),
-            cursor: if ids.len() >= limit {
-                ids.last().map(encode_cursor)
-            } else {
-                None
-            },
-        };
-        if advanced > 0 {
-            let set = update
-                .entry("$set".to_owned())
-                .or_insert_with(|| Bson::Document(Document::new()));
-            if let Bson::Document(set) = set {
-                set.insert(VERSION_FIELD, codec::version_to_bson(target)?);
-            }
-            coll.update_many(and(vec![id_batch(&ids), at_version(request.from)?]), update)
+
+        let mut moved = 0;
+        if !self.counts_first(&request.kind) {
+            let started = Instant::now();
+            let r = coll
+                .update_many(
+                    and(vec![
+                        batch.clone(),
+                        at_from.clone(),
+                        doc! { "$expr": { "$and": guards } },
+                    ]),
+                    update.clone(),
+                )
                 .await
                 .map_err(|e| ctx("pushdown: applying the steps", e))?;
+            moved = r.matched_count;
+            tracing::debug!(
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                moved,
+                "pushdown: update_many (every step changes)"
+            );
+            if moved == ids.len() as u64 {
+                page.advanced = moved;
+                page.changed = vec![moved; n_steps];
+                page.changed_entities = if n_steps > 0 { moved } else { 0 };
+                return Ok(Fast::Done(page));
+            }
+            // Some entity of the batch is not changed by every step (or is not at
+            // `from`): count the rest first, for this batch and the next ones.
+            self.set_counts_first(&request.kind, true);
         }
-        Ok(Some(page))
+
+        let pipeline = vec![
+            doc! { "$match": batch.clone() },
+            doc! { "$group": { "_id": key, "n": { "$sum": 1_i64 } } },
+        ];
+        let started = Instant::now();
+        let groups: Vec<Document> = coll
+            .aggregate(pipeline)
+            .await
+            .map_err(|e| ctx("pushdown: counting the batch", e))?
+            .try_collect()
+            .await
+            .map_err(|e| ctx("pushdown: counting the batch", e))?;
+        tracing::debug!(
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            groups = groups.len(),
+            "pushdown: counts"
+        );
+        let from = i128::from(request.from);
+        let mut all_change = true;
+        for g in &groups {
+            let n = as_u64(g.get("n"));
+            let Ok(key) = g.get_document("_id") else {
+                continue;
+            };
+            match group_version(key.get("v")) {
+                Some(v) if v == from => {}
+                // Entities part-way through the steps: the general path handles them.
+                Some(v) if v > from && v < i128::from(target) => {
+                    return Ok(Fast::General { moved });
+                }
+                _ => continue,
+            }
+            page.advanced += n;
+            let mut any = false;
+            for (i, changed) in page.changed.iter_mut().enumerate() {
+                if key.get_bool(format!("g{i}")).unwrap_or(false) {
+                    *changed += n;
+                    any = true;
+                } else {
+                    all_change = false;
+                }
+            }
+            if any {
+                page.changed_entities += n;
+            }
+        }
+        if moved == 0 && all_change {
+            // Every entity of this batch takes every step: try the single update again.
+            self.set_counts_first(&request.kind, false);
+        }
+        if page.advanced > 0 {
+            let started = Instant::now();
+            coll.update_many(and(vec![batch, at_from]), update)
+                .await
+                .map_err(|e| ctx("pushdown: applying the steps", e))?;
+            tracing::debug!(
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "pushdown: update_many"
+            );
+        }
+        page.advanced += moved;
+        page.changed_entities += moved;
+        for c in &mut page.changed {
+            *c += moved;
+        }
+        Ok(Fast::Done(page))
+    }
+
+    /// Whether the fast path of `kind` counts a batch before updating it (the
+    /// last batch had entities that not every step changes).
+    fn counts_first(&self, kind: &str) -> bool {
+        self.counts_first
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(kind)
+    }
+
+    fn set_counts_first(&self, kind: &str, on: bool) {
+        let mut kinds = self.counts_first.lock().unwrap_or_else(|p| p.into_inner());
+        if on {
+            kinds.insert(kind.to_owned());
+        } else {
+            kinds.remove(kind);
+        }
     }
 
     /// See [`tern_core::store::Store::update_in_place`].
@@ -354,54 +430,69 @@ impl MongoStore {
             .map(compile)
             .collect::<Result<Vec<_>>>()
             .map_err(|e| e.with_context("kind", request.kind.clone()))?;
+        let limit = request.limit.clamp(1, 100_000);
+        let ids = self
+            .batch_ids(
+                &request.kind,
+                Document::new(),
+                request.cursor.as_ref(),
+                limit,
+                "pushdown: reading the batch's ids",
+            )
+            .await?;
+        let cursor = if ids.len() >= limit {
+            ids.last().map(encode_cursor)
+        } else {
+            None
+        };
+        if ids.is_empty() {
+            return Ok(PushdownPage {
+                changed: vec![0; request.steps.len()],
+                cursor,
+                ..PushdownPage::default()
+            });
+        }
+        let moved = match self
+            .pushdown_fast(&request, &compiled, target, &ids, cursor.clone())
+            .await?
+        {
+            Fast::Done(page) => return Ok(page),
+            Fast::General { moved } => moved,
+        };
+        let page = self
+            .pushdown_general(&request, &compiled, target, &ids, cursor)
+            .await?;
+        Ok(PushdownPage {
+            advanced: page.advanced + moved,
+            changed: page.changed.iter().map(|c| c + moved).collect(),
+            changed_entities: page.changed_entities + moved,
+            cursor: page.cursor,
+        })
+    }
+
+    /// The general path: each step as two `update_many` calls on the batch.
+    async fn pushdown_general(
+        &self,
+        request: &PushdownRequest,
+        compiled: &[CompiledStep],
+        target: Version,
+        ids: &[Bson],
+        cursor: Option<Cursor>,
+    ) -> Result<PushdownPage> {
         let coll = self.collection(&request.kind);
         let ctx = |op: &str, e: mongodb::error::Error| {
             crate::core::map_mongo_error(op, e)
                 .with_context("store", self.location.clone())
                 .with_context("kind", request.kind.clone())
         };
-        let limit = request.limit.clamp(1, 100_000);
 
-        if let Some(page) = self
-            .pushdown_fast(&request, &compiled, target, limit)
-            .await?
-        {
-            return Ok(page);
-        }
-
-        // The batch: the next `limit` ids after the cursor.
-        let mut range = Vec::new();
-        if let Some(c) = &request.cursor {
-            range.push(after_id(&decode_cursor(c)?));
-        }
-        let ids: Vec<Bson> = coll
-            .find(and(range))
-            .projection(doc! { "_id": 1 })
-            .sort(doc! { "_id": 1 })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
-            .await
-            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
-            .try_collect::<Vec<Document>>()
-            .await
-            .map_err(|e| ctx("pushdown: reading the batch's ids", e))?
-            .into_iter()
-            .filter_map(|mut d| d.remove("_id"))
-            .collect();
         let mut page = PushdownPage {
             advanced: 0,
             changed: vec![0; request.steps.len()],
             changed_entities: 0,
-            cursor: if ids.len() >= limit {
-                ids.last().map(encode_cursor)
-            } else {
-                None
-            },
+            cursor,
         };
-        if ids.is_empty() {
-            return Ok(page);
-        }
-        let in_batch = id_batch(&ids);
+        let in_batch = id_batch(ids);
 
         // How many will advance: those at a version the steps cover.
         let mut covered = vec![doc! { VERSION_FIELD: {
@@ -426,8 +517,12 @@ impl MongoStore {
             let scope = and(vec![in_batch.clone(), at_version(v)?]);
             let next = codec::version_to_bson(v + 1)?;
             if let Some((expr, update)) = &step.change {
-                let mut filter = scope.clone();
-                filter.insert("$expr", expr.clone());
+                // `$expr` inside `$and`, not next to `_id` (see `writes::replace_filter`).
+                let filter = and(vec![
+                    in_batch.clone(),
+                    at_version(v)?,
+                    doc! { "$expr": expr.clone() },
+                ]);
                 if track {
                     // Distinct changed entities over several steps: note the ids first.
                     let found: Vec<Document> = coll

@@ -127,6 +127,8 @@ async fn main() {
                 Arc::clone(&tern_store),
                 RunOptions {
                     batch_size: a.batch,
+                    // The loop's SCAN COUNT: both sides take the same steps.
+                    pushdown_batch_size: a.batch,
                     pushdown: a.pushdown,
                     count_totals: progress_count,
                     ..RunOptions::default()

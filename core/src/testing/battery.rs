@@ -166,6 +166,7 @@ fn fast_lease() -> LeaseOptions {
 fn opts(batch: usize) -> RunOptions {
     RunOptions {
         batch_size: batch,
+        pushdown_batch_size: batch,
         ..RunOptions::default()
     }
 }
@@ -434,6 +435,7 @@ async fn concurrent_writer_run(backend: &dyn Backend, pushdown: bool) {
     let report = Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2)]))
         .with_run_options(RunOptions {
             batch_size: 10,
+            pushdown_batch_size: 10,
             max_rate: Some(1500.0),
             pushdown,
             // The writer keeps inserting old-shape entities for a while (600
@@ -559,6 +561,7 @@ pub async fn two_runners_exactly_one_applies(backend: &dyn Backend) {
     load(store.as_ref(), &blog(30, 3)).await;
     let slow = RunOptions {
         batch_size: 5,
+        pushdown_batch_size: 5,
         max_rate: Some(500.0),
         ..RunOptions::default()
     };
@@ -602,6 +605,7 @@ pub async fn a_runner_whose_lease_was_taken_over_stops_without_writing(backend: 
     let a = Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2), (2, RELEASE3)]))
         .with_run_options(RunOptions {
             batch_size: 4,
+            pushdown_batch_size: 4,
             max_rate: Some(100.0),
             ..RunOptions::default()
         })

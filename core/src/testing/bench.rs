@@ -119,7 +119,8 @@ pub async fn load(store: &dyn Store, n: usize) -> Result<(), StoreError> {
 }
 
 /// Runs [`SCRIPT`] with `tern up` (lease, checkpoint per batch, census) and
-/// returns how many entities it processed.
+/// returns how many entities it processed. Client and pushdown batches are
+/// both `batch` entities.
 pub async fn tern_up(
     store: Arc<dyn Store>,
     batch: usize,
@@ -129,6 +130,7 @@ pub async fn tern_up(
         store,
         RunOptions {
             batch_size: batch,
+            pushdown_batch_size: batch,
             pushdown,
             ..RunOptions::default()
         },

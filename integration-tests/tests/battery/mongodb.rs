@@ -319,4 +319,317 @@ mod fast_path {
         mixed[1].version = 1;
         super::specific::same_as_reference(&mixed, steps).await;
     }
+
+    /// A nested set without conditions where some entities hold a non-document on the
+    /// way (MongoDB would fail a whole `update_many` on them): the same as the reference.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_pushdown_of_a_nested_set_skips_non_documents_like_the_reference() {
+        let m = |json: &str| {
+            tern_core::model::json::json_to_map(&serde_json::from_str(json).unwrap()).unwrap()
+        };
+        let ents: Vec<Entity> = [
+            (1, r#"{"meta": "x", "text": "a"}"#),
+            (2, r#"{"meta": {"k": 0}, "text": "b"}"#),
+            (3, r#"{"meta": {}}"#),
+            (4, r#"{"meta": [1], "text": "d"}"#),
+            (5, r#"{}"#),
+        ]
+        .into_iter()
+        .map(|(id, json)| Entity {
+            key: Key::new("things", id).unwrap(),
+            version: 0,
+            value: m(json),
+        })
+        .collect();
+        let steps = vec![
+            PushStep {
+                conditions: vec![],
+                op: PushOp::Set {
+                    path: vec!["meta".into(), "k".into()],
+                    value: Value::Int(1),
+                },
+            },
+            PushStep {
+                conditions: vec![],
+                op: PushOp::Rename {
+                    from: "text".into(),
+                    to: "content".into(),
+                },
+            },
+        ];
+        super::specific::same_as_reference(&ents, steps).await;
+    }
+}
+
+/// `write_batch` as `bulkWrite` commands: exact outcomes per write, order per key.
+mod bulk_writes {
+    use std::sync::Arc;
+
+    use tern_core::model::{Entity, Key, Map, Value};
+    use tern_core::store::{Store, Write, WriteOutcome};
+    use tern_integration_tests::mongodb::backend;
+    use tern_mongodb::MongoStore;
+
+    use WriteOutcome::{Applied, Conflict};
+
+    /// A fresh store, or `None` (printed) when no server is available.
+    async fn fresh() -> Option<(MongoStore, String)> {
+        let b = match backend().await {
+            Ok(b) => b,
+            Err(reason) => {
+                eprintln!("skipped: {reason}");
+                return None;
+            }
+        };
+        let (_, db) = b.fresh_named().await;
+        let url = b.url_for(&db);
+        Some((MongoStore::connect(&url).await.unwrap(), db))
+    }
+
+    fn ent(kind: &str, id: i64, version: u64, n: i64) -> Entity {
+        let mut value = Map::new();
+        value.insert("n".into(), Value::Int(n));
+        Entity {
+            key: Key::new(kind, id).unwrap(),
+            version,
+            value,
+        }
+    }
+
+    async fn writes_to_one_key_apply_in_order(store: &dyn Store) {
+        let k = |v, n| ent("things", 1, v, n);
+        let writes = vec![
+            Write::Insert(k(0, 0)),
+            Write::Replace {
+                expected: k(0, 0),
+                new: k(1, 1),
+            },
+            // Stale: the entity is at version 1 by now.
+            Write::Replace {
+                expected: k(0, 0),
+                new: k(5, 5),
+            },
+            Write::Insert(k(7, 7)),
+            Write::Delete(k(0, 0).key),
+            Write::Insert(k(2, 2)),
+            Write::Put(ent("other", 1, 3, 3)),
+            Write::Replace {
+                expected: k(2, 2),
+                new: k(3, 3),
+            },
+        ];
+        let outcomes = store.write_batch(writes).await.unwrap();
+        assert_eq!(
+            outcomes,
+            vec![
+                Applied, Applied, Conflict, Conflict, Applied, Applied, Applied, Applied
+            ]
+        );
+        assert_eq!(store.get(&k(0, 0).key).await.unwrap(), Some(k(3, 3)));
+        assert_eq!(
+            store.get(&ent("other", 1, 0, 0).key).await.unwrap(),
+            Some(ent("other", 1, 3, 3))
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_bulk_writes_to_one_key_apply_in_order() {
+        let Some((store, _)) = fresh().await else {
+            return;
+        };
+        writes_to_one_key_apply_in_order(&store).await;
+        let Some((store, _)) = fresh().await else {
+            return;
+        };
+        writes_to_one_key_apply_in_order(&store.with_single_writes()).await;
+    }
+
+    /// A batch of 3,000 compare-and-set replaces over two kinds, every third one stale
+    /// and every seventh one of a missing entity: each outcome is the write's own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_bulk_replace_outcomes_are_exact_per_write() {
+        let Some((store, _)) = fresh().await else {
+            return;
+        };
+        let n = 3000i64;
+        let kind = |i: i64| if i % 2 == 0 { "even" } else { "odd" };
+        let stored: Vec<Write> = (0..n)
+            .filter(|i| i % 7 != 0)
+            .map(|i| Write::Put(ent(kind(i), i, 1, i)))
+            .collect();
+        store.write_batch(stored).await.unwrap();
+        let mut want = Vec::new();
+        let writes: Vec<Write> = (0..n)
+            .map(|i| {
+                let stale = i % 3 == 0;
+                want.push(if i % 7 == 0 || stale {
+                    Conflict
+                } else {
+                    Applied
+                });
+                Write::Replace {
+                    expected: ent(kind(i), i, 1, if stale { -1 } else { i }),
+                    new: ent(kind(i), i, 2, i + 1),
+                }
+            })
+            .collect();
+        let outcomes = store.write_batch(writes).await.unwrap();
+        assert_eq!(outcomes.len(), want.len());
+        for (i, (got, want)) in outcomes.iter().zip(&want).enumerate() {
+            assert_eq!(got, want, "write {i}");
+        }
+        for i in [1i64, 2, 3, 7, 2999] {
+            let got = store.get(&ent(kind(i), i, 0, 0).key).await.unwrap();
+            let expect = match want[i as usize] {
+                _ if i % 7 == 0 => None,
+                Applied => Some(ent(kind(i), i, 2, i + 1)),
+                Conflict => Some(ent(kind(i), i, 1, i)),
+            };
+            assert_eq!(got, expect, "entity {i}");
+        }
+    }
+
+    /// The store contract with one write at a time (servers before MongoDB 8.0).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_single_writes_pass_the_store_contract() {
+        let Some((store, _)) = fresh().await else {
+            return;
+        };
+        let store: Arc<dyn Store> = Arc::new(store.with_single_writes());
+        if let Err(failures) = tern_core::store::conformance::run_all(store).await {
+            panic!("{failures}");
+        }
+    }
+}
+
+/// copy/move run on the client and look their join partners up in batches: one
+/// scan with the batch's join values per batch of entities, not one per entity.
+mod joins {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    use async_trait::async_trait;
+    use tern_core::model::{Entity, Key, Version};
+    use tern_core::store::{
+        Capability, Filter, MetaCas, MetaEntry, PushdownPage, PushdownRequest, Result, ScanPage,
+        ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+    };
+    use tern_core::testing::battery::{self, RELEASE2, RELEASE3};
+    use tern_integration_tests::mongodb::backend;
+
+    /// The store, counting the scans that carry conditions (join lookups) per kind.
+    #[derive(Debug)]
+    struct CountingScans {
+        inner: Arc<dyn Store>,
+        lookups: Mutex<BTreeMap<String, usize>>,
+    }
+
+    #[async_trait]
+    impl Store for CountingScans {
+        fn info(&self) -> StoreInfo {
+            self.inner.info()
+        }
+        fn capability(&self) -> Capability {
+            self.inner.capability()
+        }
+        async fn kinds(&self) -> Result<Vec<String>> {
+            self.inner.kinds().await
+        }
+        async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
+            if !request.filter.conditions.is_empty() {
+                *self
+                    .lookups
+                    .lock()
+                    .unwrap()
+                    .entry(kind.to_owned())
+                    .or_default() += 1;
+            }
+            self.inner.scan(kind, request).await
+        }
+        async fn get(&self, key: &Key) -> Result<Option<Entity>> {
+            self.inner.get(key).await
+        }
+        async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
+            self.inner.write_batch(writes).await
+        }
+        async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
+            self.inner.meta_get(name).await
+        }
+        async fn meta_cas(
+            &self,
+            name: &str,
+            expected: Option<u64>,
+            value: Option<&str>,
+        ) -> Result<MetaCas> {
+            self.inner.meta_cas(name, expected, value).await
+        }
+        async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+            self.inner.meta_list(prefix).await
+        }
+        async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+            self.inner.update_in_place(request).await
+        }
+        async fn now(&self) -> Result<i64> {
+            self.inner.now().await
+        }
+        async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+            self.inner.count(kind, filter).await
+        }
+        async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
+            self.inner.version_census(kind).await
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_copy_and_move_look_up_join_partners_per_batch() {
+        let b = match backend().await {
+            Ok(b) => b,
+            Err(reason) => {
+                eprintln!("skipped: {reason}");
+                return;
+            }
+        };
+        let (inner, _) = b.fresh_named().await;
+        // 40 users with 5 posts each; batches of 20.
+        let data = battery::blog(40, 5);
+        let posts = data.iter().filter(|e| e.key.kind == "blogpost").count();
+        let users = data.len() - posts;
+        battery::load(inner.as_ref(), &data).await;
+        let store = Arc::new(CountingScans {
+            inner,
+            lookups: Mutex::new(BTreeMap::new()),
+        });
+        let batch = 20;
+        battery::migrator(
+            Arc::clone(&store) as Arc<dyn Store>,
+            &[(1, RELEASE2), (2, RELEASE3)],
+            batch,
+        )
+        .up(None)
+        .await
+        .unwrap();
+        assert_eq!(
+            battery::export(store.as_ref()).await,
+            battery::reference_export(&data, batch).await,
+            "the same entities as the reference"
+        );
+        let lookups = store.lookups.lock().unwrap().clone();
+        eprintln!("join lookups per kind: {lookups:?}");
+        // Users are looked up once per batch of posts, for the copy and for the
+        // move's targets (a page of a lookup holds up to 100 partners); posts once
+        // per batch of users, for the move's sources. (+1: a scan may end with an
+        // extra batch.)
+        let post_batches = posts.div_ceil(batch);
+        let user_batches = users.div_ceil(batch);
+        let user_lookups = lookups.get("user").copied().unwrap_or(0);
+        let post_lookups = lookups.get("blogpost").copied().unwrap_or(0);
+        assert!(
+            (1..=2 * (post_batches + 1)).contains(&user_lookups),
+            "{user_lookups} lookups of users for {posts} posts in {post_batches} batches per statement"
+        );
+        assert!(
+            (1..=user_batches + 1).contains(&post_lookups),
+            "{post_lookups} lookups of posts for {users} users in {user_batches} batches"
+        );
+    }
 }

@@ -1,0 +1,180 @@
+//! The `_id`s of the next batch of a kind, in `_id` order, for scans and pushdown.
+//!
+//! A batch after `last` could be asked for with a fresh
+//! `find({_id: {$gt: last}, ...}).sort({_id: 1}).limit(n)` each time, but a
+//! server that does not stop at the limit (SecantusDB reads every match, sorts,
+//! then cuts) then pays for the whole rest of the collection on every batch:
+//! the cost of a run grows with the square of its size. So the store keeps the
+//! driver cursor of the last such query (ids only) open and continues it
+//! (`getMore`) when the next request has the same query and starts where that
+//! cursor stopped; any other request (the first batch, a resumed run, another
+//! runner) opens a new one.
+//!
+//! Only the ids come from the cursor, which may have read them long ago (a
+//! SecantusDB cursor holds every match from the moment it opened). The
+//! documents themselves are then read or updated by `_id` range
+//! ([`crate::core::id_batch`]), which the `_id` index answers in the batch's
+//! size, so they are current: a document deleted since is not returned, one
+//! changed since is returned as it is now. A document inserted after the
+//! cursor opened may be missed, as the scan contract allows (the engine's
+//! census catches it).
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use futures::TryStreamExt;
+use mongodb::bson::{Bson, Document, doc};
+use tern_core::store::{Cursor, Result};
+
+use crate::backend::{MongoStore, decode_cursor, encode_cursor};
+use crate::core::{after_id, and, map_mongo_error};
+
+/// How many cursors a store keeps open at most (one per concurrent scan or run).
+const KEEP: usize = 8;
+
+/// An open cursor: its kind and query, and where it stands.
+struct Open {
+    kind: String,
+    /// The query and projection, as canonical extended JSON.
+    query: String,
+    /// The cursor text of the last document handed out.
+    at: String,
+    docs: mongodb::Cursor<Document>,
+}
+
+/// The open cursors of a store (shared by its clones).
+#[derive(Default)]
+pub(crate) struct OpenCursors {
+    open: Mutex<Vec<Open>>,
+}
+
+impl std::fmt::Debug for OpenCursors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenCursors").finish_non_exhaustive()
+    }
+}
+
+impl OpenCursors {
+    fn take(&self, kind: &str, query: &str, at: &str) -> Option<mongodb::Cursor<Document>> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let i = open
+            .iter()
+            .position(|o| o.kind == kind && o.query == query && o.at == at)?;
+        Some(open.swap_remove(i).docs)
+    }
+
+    fn keep(&self, kind: &str, query: String, at: String, docs: mongodb::Cursor<Document>) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.len() >= KEEP {
+            open.remove(0);
+        }
+        open.push(Open {
+            kind: kind.to_owned(),
+            query,
+            at,
+            docs,
+        });
+    }
+}
+
+/// Reads up to `limit` ids from `cursor`.
+async fn read(
+    cursor: &mut mongodb::Cursor<Document>,
+    limit: usize,
+) -> mongodb::error::Result<Vec<Bson>> {
+    let mut ids = Vec::with_capacity(limit);
+    while ids.len() < limit {
+        match cursor.try_next().await? {
+            Some(mut d) => {
+                if let Some(id) = d.remove("_id") {
+                    ids.push(id);
+                }
+            }
+            None => break,
+        }
+    }
+    Ok(ids)
+}
+
+impl MongoStore {
+    /// The next `limit` ids of the documents of `kind` matching `query` after
+    /// `cursor` (from the start when `None`), in `_id` order. Fewer than
+    /// `limit` means there are no more. `purpose` names the call in messages.
+    pub(crate) async fn batch_ids(
+        &self,
+        kind: &str,
+        query: Document,
+        cursor: Option<&Cursor>,
+        limit: usize,
+        purpose: &'static str,
+    ) -> Result<Vec<Bson>> {
+        let started = Instant::now();
+        let signature = Bson::Document(query.clone())
+            .into_canonical_extjson()
+            .to_string();
+        let at = cursor.map(|c| c.0.clone()).unwrap_or_default();
+        let ctx = |e: mongodb::error::Error| {
+            map_mongo_error(purpose, e)
+                .with_context("store", self.location.clone())
+                .with_context("kind", kind.to_owned())
+        };
+        if let Some(mut open) = self.open_cursors.take(kind, &signature, &at) {
+            match read(&mut open, limit).await {
+                Ok(ids) => {
+                    tracing::debug!(
+                        kind,
+                        ids = ids.len(),
+                        ms = started.elapsed().as_secs_f64() * 1e3,
+                        "{purpose}: ids (open cursor)"
+                    );
+                    self.keep_if_more(kind, signature, &ids, limit, open);
+                    return Ok(ids);
+                }
+                // Timed out or killed on the server: start again from `cursor`.
+                Err(e) => {
+                    tracing::debug!(kind, error = %e, "{purpose}: the open cursor failed; reopening");
+                }
+            }
+        }
+        let mut parts = Vec::new();
+        if !query.is_empty() {
+            parts.push(query);
+        }
+        if let Some(c) = cursor {
+            parts.push(after_id(&decode_cursor(c)?));
+        }
+        let coll = self.collection(kind);
+        let mut open = coll
+            .find(and(parts))
+            .projection(doc! { "_id": 1 })
+            .sort(doc! { "_id": 1 })
+            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
+            .await
+            .map_err(ctx)?;
+        let ids = read(&mut open, limit).await.map_err(ctx)?;
+        tracing::debug!(
+            kind,
+            ids = ids.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "{purpose}: ids (new cursor)"
+        );
+        self.keep_if_more(kind, signature, &ids, limit, open);
+        Ok(ids)
+    }
+
+    fn keep_if_more(
+        &self,
+        kind: &str,
+        signature: String,
+        ids: &[Bson],
+        limit: usize,
+        open: mongodb::Cursor<Document>,
+    ) {
+        if ids.len() >= limit {
+            if let Some(last) = ids.last() {
+                self.open_cursors
+                    .keep(kind, signature, encode_cursor(last).0, open);
+            }
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! [`Store::write_batch`] for MongoDB: the batch's writes go to the server as
+//! `bulkWrite` commands (MongoDB 8.0+, SecantusDB), one write at a time on
+//! older servers.
+//!
+//! A `bulkWrite` with verbose results reports every write on its own (an
+//! update's matched count, an insert's duplicate-key error), so each write's
+//! outcome stays exact: a compare-and-set replace that matched nothing is a
+//! [`WriteOutcome::Conflict`]. The writes run unordered (the server does not
+//! stop at an insert that finds its key taken); writes to the same key keep
+//! their order because a batch is cut into rounds in which every key occurs
+//! once, and the rounds run one after the other.
+//!
+//! [`Store::write_batch`]: tern_core::store::Store::write_batch
+
+use std::collections::HashSet;
+
+use mongodb::bson::{Bson, Document, doc};
+use mongodb::error::ErrorKind as DriverKind;
+use mongodb::options::{DeleteOneModel, InsertOneModel, ReplaceOneModel, WriteModel};
+use mongodb::results::VerboseBulkWriteResult;
+use tern_core::model::Entity;
+use tern_core::store::{Error, ErrorKind, Result, Write, WriteOutcome};
+
+use crate::backend::MongoStore;
+use crate::codec;
+use crate::core::{DUPLICATE_KEY, is_duplicate_key};
+
+/// The lowest wire version of a server with the `bulkWrite` command (MongoDB 8.0).
+pub(crate) const BULK_WRITE_WIRE_VERSION: i32 = 25;
+
+/// How MongoDB identifies a document: the kind and the `_id` as its unique
+/// index compares it (numbers by value, so `1`, `1.0` and `Int64(1)` are one key).
+fn identity(w: &Write) -> (String, String) {
+    let key = match w {
+        Write::Put(e) | Write::Insert(e) => &e.key,
+        Write::Replace { new, .. } => &new.key,
+        Write::Delete(k) => k,
+    };
+    let id = match codec::id_to_bson(&key.id) {
+        Bson::Int32(i) => format!("n{i}"),
+        Bson::Int64(i) => format!("n{i}"),
+        Bson::Double(d) if d.fract() == 0.0 && d.abs() < 9.0e15 => format!("n{}", d as i64),
+        Bson::Double(d) => format!("d{}", d.to_bits()),
+        other => other.into_canonical_extjson().to_string(),
+    };
+    (key.kind.clone(), id)
+}
+
+/// Cuts `writes` into consecutive rounds in which no document occurs twice;
+/// returns the index ranges.
+fn rounds(writes: &[Write]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut start = 0;
+    for (i, w) in writes.iter().enumerate() {
+        if !seen.insert(identity(w)) {
+            out.push(start..i);
+            start = i;
+            seen.clear();
+            seen.insert(identity(w));
+        }
+    }
+    if start < writes.len() {
+        out.push(start..writes.len());
+    }
+    out
+}
+
+/// The filter of a compare-and-set replace: the `_id`, the version, and every
+/// stored field equal to the expected value, with no other fields.
+pub(crate) fn replace_filter(expected: &Entity) -> Result<Document> {
+    let mut conds: Vec<Bson> = Vec::new();
+    let n = i64::try_from(expected.value.len()).unwrap_or(i64::MAX);
+    if expected.version == 0 {
+        conds.push(Bson::Document(
+            doc! { "$eq": [ { "$ifNull": ["$_v", 0_i64] }, 0_i64 ] },
+        ));
+        conds.push(Bson::Document(doc! { "$eq": [
+            { "$size": { "$objectToArray": "$$ROOT" } },
+            { "$add": [ n + 1, { "$cond": [ { "$eq": [ { "$type": "$_v" }, "missing" ] }, 0_i64, 1_i64 ] } ] },
+        ] }));
+    } else {
+        conds.push(Bson::Document(
+            doc! { "$eq": [ "$_v", codec::version_to_bson(expected.version)? ] },
+        ));
+        conds.push(Bson::Document(
+            doc! { "$eq": [ { "$size": { "$objectToArray": "$$ROOT" } }, n + 2 ] },
+        ));
+    }
+    for (name, value) in &expected.value {
+        let field = format!("${}", codec::escape_name(name));
+        let lit = codec::to_bson(value);
+        conds.push(Bson::Document(
+            doc! { "$eq": [ { "$type": field.clone() }, type_name(&lit) ] },
+        ));
+        conds.push(Bson::Document(
+            doc! { "$eq": [ field, { "$literal": lit } ] },
+        ));
+    }
+    // `$and` of the two, not one document with both: SecantusDB's planner
+    // does not use the `_id` index when `$expr` sits next to `_id` (a
+    // collection scan per write), but does inside `$and`.
+    Ok(doc! { "$and": [
+        { "_id": codec::id_to_bson(&expected.key.id) },
+        { "$expr": { "$and": conds } },
+    ] })
+}
+
+/// The aggregation `$type` name of a BSON value as tern writes it.
+fn type_name(b: &Bson) -> &'static str {
+    match b {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Binary(_) => "binData",
+        Bson::Undefined => "undefined",
+        Bson::ObjectId(_) => "objectId",
+        Bson::Boolean(_) => "bool",
+        Bson::DateTime(_) => "date",
+        Bson::Null => "null",
+        Bson::RegularExpression(_) => "regex",
+        Bson::DbPointer(_) => "dbPointer",
+        Bson::JavaScriptCode(_) => "javascript",
+        Bson::Symbol(_) => "symbol",
+        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        Bson::Int32(_) => "int",
+        Bson::Timestamp(_) => "timestamp",
+        Bson::Int64(_) => "long",
+        Bson::Decimal128(_) => "decimal",
+        Bson::MinKey => "minKey",
+        Bson::MaxKey => "maxKey",
+    }
+}
+
+impl MongoStore {
+    /// See [`tern_core::store::Store::write_batch`] (the batch is checked).
+    pub(crate) async fn write_all(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
+        if !self.bulk_write {
+            let mut outcomes = Vec::with_capacity(writes.len());
+            for w in writes {
+                outcomes.push(self.write_one(w).await?);
+            }
+            return Ok(outcomes);
+        }
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for round in rounds(&writes) {
+            outcomes.extend(self.bulk_round(&writes[round]).await?);
+        }
+        Ok(outcomes)
+    }
+
+    /// One `bulkWrite` (the driver splits it by the server's size limits) of
+    /// writes to distinct documents.
+    async fn bulk_round(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
+        let mut models: Vec<WriteModel> = Vec::with_capacity(writes.len());
+        for w in writes {
+            models.push(match w {
+                Write::Put(e) => ReplaceOneModel::builder()
+                    .namespace(self.collection(&e.key.kind).namespace())
+                    .filter(doc! { "_id": codec::id_to_bson(&e.key.id) })
+                    .replacement(codec::entity_to_document(e)?)
+                    .upsert(true)
+                    .build()
+                    .into(),
+                Write::Insert(e) => InsertOneModel::builder()
+                    .namespace(self.collection(&e.key.kind).namespace())
+                    .document(codec::entity_to_document(e)?)
+                    .build()
+                    .into(),
+                Write::Replace { expected, new } => ReplaceOneModel::builder()
+                    .namespace(self.collection(&new.key.kind).namespace())
+                    .filter(replace_filter(expected)?)
+                    .replacement(codec::entity_to_document(new)?)
+                    .build()
+                    .into(),
+                Write::Delete(key) => DeleteOneModel::builder()
+                    .namespace(self.collection(&key.kind).namespace())
+                    .filter(doc! { "_id": codec::id_to_bson(&key.id) })
+                    .build()
+                    .into(),
+            });
+        }
+        let reply = self
+            .client
+            .bulk_write(models)
+            .ordered(false)
+            .verbose_results()
+            .await;
+        let (results, errors) = match reply {
+            Ok(r) => (r, Default::default()),
+            Err(e) => {
+                let DriverKind::BulkWrite(bw) = e.kind.as_ref() else {
+                    return Err(self.err("bulk write", e));
+                };
+                // A top-level error (the source) or a write concern error: the outcome of
+                // every write is unknown.
+                if std::error::Error::source(&e).is_some() || !bw.write_concern_errors.is_empty() {
+                    return Err(self.err("bulk write", e));
+                }
+                let results = match &bw.partial_result {
+                    Some(mongodb::error::PartialBulkWriteResult::Verbose(r)) => r.clone(),
+                    Some(mongodb::error::PartialBulkWriteResult::Summary(_)) => {
+                        return Err(self.err("bulk write", e));
+                    }
+                    None => VerboseBulkWriteResult::default(),
+                };
+                let errors = bw.write_errors.clone();
+                // Only an insert meeting its key is an outcome; any other write error fails.
+                if let Some((&i, w)) = errors.iter().find(|(i, w)| {
+                    !(w.code == DUPLICATE_KEY && matches!(writes.get(**i), Some(Write::Insert(_))))
+                }) {
+                    let key = writes.get(i).map(|w| identity(w).1).unwrap_or_default();
+                    return Err(Error::new(
+                        ErrorKind::Rejected,
+                        format!(
+                            "mongodb: write {i} of the batch failed: {} (code {})",
+                            w.message, w.code
+                        ),
+                    )
+                    .with_context("key", key)
+                    .with_context("store", self.location.clone()));
+                }
+                (results, errors)
+            }
+        };
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for (i, w) in writes.iter().enumerate() {
+            let outcome = if errors.contains_key(&i) {
+                Some(WriteOutcome::Conflict)
+            } else {
+                match w {
+                    Write::Insert(_) => results
+                        .insert_results
+                        .get(&i)
+                        .map(|_| WriteOutcome::Applied),
+                    Write::Put(_) => results
+                        .update_results
+                        .get(&i)
+                        .map(|_| WriteOutcome::Applied),
+                    Write::Replace { .. } => results.update_results.get(&i).map(|r| {
+                        if r.matched_count == 1 {
+                            WriteOutcome::Applied
+                        } else {
+                            WriteOutcome::Conflict
+                        }
+                    }),
+                    Write::Delete(_) => results
+                        .delete_results
+                        .get(&i)
+                        .map(|_| WriteOutcome::Applied),
+                }
+            };
+            match outcome {
+                Some(o) => outcomes.push(o),
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::Unexpected,
+                        format!(
+                            "mongodb: the server reported no result for write {i} of a bulk write"
+                        ),
+                    )
+                    .with_context("store", self.location.clone()));
+                }
+            }
+        }
+        Ok(outcomes)
+    }
+
+    /// One write, on a server without `bulkWrite`.
+    async fn write_one(&self, w: Write) -> Result<WriteOutcome> {
+        match w {
+            Write::Put(e) => {
+                let d = codec::entity_to_document(&e)?;
+                self.collection(&e.key.kind)
+                    .replace_one(doc! { "_id": codec::id_to_bson(&e.key.id) }, d)
+                    .upsert(true)
+                    .await
+                    .map_err(|err| self.err("put", err).with_context("key", e.key.to_string()))?;
+                Ok(WriteOutcome::Applied)
+            }
+            Write::Insert(e) => {
+                let d = codec::entity_to_document(&e)?;
+                match self.collection(&e.key.kind).insert_one(d).await {
+                    Ok(_) => Ok(WriteOutcome::Applied),
+                    Err(err) if is_duplicate_key(&err) => Ok(WriteOutcome::Conflict),
+                    Err(err) => Err(self
+                        .err("insert", err)
+                        .with_context("key", e.key.to_string())),
+                }
+            }
+            Write::Replace { expected, new } => {
+                let d = codec::entity_to_document(&new)?;
+                let filter = replace_filter(&expected)?;
+                let r = self
+                    .collection(&new.key.kind)
+                    .replace_one(filter, d)
+                    .await
+                    .map_err(|err| {
+                        self.err("replace", err)
+                            .with_context("key", new.key.to_string())
+                    })?;
+                Ok(if r.matched_count == 1 {
+                    WriteOutcome::Applied
+                } else {
+                    WriteOutcome::Conflict
+                })
+            }
+            Write::Delete(key) => {
+                self.collection(&key.kind)
+                    .delete_one(doc! { "_id": codec::id_to_bson(&key.id) })
+                    .await
+                    .map_err(|err| self.err("delete", err).with_context("key", key.to_string()))?;
+                Ok(WriteOutcome::Applied)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tern_core::model::{Key, Value};
+
+    use super::*;
+
+    fn put(kind: &str, id: Value) -> Write {
+        Write::Put(Entity::new(Key::new(kind, id).unwrap(), Default::default()))
+    }
+
+    #[test]
+    fn a_batch_is_cut_where_a_document_repeats() {
+        let writes = vec![
+            put("a", Value::Int(1)),
+            put("b", Value::Int(1)),
+            put("a", Value::Int(2)),
+            put("a", Value::Int(1)),
+            put("a", Value::from("1")),
+            put("a", Value::from("1")),
+            put("a", Value::Int(3)),
+        ];
+        assert_eq!(rounds(&writes), vec![0..3, 3..5, 5..7]);
+        assert_eq!(rounds(&[]), Vec::<std::ops::Range<usize>>::new());
+    }
+}
