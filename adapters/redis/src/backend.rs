@@ -28,6 +28,11 @@ const SCAN_COUNT: usize = 1000;
 /// The most SCAN steps one page issues before it returns short.
 const SCAN_STEPS_PER_PAGE: usize = 64;
 
+/// The most keys one server-side batch script touches: Redis runs a script
+/// alone, so a larger `pushdown_batch_size` is split into pages of this size
+/// (each checkpointed by the engine) instead of blocking the server longer.
+pub const MAX_KEYS_PER_SCRIPT: usize = 1000;
+
 /// The COUNT of a SCAN step of a page with `room` keys left: `room` (so that
 /// Redis returns hardly more than the page takes), but [`SCAN_COUNT`] for a
 /// small room (tests, tiny batches: a step then visits enough of a big
@@ -593,7 +598,9 @@ impl Store for RedisStore {
         let compiled = pushdown::compile(&request, &self.config.version_field)?;
         let n = request.steps.len();
         let pattern = self.keys.kind_pattern(&request.kind);
-        let limit = request.limit.max(1);
+        // Redis runs a script alone: cap the keys one call touches so that a large
+        // `pushdown_batch_size` never blocks the server for long.
+        let limit = request.limit.clamp(1, MAX_KEYS_PER_SCRIPT);
         let mut pos = ScanPos::parse(request.cursor.as_ref())?;
         // A step to repeat (a cut step): its keys are found on the client first.
         let mut next_cursor = None;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use tern_core::store::{Error, Store};
 
-pub use backend::RedisStore;
+pub use backend::{MAX_KEYS_PER_SCRIPT, RedisStore};
 pub use config::{KindLayout, REDIS_SCHEME, RedisConfig};
 
 /// Opens the store named by `url`

@@ -226,7 +226,9 @@ pub struct PushdownRequest {
     pub steps: Vec<PushStep>,
     /// Where the previous batch ended.
     pub cursor: Option<Cursor>,
-    /// The batch size.
+    /// The batch size: at most this many entities. A store may take fewer per
+    /// call (e.g. to bound how long one server-side call blocks the server); the
+    /// engine checkpoints each returned page and continues from its cursor.
     pub limit: usize,
 }
 

@@ -175,6 +175,61 @@ mod specific {
         assert_eq!(bad.kind(), ErrorKind::InvalidCursor);
     }
 
+    /// One server-side call touches at most `MAX_KEYS_PER_SCRIPT` keys (Redis runs a
+    /// script alone), whatever batch the engine asks for; the pages still cover every key.
+    #[tokio::test]
+    async fn a_large_pushdown_batch_is_split_into_bounded_script_calls() {
+        use tern_core::store::{PushOp, PushStep, PushdownRequest};
+        let Some(b) = server().await else { return };
+        let store = b.try_fresh().await.unwrap();
+        let n = 2500;
+        let writes = (0..n)
+            .map(|i| Write::Put(Entity::new(Key::new("item", i).unwrap(), Map::new())))
+            .collect();
+        store.write_batch(writes).await.unwrap();
+        let mut cursor = None;
+        let (mut advanced, mut pages) = (0u64, 0);
+        loop {
+            let page = store
+                .update_in_place(PushdownRequest {
+                    kind: "item".into(),
+                    from: 0,
+                    steps: vec![PushStep {
+                        conditions: vec![],
+                        op: PushOp::Set {
+                            path: vec!["likes".into()],
+                            value: Value::Int(0),
+                        },
+                    }],
+                    cursor,
+                    limit: 10_000,
+                })
+                .await
+                .unwrap();
+            assert!(page.advanced <= tern_redis::MAX_KEYS_PER_SCRIPT as u64);
+            advanced += page.advanced;
+            pages += 1;
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(advanced, n as u64, "every key advanced exactly once");
+        assert!(pages >= 3, "2500 keys need at least 3 calls, took {pages}");
+        let left = store
+            .scan(
+                "item",
+                ScanRequest {
+                    filter: Filter::at_version(0),
+                    cursor: None,
+                    limit: 10_000,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(left.entities.is_empty());
+    }
+
     #[tokio::test]
     async fn kinds_with_the_separator_and_the_metadata_kind_are_refused() {
         let Some(b) = server().await else { return };
