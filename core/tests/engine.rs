@@ -13,6 +13,7 @@ use tern_core::store::embedded::EmbeddedStore;
 use tern_core::testing::battery::{
     Backend, MemoryBackend, RELEASE2, RELEASE3, blog, export, load, migrator, reference_export,
 };
+use tern_core::testing::intercept::{Intercept, Intercepted};
 
 mod memory {
     tern_core::battery_tests!("memory", async { Ok::<_, String>(super::MemoryBackend) });
@@ -110,72 +111,49 @@ async fn crash_and_resume_on_the_embedded_store() {
     }
 }
 
-/// A memory store that records the schema hooks and the first write of each kind after them,
-/// and whose `finish_schema` fails (the engine must only warn).
+/// Records the schema hooks and the first write of each kind after them, and
+/// fails `finish_schema` (the engine must only warn).
 #[derive(Debug, Default)]
 struct SchemaRecorder {
-    inner: tern_core::store::memory::MemoryStore,
     events: std::sync::Mutex<Vec<String>>,
 }
 
+impl SchemaRecorder {
+    /// Records a write to `kind` (once per run of writes to it).
+    fn wrote(&self, kind: &str) {
+        let event = format!("write {kind}");
+        let mut events = self.events.lock().unwrap();
+        if events.last() != Some(&event) {
+            events.push(event);
+        }
+    }
+}
+
 #[async_trait]
-impl Store for SchemaRecorder {
-    fn info(&self) -> tern_core::store::StoreInfo {
-        self.inner.info()
-    }
-    fn capability(&self) -> tern_core::store::Capability {
-        self.inner.capability()
-    }
-    async fn kinds(&self) -> tern_core::store::Result<Vec<String>> {
-        self.inner.kinds().await
-    }
-    async fn scan(
-        &self,
-        kind: &str,
-        request: tern_core::store::ScanRequest,
-    ) -> tern_core::store::Result<tern_core::store::ScanPage> {
-        self.inner.scan(kind, request).await
-    }
-    async fn get(
-        &self,
-        key: &tern_core::model::Key,
-    ) -> tern_core::store::Result<Option<tern_core::model::Entity>> {
-        self.inner.get(key).await
-    }
+impl Intercept for SchemaRecorder {
     async fn write_batch(
         &self,
+        inner: &dyn Store,
         writes: Vec<tern_core::store::Write>,
     ) -> tern_core::store::Result<Vec<tern_core::store::WriteOutcome>> {
         for w in &writes {
             if let tern_core::store::Write::Replace { new, .. } = w {
-                let event = format!("write {} v{}", new.key.kind, new.version);
-                let mut events = self.events.lock().unwrap();
-                if events.last() != Some(&event) {
-                    events.push(event);
-                }
+                self.wrote(&new.key.kind);
             }
         }
-        self.inner.write_batch(writes).await
+        inner.write_batch(writes).await
     }
-    async fn meta_get(
+    async fn update_in_place(
         &self,
-        name: &str,
-    ) -> tern_core::store::Result<Option<tern_core::store::MetaEntry>> {
-        self.inner.meta_get(name).await
-    }
-    async fn meta_cas(
-        &self,
-        name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
-    ) -> tern_core::store::Result<tern_core::store::MetaCas> {
-        self.inner.meta_cas(name, expected, value).await
-    }
-    async fn meta_list(&self, prefix: &str) -> tern_core::store::Result<Vec<String>> {
-        self.inner.meta_list(prefix).await
+        inner: &dyn Store,
+        request: tern_core::store::PushdownRequest,
+    ) -> tern_core::store::Result<tern_core::store::PushdownPage> {
+        self.wrote(&request.kind);
+        inner.update_in_place(request).await
     }
     async fn prepare_schema(
         &self,
+        _inner: &dyn Store,
         changes: &[tern_core::store::SchemaChange],
     ) -> tern_core::store::Result<()> {
         self.events
@@ -186,6 +164,7 @@ impl Store for SchemaRecorder {
     }
     async fn finish_schema(
         &self,
+        _inner: &dyn Store,
         changes: &[tern_core::store::SchemaChange],
     ) -> tern_core::store::Result<()> {
         self.events
@@ -200,20 +179,23 @@ impl Store for SchemaRecorder {
 /// census; a failing finish is a warning: the migration is applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schema_hooks_run_before_each_stage_and_after_the_census() {
-    let store = Arc::new(SchemaRecorder::default());
+    let store = Arc::new(Intercepted::new(
+        Arc::new(tern_core::store::memory::MemoryStore::new()),
+        SchemaRecorder::default(),
+    ));
     load(store.as_ref(), &blog(3, 2)).await;
     let report = migrator(Arc::clone(&store) as Arc<dyn Store>, &[(1, RELEASE2)], 4)
         .up(None)
         .await
         .unwrap();
     assert_eq!(report.applied.len(), 1);
-    let events = store.events.lock().unwrap().clone();
+    let events = store.hooks().events.lock().unwrap().clone();
     assert_eq!(events.len(), 3, "{events:#?}");
     assert!(
         events[0].starts_with("prepare [Versioned { kind: \"blogpost\" }, Add { kind: \"blogpost\", name: \"likes\", value: Int(0) }, Rename { kind: \"blogpost\", from: \"text\", to: \"content\" }, Remove { kind: \"blogpost\", name: \"text\" }]"),
         "{events:#?}"
     );
-    assert_eq!(events[1], "write blogpost v2");
+    assert_eq!(events[1], "write blogpost");
     assert!(events[2].starts_with("finish ["), "{events:#?}");
     assert!(events[2].contains("Remove { kind: \"blogpost\", name: \"text\" }"));
     // Applied despite the failing finish: nothing is pending.

@@ -468,7 +468,7 @@ impl MongoStore {
 
     async fn count_inner(&self, kind: &str, filter: Filter) -> Result<u64> {
         if !filter.conditions.is_empty() {
-            return count_by_scan(self, kind, filter).await;
+            return tern_core::store::count_by_scan(self, kind, filter).await;
         }
         let q = version_query(filter.version).unwrap_or_default();
         self.collection(kind)
@@ -505,28 +505,6 @@ impl MongoStore {
             *census.entry(v).or_insert(0) += n;
         }
         Ok(census)
-    }
-}
-
-async fn count_by_scan(store: &MongoStore, kind: &str, filter: Filter) -> Result<u64> {
-    let mut total = 0u64;
-    let mut cursor = None;
-    loop {
-        let page = store
-            .scan(
-                kind,
-                ScanRequest {
-                    filter: filter.clone(),
-                    cursor,
-                    limit: 1000,
-                },
-            )
-            .await?;
-        total += page.entities.len() as u64;
-        match page.cursor {
-            Some(c) => cursor = Some(c),
-            None => return Ok(total),
-        }
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify};
 use tokio::task::JoinHandle;
 
 use super::error::{MigrateError, Result};
@@ -64,6 +64,8 @@ struct Shared {
     ttl_ms: i64,
     current: Mutex<Versioned>,
     lost: AtomicBool,
+    /// Tells the renewer to stop between renewals (never in the middle of one).
+    stop: Notify,
 }
 
 /// A held lease. Release it with [`Lease::release`] on every exit path; if the
@@ -151,6 +153,7 @@ impl Lease {
                         revision: Some(rev),
                     }),
                     lost: AtomicBool::new(false),
+                    stop: Notify::new(),
                 });
                 let renewer = options
                     .renew
@@ -207,31 +210,46 @@ impl Lease {
         }
     }
 
-    /// Releases the lease. A lease already lost is left to its new holder.
+    /// Releases the lease. A lease another runner holds now is left to it.
+    ///
+    /// The renewer is stopped between two renewals and awaited first: a
+    /// renewal cancelled in flight could still land on the server after its
+    /// answer was dropped, and the release would then miss it and leave the
+    /// lease held until it expired. A conflicting write is re-read: the lease
+    /// is removed as long as its record is still this holder's.
     ///
     /// # Errors
     /// A store error (the lease then expires by itself).
     pub async fn release(mut self) -> Result<()> {
         if let Some(task) = self.renewer.take() {
-            task.abort();
+            self.shared.stop.notify_one();
+            if let Err(e) = task.await {
+                tracing::warn!(error = %e, "the lease renewer ended abnormally");
+            }
         }
-        if self.is_lost() {
-            return Ok(());
+        let store = self.shared.store.as_ref();
+        let owner = &self.shared.owner;
+        for _ in 0..RELEASE_ATTEMPTS {
+            let Versioned { mut doc, revision } = state::load(store).await?;
+            if doc.lease.as_ref().is_none_or(|l| &l.owner != owner) {
+                return Ok(());
+            }
+            doc.lease = None;
+            if state::store_if(store, revision, &doc).await?.is_some() {
+                self.shared.lost.store(true, Ordering::SeqCst);
+                return Ok(());
+            }
         }
-        let owner = self.shared.owner.clone();
-        match self
-            .update(|doc| {
-                if doc.lease.as_ref().is_some_and(|l| l.owner == owner) {
-                    doc.lease = None;
-                }
-            })
-            .await
-        {
-            Ok(()) | Err(MigrateError::LeaseLost { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+        tracing::warn!(
+            token = self.shared.token,
+            "the state document kept changing while releasing the lease; it expires by itself"
+        );
+        Ok(())
     }
 }
+
+/// How often [`Lease::release`] re-reads a state document that changed under it.
+const RELEASE_ATTEMPTS: usize = 8;
 
 impl Drop for Lease {
     fn drop(&mut self) {
@@ -244,7 +262,10 @@ impl Drop for Lease {
 async fn renew_loop(shared: Arc<Shared>) {
     let period = Duration::from_millis(u64::try_from(shared.ttl_ms / 3).unwrap_or(1000).max(10));
     loop {
-        tokio::time::sleep(period).await;
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            () = shared.stop.notified() => return,
+        }
         if shared.lost.load(Ordering::SeqCst) {
             return;
         }
@@ -450,5 +471,61 @@ mod tests {
             a.update(|_| ()).await,
             Err(MigrateError::LeaseLost { .. })
         ));
+    }
+
+    /// A renewal whose write lands on the server while its answer is still on
+    /// the way, released in that moment: the lease must still be gone
+    /// afterwards (a renewer cancelled mid-write left it held until expiry).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn release_during_a_slow_renewal_leaves_no_lease_behind() {
+        use crate::store::{MetaCas, Result as StoreResult};
+        use crate::testing::intercept::{Intercept, Intercepted};
+        use std::sync::atomic::AtomicUsize;
+
+        /// Answers every metadata write 40 ms after it was applied, once armed.
+        #[derive(Debug, Default)]
+        struct SlowAnswers {
+            armed: AtomicBool,
+            landed: AtomicUsize,
+        }
+        #[async_trait::async_trait]
+        impl Intercept for SlowAnswers {
+            async fn meta_cas(
+                &self,
+                inner: &dyn Store,
+                name: &str,
+                expected: Option<u64>,
+                value: Option<&str>,
+            ) -> StoreResult<MetaCas> {
+                let r = inner.meta_cas(name, expected, value).await;
+                if self.armed.load(Ordering::SeqCst) {
+                    self.landed.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                }
+                r
+            }
+        }
+
+        for _ in 0..5 {
+            let s = Arc::new(Intercepted::new(store(), SlowAnswers::default()));
+            let dyn_s: Arc<dyn Store> = Arc::clone(&s) as Arc<dyn Store>;
+            let a = Lease::acquire(Arc::clone(&dyn_s), &opts(60, true))
+                .await
+                .unwrap();
+            s.hooks().armed.store(true, Ordering::SeqCst);
+            while s.hooks().landed.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            // A renewal has been applied and its answer is 40 ms away.
+            a.release().await.unwrap();
+            let doc = state::load(dyn_s.as_ref()).await.unwrap().doc;
+            assert_eq!(doc.lease, None, "the released lease is gone at once");
+            Lease::acquire(Arc::clone(&dyn_s), &opts(60, true))
+                .await
+                .unwrap()
+                .release()
+                .await
+                .unwrap();
+        }
     }
 }

@@ -424,33 +424,9 @@ pub trait Store: Send + Sync + Debug + 'static {
         Ok(local_now_millis())
     }
 
-    /// Counts the entities of `kind` that pass `filter`.
+    /// Counts the entities of `kind` that pass `filter`. Default: [`count_by_scan`].
     async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
-        let mut total = 0u64;
-        let mut seen = std::collections::HashSet::new();
-        let ordered = self.capability().scan_ordered;
-        let mut cursor = None;
-        loop {
-            let page = self
-                .scan(
-                    kind,
-                    ScanRequest {
-                        filter: filter.clone(),
-                        cursor,
-                        limit: 1000,
-                    },
-                )
-                .await?;
-            for e in page.entities {
-                if ordered || seen.insert(e.key) {
-                    total += 1;
-                }
-            }
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => return Ok(total),
-            }
-        }
+        count_by_scan(self, kind, filter).await
     }
 
     /// How many entities of `kind` are at each version: the census.
@@ -492,6 +468,44 @@ pub trait Store: Send + Sync + Debug + 'static {
         self.write_batch(vec![Write::Delete(key.clone())])
             .await
             .map(|_| ())
+    }
+}
+
+/// Counts the entities of `kind` that pass `filter` by scanning them (keys
+/// repeated by an unordered scan are counted once): the default of
+/// [`Store::count`], for stores that cannot count on the server.
+///
+/// # Errors
+/// The store's scan errors.
+pub async fn count_by_scan<S: Store + ?Sized>(
+    store: &S,
+    kind: &str,
+    filter: Filter,
+) -> Result<u64> {
+    let mut total = 0u64;
+    let mut seen = std::collections::HashSet::new();
+    let ordered = store.capability().scan_ordered;
+    let mut cursor = None;
+    loop {
+        let page = store
+            .scan(
+                kind,
+                ScanRequest {
+                    filter: filter.clone(),
+                    cursor,
+                    limit: 1000,
+                },
+            )
+            .await?;
+        for e in page.entities {
+            if ordered || seen.insert(e.key) {
+                total += 1;
+            }
+        }
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok(total),
+        }
     }
 }
 

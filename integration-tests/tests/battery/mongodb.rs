@@ -28,7 +28,7 @@ mod specific {
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::memory::MemoryStore;
     use tern_core::store::{
-        Condition, Filter, PushOp, PushStep, PushdownRequest, ScanRequest, Store, VersionFilter,
+        Condition, Filter, PushOp, PushStep, PushdownRequest, Store, VersionFilter, conformance,
     };
     use tern_integration_tests::mongodb::backend;
 
@@ -37,29 +37,13 @@ mod specific {
         client.database(db).collection("things")
     }
 
+    /// The entities of `kind` that pass `filter`, by key, scanned in pages of 3.
     async fn scan_all(store: &dyn Store, kind: &str, filter: Filter) -> Vec<Entity> {
-        let mut out = Vec::new();
-        let mut cursor = None;
-        loop {
-            let page = store
-                .scan(
-                    kind,
-                    ScanRequest {
-                        filter: filter.clone(),
-                        cursor,
-                        limit: 3,
-                    },
-                )
-                .await
-                .unwrap();
-            out.extend(page.entities);
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
-            }
-        }
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        out
+        conformance::scan_all(store, kind, &filter, 3)
+            .await
+            .unwrap()
+            .into_values()
+            .collect()
     }
 
     fn m(json: &str) -> Map {
@@ -509,33 +493,25 @@ mod joins {
     use std::sync::{Arc, Mutex};
 
     use async_trait::async_trait;
-    use tern_core::model::{Entity, Key, Version};
-    use tern_core::store::{
-        Capability, Filter, MetaCas, MetaEntry, PushdownPage, PushdownRequest, Result, ScanPage,
-        ScanRequest, Store, StoreInfo, Write, WriteOutcome,
-    };
+    use tern_core::store::{Result, ScanPage, ScanRequest, Store};
     use tern_core::testing::battery::{self, RELEASE2, RELEASE3};
+    use tern_core::testing::intercept::{Intercept, Intercepted};
     use tern_integration_tests::mongodb::backend;
 
-    /// The store, counting the scans that carry conditions (join lookups) per kind.
-    #[derive(Debug)]
+    /// Counts the scans that carry conditions (join lookups) per kind.
+    #[derive(Debug, Default)]
     struct CountingScans {
-        inner: Arc<dyn Store>,
         lookups: Mutex<BTreeMap<String, usize>>,
     }
 
     #[async_trait]
-    impl Store for CountingScans {
-        fn info(&self) -> StoreInfo {
-            self.inner.info()
-        }
-        fn capability(&self) -> Capability {
-            self.inner.capability()
-        }
-        async fn kinds(&self) -> Result<Vec<String>> {
-            self.inner.kinds().await
-        }
-        async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
+    impl Intercept for CountingScans {
+        async fn scan(
+            &self,
+            inner: &dyn Store,
+            kind: &str,
+            request: ScanRequest,
+        ) -> Result<ScanPage> {
             if !request.filter.conditions.is_empty() {
                 *self
                     .lookups
@@ -544,39 +520,7 @@ mod joins {
                     .entry(kind.to_owned())
                     .or_default() += 1;
             }
-            self.inner.scan(kind, request).await
-        }
-        async fn get(&self, key: &Key) -> Result<Option<Entity>> {
-            self.inner.get(key).await
-        }
-        async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-            self.inner.write_batch(writes).await
-        }
-        async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
-            self.inner.meta_get(name).await
-        }
-        async fn meta_cas(
-            &self,
-            name: &str,
-            expected: Option<u64>,
-            value: Option<&str>,
-        ) -> Result<MetaCas> {
-            self.inner.meta_cas(name, expected, value).await
-        }
-        async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
-            self.inner.meta_list(prefix).await
-        }
-        async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
-            self.inner.update_in_place(request).await
-        }
-        async fn now(&self) -> Result<i64> {
-            self.inner.now().await
-        }
-        async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
-            self.inner.count(kind, filter).await
-        }
-        async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
-            self.inner.version_census(kind).await
+            inner.scan(kind, request).await
         }
     }
 
@@ -595,10 +539,7 @@ mod joins {
         let posts = data.iter().filter(|e| e.key.kind == "blogpost").count();
         let users = data.len() - posts;
         battery::load(inner.as_ref(), &data).await;
-        let store = Arc::new(CountingScans {
-            inner,
-            lookups: Mutex::new(BTreeMap::new()),
-        });
+        let store = Arc::new(Intercepted::new(inner, CountingScans::default()));
         let batch = 20;
         battery::migrator(
             Arc::clone(&store) as Arc<dyn Store>,
@@ -613,7 +554,7 @@ mod joins {
             battery::reference_export(&data, batch).await,
             "the same entities as the reference"
         );
-        let lookups = store.lookups.lock().unwrap().clone();
+        let lookups = store.hooks().lookups.lock().unwrap().clone();
         eprintln!("join lookups per kind: {lookups:?}");
         // Users are looked up once per batch of posts, for the copy and for the
         // move's targets (a page of a lookup holds up to 100 partners); posts once

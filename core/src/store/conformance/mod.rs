@@ -322,9 +322,12 @@ pub(crate) async fn put_all(store: &dyn Store, entities: &[Entity]) -> CheckResu
 /// Scans a whole kind with `filter` in pages of `limit`, checking the page
 /// promises on the way, and returns what it saw by key (the last copy wins).
 ///
+/// # Errors
+/// A [`Failure`] naming the first broken promise, or the store's error.
+///
 /// With [`Capability::scan_ordered`](super::Capability::scan_ordered), also
 /// checks that ids strictly increase across the whole scan.
-pub(crate) async fn scan_all(
+pub async fn scan_all(
     store: &dyn Store,
     kind: &str,
     filter: &Filter,
@@ -409,9 +412,10 @@ mod tests {
     use super::*;
     use crate::store::memory::MemoryStore;
     use crate::store::{
-        Capability, MetaCas, MetaEntry, PushdownPage, PushdownRequest, RenameKindPage,
-        RenameKindRequest, Result, ScanPage, StoreInfo, WriteOutcome,
+        PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+        StoreInfo, WriteOutcome,
     };
+    use crate::testing::intercept::{Intercept, Intercepted};
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Bug {
@@ -433,7 +437,6 @@ mod tests {
 
     #[derive(Debug)]
     struct Mutant {
-        inner: MemoryStore,
         bug: Bug,
     }
 
@@ -447,43 +450,42 @@ mod tests {
     }
 
     #[async_trait]
-    impl Store for Mutant {
-        fn info(&self) -> StoreInfo {
+    impl Intercept for Mutant {
+        fn info(&self, _inner: &dyn Store) -> StoreInfo {
             StoreInfo {
                 scheme: "memory",
                 location: format!("mutant:{:?}", self.bug),
             }
         }
-        fn capability(&self) -> Capability {
-            self.inner.capability()
-        }
-        async fn kinds(&self) -> Result<Vec<String>> {
-            self.inner.kinds().await
-        }
-        async fn scan(&self, kind: &str, mut request: ScanRequest) -> Result<ScanPage> {
+        async fn scan(
+            &self,
+            inner: &dyn Store,
+            kind: &str,
+            mut request: ScanRequest,
+        ) -> Result<ScanPage> {
             if self.bug == Bug::ScanIgnoresConditions {
                 request.filter.conditions.clear();
             }
-            let mut page = self.inner.scan(kind, request).await?;
+            let mut page = inner.scan(kind, request).await?;
             if self.bug == Bug::ScanStopsEarly {
                 page.cursor = None;
             }
             Ok(page)
         }
-        async fn get(&self, key: &Key) -> Result<Option<Entity>> {
-            self.inner.get(key).await
-        }
-        async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-            let writes = writes
-                .into_iter()
-                .map(|w| match (self.bug, w) {
+        async fn write_batch(
+            &self,
+            inner: &dyn Store,
+            writes: Vec<Write>,
+        ) -> Result<Vec<WriteOutcome>> {
+            let mut changed = Vec::with_capacity(writes.len());
+            for w in writes {
+                changed.push(match (self.bug, w) {
                     (Bug::CanonicalNan, Write::Put(mut e)) => {
                         e.value.values_mut().for_each(canonical_nan);
                         Write::Put(e)
                     }
                     (Bug::CasIgnoresValue, Write::Replace { expected, new }) => {
-                        let stored = futures::executor::block_on(self.inner.get(&expected.key));
-                        match stored.ok().flatten() {
+                        match inner.get(&expected.key).await? {
                             Some(s) if s.version == expected.version => {
                                 Write::Replace { expected: s, new }
                             }
@@ -491,42 +493,38 @@ mod tests {
                         }
                     }
                     (_, w) => w,
-                })
-                .collect();
-            self.inner.write_batch(writes).await
+                });
+            }
+            inner.write_batch(changed).await
         }
-        async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
-            self.inner.meta_get(name).await
-        }
-        async fn meta_cas(
-            &self,
-            name: &str,
-            expected: Option<u64>,
-            value: Option<&str>,
-        ) -> Result<MetaCas> {
-            self.inner.meta_cas(name, expected, value).await
-        }
-        async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
-            let mut names = self.inner.meta_list(prefix).await?;
+        async fn meta_list(&self, inner: &dyn Store, prefix: &str) -> Result<Vec<String>> {
+            let mut names = inner.meta_list(prefix).await?;
             if self.bug == Bug::MetaListUnsorted {
                 names.reverse();
             }
             Ok(names)
         }
-        async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        async fn update_in_place(
+            &self,
+            inner: &dyn Store,
+            request: PushdownRequest,
+        ) -> Result<PushdownPage> {
             if self.bug == Bug::NoPushdown {
                 return Err(crate::store::Error::unsupported(
                     "mutant",
                     "update_in_place",
                 ));
             }
-            self.inner.update_in_place(request).await
+            inner.update_in_place(request).await
         }
-        async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+        async fn rename_kind(
+            &self,
+            inner: &dyn Store,
+            request: RenameKindRequest,
+        ) -> Result<RenameKindPage> {
             if self.bug == Bug::RenameOverwrites && request.limit > 0 {
                 // Delete the namesakes first, so every entity moves.
-                let page = self
-                    .inner
+                let page = inner
                     .scan(
                         &request.from,
                         ScanRequest {
@@ -546,9 +544,9 @@ mod tests {
                         })
                     })
                     .collect();
-                self.inner.write_batch(deletes).await?;
+                inner.write_batch(deletes).await?;
             }
-            self.inner.rename_kind(request).await
+            inner.rename_kind(request).await
         }
     }
 
@@ -564,10 +562,10 @@ mod tests {
             (Bug::RenameOverwrites, "rename_kind"),
         ];
         for (bug, check) in cases {
-            let store = Arc::new(Mutant {
-                inner: MemoryStore::new(),
-                bug,
-            });
+            let store = Arc::new(Intercepted::new(
+                Arc::new(MemoryStore::new()),
+                Mutant { bug },
+            ));
             let failures = run_all(store).await.expect_err("a broken store passed");
             let failed: Vec<&str> = failures.failures.iter().map(|(name, _)| *name).collect();
             assert!(

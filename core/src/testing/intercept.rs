@@ -1,0 +1,198 @@
+//! A store that forwards every call to another store, except the calls a test
+//! intercepts: count scans, record schema hooks, delay a write, inject a bug.
+//!
+//! Implement [`Intercept`] with only the methods to change (each receives the
+//! inner store and forwards to it by default) and wrap the store with
+//! [`Intercepted::new`]. Every [`Store`] method passes through the hooks, so a
+//! new store method needs one new default here and nowhere else.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::model::{Entity, Key, Version};
+use crate::store::{
+    Capability, Filter, MetaCas, MetaEntry, PushdownPage, PushdownRequest, RenameKindPage,
+    RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write,
+    WriteOutcome,
+};
+
+/// What a test changes about a store: every method forwards to `inner` unless overridden.
+#[async_trait]
+pub trait Intercept: Send + Sync + Debug + 'static {
+    /// [`Store::info`].
+    fn info(&self, inner: &dyn Store) -> StoreInfo {
+        inner.info()
+    }
+    /// [`Store::capability`].
+    fn capability(&self, inner: &dyn Store) -> Capability {
+        inner.capability()
+    }
+    /// [`Store::kinds`].
+    async fn kinds(&self, inner: &dyn Store) -> Result<Vec<String>> {
+        inner.kinds().await
+    }
+    /// [`Store::scan`].
+    async fn scan(&self, inner: &dyn Store, kind: &str, request: ScanRequest) -> Result<ScanPage> {
+        inner.scan(kind, request).await
+    }
+    /// [`Store::get`].
+    async fn get(&self, inner: &dyn Store, key: &Key) -> Result<Option<Entity>> {
+        inner.get(key).await
+    }
+    /// [`Store::write_batch`].
+    async fn write_batch(
+        &self,
+        inner: &dyn Store,
+        writes: Vec<Write>,
+    ) -> Result<Vec<WriteOutcome>> {
+        inner.write_batch(writes).await
+    }
+    /// [`Store::meta_get`].
+    async fn meta_get(&self, inner: &dyn Store, name: &str) -> Result<Option<MetaEntry>> {
+        inner.meta_get(name).await
+    }
+    /// [`Store::meta_cas`].
+    async fn meta_cas(
+        &self,
+        inner: &dyn Store,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<MetaCas> {
+        inner.meta_cas(name, expected, value).await
+    }
+    /// [`Store::meta_list`].
+    async fn meta_list(&self, inner: &dyn Store, prefix: &str) -> Result<Vec<String>> {
+        inner.meta_list(prefix).await
+    }
+    /// [`Store::update_in_place`].
+    async fn update_in_place(
+        &self,
+        inner: &dyn Store,
+        request: PushdownRequest,
+    ) -> Result<PushdownPage> {
+        inner.update_in_place(request).await
+    }
+    /// [`Store::prepare_schema`].
+    async fn prepare_schema(&self, inner: &dyn Store, changes: &[SchemaChange]) -> Result<()> {
+        inner.prepare_schema(changes).await
+    }
+    /// [`Store::finish_schema`].
+    async fn finish_schema(&self, inner: &dyn Store, changes: &[SchemaChange]) -> Result<()> {
+        inner.finish_schema(changes).await
+    }
+    /// [`Store::rename_kind`].
+    async fn rename_kind(
+        &self,
+        inner: &dyn Store,
+        request: RenameKindRequest,
+    ) -> Result<RenameKindPage> {
+        inner.rename_kind(request).await
+    }
+    /// [`Store::now`].
+    async fn now(&self, inner: &dyn Store) -> Result<i64> {
+        inner.now().await
+    }
+    /// [`Store::count`].
+    async fn count(&self, inner: &dyn Store, kind: &str, filter: Filter) -> Result<u64> {
+        inner.count(kind, filter).await
+    }
+    /// [`Store::version_census`].
+    async fn version_census(
+        &self,
+        inner: &dyn Store,
+        kind: &str,
+    ) -> Result<BTreeMap<Version, u64>> {
+        inner.version_census(kind).await
+    }
+}
+
+/// `inner`, seen through the hooks of `hooks`.
+#[derive(Debug)]
+pub struct Intercepted<I> {
+    inner: Arc<dyn Store>,
+    hooks: I,
+}
+
+impl<I: Intercept> Intercepted<I> {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn Store>, hooks: I) -> Intercepted<I> {
+        Intercepted { inner, hooks }
+    }
+
+    /// The hooks (to read what they recorded).
+    pub fn hooks(&self) -> &I {
+        &self.hooks
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &Arc<dyn Store> {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl<I: Intercept> Store for Intercepted<I> {
+    fn info(&self) -> StoreInfo {
+        self.hooks.info(self.inner.as_ref())
+    }
+    fn capability(&self) -> Capability {
+        self.hooks.capability(self.inner.as_ref())
+    }
+    async fn kinds(&self) -> Result<Vec<String>> {
+        self.hooks.kinds(self.inner.as_ref()).await
+    }
+    async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
+        self.hooks.scan(self.inner.as_ref(), kind, request).await
+    }
+    async fn get(&self, key: &Key) -> Result<Option<Entity>> {
+        self.hooks.get(self.inner.as_ref(), key).await
+    }
+    async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
+        self.hooks.write_batch(self.inner.as_ref(), writes).await
+    }
+    async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
+        self.hooks.meta_get(self.inner.as_ref(), name).await
+    }
+    async fn meta_cas(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<MetaCas> {
+        self.hooks
+            .meta_cas(self.inner.as_ref(), name, expected, value)
+            .await
+    }
+    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.hooks.meta_list(self.inner.as_ref(), prefix).await
+    }
+    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        self.hooks
+            .update_in_place(self.inner.as_ref(), request)
+            .await
+    }
+    async fn prepare_schema(&self, changes: &[SchemaChange]) -> Result<()> {
+        self.hooks
+            .prepare_schema(self.inner.as_ref(), changes)
+            .await
+    }
+    async fn finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {
+        self.hooks.finish_schema(self.inner.as_ref(), changes).await
+    }
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+        self.hooks.rename_kind(self.inner.as_ref(), request).await
+    }
+    async fn now(&self) -> Result<i64> {
+        self.hooks.now(self.inner.as_ref()).await
+    }
+    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+        self.hooks.count(self.inner.as_ref(), kind, filter).await
+    }
+    async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
+        self.hooks.version_census(self.inner.as_ref(), kind).await
+    }
+}
