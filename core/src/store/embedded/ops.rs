@@ -54,7 +54,42 @@ fn split_kind(key: &[u8]) -> Option<(String, usize)> {
     None
 }
 
+/// A stored metadata row as the store interface gives it.
+fn meta_entry((revision, value): (u64, &str)) -> MetaEntry {
+    MetaEntry {
+        value: value.to_owned(),
+        revision,
+    }
+}
+
 impl Inner {
+    fn begin_read(&self) -> Result<redb::ReadTransaction> {
+        self.db
+            .begin_read()
+            .map_err(self.fail("begin a read transaction"))
+    }
+
+    fn begin_write(&self) -> Result<redb::WriteTransaction> {
+        self.db
+            .begin_write()
+            .map_err(self.fail("begin a write transaction"))
+    }
+
+    /// Commits `txn` when it wrote something (`commit`), else aborts it.
+    fn end(
+        &self,
+        txn: redb::WriteTransaction,
+        commit: bool,
+        committing: &'static str,
+        ending: &'static str,
+    ) -> Result<()> {
+        if commit {
+            txn.commit().map_err(self.fail(committing))
+        } else {
+            txn.abort().map_err(self.fail(ending))
+        }
+    }
+
     /// A closure mapping a redb error to a store error whose message names `what`.
     fn fail<E: Into<redb::Error>>(&self, what: &'static str) -> impl FnOnce(E) -> Error + '_ {
         move |e| map_redb(e, what, &self.location)
@@ -110,10 +145,7 @@ impl Inner {
     }
 
     pub(super) fn create_tables(&self) -> Result<()> {
-        let txn = self
-            .db
-            .begin_write()
-            .map_err(self.fail("begin a write transaction"))?;
+        let txn = self.begin_write()?;
         txn.open_table(ENTITIES)
             .map_err(self.fail("create the entity table"))?;
         txn.open_table(META)
@@ -122,10 +154,7 @@ impl Inner {
     }
 
     pub(super) fn kinds(&self) -> Result<Vec<String>> {
-        let txn = self
-            .db
-            .begin_read()
-            .map_err(self.fail("begin a read transaction"))?;
+        let txn = self.begin_read()?;
         let table = txn
             .open_table(ENTITIES)
             .map_err(self.fail("open the entity table"))?;
@@ -163,10 +192,7 @@ impl Inner {
         let limit = request.limit.max(1);
         let budget = limit.saturating_mul(EXAMINE_PER_RESULT).max(MIN_EXAMINE);
 
-        let txn = self
-            .db
-            .begin_read()
-            .map_err(self.fail("begin a read transaction"))?;
+        let txn = self.begin_read()?;
         let table = txn
             .open_table(ENTITIES)
             .map_err(self.fail("open the entity table"))?;
@@ -216,10 +242,7 @@ impl Inner {
 
     pub(super) fn get(&self, key: Key) -> Result<Option<Entity>> {
         let encoded = encode_key(&key);
-        let txn = self
-            .db
-            .begin_read()
-            .map_err(self.fail("begin a read transaction"))?;
+        let txn = self.begin_read()?;
         let table = txn
             .open_table(ENTITIES)
             .map_err(self.fail("open the entity table"))?;
@@ -236,10 +259,7 @@ impl Inner {
     }
 
     pub(super) fn write_batch(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
-        let txn = self
-            .db
-            .begin_write()
-            .map_err(self.fail("begin a write transaction"))?;
+        let txn = self.begin_write()?;
         let mut outcomes = Vec::with_capacity(writes.len());
         let mut dirty = false;
         {
@@ -310,32 +330,19 @@ impl Inner {
                 outcomes.push(outcome);
             }
         }
-        if dirty {
-            txn.commit().map_err(self.fail("commit a write batch"))?;
-        } else {
-            txn.abort().map_err(self.fail("end a write batch"))?;
-        }
+        self.end(txn, dirty, "commit a write batch", "end a write batch")?;
         Ok(outcomes)
     }
 
     pub(super) fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
-        let txn = self
-            .db
-            .begin_read()
-            .map_err(self.fail("begin a read transaction"))?;
+        let txn = self.begin_read()?;
         let table = txn
             .open_table(META)
             .map_err(self.fail("open the metadata table"))?;
         let entry = table
             .get(name)
             .map_err(self.fail("read metadata"))?
-            .map(|stored| {
-                let (revision, value) = stored.value();
-                MetaEntry {
-                    value: value.to_owned(),
-                    revision,
-                }
-            });
+            .map(|stored| meta_entry(stored.value()));
         Ok(entry)
     }
 
@@ -345,10 +352,7 @@ impl Inner {
         expected: Option<u64>,
         value: Option<&str>,
     ) -> Result<MetaCas> {
-        let txn = self
-            .db
-            .begin_write()
-            .map_err(self.fail("begin a write transaction"))?;
+        let txn = self.begin_write()?;
         let outcome = {
             let mut table = txn
                 .open_table(META)
@@ -356,13 +360,7 @@ impl Inner {
             let current = table
                 .get(name)
                 .map_err(self.fail("read metadata"))?
-                .map(|stored| {
-                    let (revision, value) = stored.value();
-                    MetaEntry {
-                        value: value.to_owned(),
-                        revision,
-                    }
-                });
+                .map(|stored| meta_entry(stored.value()));
             if current.as_ref().map(|e| e.revision) != expected {
                 MetaCas::Conflict(current)
             } else if let Some(v) = value {
@@ -382,20 +380,17 @@ impl Inner {
                 MetaCas::Applied(0)
             }
         };
-        if matches!(outcome, MetaCas::Applied(_)) {
-            txn.commit().map_err(self.fail("commit metadata"))?;
-        } else {
-            txn.abort()
-                .map_err(self.fail("end a metadata transaction"))?;
-        }
+        self.end(
+            txn,
+            matches!(outcome, MetaCas::Applied(_)),
+            "commit metadata",
+            "end a metadata transaction",
+        )?;
         Ok(outcome)
     }
 
     pub(super) fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
-        let txn = self
-            .db
-            .begin_read()
-            .map_err(self.fail("begin a read transaction"))?;
+        let txn = self.begin_read()?;
         let table = txn
             .open_table(META)
             .map_err(self.fail("open the metadata table"))?;
@@ -428,10 +423,7 @@ impl Inner {
             cursor: None,
         };
 
-        let txn = self
-            .db
-            .begin_write()
-            .map_err(self.fail("begin a write transaction"))?;
+        let txn = self.begin_write()?;
         {
             let mut table = txn
                 .open_table(ENTITIES)
@@ -492,12 +484,12 @@ impl Inner {
             }
             page.cursor = (!exhausted).then(|| Cursor(hex::encode(&last)));
         }
-        if page.advanced > 0 {
-            txn.commit()
-                .map_err(self.fail("commit an update in place"))?;
-        } else {
-            txn.abort().map_err(self.fail("end an update in place"))?;
-        }
+        self.end(
+            txn,
+            page.advanced > 0,
+            "commit an update in place",
+            "end an update in place",
+        )?;
         Ok(page)
     }
 }
@@ -516,10 +508,7 @@ impl Inner {
         let to_prefix = encode_kind_prefix(&request.to);
         let end = prefix_end(&prefix);
         let start = self.start_bound(from, &prefix, request.cursor.as_ref())?;
-        let txn = self
-            .db
-            .begin_write()
-            .map_err(self.fail("begin a write transaction"))?;
+        let txn = self.begin_write()?;
         {
             let mut table = txn
                 .open_table(ENTITIES)
@@ -572,11 +561,12 @@ impl Inner {
                 page.cursor = batch.last().map(|(k, _)| Cursor(hex::encode(k)));
             }
         }
-        if page.renamed > 0 {
-            txn.commit().map_err(self.fail("commit a kind rename"))?;
-        } else {
-            txn.abort().map_err(self.fail("end a kind rename"))?;
-        }
+        self.end(
+            txn,
+            page.renamed > 0,
+            "commit a kind rename",
+            "end a kind rename",
+        )?;
         Ok(page)
     }
 }
