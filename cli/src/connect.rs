@@ -35,9 +35,12 @@ pub async fn open(store_url: &str) -> anyhow::Result<Arc<dyn Store>> {
         "cassandra" | "scylla" => Box::pin(tern_cassandra::open(store_url))
             .await
             .context("cannot open the cassandra store"),
-        "mongodb" | "mongodb+srv" | "redis" | "rediss" => {
-            bail!("the {scheme} adapter is not part of this build yet; store URL {shown}")
-        }
+        "mongodb" | "mongodb+srv" => Box::pin(tern_mongodb::open(store_url))
+            .await
+            .context("cannot open the mongodb store"),
+        "redis" | "rediss" => Box::pin(tern_redis::open(store_url))
+            .await
+            .context("cannot open the redis store"),
         other => bail!(
             "unknown store scheme {other:?} in {shown}; use embedded:, mongodb://, redis:// or cassandra://"
         ),

@@ -167,10 +167,28 @@ pub async fn run(opt: Opt) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", render_error(&err));
             ExitCode::from(exit_code_of(&err))
         }
     }
+}
+
+/// The error and its causes on one line, `outer: cause: cause`. A cause whose
+/// text the message already contains is left out (drivers and tern's own
+/// errors often repeat their source in their message).
+pub fn render_error(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// Exit code: the lock is held by another runner (or the embedded store is open in another process).
@@ -208,9 +226,12 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
 }
 
 fn init_tracing(verbose: u8) {
+    // The Cassandra driver logs every failed connection attempt as an error of
+    // its own; the error tern reports says the same with the URL, so its logs
+    // show only from -vv (or with TERN_LOG).
     let default = match verbose {
-        0 => "warn",
-        1 => "info",
+        0 => "warn,scylla=off",
+        1 => "info,scylla=off",
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("TERN_LOG")

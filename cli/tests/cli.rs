@@ -2,95 +2,13 @@
 //! bad input, and `kill -9` at random moments followed by a resume.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const RELEASE2: &str = "-- release 2\nadd blogpost.likes = 0\nrename blogpost.text to content\n";
-const RELEASE3: &str = "copy user.email to blogpost where user.name = blogpost.author\n\
-                        move user.url to blogpost where user.name = blogpost.author\n";
+mod common;
 
-struct Project {
-    dir: tempfile::TempDir,
-}
-
-impl Project {
-    fn new(ttl_ms: u64) -> Project {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("migrations")).unwrap();
-        std::fs::write(
-            dir.path().join("tern.toml"),
-            format!("store_url = \"embedded:store.redb\"\n[run]\nbatch_size = 50\npushdown_batch_size = 50\n[lease]\nttl_ms = {ttl_ms}\n"),
-        )
-        .unwrap();
-        Project { dir }
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
-
-    fn write(&self, p: &str, text: &str) {
-        std::fs::write(self.path(p), text).unwrap();
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_tern"));
-        c.current_dir(self.dir.path())
-            .args(args)
-            .env_remove("TERN_STORE_URL")
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "tern {args:?} failed ({:?}):\n{}\n{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn fails(&self, args: &[&str], code: i32) -> String {
-        let out = self.run(args);
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "tern {args:?}:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stderr).unwrap()
-    }
-}
-
-fn blog_lines(users: usize, posts: usize) -> String {
-    let mut s = String::new();
-    for u in 0..users {
-        let url = if u % 4 == 0 {
-            String::new()
-        } else {
-            format!(",\"url\":\"http://u{u}.org\"")
-        };
-        s.push_str(&format!(
-            "{{\"kind\":\"user\",\"id\":{u},\"value\":{{\"name\":\"user{u}\",\"email\":\"u{u}@x.org\"{url}}}}}\n"
-        ));
-        for p in 0..posts {
-            s.push_str(&format!(
-                "{{\"kind\":\"blogpost\",\"id\":\"{u}-{p}\",\"value\":{{\"title\":\"t{p}\",\"text\":\"x\",\"author\":\"user{u}\"}}}}\n"
-            ));
-        }
-    }
-    s
-}
+use common::{Project, RELEASE2, RELEASE3, blog_lines};
 
 #[test]
 fn the_whole_workflow() {

@@ -45,7 +45,7 @@ pub enum MigrateError {
         second: String,
     },
     /// A migration does not parse.
-    #[error("{0}")]
+    #[error(transparent)]
     Parse(#[from] crate::lang::ParseError),
     /// A migration parses but cannot run (e.g. a kind rename on a store without support).
     #[error("migration {id} ({name}): {message}")]
