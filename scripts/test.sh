@@ -60,12 +60,16 @@ phase "cargo test --workspace"
 echo "[test.sh] battery per backend (from $TERN_BATTERY_DIR):"
 awk -F'\t' '
   $1 == "BATTERY" {
-    if ($4 == "passed") passed[$2]++; else { skipped[$2]++; reason[$2] = $4 }
+    if ($4 == "passed") passed[$2]++;
+    else { skipped[$2]++; if (!(($2, $4) in why)) order[$2] = order[$2] SUBSEP $4; why[$2, $4]++ }
     seen[$2] = 1
   }
   END {
-    for (b in seen)
-      printf "  %-16s %3d passed, %3d skipped%s\n", b, passed[b] + 0, skipped[b] + 0,
-        (skipped[b] ? "  (" reason[b] ")" : "")
-  }' /dev/null "$TERN_BATTERY_DIR"/* | sort
+    for (b in seen) {
+      printf "  %-16s %3d passed, %3d skipped\n", b, passed[b] + 0, skipped[b] + 0
+      n = split(substr(order[b], 2), reasons, SUBSEP)
+      for (i = 1; i <= n; i++)
+        printf "  %-16s     %d %s\n", b, why[b, reasons[i]], reasons[i]
+    }
+  }' /dev/null "$TERN_BATTERY_DIR"/* | sort -s -k1,1
 exit "$status"
