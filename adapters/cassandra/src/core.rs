@@ -17,9 +17,9 @@ use scylla::serialize::row::SerializeRow;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row};
+use tern_core::model::codec::{decode_entity, encode_entity};
 use tern_core::model::json::to_json_string;
 use tern_core::model::{Entity, Key, Map, Value, Version};
-use tern_core::store::embedded::codec::{decode_entity, encode_entity};
 use tern_core::store::{Error, ErrorKind, Result};
 
 use crate::config::{CassConfig, ConsistencyLevel, SchemaAgreement, SerialLevel};
@@ -292,7 +292,7 @@ pub(crate) fn id_text(id: &Value) -> String {
 }
 
 /// The `doc` column: tern's canonical binary encoding of id, version and value
-/// (`tern_core::store::embedded::codec`), so a compare-and-set can compare bytes.
+/// (`tern_core::model::codec`), so a compare-and-set can compare bytes.
 pub(crate) fn encode_doc(entity: &Entity) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     encode_entity(&entity.key.id, entity.version, &entity.value, &mut out).map_err(|e| {

@@ -295,20 +295,21 @@ impl Migrator {
             conflicts: stages.conflicts,
             ..DryRun::default()
         };
-        let changes = overlay.changes();
         let mut per_kind: BTreeMap<String, usize> = BTreeMap::new();
-        for (key, change) in changes {
-            let data_changed =
-                change.before.as_ref().map(|e| &e.value) != change.after.as_ref().map(|e| &e.value);
-            if data_changed {
-                out.changed_entities += 1;
-                let n = per_kind.entry(key.kind.clone()).or_default();
-                if *n < samples_per_kind {
-                    *n += 1;
-                    out.samples.push((key, change));
+        overlay
+            .for_each_change(|key, change| {
+                let data_changed = change.before.as_ref().map(|e| &e.value)
+                    != change.after.as_ref().map(|e| &e.value);
+                if data_changed {
+                    out.changed_entities += 1;
+                    let n = per_kind.entry(key.kind.clone()).or_default();
+                    if *n < samples_per_kind {
+                        *n += 1;
+                        out.samples.push((key, change));
+                    }
                 }
-            }
-        }
+            })
+            .map_err(MigrateError::store("reading the dry run's changes"))?;
         Ok(out)
     }
 

@@ -1,16 +1,17 @@
-//! The dry-run store: reads through to a real store, keeps every write in memory.
+//! The dry-run store: reads through to a real store, keeps every write to itself.
 //!
 //! `tern plan` and `tern up --dry-run` run the real engine over an
 //! [`OverlayStore`], so what they report is exactly what `tern up` would do,
-//! computed by the same code, and nothing reaches the real store. Memory grows
-//! with the number of entities the migration changes.
+//! computed by the same code, and nothing reaches the real store. The writes
+//! go to a change log in a temporary file (see [`super::changelog`]), so
+//! memory does not grow with the number of entities the migration changes.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::model::keycode::encode_key;
+use super::changelog::{ChangeLog, Record};
 use crate::model::{Entity, Key};
 use crate::store::memory::MemoryStore;
 use crate::store::{
@@ -33,17 +34,12 @@ pub struct Change {
     pub after: Option<Entity>,
 }
 
-#[derive(Debug, Default)]
-struct Overlay {
-    /// Key → current overlay state (`None` = deleted), with the original.
-    entities: HashMap<Key, (Option<Entity>, Option<Entity>)>,
-}
-
-/// A store that reads from `base` and keeps all writes (entities and metadata) in memory.
+/// A store that reads from `base` and keeps all writes to itself: entities in a
+/// change log, metadata in memory.
 #[derive(Debug, Clone)]
 pub struct OverlayStore {
     base: Arc<dyn Store>,
-    overlay: Arc<Mutex<Overlay>>,
+    log: Arc<ChangeLog>,
     meta: MemoryStore,
 }
 
@@ -69,62 +65,32 @@ impl OverlayStore {
         }
         Ok(OverlayStore {
             base,
-            overlay: Arc::new(Mutex::new(Overlay::default())),
+            log: Arc::new(ChangeLog::new()?),
             meta,
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Overlay> {
-        self.overlay
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Calls `visit` with every entity the run changed, in key order.
+    ///
+    /// # Errors
+    /// The change log cannot be read.
+    pub fn for_each_change(&self, mut visit: impl FnMut(Key, Change)) -> Result<()> {
+        self.log.for_each(|key, record| {
+            visit(
+                key,
+                Change {
+                    before: record.original,
+                    after: record.current,
+                },
+            );
+        })
     }
 
-    /// Every entity the run changed, sorted by key.
-    pub fn changes(&self) -> BTreeMap<Key, Change> {
-        self.lock()
-            .entities
-            .iter()
-            .map(|(k, (before, after))| {
-                (
-                    k.clone(),
-                    Change {
-                        before: before.clone(),
-                        after: after.clone(),
-                    },
-                )
-            })
-            .collect()
-    }
-
-    /// The entities of `kind` the run created (absent from the base when first
-    /// read), after the encoded key `after`, in key order, at most `limit`;
-    /// and whether more follow.
-    fn created(
-        &self,
-        kind: &str,
-        after: Option<&[u8]>,
-        limit: usize,
-    ) -> (Vec<(Vec<u8>, Entity)>, bool) {
-        let mut created: Vec<(Vec<u8>, Entity)> = self
-            .lock()
-            .entities
-            .iter()
-            .filter(|(k, (before, _))| k.kind == kind && before.is_none())
-            .filter_map(|(k, (_, after))| after.clone().map(|e| (encode_key(k), e)))
-            .filter(|(k, _)| after.is_none_or(|a| k.as_slice() > a))
-            .collect();
-        created.sort_by(|a, b| a.0.cmp(&b.0));
-        let more = created.len() > limit;
-        created.truncate(limit);
-        (created, more)
-    }
-
-    fn current(&self, key: &Key, base: Option<Entity>) -> Option<Entity> {
-        match self.lock().entities.get(key) {
-            Some((_, after)) => after.clone(),
+    fn current(&self, key: &Key, base: Option<Entity>) -> Result<Option<Entity>> {
+        Ok(match self.log.get(key)? {
+            Some(record) => record.current,
             None => base,
-        }
+        })
     }
 }
 
@@ -148,9 +114,9 @@ impl Store for OverlayStore {
 
     async fn kinds(&self) -> Result<Vec<String>> {
         let mut kinds = self.base.kinds().await?;
-        for (key, (before, after)) in self.lock().entities.iter() {
-            if before.is_none() && after.is_some() && !kinds.contains(&key.kind) {
-                kinds.push(key.kind.clone());
+        for kind in self.log.created_kinds()? {
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
             }
         }
         kinds.sort();
@@ -187,18 +153,20 @@ impl Store for OverlayStore {
                     },
                 )
                 .await?;
-            let entities = page
-                .entities
-                .into_iter()
-                .filter_map(|e| {
-                    let key = e.key.clone();
-                    self.current(&key, Some(e))
-                })
-                .filter(|e| filter.matches(e))
-                .collect();
+            let mut entities = Vec::with_capacity(page.entities.len());
+            for e in page.entities {
+                let key = e.key.clone();
+                if let Some(e) = self.current(&key, Some(e))? {
+                    if filter.matches(&e) {
+                        entities.push(e);
+                    }
+                }
+            }
             let cursor = match page.cursor {
                 Some(c) => Some(Cursor(format!("{BASE_CURSOR}{}", c.0))),
-                None if self.created(kind, None, 0).1 => Some(Cursor(CREATED_CURSOR.to_owned())),
+                None if self.log.created(kind, None, 0)?.1 => {
+                    Some(Cursor(CREATED_CURSOR.to_owned()))
+                }
                 None => None,
             };
             return Ok(ScanPage { entities, cursor });
@@ -209,7 +177,9 @@ impl Store for OverlayStore {
             ),
             _ => None,
         };
-        let (created, more) = self.created(kind, after.as_deref(), request.limit.max(1));
+        let (created, more) = self
+            .log
+            .created(kind, after.as_deref(), request.limit.max(1))?;
         let cursor = match (more, created.last()) {
             (true, Some((k, _))) => Some(Cursor(format!("{CREATED_CURSOR}{}", hex::encode(k)))),
             _ => None,
@@ -225,14 +195,39 @@ impl Store for OverlayStore {
     }
 
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
-        if let Some((_, after)) = self.lock().entities.get(key) {
-            return Ok(after.clone());
+        if let Some(record) = self.log.get(key)? {
+            return Ok(record.current);
         }
         self.base.get(key).await
     }
 
+    /// Reads the batch's keys (from the log, else the real store), applies the
+    /// writes in order on those states, then logs every key a write applied to.
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
         crate::store::check_writes(&writes)?;
+        let mut states: HashMap<Key, Record> = HashMap::new();
+        let mut applied: HashSet<Key> = HashSet::new();
+        for w in &writes {
+            let key = match w {
+                Write::Put(e) | Write::Insert(e) => &e.key,
+                Write::Replace { expected, .. } => &expected.key,
+                Write::Delete(k) => k,
+            };
+            if states.contains_key(key) {
+                continue;
+            }
+            let record = match self.log.get(key)? {
+                Some(record) => record,
+                None => {
+                    let e = self.base.get(key).await?;
+                    Record {
+                        original: e.clone(),
+                        current: e,
+                    }
+                }
+            };
+            states.insert(key.clone(), record);
+        }
         let mut out = Vec::with_capacity(writes.len());
         for w in writes {
             let key = match &w {
@@ -240,37 +235,38 @@ impl Store for OverlayStore {
                 Write::Replace { expected, .. } => expected.key.clone(),
                 Write::Delete(k) => k.clone(),
             };
-            let known = self.lock().entities.get(&key).cloned();
-            let (original, current) = match known {
-                Some((original, current)) => (original, current),
-                None => {
-                    let e = self.base.get(&key).await?;
-                    (e.clone(), e)
-                }
+            let Some(state) = states.get_mut(&key) else {
+                continue;
             };
             let (outcome, next) = match w {
                 Write::Put(e) => (WriteOutcome::Applied, Some(e)),
                 Write::Insert(e) => {
-                    if current.is_some() {
-                        (WriteOutcome::Conflict, current)
+                    if state.current.is_some() {
+                        (WriteOutcome::Conflict, None)
                     } else {
                         (WriteOutcome::Applied, Some(e))
                     }
                 }
                 Write::Replace { expected, new } => {
-                    if current.as_ref() == Some(&expected) {
+                    if state.current.as_ref() == Some(&expected) {
                         (WriteOutcome::Applied, Some(new))
                     } else {
-                        (WriteOutcome::Conflict, current)
+                        (WriteOutcome::Conflict, None)
                     }
                 }
                 Write::Delete(_) => (WriteOutcome::Applied, None),
             };
             if outcome == WriteOutcome::Applied {
-                self.lock().entities.insert(key, (original, next));
+                state.current = next;
+                applied.insert(key);
             }
             out.push(outcome);
         }
+        let records: Vec<(Key, Record)> = states
+            .into_iter()
+            .filter(|(k, _)| applied.contains(k))
+            .collect();
+        self.log.put_all(&records)?;
         Ok(out)
     }
 

@@ -10,6 +10,7 @@
 
 mod value;
 
+pub mod codec;
 pub mod json;
 pub mod keycode;
 

@@ -36,7 +36,6 @@
 //! blocking redb calls run on tokio's blocking thread pool when called inside
 //! a tokio runtime (and inline otherwise), so they never stall the async workers.
 
-pub mod codec;
 mod ops;
 
 use std::fmt;

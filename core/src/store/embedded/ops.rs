@@ -4,8 +4,8 @@ use std::ops::Bound;
 
 use redb::{ReadableDatabase, ReadableTable};
 
-use super::codec::{CodecError, decode_entity, decode_version, encode_entity};
 use super::{ENTITIES, Inner, META, map_redb};
+use crate::model::codec::{CodecError, decode_entity, decode_version, encode_entity};
 use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
 use crate::store::memory::decode_cursor;

@@ -14,7 +14,7 @@
 //! Map names are written in sorted order and the decoder insists on it.
 //! The version comes first so a version filter can skip decoding the value.
 //!
-//! Public so that adapters storing whole entities as bytes (the Cassandra adapter's `doc`
+//! The embedded store keeps entities in this form; public so that adapters storing whole entities as bytes (the Cassandra adapter's `doc`
 //! column) share this exact, canonical encoding.
 
 use crate::model::{Map, Value, Version};

@@ -1,0 +1,467 @@
+//! What a dry run changed, entity by entity: the original and the current state
+//! of every entity the run wrote, ordered by encoded key.
+//!
+//! A dry run over millions of entities changes millions of entities, so the
+//! records are compact (the embedded store's entity encoding) and, with the
+//! `embedded` feature (the default), kept in a temporary redb file that is
+//! removed when the log is dropped: memory stays flat however large the run.
+//! Without that feature they are kept in memory.
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::keycode::{encode_key, encode_kind_prefix};
+use crate::model::{Entity, Key};
+use crate::store::{Error, ErrorKind, Result};
+
+/// One changed entity: as it was in the real store, and as the run left it
+/// (`None`: absent / deleted).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Record {
+    pub(crate) original: Option<Entity>,
+    pub(crate) current: Option<Entity>,
+}
+
+/// The stored form of a [`Record`].
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    kind: String,
+    original: Option<Vec<u8>>,
+    current: Option<Vec<u8>>,
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::Unexpected,
+        format!("the dry run's change log: {what}: {e}"),
+    )
+}
+
+fn encode_one(e: &Entity) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    crate::model::codec::encode_entity(&e.key.id, e.version, &e.value, &mut out)
+        .map_err(|err| failed("encoding an entity", err))?;
+    Ok(out)
+}
+
+fn decode_one(kind: &str, bytes: &[u8]) -> Result<Entity> {
+    let (id, version, value) =
+        crate::model::codec::decode_entity(bytes).map_err(|e| failed("decoding an entity", e))?;
+    Ok(Entity {
+        key: Key {
+            kind: kind.to_owned(),
+            id,
+        },
+        version,
+        value,
+    })
+}
+
+fn encode(key: &Key, record: &Record) -> Result<Vec<u8>> {
+    let stored = Stored {
+        kind: key.kind.clone(),
+        original: record.original.as_ref().map(encode_one).transpose()?,
+        current: record.current.as_ref().map(encode_one).transpose()?,
+    };
+    postcard::to_allocvec(&stored).map_err(|e| failed("encoding a record", e))
+}
+
+fn decode(bytes: &[u8]) -> Result<Record> {
+    let stored: Stored = postcard::from_bytes(bytes).map_err(|e| failed("decoding a record", e))?;
+    Ok(Record {
+        original: stored
+            .original
+            .as_deref()
+            .map(|b| decode_one(&stored.kind, b))
+            .transpose()?,
+        current: stored
+            .current
+            .as_deref()
+            .map(|b| decode_one(&stored.kind, b))
+            .transpose()?,
+    })
+}
+
+/// Encoded keys and stored records, in key order.
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Created entities with their encoded keys, in key order.
+pub(crate) type Created = Vec<(Vec<u8>, Entity)>;
+
+/// The first encoded key after every key of `kind` (see [`encode_kind_prefix`],
+/// which ends in `00 00`).
+fn kind_end(kind: &str) -> Vec<u8> {
+    let mut end = encode_kind_prefix(kind);
+    if let Some(last) = end.last_mut() {
+        *last = 0x01;
+    }
+    end
+}
+
+#[cfg(feature = "embedded")]
+mod backing {
+    //! A redb file in the temporary folder, without durability (it is scratch).
+
+    use std::ops::Bound;
+    use std::path::PathBuf;
+
+    use redb::{Database, Durability, ReadableDatabase, TableDefinition};
+
+    use super::{Rows, failed};
+    use crate::store::Result;
+
+    const TABLE: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("changes");
+
+    pub(super) struct Backing {
+        db: Database,
+        pub(super) path: PathBuf,
+    }
+
+    impl Backing {
+        pub(super) fn new() -> Result<Backing> {
+            let path = std::env::temp_dir().join(format!(
+                "tern-dry-run-{}-{}.redb",
+                std::process::id(),
+                uuid::Uuid::new_v4().simple()
+            ));
+            let db = Database::create(&path)
+                .map_err(|e| failed(&format!("creating {}", path.display()), e))?;
+            Ok(Backing { db, path })
+        }
+
+        pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+            let txn = self.db.begin_read().map_err(|e| failed("reading", e))?;
+            let table = match txn.open_table(TABLE) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(failed("reading", e)),
+            };
+            Ok(table
+                .get(key)
+                .map_err(|e| failed("reading", e))?
+                .map(|v| v.value().to_vec()))
+        }
+
+        pub(super) fn put_all(&self, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+            let mut txn = self.db.begin_write().map_err(|e| failed("writing", e))?;
+            txn.set_durability(Durability::None)
+                .map_err(|e| failed("writing", e))?;
+            {
+                let mut table = txn.open_table(TABLE).map_err(|e| failed("writing", e))?;
+                for (k, v) in &records {
+                    table
+                        .insert(k.as_slice(), v.as_slice())
+                        .map_err(|e| failed("writing", e))?;
+                }
+            }
+            txn.commit().map_err(|e| failed("writing", e))
+        }
+
+        /// Up to `limit` records with keys in `(from, to)` that pass `keep`, in key order,
+        /// and whether more keys follow.
+        pub(super) fn range(
+            &self,
+            from: Bound<&[u8]>,
+            to: Bound<&[u8]>,
+            limit: usize,
+            keep: &mut dyn FnMut(&[u8]) -> Result<bool>,
+        ) -> Result<(Rows, bool)> {
+            let txn = self.db.begin_read().map_err(|e| failed("reading", e))?;
+            let table = match txn.open_table(TABLE) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok((Vec::new(), false)),
+                Err(e) => return Err(failed("reading", e)),
+            };
+            let mut out = Vec::new();
+            for item in table
+                .range::<&[u8]>((from, to))
+                .map_err(|e| failed("reading", e))?
+            {
+                let (k, v) = item.map_err(|e| failed("reading", e))?;
+                if !keep(v.value())? {
+                    continue;
+                }
+                if out.len() >= limit {
+                    return Ok((out, true));
+                }
+                out.push((k.value().to_vec(), v.value().to_vec()));
+            }
+            Ok((out, false))
+        }
+    }
+
+    impl Drop for Backing {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(not(feature = "embedded"))]
+mod backing {
+    //! In memory, for builds without redb.
+
+    use std::collections::BTreeMap;
+    use std::ops::Bound;
+    use std::sync::Mutex;
+
+    use super::Rows;
+    use crate::store::Result;
+
+    pub(super) struct Backing {
+        map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+    }
+
+    impl Backing {
+        pub(super) fn new() -> Result<Backing> {
+            Ok(Backing {
+                map: Mutex::new(BTreeMap::new()),
+            })
+        }
+
+        fn map(&self) -> std::sync::MutexGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
+            self.map
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        }
+
+        pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+            Ok(self.map().get(key).cloned())
+        }
+
+        pub(super) fn put_all(&self, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+            self.map().extend(records);
+            Ok(())
+        }
+
+        pub(super) fn range(
+            &self,
+            from: Bound<&[u8]>,
+            to: Bound<&[u8]>,
+            limit: usize,
+            keep: &mut dyn FnMut(&[u8]) -> Result<bool>,
+        ) -> Result<(Rows, bool)> {
+            let map = self.map();
+            let mut out = Vec::new();
+            for (k, v) in map.range::<[u8], _>((from, to)) {
+                if !keep(v)? {
+                    continue;
+                }
+                if out.len() >= limit {
+                    return Ok((out, true));
+                }
+                out.push((k.clone(), v.clone()));
+            }
+            Ok((out, false))
+        }
+    }
+}
+
+/// The change log of one dry run.
+pub(crate) struct ChangeLog {
+    backing: backing::Backing,
+    /// Kinds that may hold entities the run created (checked before use).
+    created_kinds: Mutex<BTreeSet<String>>,
+}
+
+impl std::fmt::Debug for ChangeLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChangeLog").finish_non_exhaustive()
+    }
+}
+
+impl ChangeLog {
+    pub(crate) fn new() -> Result<ChangeLog> {
+        Ok(ChangeLog {
+            backing: backing::Backing::new()?,
+            created_kinds: Mutex::new(BTreeSet::new()),
+        })
+    }
+
+    /// The record of `key`, if the run wrote it.
+    pub(crate) fn get(&self, key: &Key) -> Result<Option<Record>> {
+        self.backing
+            .get(&encode_key(key))?
+            .map(|b| decode(&b))
+            .transpose()
+    }
+
+    /// Stores these records (replacing earlier ones of the same keys).
+    pub(crate) fn put_all(&self, records: &[(Key, Record)]) -> Result<()> {
+        let mut encoded = Vec::with_capacity(records.len());
+        for (key, record) in records {
+            if record.original.is_none() && record.current.is_some() {
+                self.created_kinds
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(key.kind.clone());
+            }
+            encoded.push((encode_key(key), encode(key, record)?));
+        }
+        self.backing.put_all(encoded)
+    }
+
+    /// The entities of `kind` the run created (absent from the real store),
+    /// after the encoded key `after`, in key order, at most `limit`; and
+    /// whether more follow.
+    pub(crate) fn created(
+        &self,
+        kind: &str,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Created, bool)> {
+        let start = encode_kind_prefix(kind);
+        let end = kind_end(kind);
+        let from = match after {
+            Some(a) => Bound::Excluded(a),
+            None => Bound::Included(start.as_slice()),
+        };
+        let mut is_created = |bytes: &[u8]| -> Result<bool> {
+            let stored: Stored =
+                postcard::from_bytes(bytes).map_err(|e| failed("decoding a record", e))?;
+            Ok(stored.original.is_none() && stored.current.is_some())
+        };
+        let (rows, more) = self.backing.range(
+            from,
+            Bound::Excluded(end.as_slice()),
+            limit,
+            &mut is_created,
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (k, v) in rows {
+            if let Some(e) = decode(&v)?.current {
+                out.push((k, e));
+            }
+        }
+        Ok((out, more))
+    }
+
+    /// The kinds that hold at least one entity the run created.
+    pub(crate) fn created_kinds(&self) -> Result<Vec<String>> {
+        let candidates: Vec<String> = self
+            .created_kinds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for kind in candidates {
+            let (_, more) = self.created(&kind, None, 0)?;
+            if more {
+                out.push(kind);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Calls `visit` with every record, in key order, a page at a time.
+    pub(crate) fn for_each(&self, mut visit: impl FnMut(Key, Record)) -> Result<()> {
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let from = match &after {
+                Some(a) => Bound::Excluded(a.as_slice()),
+                None => Bound::Unbounded,
+            };
+            let (rows, more) = self
+                .backing
+                .range(from, Bound::Unbounded, 1000, &mut |_| Ok(true))?;
+            for (_, v) in &rows {
+                let record = decode(v)?;
+                let Some(key) = record
+                    .current
+                    .as_ref()
+                    .or(record.original.as_ref())
+                    .map(|e| e.key.clone())
+                else {
+                    continue;
+                };
+                visit(key, record);
+            }
+            match (more, rows.last()) {
+                (true, Some((k, _))) => after = Some(k.clone()),
+                _ => return Ok(()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::model::{Map, Value};
+
+    fn entity(kind: &str, id: i64, n: i64) -> Entity {
+        let mut value = Map::new();
+        value.insert("n".into(), Value::Int(n));
+        Entity::new(Key::new(kind, id).unwrap(), value)
+    }
+
+    fn record(original: Option<Entity>, current: Option<Entity>) -> Record {
+        Record { original, current }
+    }
+
+    #[test]
+    fn records_round_trip_and_created_entities_come_in_key_order() {
+        let log = ChangeLog::new().unwrap();
+        let changed = entity("a", 1, 1);
+        log.put_all(&[
+            (
+                changed.key.clone(),
+                record(Some(entity("a", 1, 0)), Some(changed.clone())),
+            ),
+            (
+                Key::new("a", 3).unwrap(),
+                record(None, Some(entity("a", 3, 3))),
+            ),
+            (
+                Key::new("a", 2).unwrap(),
+                record(None, Some(entity("a", 2, 2))),
+            ),
+            (
+                Key::new("a", 4).unwrap(),
+                record(Some(entity("a", 4, 4)), None),
+            ),
+            (
+                Key::new("b", 1).unwrap(),
+                record(None, Some(entity("b", 1, 1))),
+            ),
+        ])
+        .unwrap();
+        assert_eq!(
+            log.get(&changed.key).unwrap(),
+            Some(record(Some(entity("a", 1, 0)), Some(changed)))
+        );
+        assert_eq!(log.get(&Key::new("a", 9).unwrap()).unwrap(), None);
+        // Created: ids 2 and 3 of kind a (1 existed, 4 was deleted), a page at a time.
+        let (page, more) = log.created("a", None, 1).unwrap();
+        assert_eq!(page[0].1, entity("a", 2, 2));
+        assert!(more);
+        let (page, more) = log.created("a", Some(&page[0].0), 5).unwrap();
+        assert_eq!(page.len(), 1);
+        assert_eq!(page[0].1, entity("a", 3, 3));
+        assert!(!more);
+        assert_eq!(log.created_kinds().unwrap(), vec!["a", "b"]);
+        // A later write replaces the record: b:1 deleted again is no longer created.
+        log.put_all(&[(Key::new("b", 1).unwrap(), record(None, None))])
+            .unwrap();
+        assert_eq!(log.created_kinds().unwrap(), vec!["a"]);
+        let mut seen = Vec::new();
+        log.for_each(|k, _| seen.push(k.to_string())).unwrap();
+        assert_eq!(seen, vec!["a:1", "a:2", "a:3", "a:4"], "b:1 never existed");
+    }
+
+    #[cfg(feature = "embedded")]
+    #[test]
+    fn the_scratch_file_is_removed_with_the_log() {
+        let log = ChangeLog::new().unwrap();
+        let path = log.backing.path.clone();
+        assert!(path.exists());
+        drop(log);
+        assert!(!path.exists());
+    }
+}
