@@ -114,6 +114,35 @@ mod backing {
     use crate::store::Result;
 
     const TABLE: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("changes");
+    /// The names of the scratch files: `tern-dry-run-<pid>-<uuid>.redb`.
+    const PREFIX: &str = "tern-dry-run-";
+    /// redb's page cache for the scratch file (its default is 1 GiB).
+    const CACHE_BYTES: usize = 32 << 20;
+
+    /// Removes the scratch files of processes that no longer run (a dry run
+    /// killed with `kill -9` cannot remove its own). Only where `/proc` tells.
+    fn remove_orphans(dir: &std::path::Path) {
+        if !std::path::Path::new("/proc/self").exists() {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(PREFIX))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
 
     pub(super) struct Backing {
         db: Database,
@@ -122,12 +151,16 @@ mod backing {
 
     impl Backing {
         pub(super) fn new() -> Result<Backing> {
-            let path = std::env::temp_dir().join(format!(
-                "tern-dry-run-{}-{}.redb",
+            let dir = std::env::temp_dir();
+            remove_orphans(&dir);
+            let path = dir.join(format!(
+                "{PREFIX}{}-{}.redb",
                 std::process::id(),
                 uuid::Uuid::new_v4().simple()
             ));
-            let db = Database::create(&path)
+            let db = redb::Builder::new()
+                .set_cache_size(CACHE_BYTES)
+                .create(&path)
                 .map_err(|e| failed(&format!("creating {}", path.display()), e))?;
             Ok(Backing { db, path })
         }
@@ -458,7 +491,19 @@ mod tests {
     #[cfg(feature = "embedded")]
     #[test]
     fn the_scratch_file_is_removed_with_the_log() {
+        // A file left by a killed process goes when the next log is made; a live one stays.
+        let dir = std::env::temp_dir();
+        let orphan = dir.join("tern-dry-run-4000000000-test.redb");
+        let live = dir.join(format!("tern-dry-run-{}-test.redb", std::process::id()));
+        std::fs::write(&orphan, b"x").unwrap();
+        std::fs::write(&live, b"x").unwrap();
         let log = ChangeLog::new().unwrap();
+        if std::path::Path::new("/proc/self").exists() {
+            assert!(!orphan.exists(), "the orphan is removed");
+        }
+        assert!(live.exists(), "a live process's file stays");
+        std::fs::remove_file(&live).unwrap();
+        let _ = std::fs::remove_file(&orphan);
         let path = log.backing.path.clone();
         assert!(path.exists());
         drop(log);
