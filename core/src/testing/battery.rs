@@ -874,166 +874,84 @@ pub fn report(backend: &str, test: &str, outcome: &str) {
     }
 }
 
+/// The backend a test runs on, or `None` after saying why the test is skipped.
+///
+/// `backend` gives the reason through `Err`. A test that the CI summary counts
+/// (`counted` = `Some((backend label, test name))`) reports `skipped: <reason>`
+/// through [`report`] (stderr and `TERN_BATTERY_DIR`); any other test prints
+/// `skipped: <reason>` on stderr. Either way a skip is never silent.
+pub async fn or_skip<B>(
+    backend: impl std::future::Future<Output = Result<B, String>>,
+    counted: Option<(&str, &str)>,
+) -> Option<B> {
+    match backend.await {
+        Ok(backend) => Some(backend),
+        Err(reason) => {
+            let outcome = format!("skipped: {reason}");
+            match counted {
+                Some((label, test)) => report(label, test, &outcome),
+                None => eprintln!("{outcome}"),
+            }
+            None
+        }
+    }
+}
+
 /// Generates one `#[tokio::test]` per battery function for a backend.
 ///
 /// `$label` names the backend in reports (`"redis"`, `"mongodb"`...).
-/// `$backend` is an async expression giving `Option<impl Backend>`: `None`
-/// means the backend is not available here; the expression gives the reason
-/// as a `String` through `Err`, which is reported as a skip. Battery functions
-/// that return `Result<(), String>` (the kind rename) report their `Err` as a
-/// skip too: the store lacks the capability, which they checked is refused cleanly.
+/// `$backend` is an async expression giving `Result<impl Backend, String>`:
+/// `Err(reason)` means the backend is not available here, which is reported
+/// as a skip ([`or_skip`]). Battery functions that return `Result<(), String>`
+/// (the kind rename) report their `Err` as a skip too: the store lacks the
+/// capability, which they checked is refused cleanly.
 #[macro_export]
 macro_rules! battery_tests {
+    (@test $label:expr, $backend:expr, $test:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let test = stringify!($test);
+            let Some(backend) =
+                $crate::testing::battery::or_skip($backend, Some(($label, test))).await
+            else {
+                return;
+            };
+            $crate::testing::battery::$test(&backend).await;
+            $crate::testing::battery::report($label, test, "passed");
+        }
+    };
+    (@capability $label:expr, $backend:expr, $test:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let test = stringify!($test);
+            let Some(backend) =
+                $crate::testing::battery::or_skip($backend, Some(($label, test))).await
+            else {
+                return;
+            };
+            match $crate::testing::battery::$test(&backend).await {
+                Ok(()) => $crate::testing::battery::report($label, test, "passed"),
+                Err(reason) => {
+                    $crate::testing::battery::report($label, test, &format!("skipped: {reason}"))
+                }
+            }
+        }
+    };
     ($label:expr, $backend:expr) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn blog_example_gives_the_exact_expected_entities() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::blog_example_gives_the_exact_expected_entities(&backend).await;
-                    $crate::testing::battery::report($label, "blog_example_gives_the_exact_expected_entities", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "blog_example_gives_the_exact_expected_entities", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(&backend).await;
-                    $crate::testing::battery::report($label, "crash_at_every_batch_boundary_and_mid_batch_resumes_exactly", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "crash_at_every_batch_boundary_and_mid_batch_resumes_exactly", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target(&backend).await;
-                    $crate::testing::battery::report($label, "a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn late_entities_written_during_the_run_are_swept_by_the_census() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::late_entities_written_during_the_run_are_swept_by_the_census(&backend).await;
-                    $crate::testing::battery::report($label, "late_entities_written_during_the_run_are_swept_by_the_census", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "late_entities_written_during_the_run_are_swept_by_the_census", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn two_runners_exactly_one_applies() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::two_runners_exactly_one_applies(&backend).await;
-                    $crate::testing::battery::report($label, "two_runners_exactly_one_applies", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "two_runners_exactly_one_applies", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn a_runner_whose_lease_was_taken_over_stops_without_writing() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::a_runner_whose_lease_was_taken_over_stops_without_writing(&backend).await;
-                    $crate::testing::battery::report($label, "a_runner_whose_lease_was_taken_over_stops_without_writing", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "a_runner_whose_lease_was_taken_over_stops_without_writing", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn an_edited_applied_migration_is_refused_with_exit_4() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::an_edited_applied_migration_is_refused_with_exit_4(&backend).await;
-                    $crate::testing::battery::report($label, "an_edited_applied_migration_is_refused_with_exit_4", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "an_edited_applied_migration_is_refused_with_exit_4", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing(&backend).await;
-                    $crate::testing::battery::report($label, "an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn dry_run_reports_counts_and_samples_without_writing() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::dry_run_reports_counts_and_samples_without_writing(&backend).await;
-                    $crate::testing::battery::report($label, "dry_run_reports_counts_and_samples_without_writing", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "dry_run_reports_counts_and_samples_without_writing", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn code_migrations_run_as_version_steps_next_to_files() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::code_migrations_run_as_version_steps_next_to_files(&backend).await;
-                    $crate::testing::battery::report($label, "code_migrations_run_as_version_steps_next_to_files", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "code_migrations_run_as_version_steps_next_to_files", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn rename_kind_rekeys_every_entity_and_keeps_the_prefix_history() {
-            match $backend.await {
-                Ok(backend) => match $crate::testing::battery::rename_kind_rekeys_every_entity_and_keeps_the_prefix_history(&backend).await {
-                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_rekeys_every_entity_and_keeps_the_prefix_history", "passed"),
-                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_rekeys_every_entity_and_keeps_the_prefix_history", &format!("skipped: {reason}")),
-                },
-                Err(reason) => $crate::testing::battery::report($label, "rename_kind_rekeys_every_entity_and_keeps_the_prefix_history", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn rename_kind_resumes_after_a_crash_at_every_fault_point() {
-            match $backend.await {
-                Ok(backend) => match $crate::testing::battery::rename_kind_resumes_after_a_crash_at_every_fault_point(&backend).await {
-                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_resumes_after_a_crash_at_every_fault_point", "passed"),
-                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_resumes_after_a_crash_at_every_fault_point", &format!("skipped: {reason}")),
-                },
-                Err(reason) => $crate::testing::battery::report($label, "rename_kind_resumes_after_a_crash_at_every_fault_point", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn rename_kind_with_a_concurrent_writer_on_the_old_kind() {
-            match $backend.await {
-                Ok(backend) => match $crate::testing::battery::rename_kind_with_a_concurrent_writer_on_the_old_kind(&backend).await {
-                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_with_a_concurrent_writer_on_the_old_kind", "passed"),
-                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_with_a_concurrent_writer_on_the_old_kind", &format!("skipped: {reason}")),
-                },
-                Err(reason) => $crate::testing::battery::report($label, "rename_kind_with_a_concurrent_writer_on_the_old_kind", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn rename_kind_never_overwrites_and_stops_on_a_namesake() {
-            match $backend.await {
-                Ok(backend) => match $crate::testing::battery::rename_kind_never_overwrites_and_stops_on_a_namesake(&backend).await {
-                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_never_overwrites_and_stops_on_a_namesake", "passed"),
-                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_never_overwrites_and_stops_on_a_namesake", &format!("skipped: {reason}")),
-                },
-                Err(reason) => $crate::testing::battery::report($label, "rename_kind_never_overwrites_and_stops_on_a_namesake", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn store_conformance() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::store_conformance(&backend).await;
-                    $crate::testing::battery::report($label, "store_conformance", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "store_conformance", &format!("skipped: {reason}")),
-            }
-        }
+        $crate::battery_tests!(@test $label, $backend, blog_example_gives_the_exact_expected_entities);
+        $crate::battery_tests!(@test $label, $backend, crash_at_every_batch_boundary_and_mid_batch_resumes_exactly);
+        $crate::battery_tests!(@test $label, $backend, a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target);
+        $crate::battery_tests!(@test $label, $backend, late_entities_written_during_the_run_are_swept_by_the_census);
+        $crate::battery_tests!(@test $label, $backend, two_runners_exactly_one_applies);
+        $crate::battery_tests!(@test $label, $backend, a_runner_whose_lease_was_taken_over_stops_without_writing);
+        $crate::battery_tests!(@test $label, $backend, an_edited_applied_migration_is_refused_with_exit_4);
+        $crate::battery_tests!(@test $label, $backend, an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing);
+        $crate::battery_tests!(@test $label, $backend, dry_run_reports_counts_and_samples_without_writing);
+        $crate::battery_tests!(@test $label, $backend, code_migrations_run_as_version_steps_next_to_files);
+        $crate::battery_tests!(@capability $label, $backend, rename_kind_rekeys_every_entity_and_keeps_the_prefix_history);
+        $crate::battery_tests!(@capability $label, $backend, rename_kind_resumes_after_a_crash_at_every_fault_point);
+        $crate::battery_tests!(@capability $label, $backend, rename_kind_with_a_concurrent_writer_on_the_old_kind);
+        $crate::battery_tests!(@capability $label, $backend, rename_kind_never_overwrites_and_stops_on_a_namesake);
+        $crate::battery_tests!(@test $label, $backend, store_conformance);
     };
 }

@@ -14,7 +14,7 @@ use tern_core::store::{Cursor, ErrorKind, Filter, ScanRequest, Write, WriteOutco
 
 use tern_core::store::Store;
 use tern_core::store::memory::MemoryStore;
-use tern_core::testing::battery::{self, report};
+use tern_core::testing::battery::{self, or_skip, report};
 use tern_integration_tests::cassandra::{CassBackend, backend};
 
 tern_core::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());
@@ -35,13 +35,8 @@ fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)
 /// come back exactly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_mapping_round_trip() {
-    let Ok(backend) = backend().await.map_err(|r| {
-        report(
-            "cassandra",
-            "cassandra_mapping_round_trip",
-            &format!("skipped: {r}"),
-        )
-    }) else {
+    let test = "cassandra_mapping_round_trip";
+    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
         return;
     };
     let store = tern_core::testing::battery::Backend::fresh(&backend).await;
@@ -98,19 +93,14 @@ async fn cassandra_mapping_round_trip() {
     }
     assert_eq!(store.kinds().await.unwrap(), ["things"]);
     assert_eq!(store.count("things", Filter::all()).await.unwrap(), 4);
-    report("cassandra", "cassandra_mapping_round_trip", "passed");
+    report("cassandra", test, "passed");
 }
 
 /// Put, get, conditional insert/replace, delete (also of a missing key and an unknown kind).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_put_get_delete() {
-    let Ok(backend) = backend().await.map_err(|r| {
-        report(
-            "cassandra",
-            "cassandra_put_get_delete",
-            &format!("skipped: {r}"),
-        )
-    }) else {
+    let test = "cassandra_put_get_delete";
+    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
         return;
     };
     let store = tern_core::testing::battery::Backend::fresh(&backend).await;
@@ -169,20 +159,15 @@ async fn cassandra_put_get_delete() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unsupported);
-    report("cassandra", "cassandra_put_get_delete", "passed");
+    report("cassandra", test, "passed");
 }
 
 /// A scan in pages of 7 over 100 entities, resumed from each cursor through a *new* store
 /// (another session), returns every entity exactly once; a garbled cursor is `InvalidCursor`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_scan_resumes_across_paging_states() {
-    let Ok(backend) = backend().await.map_err(|r| {
-        report(
-            "cassandra",
-            "cassandra_scan_resumes_across_paging_states",
-            &format!("skipped: {r}"),
-        )
-    }) else {
+    let test = "cassandra_scan_resumes_across_paging_states";
+    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
         return;
     };
     let url = backend.fresh_url();
@@ -250,11 +235,7 @@ async fn cassandra_scan_resumes_across_paging_states() {
             Ok(_) => assert!(bad.starts_with("c1.00"), "{bad} accepted"),
         }
     }
-    report(
-        "cassandra",
-        "cassandra_scan_resumes_across_paging_states",
-        "passed",
-    );
+    report("cassandra", test, "passed");
 }
 
 /// An unreachable server: a clear, temporary `Unavailable` error naming the URL, no password.
@@ -286,17 +267,6 @@ const USER_FULL: &str = "user (id text PRIMARY KEY, tern_version bigint, name te
      url text)";
 const BLOGPOST_FULL: &str = "blogpost (id text PRIMARY KEY, tern_version bigint, title text, \
      text text, author text, likes bigint, content text, email text, url text)";
-
-/// The backend, or `None` after reporting the skip of `test`.
-async fn backend_or_skip(test: &str) -> Option<CassBackend> {
-    match backend().await {
-        Ok(b) => Some(b),
-        Err(reason) => {
-            report("cassandra", test, &format!("skipped: {reason}"));
-            None
-        }
-    }
-}
 
 /// `None` (after reporting the skip of `test` with the server's reason) when the server lacks
 /// one of `features`.
@@ -353,7 +323,7 @@ async fn columns(backend: &CassBackend, ks: &str, table: &str) -> BTreeMap<Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_native_layout_migrates_the_blog() {
     let test = "cassandra_native_layout_migrates_the_blog";
-    let Some(backend) = backend_or_skip(test).await else {
+    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
         return;
     };
     let (_, url) = backend
@@ -385,7 +355,7 @@ async fn cassandra_native_layout_migrates_the_blog() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_ddl_on_fixed_schema_tables() {
     let test = "cassandra_ddl_on_fixed_schema_tables";
-    let Some(backend) = backend_or_skip(test).await else {
+    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
         return;
     };
     if lacks(&backend, test, &["alter", "drop"]).await {
@@ -468,7 +438,7 @@ async fn cassandra_ddl_on_fixed_schema_tables() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
     let test = "cassandra_refused_paging_state_falls_back_to_token_ranges";
-    let Some(backend) = backend_or_skip(test).await else {
+    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
         return;
     };
     if lacks(&backend, test, &["token"]).await {
@@ -551,7 +521,7 @@ async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_native_cas_on_clustered_partitions() {
     let test = "cassandra_native_cas_on_clustered_partitions";
-    let Some(backend) = backend_or_skip(test).await else {
+    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
         return;
     };
     if lacks(&backend, test, &["lwt_clustering"]).await {

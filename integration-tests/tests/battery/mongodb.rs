@@ -30,6 +30,7 @@ mod specific {
     use tern_core::store::{
         Condition, Filter, PushOp, PushStep, PushdownRequest, Store, VersionFilter, conformance,
     };
+    use tern_core::testing::battery::or_skip;
     use tern_integration_tests::mongodb::backend;
 
     async fn raw(url: &str, db: &str) -> mongodb::Collection<Document> {
@@ -52,12 +53,8 @@ mod specific {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_bson_types_round_trip_through_tern() {
-        let b = match backend().await {
-            Ok(b) => b,
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                return;
-            }
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
         };
         let (store, db) = b.fresh_named().await;
         let coll = raw(&b.url_for(&db), &db).await;
@@ -122,12 +119,8 @@ mod specific {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_null_matches_only_an_explicit_null() {
-        let b = match backend().await {
-            Ok(b) => b,
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                return;
-            }
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
         };
         let (store, _) = b.fresh_named().await;
         let ents: Vec<Entity> = [
@@ -170,12 +163,8 @@ mod specific {
     /// Runs `steps` on the same entities in MongoDB (inside the server) and in the
     /// memory store (the reference), and compares the counts and the results.
     pub(super) async fn same_as_reference(ents: &[Entity], steps: Vec<PushStep>) {
-        let b = match backend().await {
-            Ok(b) => b,
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                return;
-            }
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
         };
         let (store, _) = b.fresh_named().await;
         let reference: Arc<dyn Store> = Arc::new(MemoryStore::new());
@@ -384,6 +373,7 @@ mod bulk_writes {
 
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::{Store, Write, WriteOutcome};
+    use tern_core::testing::battery::or_skip;
     use tern_integration_tests::mongodb::backend;
     use tern_mongodb::MongoStore;
 
@@ -391,13 +381,7 @@ mod bulk_writes {
 
     /// A fresh store, or `None` (printed) when no server is available.
     async fn fresh() -> Option<(MongoStore, String)> {
-        let b = match backend().await {
-            Ok(b) => b,
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                return None;
-            }
-        };
+        let b = or_skip(backend(), None).await?;
         let (_, db) = b.fresh_named().await;
         let url = b.url_for(&db);
         Some((MongoStore::connect(&url).await.unwrap(), db))
@@ -527,7 +511,7 @@ mod joins {
 
     use async_trait::async_trait;
     use tern_core::store::{Result, ScanPage, ScanRequest, Store};
-    use tern_core::testing::battery::{self, RELEASE2, RELEASE3};
+    use tern_core::testing::battery::{self, RELEASE2, RELEASE3, or_skip};
     use tern_core::testing::intercept::{Intercept, Intercepted};
     use tern_integration_tests::mongodb::backend;
 
@@ -559,12 +543,8 @@ mod joins {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_copy_and_move_look_up_join_partners_per_batch() {
-        let b = match backend().await {
-            Ok(b) => b,
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                return;
-            }
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
         };
         let (inner, _) = b.fresh_named().await;
         // 40 users with 5 posts each; batches of 20.

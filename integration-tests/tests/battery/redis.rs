@@ -25,17 +25,8 @@ mod specific {
 
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::{ErrorKind, Filter, ScanRequest, Write};
-    use tern_integration_tests::redis::{RedisBackend, backend};
-
-    async fn server() -> Option<RedisBackend> {
-        match backend().await {
-            Ok(b) => Some(b),
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                None
-            }
-        }
-    }
+    use tern_core::testing::battery::or_skip;
+    use tern_integration_tests::redis::backend;
 
     fn prefix_of(url: &str) -> String {
         url.split("prefix=")
@@ -59,7 +50,9 @@ mod specific {
 
     #[tokio::test]
     async fn int_ids_round_trip_and_foreign_hashes_read_as_typed_values() {
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let url = b.fresh_url();
         let ns = prefix_of(&url);
         let store = tern_redis::open(&url).await.unwrap();
@@ -129,7 +122,9 @@ mod specific {
 
     #[tokio::test]
     async fn pages_respect_the_limit_and_a_full_scan_sees_every_key() {
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let store = b.try_fresh().await.unwrap();
         let n = 2500;
         let writes = (0..n)
@@ -180,7 +175,9 @@ mod specific {
     #[tokio::test]
     async fn a_large_pushdown_batch_is_split_into_bounded_script_calls() {
         use tern_core::store::{PushOp, PushStep, PushdownRequest};
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let store = b.try_fresh().await.unwrap();
         let n = 2500;
         let writes = (0..n)
@@ -232,7 +229,9 @@ mod specific {
 
     #[tokio::test]
     async fn kinds_with_the_separator_and_the_metadata_kind_are_refused() {
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let store = b.try_fresh().await.unwrap();
         for kind in ["a:b", "__tern"] {
             let err = store
@@ -261,7 +260,9 @@ mod specific {
     /// run stops naming it and resumes once it is gone.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rename_kind_moves_keys_and_never_overwrites_a_foreign_key() {
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let url = b.fresh_url();
         let ns = prefix_of(&url);
         let store = tern_redis::open(&url).await.unwrap();
@@ -358,7 +359,9 @@ mod specific {
     /// (and another separator) rename fine.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rename_kind_needs_the_same_layout_on_both_names() {
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let url = format!("{}&json=member", b.fresh_url());
         let store = tern_redis::open(&url).await.unwrap();
         let key = Key::new("user", "u1").unwrap();
@@ -421,7 +424,9 @@ mod specific {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn scans_batches_and_counts_in_a_dense_database() {
         use tern_core::store::{Cursor, PushOp, PushStep, PushdownRequest, VersionFilter};
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         if b.url().contains('?') || b.url().matches('/').count() > 2 {
             eprintln!("skipped: TERN_IT_REDIS_URL names a database or options");
             return;
