@@ -76,6 +76,13 @@ pub fn map(pairs: &[(&str, Value)]) -> Map {
         .collect()
 }
 
+/// An entity of `kind` with id `id` at `version`, holding `props`.
+pub fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)]) -> Entity {
+    let mut e = Entity::new(Key::new(kind, id).unwrap(), map(props));
+    e.version = version;
+    e
+}
+
 /// The blog of \[SE\]: users and their posts, plus posts by unknown authors and users without posts.
 pub fn blog(users: usize, posts_per_user: usize) -> Vec<Entity> {
     let mut out = Vec::new();
@@ -248,13 +255,38 @@ pub async fn blog_example_gives_the_exact_expected_entities(backend: &dyn Backen
 
 /// The export after an uninterrupted run of releases 2 and 3 on the in-memory reference store.
 pub async fn reference_export(entities: &[Entity], batch: usize) -> String {
+    memory_export(entities, &[(1, RELEASE2), (2, RELEASE3)], batch).await
+}
+
+/// The export after an uninterrupted run of `scripts` over `entities` on a memory store.
+pub async fn memory_export(entities: &[Entity], scripts: &[(u32, &str)], batch: usize) -> String {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     load(store.as_ref(), entities).await;
-    migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch)
+    migrator(Arc::clone(&store), scripts, batch)
         .up(None)
         .await
         .unwrap();
     export(store.as_ref()).await
+}
+
+/// Loads `entities` into `store`, runs `scripts` on it in batches of `batch`, and checks that
+/// it then holds what a memory store holds after the same run.
+pub async fn migrates_like_the_memory_store(
+    store: Arc<dyn Store>,
+    entities: &[Entity],
+    scripts: &[(u32, &str)],
+    batch: usize,
+) {
+    load(store.as_ref(), entities).await;
+    migrator(Arc::clone(&store), scripts, batch)
+        .up(None)
+        .await
+        .unwrap();
+    assert_eq!(
+        export(store.as_ref()).await,
+        memory_export(entities, scripts, batch).await,
+        "the same entities as the memory store"
+    );
 }
 
 /// Crash once at `point`, then resume until done; return the export.

@@ -12,24 +12,11 @@ use tern_core::model::json::entity_to_json_line;
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Cursor, ErrorKind, Filter, ScanRequest, Write, WriteOutcome};
 
-use tern_core::store::Store;
-use tern_core::store::memory::MemoryStore;
-use tern_core::testing::battery::{self, or_skip, report};
+use tern_core::testing::battery::{self, entity, or_skip, report};
+use tern_core::testing::pages::scan_pages;
 use tern_integration_tests::cassandra::{CassBackend, backend};
 
 tern_core::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());
-
-fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)]) -> Entity {
-    let mut e = Entity::new(
-        Key::new(kind, id).unwrap(),
-        props
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect(),
-    );
-    e.version = version;
-    e
-}
 
 /// Every tern value type, nested maps, `$`-keyed maps, a NaN payload and composite ids
 /// come back exactly.
@@ -183,36 +170,15 @@ async fn cassandra_scan_resumes_across_paging_states() {
         })
         .collect();
     store.write_batch(writes).await.unwrap();
+    // Each page through a fresh session: the cursor is plain text that survives the process.
+    let open = || async { tern_cassandra::open(&url).await.unwrap() };
+    let pages = scan_pages(open, "items", &Filter::all(), 7, 100).await;
     let mut seen = std::collections::BTreeSet::new();
-    let mut cursor = None;
-    let mut pages = 0;
-    loop {
-        // Each page through a fresh session: the cursor is plain text that survives the process.
-        let store = tern_cassandra::open(&url).await.unwrap();
-        let page = store
-            .scan(
-                "items",
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor,
-                    limit: 7,
-                },
-            )
-            .await
-            .unwrap();
-        assert!(page.entities.len() <= 7);
-        for e in page.entities {
-            assert!(seen.insert(e.key.id.clone()), "{} returned twice", e.key);
-        }
-        pages += 1;
-        match page.cursor {
-            Some(c) => cursor = Some(c),
-            None => break,
-        }
-        assert!(pages < 100, "the scan does not end");
+    for e in &pages.entities {
+        assert!(seen.insert(e.key.id.clone()), "{} returned twice", e.key);
     }
     assert_eq!(seen.len(), 100);
-    assert!(pages >= 15, "{pages} pages of at most 7");
+    assert!(pages.count() >= 15, "{} pages of at most 7", pages.count());
     // Filtered on the client with Filter::matches.
     assert_eq!(
         store.count("items", Filter::at_version(1)).await.unwrap(),
@@ -287,17 +253,6 @@ async fn lacks(backend: &CassBackend, test: &str, features: &[&str]) -> bool {
     false
 }
 
-/// The export a memory store gives for `scripts` over `data`.
-async fn reference(data: &[Entity], scripts: &[(u32, &str)]) -> String {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    battery::load(store.as_ref(), data).await;
-    battery::migrator(Arc::clone(&store), scripts, 4)
-        .up(None)
-        .await
-        .unwrap();
-    battery::export(store.as_ref()).await
-}
-
 /// The columns of a table and their types, from `system_schema.columns`.
 async fn columns(backend: &CassBackend, ks: &str, table: &str) -> BTreeMap<String, String> {
     let session = backend.session().await.unwrap();
@@ -326,25 +281,15 @@ async fn cassandra_native_layout_migrates_the_blog() {
     let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
         return;
     };
-    let (_, url) = backend
-        .native_keyspace(
+    let (_, _, store) = backend
+        .native_store(
             &[USER_FULL, BLOGPOST_FULL],
             "native=user,blogpost&drop_columns=false",
         )
         .await
         .unwrap();
-    let store = tern_cassandra::open(&url).await.unwrap();
-    let data = battery::blog(8, 3);
-    battery::load(store.as_ref(), &data).await;
     let scripts = [(1, battery::RELEASE2), (2, battery::RELEASE3)];
-    battery::migrator(Arc::clone(&store), &scripts, 5)
-        .up(None)
-        .await
-        .unwrap();
-    assert_eq!(
-        battery::export(store.as_ref()).await,
-        reference(&data, &scripts).await
-    );
+    battery::migrates_like_the_memory_store(store, &battery::blog(8, 3), &scripts, 5).await;
     report("cassandra", test, "passed");
 }
 
@@ -361,8 +306,8 @@ async fn cassandra_ddl_on_fixed_schema_tables() {
     if lacks(&backend, test, &["alter", "drop"]).await {
         return;
     }
-    let (ks, url) = backend
-        .native_keyspace(
+    let (ks, url, store) = backend
+        .native_store(
             &[
                 "user (id text PRIMARY KEY, name text, email text, url text)",
                 "blogpost (id text PRIMARY KEY, title text, text text, author text)",
@@ -371,7 +316,6 @@ async fn cassandra_ddl_on_fixed_schema_tables() {
         )
         .await
         .unwrap();
-    let store = tern_cassandra::open(&url).await.unwrap();
     let data = battery::blog(6, 2);
     // Version 0 needs no version column: the application's rows are loaded as they are.
     battery::load(store.as_ref(), &data).await;
@@ -390,7 +334,7 @@ async fn cassandra_ddl_on_fixed_schema_tables() {
     assert_eq!(report_up.applied.len(), 3);
     assert_eq!(
         battery::export(store.as_ref()).await,
-        reference(&data, &scripts).await
+        battery::memory_export(&data, &scripts, 4).await
     );
     let blogpost = columns(&backend, &ks, "blogpost").await;
     let expected: BTreeMap<String, String> = [
@@ -444,14 +388,13 @@ async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
     if lacks(&backend, test, &["token"]).await {
         return;
     }
-    let (_, url) = backend
-        .native_keyspace(
+    let (_, _, store) = backend
+        .native_store(
             &["nat (a text, b bigint, n bigint, tern_version bigint, PRIMARY KEY ((a, b)))"],
             "native=nat",
         )
         .await
         .unwrap();
-    let store = tern_cassandra::open(&url).await.unwrap();
     let mut writes = Vec::new();
     for i in 0..60_i64 {
         writes.push(Write::Put(entity(
@@ -527,8 +470,8 @@ async fn cassandra_native_cas_on_clustered_partitions() {
     if lacks(&backend, test, &["lwt_clustering"]).await {
         return;
     }
-    let (_, url) = backend
-        .native_keyspace(
+    let (_, _, store) = backend
+        .native_store(
             &[
                 "events (device text, seq bigint, v text, tern_version bigint, \
                PRIMARY KEY (device, seq))",
@@ -537,7 +480,6 @@ async fn cassandra_native_cas_on_clustered_partitions() {
         )
         .await
         .unwrap();
-    let store = tern_cassandra::open(&url).await.unwrap();
     let id = |seq: i64| Value::Array(vec![Value::from("d"), Value::Int(seq)]);
     let rows: Vec<Entity> = (0..3)
         .map(|i| entity("events", id(i), 0, &[("v", Value::from("x"))]))
