@@ -946,14 +946,45 @@ pub async fn or_skip<B>(
     }
 }
 
+/// What a battery function gives: nothing (it passed, or it panicked), or, for a
+/// capability the store may lack, `Err(reason)`.
+pub trait Outcome {
+    /// Why the test counts as skipped, if it does.
+    fn skip_reason(self) -> Option<String>;
+}
+
+impl Outcome for () {
+    fn skip_reason(self) -> Option<String> {
+        None
+    }
+}
+
+impl Outcome for Result<(), String> {
+    fn skip_reason(self) -> Option<String> {
+        self.err()
+    }
+}
+
+/// Runs a battery function and reports it ([`report`]): `passed`, or `skipped: <reason>`.
+pub async fn run_and_report<O: Outcome>(
+    label: &str,
+    test: &str,
+    run: impl std::future::Future<Output = O>,
+) {
+    match run.await.skip_reason() {
+        None => report(label, test, "passed"),
+        Some(reason) => report(label, test, &format!("skipped: {reason}")),
+    }
+}
+
 /// Generates one `#[tokio::test]` per battery function for a backend.
 ///
 /// `$label` names the backend in reports (`"redis"`, `"mongodb"`...).
 /// `$backend` is an async expression giving `Result<impl Backend, String>`:
 /// `Err(reason)` means the backend is not available here, which is reported
 /// as a skip ([`or_skip`]). Battery functions that return `Result<(), String>`
-/// (the kind rename) report their `Err` as a skip too: the store lacks the
-/// capability, which they checked is refused cleanly.
+/// (the kind rename) report their `Err` as a skip too ([`Outcome`]): the store
+/// lacks the capability, which they checked is refused cleanly.
 #[macro_export]
 macro_rules! battery_tests {
     (@test $label:expr, $backend:expr, $test:ident) => {
@@ -965,25 +996,8 @@ macro_rules! battery_tests {
             else {
                 return;
             };
-            $crate::testing::battery::$test(&backend).await;
-            $crate::testing::battery::report($label, test, "passed");
-        }
-    };
-    (@capability $label:expr, $backend:expr, $test:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $test() {
-            let test = stringify!($test);
-            let Some(backend) =
-                $crate::testing::battery::or_skip($backend, Some(($label, test))).await
-            else {
-                return;
-            };
-            match $crate::testing::battery::$test(&backend).await {
-                Ok(()) => $crate::testing::battery::report($label, test, "passed"),
-                Err(reason) => {
-                    $crate::testing::battery::report($label, test, &format!("skipped: {reason}"))
-                }
-            }
+            let run = $crate::testing::battery::$test(&backend);
+            $crate::testing::battery::run_and_report($label, test, run).await;
         }
     };
     ($label:expr, $backend:expr) => {
@@ -997,10 +1011,10 @@ macro_rules! battery_tests {
         $crate::battery_tests!(@test $label, $backend, an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing);
         $crate::battery_tests!(@test $label, $backend, dry_run_reports_counts_and_samples_without_writing);
         $crate::battery_tests!(@test $label, $backend, code_migrations_run_as_version_steps_next_to_files);
-        $crate::battery_tests!(@capability $label, $backend, rename_kind_rekeys_every_entity_and_keeps_the_prefix_history);
-        $crate::battery_tests!(@capability $label, $backend, rename_kind_resumes_after_a_crash_at_every_fault_point);
-        $crate::battery_tests!(@capability $label, $backend, rename_kind_with_a_concurrent_writer_on_the_old_kind);
-        $crate::battery_tests!(@capability $label, $backend, rename_kind_never_overwrites_and_stops_on_a_namesake);
+        $crate::battery_tests!(@test $label, $backend, rename_kind_rekeys_every_entity_and_keeps_the_prefix_history);
+        $crate::battery_tests!(@test $label, $backend, rename_kind_resumes_after_a_crash_at_every_fault_point);
+        $crate::battery_tests!(@test $label, $backend, rename_kind_with_a_concurrent_writer_on_the_old_kind);
+        $crate::battery_tests!(@test $label, $backend, rename_kind_never_overwrites_and_stops_on_a_namesake);
         $crate::battery_tests!(@test $label, $backend, store_conformance);
     };
 }

@@ -1,10 +1,11 @@
 //! A kind scanned page by page the way a resumed run reads it, for adapter tests.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::model::Entity;
+use crate::model::{Entity, Value};
 use crate::store::{Cursor, Filter, ScanRequest, Store};
 
 /// What [`scan_pages`] read.
@@ -20,6 +21,15 @@ impl Pages {
     /// How many pages the scan took.
     pub fn count(&self) -> usize {
         self.cursors.len() + 1
+    }
+
+    /// The ids of the entities read; panics when one was returned twice.
+    pub fn ids_once(&self) -> BTreeSet<Value> {
+        let mut ids = BTreeSet::new();
+        for e in &self.entities {
+            assert!(ids.insert(e.key.id.clone()), "{} returned twice", e.key);
+        }
+        ids
     }
 }
 

@@ -23,7 +23,7 @@ tern_core::battery_tests!("cassandra", tern_integration_tests::cassandra::backen
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_mapping_round_trip() {
     let test = "cassandra_mapping_round_trip";
-    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
+    let Some(backend) = backend_with(test, &[]).await else {
         return;
     };
     let store = tern_core::testing::battery::Backend::fresh(&backend).await;
@@ -87,7 +87,7 @@ async fn cassandra_mapping_round_trip() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_put_get_delete() {
     let test = "cassandra_put_get_delete";
-    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
+    let Some(backend) = backend_with(test, &[]).await else {
         return;
     };
     let store = tern_core::testing::battery::Backend::fresh(&backend).await;
@@ -154,7 +154,7 @@ async fn cassandra_put_get_delete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_scan_resumes_across_paging_states() {
     let test = "cassandra_scan_resumes_across_paging_states";
-    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
+    let Some(backend) = backend_with(test, &[]).await else {
         return;
     };
     let url = backend.fresh_url();
@@ -173,11 +173,7 @@ async fn cassandra_scan_resumes_across_paging_states() {
     // Each page through a fresh session: the cursor is plain text that survives the process.
     let open = || async { tern_cassandra::open(&url).await.unwrap() };
     let pages = scan_pages(open, "items", &Filter::all(), 7, 100).await;
-    let mut seen = std::collections::BTreeSet::new();
-    for e in &pages.entities {
-        assert!(seen.insert(e.key.id.clone()), "{} returned twice", e.key);
-    }
-    assert_eq!(seen.len(), 100);
+    assert_eq!(pages.ids_once().len(), 100);
     assert!(pages.count() >= 15, "{} pages of at most 7", pages.count());
     // Filtered on the client with Filter::matches.
     assert_eq!(
@@ -234,9 +230,10 @@ const USER_FULL: &str = "user (id text PRIMARY KEY, tern_version bigint, name te
 const BLOGPOST_FULL: &str = "blogpost (id text PRIMARY KEY, tern_version bigint, title text, \
      text text, author text, likes bigint, content text, email text, url text)";
 
-/// `None` (after reporting the skip of `test` with the server's reason) when the server lacks
-/// one of `features`.
-async fn lacks(backend: &CassBackend, test: &str, features: &[&str]) -> bool {
+/// The backend, or `None` after reporting the skip of `test`: no server, or the server lacks
+/// one of `features` (then with the server's reason).
+async fn backend_with(test: &str, features: &[&str]) -> Option<CassBackend> {
+    let backend = or_skip(backend(), Some(("cassandra", test))).await?;
     for feature in features {
         if let Some(reason) = backend.unsupported(feature).await {
             report(
@@ -247,10 +244,10 @@ async fn lacks(backend: &CassBackend, test: &str, features: &[&str]) -> bool {
                      ScyllaDB to run it"
                 ),
             );
-            return true;
+            return None;
         }
     }
-    false
+    Some(backend)
 }
 
 /// The columns of a table and their types, from `system_schema.columns`.
@@ -278,7 +275,7 @@ async fn columns(backend: &CassBackend, ks: &str, table: &str) -> BTreeMap<Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_native_layout_migrates_the_blog() {
     let test = "cassandra_native_layout_migrates_the_blog";
-    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
+    let Some(backend) = backend_with(test, &[]).await else {
         return;
     };
     let (_, _, store) = backend
@@ -300,12 +297,9 @@ async fn cassandra_native_layout_migrates_the_blog() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_ddl_on_fixed_schema_tables() {
     let test = "cassandra_ddl_on_fixed_schema_tables";
-    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
+    let Some(backend) = backend_with(test, &["alter", "drop"]).await else {
         return;
     };
-    if lacks(&backend, test, &["alter", "drop"]).await {
-        return;
-    }
     let (ks, url, store) = backend
         .native_store(
             &[
@@ -382,12 +376,9 @@ async fn cassandra_ddl_on_fixed_schema_tables() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
     let test = "cassandra_refused_paging_state_falls_back_to_token_ranges";
-    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
+    let Some(backend) = backend_with(test, &["token"]).await else {
         return;
     };
-    if lacks(&backend, test, &["token"]).await {
-        return;
-    }
     let (_, _, store) = backend
         .native_store(
             &["nat (a text, b bigint, n bigint, tern_version bigint, PRIMARY KEY ((a, b)))"],
@@ -464,12 +455,9 @@ async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_native_cas_on_clustered_partitions() {
     let test = "cassandra_native_cas_on_clustered_partitions";
-    let Some(backend) = or_skip(backend(), Some(("cassandra", test))).await else {
+    let Some(backend) = backend_with(test, &["lwt_clustering"]).await else {
         return;
     };
-    if lacks(&backend, test, &["lwt_clustering"]).await {
-        return;
-    }
     let (_, _, store) = backend
         .native_store(
             &[
