@@ -38,7 +38,7 @@ impl Pages {
 /// cursor is plain text that outlives the process). Panics when a page holds more than
 /// `limit` entities, or when the scan has not ended after `max_pages` pages.
 pub async fn scan_pages<F, Fut>(
-    mut open: F,
+    open: F,
     kind: &str,
     filter: &Filter,
     limit: usize,
@@ -48,11 +48,26 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Arc<dyn Store>>,
 {
+    scan_pages_from(open, kind, filter, limit, max_pages, None).await
+}
+
+/// [`scan_pages`] resumed from `cursor` (`None`: from the start).
+pub async fn scan_pages_from<F, Fut>(
+    mut open: F,
+    kind: &str,
+    filter: &Filter,
+    limit: usize,
+    max_pages: usize,
+    mut cursor: Option<Cursor>,
+) -> Pages
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
     let mut pages = Pages {
         entities: Vec::new(),
         cursors: Vec::new(),
     };
-    let mut cursor = None;
     loop {
         let page = open()
             .await

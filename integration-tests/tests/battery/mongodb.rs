@@ -47,7 +47,7 @@ mod specific {
             .collect()
     }
 
-    fn m(json: &str) -> Map {
+    pub(super) fn m(json: &str) -> Map {
         tern_core::model::json::json_to_map(&serde_json::from_str(json).unwrap()).unwrap()
     }
 
@@ -266,14 +266,12 @@ mod specific {
 }
 
 mod fast_path {
+    use super::specific::m;
     use tern_core::model::{Entity, Key, Value};
     use tern_core::store::{PushOp, PushStep};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_pushdown_without_conditions_equals_the_reference() {
-        let m = |json: &str| {
-            tern_core::model::json::json_to_map(&serde_json::from_str(json).unwrap()).unwrap()
-        };
         let ents: Vec<Entity> = [
             (1, 0, r#"{"text": "a"}"#),
             (2, 0, r#"{"likes": 0, "text": "b"}"#),
@@ -330,9 +328,6 @@ mod fast_path {
     /// way (MongoDB would fail a whole `update_many` on them): the same as the reference.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_pushdown_of_a_nested_set_skips_non_documents_like_the_reference() {
-        let m = |json: &str| {
-            tern_core::model::json::json_to_map(&serde_json::from_str(json).unwrap()).unwrap()
-        };
         let ents: Vec<Entity> = [
             (1, r#"{"meta": "x", "text": "a"}"#),
             (2, r#"{"meta": {"k": 0}, "text": "b"}"#),

@@ -22,11 +22,61 @@ mod container {
 /// Redis-specific behaviour, on the server at `TERN_IT_REDIS_URL`.
 mod specific {
     use std::collections::BTreeSet;
+    use std::sync::Arc;
 
     use tern_core::model::{Entity, Key, Map, Value};
-    use tern_core::store::{ErrorKind, Filter, ScanRequest, Write};
+    use tern_core::store::{
+        ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanRequest, Store, Write,
+    };
     use tern_core::testing::battery::or_skip;
+    use tern_core::testing::pages::{scan_pages, scan_pages_from};
     use tern_integration_tests::redis::backend;
+
+    /// Writes `n` empty entities `item:0` ... `item:<n-1>`.
+    async fn items(store: &dyn Store, n: i64) {
+        let writes = (0..n)
+            .map(|i| Write::Put(Entity::new(Key::new("item", i).unwrap(), Map::new())))
+            .collect();
+        store.write_batch(writes).await.unwrap();
+    }
+
+    /// Sets `n` to `value` on every `item` at version `from` in server-side batches of
+    /// `limit`, checking that no call advances more than `most` entities; gives the
+    /// entities advanced and the calls made.
+    async fn set_n_on_every_item(
+        store: &dyn Store,
+        from: u64,
+        value: i64,
+        limit: usize,
+        most: u64,
+    ) -> (u64, usize) {
+        let (mut advanced, mut calls, mut cursor) = (0, 0, None);
+        loop {
+            let page = store
+                .update_in_place(PushdownRequest {
+                    kind: "item".into(),
+                    from,
+                    steps: vec![PushStep {
+                        conditions: vec![],
+                        op: PushOp::Set {
+                            path: vec!["n".into()],
+                            value: Value::Int(value),
+                        },
+                    }],
+                    cursor,
+                    limit,
+                })
+                .await
+                .unwrap();
+            assert!(page.advanced <= most, "{} > {most}", page.advanced);
+            advanced += page.advanced;
+            calls += 1;
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => return (advanced, calls),
+            }
+        }
+    }
 
     fn prefix_of(url: &str) -> String {
         url.split("prefix=")
@@ -127,35 +177,12 @@ mod specific {
         };
         let store = b.try_fresh().await.unwrap();
         let n = 2500;
-        let writes = (0..n)
-            .map(|i| Write::Put(Entity::new(Key::new("item", i).unwrap(), Map::new())))
-            .collect();
-        store.write_batch(writes).await.unwrap();
-        let mut seen = BTreeSet::new();
-        let mut cursor = None;
-        let mut pages = 0;
-        loop {
-            let page = store
-                .scan(
-                    "item",
-                    ScanRequest {
-                        filter: Filter::all(),
-                        cursor,
-                        limit: 7,
-                    },
-                )
-                .await
-                .unwrap();
-            assert!(page.entities.len() <= 7);
-            pages += 1;
-            seen.extend(page.entities.into_iter().map(|e| e.key));
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
-            }
-        }
+        items(store.as_ref(), n).await;
+        let open = || async { Arc::clone(&store) };
+        let pages = scan_pages(open, "item", &Filter::all(), 7, usize::MAX).await;
+        let seen: BTreeSet<Key> = pages.entities.into_iter().map(|e| e.key).collect();
         assert_eq!(seen.len(), n as usize);
-        assert!(pages >= 2500 / 7);
+        assert!(pages.cursors.len() + 1 >= 2500 / 7);
         let bad = store
             .scan(
                 "item",
@@ -174,43 +201,14 @@ mod specific {
     /// script alone), whatever batch the engine asks for; the pages still cover every key.
     #[tokio::test]
     async fn a_large_pushdown_batch_is_split_into_bounded_script_calls() {
-        use tern_core::store::{PushOp, PushStep, PushdownRequest};
         let Some(b) = or_skip(backend(), None).await else {
             return;
         };
         let store = b.try_fresh().await.unwrap();
         let n = 2500;
-        let writes = (0..n)
-            .map(|i| Write::Put(Entity::new(Key::new("item", i).unwrap(), Map::new())))
-            .collect();
-        store.write_batch(writes).await.unwrap();
-        let mut cursor = None;
-        let (mut advanced, mut pages) = (0u64, 0);
-        loop {
-            let page = store
-                .update_in_place(PushdownRequest {
-                    kind: "item".into(),
-                    from: 0,
-                    steps: vec![PushStep {
-                        conditions: vec![],
-                        op: PushOp::Set {
-                            path: vec!["likes".into()],
-                            value: Value::Int(0),
-                        },
-                    }],
-                    cursor,
-                    limit: 10_000,
-                })
-                .await
-                .unwrap();
-            assert!(page.advanced <= tern_redis::MAX_KEYS_PER_SCRIPT as u64);
-            advanced += page.advanced;
-            pages += 1;
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
-            }
-        }
+        items(store.as_ref(), n).await;
+        let most = tern_redis::MAX_KEYS_PER_SCRIPT as u64;
+        let (advanced, pages) = set_n_on_every_item(store.as_ref(), 0, 0, 10_000, most).await;
         assert_eq!(advanced, n as u64, "every key advanced exactly once");
         assert!(pages >= 3, "2500 keys need at least 3 calls, took {pages}");
         let left = store
@@ -423,7 +421,7 @@ mod specific {
     /// which it empties.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn scans_batches_and_counts_in_a_dense_database() {
-        use tern_core::store::{Cursor, PushOp, PushStep, PushdownRequest, VersionFilter};
+        use tern_core::store::{Cursor, VersionFilter};
         let Some(b) = or_skip(backend(), None).await else {
             return;
         };
@@ -437,38 +435,22 @@ mod specific {
         let _: () = redis::cmd("FLUSHDB").query_async(&mut conn).await.unwrap();
         let store = tern_redis::open(&url).await.unwrap();
         let n = 3000i64;
-        let writes = (0..n)
-            .map(|i| Write::Put(Entity::new(Key::new("item", i).unwrap(), Map::new())))
-            .collect();
-        store.write_batch(writes).await.unwrap();
+        items(store.as_ref(), n).await;
         let all: BTreeSet<Key> = (0..n).map(|i| Key::new("item", i).unwrap()).collect();
 
         let scan_all = |cursor: Option<Cursor>, limit: usize| {
-            let store = std::sync::Arc::clone(&store);
+            let store = Arc::clone(&store);
             async move {
-                let (mut seen, mut forms, mut cursor) = (BTreeSet::new(), BTreeSet::new(), cursor);
-                loop {
-                    let page = store
-                        .scan(
-                            "item",
-                            ScanRequest {
-                                filter: Filter::all(),
-                                cursor: cursor.take(),
-                                limit,
-                            },
-                        )
-                        .await
-                        .unwrap();
-                    assert!(page.entities.len() <= limit, "limit {limit}");
-                    seen.extend(page.entities.into_iter().map(|e| e.key));
-                    match page.cursor {
-                        Some(c) => {
-                            forms.extend(c.0.chars().filter(|ch| matches!(ch, '+' | '/' | '|')));
-                            cursor = Some(c);
-                        }
-                        None => return (seen, forms),
-                    }
-                }
+                let open = || async { Arc::clone(&store) };
+                let pages =
+                    scan_pages_from(open, "item", &Filter::all(), limit, usize::MAX, cursor).await;
+                let seen: BTreeSet<Key> = pages.entities.into_iter().map(|e| e.key).collect();
+                let forms: BTreeSet<char> = pages
+                    .cursors
+                    .iter()
+                    .flat_map(|c| c.0.chars().filter(|ch| matches!(ch, '+' | '/' | '|')))
+                    .collect();
+                (seen, forms)
             }
         };
         let (seen, forms) = scan_all(None, 7).await;
@@ -506,32 +488,8 @@ mod specific {
 
         // Server-side batches of every size advance every entity exactly once.
         for (from, limit) in [(0u64, 150usize), (1, 7), (2, 1000)] {
-            let mut advanced = 0;
-            let mut cursor = None;
-            loop {
-                let page = store
-                    .update_in_place(PushdownRequest {
-                        kind: "item".into(),
-                        from,
-                        steps: vec![PushStep {
-                            conditions: vec![],
-                            op: PushOp::Set {
-                                path: vec!["n".into()],
-                                value: Value::Int(from as i64),
-                            },
-                        }],
-                        cursor,
-                        limit,
-                    })
-                    .await
-                    .unwrap();
-                assert!(page.advanced <= limit as u64);
-                advanced += page.advanced;
-                match page.cursor {
-                    Some(c) => cursor = Some(c),
-                    None => break,
-                }
-            }
+            let (advanced, _) =
+                set_n_on_every_item(store.as_ref(), from, from as i64, limit, limit as u64).await;
             assert_eq!(advanced, n as u64, "batches of {limit}");
             let count = |version| {
                 let store = std::sync::Arc::clone(&store);
