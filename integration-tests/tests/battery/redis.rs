@@ -139,17 +139,18 @@ mod specific {
         );
 
         // A hash written by another program: plain text fields, no version.
-        let _: () = redis::cmd("HSET")
-            .arg(format!("{ns}:user:u9"))
-            .arg("name")
-            .arg("Bob")
-            .arg("age")
-            .arg("31")
-            .arg("score")
-            .arg("1.5")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        exec(
+            &mut conn,
+            redis::cmd("HSET")
+                .arg(format!("{ns}:user:u9"))
+                .arg("name")
+                .arg("Bob")
+                .arg("age")
+                .arg("31")
+                .arg("score")
+                .arg("1.5"),
+        )
+        .await;
         let e = store
             .get(&Key::new("user", "u9").unwrap())
             .await
@@ -248,6 +249,11 @@ mod specific {
         tern_core::testing::battery::migrator(store, &[(1, "rename kind user to member")], 2)
     }
 
+    /// Runs a command that answers nothing of interest.
+    async fn exec(conn: &mut redis::aio::MultiplexedConnection, cmd: &redis::Cmd) {
+        let _: () = cmd.query_async(conn).await.unwrap();
+    }
+
     async fn key_type(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> String {
         redis::cmd("TYPE").arg(key).query_async(conn).await.unwrap()
     }
@@ -275,25 +281,22 @@ mod specific {
         let client = redis::Client::open(b.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let raw = |k: &str| format!("{ns}:{k}");
-        let _: () = redis::cmd("EXPIRE")
-            .arg(raw("user:u0"))
-            .arg(1000)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        exec(
+            &mut conn,
+            redis::cmd("EXPIRE").arg(raw("user:u0")).arg(1000),
+        )
+        .await;
         // Not entities: a list under the old prefix, a list where u4 would go.
-        let _: () = redis::cmd("RPUSH")
-            .arg(raw("user:queue"))
-            .arg("x")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let _: () = redis::cmd("RPUSH")
-            .arg(raw("member:u4"))
-            .arg("foreign")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        exec(
+            &mut conn,
+            redis::cmd("RPUSH").arg(raw("user:queue")).arg("x"),
+        )
+        .await;
+        exec(
+            &mut conn,
+            redis::cmd("RPUSH").arg(raw("member:u4")).arg("foreign"),
+        )
+        .await;
 
         let err = rename_migrator(std::sync::Arc::clone(&store))
             .up(None)
@@ -309,11 +312,7 @@ mod specific {
         assert_eq!(key_type(&mut conn, &raw("user:u1")).await, "none");
 
         // Resolve the collision; the next run resumes and finishes.
-        let _: () = redis::cmd("DEL")
-            .arg(raw("member:u4"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        exec(&mut conn, redis::cmd("DEL").arg(raw("member:u4"))).await;
         tokio::time::sleep(std::time::Duration::from_millis(80)).await;
         let report = rename_migrator(std::sync::Arc::clone(&store))
             .up(None)
