@@ -109,6 +109,23 @@ impl CassBackend {
         ))
     }
 
+    /// [`Self::native_keyspace`] and a store opened on it: the keyspace, the store's URL and
+    /// the store.
+    ///
+    /// # Errors
+    /// A CQL error creating the tables, or the adapter's error opening the store.
+    pub async fn native_store(
+        &self,
+        tables: &[&str],
+        options: &str,
+    ) -> Result<(String, String, Arc<dyn Store>), String> {
+        let (ks, url) = self.native_keyspace(tables, options).await?;
+        let store = tern_cassandra::open(&url)
+            .await
+            .map_err(|e| format!("cannot open a store on {ks}: {e:#}"))?;
+        Ok((ks, url, store))
+    }
+
     /// A fresh store, or the error opening it.
     ///
     /// # Errors

@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
-use tern_core::model::{Entity, Key, Map, Value};
+use tern_core::model::{Key, Map, Value};
 use tern_core::store::{Cursor, ErrorKind, Filter, ScanRequest, Store, Write, WriteOutcome};
-use tern_core::testing::battery::{self, Backend};
+use tern_core::testing::battery::{self, Backend, entity};
+use tern_core::testing::pages::scan_pages;
 
 struct Server {
     addr: std::net::SocketAddr,
@@ -62,18 +63,6 @@ impl Server {
             format!("cassandra://{}/{ks}?{options}", self.addr),
         )
     }
-}
-
-fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)]) -> Entity {
-    let mut e = Entity::new(
-        Key::new(kind, id).unwrap(),
-        props
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect(),
-    );
-    e.version = version;
-    e
 }
 
 const USERS: &str = "users (id text PRIMARY KEY, tern_version bigint, name text, age bigint, \
@@ -389,40 +378,17 @@ async fn native_scans_resume_across_sessions_and_refused_cursors_restart_here() 
         })
         .collect();
     store.write_batch(writes).await.unwrap();
-    let mut seen = std::collections::BTreeSet::new();
-    let mut cursor: Option<Cursor> = None;
-    let mut pages = 0;
-    loop {
-        let store = tern_cassandra::open(&url).await.unwrap();
-        let page = store
-            .scan(
-                "items",
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor,
-                    limit: 7,
-                },
-            )
-            .await
-            .unwrap();
-        for e in page.entities {
-            assert!(seen.insert(e.key.id.clone()), "{} returned twice", e.key);
-        }
-        pages += 1;
-        match page.cursor {
-            Some(c) => {
-                // `c2.<from>.<last>.<paging state>`: the last row's token is known, so a refused
-                // paging state can continue from it on a real cluster.
-                let parts: Vec<&str> = c.0.split('.').collect();
-                assert_eq!((parts[0], parts[1]), ("c2", "-"), "{c:?}");
-                assert!(parts[2].parse::<i64>().is_ok(), "{c:?}");
-                cursor = Some(c);
-            }
-            None => break,
-        }
-        assert!(pages < 100);
+    // Each page through a new session.
+    let open = || async { tern_cassandra::open(&url).await.unwrap() };
+    let pages = scan_pages(open, "items", &Filter::all(), 7, 100).await;
+    for c in &pages.cursors {
+        // `c2.<from>.<last>.<paging state>`: the last row's token is known, so a refused
+        // paging state can continue from it on a real cluster.
+        let parts: Vec<&str> = c.0.split('.').collect();
+        assert_eq!((parts[0], parts[1]), ("c2", "-"), "{c:?}");
+        assert!(parts[2].parse::<i64>().is_ok(), "{c:?}");
     }
-    assert_eq!(seen.len(), 100);
+    assert_eq!(pages.ids_once().len(), 100);
     assert_eq!(
         store.count("items", Filter::at_version(1)).await.unwrap(),
         34
@@ -497,18 +463,11 @@ async fn the_engine_battery_runs_on_native_tables() {
 async fn the_blog_migrations_give_the_reference_result_on_native_tables() {
     let backend = NativeBlog(Arc::new(Server::start().await));
     let store = backend.fresh().await;
-    let data = battery::blog(12, 3);
-    battery::load(store.as_ref(), &data).await;
-    battery::migrator(
-        Arc::clone(&store),
+    battery::migrates_like_the_memory_store(
+        store,
+        &battery::blog(12, 3),
         &[(1, battery::RELEASE2), (2, battery::RELEASE3)],
         5,
     )
-    .up(None)
-    .await
-    .unwrap();
-    assert_eq!(
-        battery::export(store.as_ref()).await,
-        battery::reference_export(&data, 5).await
-    );
+    .await;
 }

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 
 use crate::migrate::{
     FaultAt, FaultHook, FaultPoint, LeaseOptions, MigrateError, Migration, MigrationSet, Migrator,
-    RunOptions,
+    RunOptions, UpReport,
 };
 use crate::model::json::{entity_from_json_line, entity_to_json_line};
 use crate::model::{Entity, Key, Map, Value};
@@ -74,6 +74,13 @@ pub fn map(pairs: &[(&str, Value)]) -> Map {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), v.clone()))
         .collect()
+}
+
+/// An entity of `kind` with id `id` at `version`, holding `props`.
+pub fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)]) -> Entity {
+    let mut e = Entity::new(Key::new(kind, id).unwrap(), map(props));
+    e.version = version;
+    e
 }
 
 /// The blog of \[SE\]: users and their posts, plus posts by unknown authors and users without posts.
@@ -171,11 +178,95 @@ fn opts(batch: usize) -> RunOptions {
     }
 }
 
+/// [`opts`] at no more than `rate` entities a second.
+fn throttled(batch: usize, rate: f64) -> RunOptions {
+    RunOptions {
+        max_rate: Some(rate),
+        ..opts(batch)
+    }
+}
+
+/// A migrator of `migrations` with the run options `run` and a short lease.
+fn migrator_with(store: Arc<dyn Store>, migrations: MigrationSet, run: RunOptions) -> Migrator {
+    Migrator::new(store, migrations)
+        .with_run_options(run)
+        .with_lease_options(fast_lease())
+}
+
 /// A migrator with a short lease and the given batch size.
 pub fn migrator(store: Arc<dyn Store>, scripts: &[(u32, &str)], batch: usize) -> Migrator {
-    Migrator::new(store, set(scripts))
-        .with_run_options(opts(batch))
-        .with_lease_options(fast_lease())
+    migrator_with(store, set(scripts), opts(batch))
+}
+
+/// A fault hook that crashes the run the first time it reaches `point`, and the flag
+/// telling whether it did.
+fn crash_once_at(point: FaultPoint) -> (FaultHook, Arc<AtomicBool>) {
+    let fired = Arc::new(AtomicBool::new(false));
+    let f = Arc::clone(&fired);
+    let hook: FaultHook = Arc::new(move |p| p == point && !f.swap(true, Ordering::SeqCst));
+    (hook, fired)
+}
+
+/// Runs the migrator `runner` gives with a crash the first time it reaches `point`. When it
+/// crashed: checks that the run failed with the injected crash, lets the crashed runner's
+/// lease expire, and checks that a new runner resumes the interrupted migration. Returns
+/// whether it crashed, and the report of the run that finished.
+async fn crash_once_then_resume(
+    point: FaultPoint,
+    runner: impl Fn() -> Migrator,
+) -> (bool, UpReport) {
+    let (hook, fired) = crash_once_at(point);
+    let first = runner().with_fault_hook(hook).up(None).await;
+    if !fired.load(Ordering::SeqCst) {
+        return (false, first.unwrap());
+    }
+    assert!(
+        matches!(first, Err(MigrateError::InjectedCrash(_))),
+        "{first:?}"
+    );
+    // The crashed runner's lease expires; the next run takes over and resumes.
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let report = runner().up(None).await.unwrap();
+    assert!(
+        report.applied.first().is_some_and(|m| m.resumed),
+        "the interrupted migration resumes ({point:?})"
+    );
+    (true, report)
+}
+
+/// Old application code adds a hit: reads the entity under the first of `keys` that holds
+/// it, increments its `hits` and writes it back with compare-and-set, again until that applies.
+async fn add_a_hit(store: &dyn Store, keys: &[Key]) {
+    loop {
+        let mut cur = None;
+        for key in keys {
+            cur = store.get(key).await.unwrap();
+            if cur.is_some() {
+                break;
+            }
+        }
+        let cur = cur.unwrap_or_else(|| panic!("entity {keys:?} lost"));
+        let mut new = cur.clone();
+        let Some(Value::Int(hits)) = new.value.get("hits").cloned() else {
+            panic!("hits lost on {}: {cur:?}", cur.key);
+        };
+        new.value.insert("hits".into(), Value::Int(hits + 1));
+        let out = store
+            .write_batch(vec![Write::Replace { expected: cur, new }])
+            .await
+            .unwrap();
+        if out[0] == WriteOutcome::Applied {
+            return;
+        }
+    }
+}
+
+/// Every entity of `kind`, in pages of 100 (a key returned twice is here twice).
+async fn scan_kind(store: &Arc<dyn Store>, kind: &str) -> Vec<Entity> {
+    let open = || async { Arc::clone(store) };
+    super::pages::scan_pages(open, kind, &Filter::all(), 100, 100_000)
+        .await
+        .entities
 }
 
 pub async fn blog_example_gives_the_exact_expected_entities(backend: &dyn Backend) {
@@ -248,13 +339,38 @@ pub async fn blog_example_gives_the_exact_expected_entities(backend: &dyn Backen
 
 /// The export after an uninterrupted run of releases 2 and 3 on the in-memory reference store.
 pub async fn reference_export(entities: &[Entity], batch: usize) -> String {
+    memory_export(entities, &[(1, RELEASE2), (2, RELEASE3)], batch).await
+}
+
+/// The export after an uninterrupted run of `scripts` over `entities` on a memory store.
+pub async fn memory_export(entities: &[Entity], scripts: &[(u32, &str)], batch: usize) -> String {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     load(store.as_ref(), entities).await;
-    migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch)
+    migrator(Arc::clone(&store), scripts, batch)
         .up(None)
         .await
         .unwrap();
     export(store.as_ref()).await
+}
+
+/// Loads `entities` into `store`, runs `scripts` on it in batches of `batch`, and checks that
+/// it then holds what a memory store holds after the same run.
+pub async fn migrates_like_the_memory_store(
+    store: Arc<dyn Store>,
+    entities: &[Entity],
+    scripts: &[(u32, &str)],
+    batch: usize,
+) {
+    load(store.as_ref(), entities).await;
+    migrator(Arc::clone(&store), scripts, batch)
+        .up(None)
+        .await
+        .unwrap();
+    assert_eq!(
+        export(store.as_ref()).await,
+        memory_export(entities, scripts, batch).await,
+        "the same entities as the memory store"
+    );
 }
 
 /// Crash once at `point`, then resume until done; return the export.
@@ -268,34 +384,14 @@ async fn crash_and_resume(
         pushdown,
         ..opts(batch)
     };
-    let fired = Arc::new(AtomicBool::new(false));
-    let f = Arc::clone(&fired);
-    let hook: FaultHook = Arc::new(move |p| p == point && !f.swap(true, Ordering::SeqCst));
-    let first = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch)
-        .with_run_options(run.clone())
-        .with_fault_hook(hook)
-        .up(None)
-        .await;
-    let crashed = fired.load(Ordering::SeqCst);
-    if crashed {
-        assert!(
-            matches!(first, Err(MigrateError::InjectedCrash(_))),
-            "{first:?}"
-        );
-        // The crashed runner's lease expires; the next run takes over and resumes.
-        tokio::time::sleep(Duration::from_millis(80)).await;
-        let report = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], batch)
-            .with_run_options(run)
-            .up(None)
-            .await
-            .unwrap();
-        assert!(
-            report.applied.first().is_some_and(|m| m.resumed),
-            "the interrupted migration resumes"
-        );
-    } else {
-        first.unwrap();
-    }
+    let (crashed, _) = crash_once_then_resume(point, || {
+        migrator_with(
+            Arc::clone(&store),
+            set(&[(1, RELEASE2), (2, RELEASE3)]),
+            run.clone(),
+        )
+    })
+    .await;
     (crashed, export(store.as_ref()).await)
 }
 
@@ -397,23 +493,8 @@ async fn concurrent_writer_run(backend: &dyn Backend, pushdown: bool) {
                 n += 1;
                 // Old application code increments `hits`, unaware of versions.
                 let id = (n * 7919) % N;
-                let key = Key::new("blogpost", id).unwrap();
-                loop {
-                    let cur = store.get(&key).await.unwrap().unwrap();
-                    let mut new = cur.clone();
-                    let Some(Value::Int(hits)) = new.value.get("hits").cloned() else {
-                        panic!("hits lost on {key}: {cur:?}");
-                    };
-                    new.value.insert("hits".into(), Value::Int(hits + 1));
-                    let out = store
-                        .write_batch(vec![Write::Replace { expected: cur, new }])
-                        .await
-                        .unwrap();
-                    if out[0] == WriteOutcome::Applied {
-                        *updates.lock().unwrap().entry(id).or_default() += 1;
-                        break;
-                    }
-                }
+                add_a_hit(store.as_ref(), &[Key::new("blogpost", id).unwrap()]).await;
+                *updates.lock().unwrap().entry(id).or_default() += 1;
                 // Old code also inserts entities of the old shape (version 0).
                 if n % 10 == 0 && n <= 600 {
                     let key = Key::new("blogpost", 10_000 + n).unwrap();
@@ -432,20 +513,16 @@ async fn concurrent_writer_run(backend: &dyn Backend, pushdown: bool) {
     // Let the writer start, then migrate slowly enough that they overlap.
     tokio::time::sleep(Duration::from_millis(20)).await;
     let writes_before = updates.lock().unwrap().values().sum::<i64>();
-    let report = Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2)]))
-        .with_run_options(RunOptions {
-            batch_size: 10,
-            pushdown_batch_size: 10,
-            max_rate: Some(1500.0),
-            pushdown,
-            // The writer keeps inserting old-shape entities for a while (600
-            // iterations) after the scan ends; on a networked store each census
-            // pass takes milliseconds, so 3 passes can all see a fresh insert.
-            // The census must converge once the inserts stop.
-            census_passes: 1000,
-            ..RunOptions::default()
-        })
-        .with_lease_options(fast_lease())
+    let run = RunOptions {
+        pushdown,
+        // The writer keeps inserting old-shape entities for a while (600
+        // iterations) after the scan ends; on a networked store each census
+        // pass takes milliseconds, so 3 passes can all see a fresh insert.
+        // The census must converge once the inserts stop.
+        census_passes: 1000,
+        ..throttled(10, 1500.0)
+    };
+    let report = migrator_with(Arc::clone(&store), set(&[(1, RELEASE2)]), run)
         .up(None)
         .await;
     let writes_during = updates.lock().unwrap().values().sum::<i64>() - writes_before;
@@ -458,48 +535,30 @@ async fn concurrent_writer_run(backend: &dyn Backend, pushdown: bool) {
         "the writer ran during the migration ({writes_during} writes, pushdown {pushdown})"
     );
     let updates = updates.lock().unwrap().clone();
-    let mut cursor = None;
     let mut late_seen = 0u64;
     let mut seen = 0i64;
-    loop {
-        let page = store
-            .scan(
-                "blogpost",
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor,
-                    limit: 100,
-                },
-            )
-            .await
-            .unwrap();
-        for e in &page.entities {
-            let Value::Int(id) = e.key.id else {
-                panic!("{:?}", e.key)
-            };
-            let hits = updates.get(&id).copied().unwrap_or(0);
-            if id >= 10_000 {
-                late_seen += 1;
-                assert_eq!(e.get("hits"), Some(&Value::Int(0)), "{e:?}");
-                continue;
-            }
-            seen += 1;
-            assert_eq!(e.version, 2, "{} migrated (pushdown {pushdown})", e.key);
-            assert!(
-                e.value.contains_key("content") && !e.value.contains_key("text"),
-                "{e:?}"
-            );
-            assert_eq!(
-                e.get("hits"),
-                Some(&Value::Int(hits)),
-                "no lost update on {} (pushdown {pushdown})",
-                e.key
-            );
+    for e in &scan_kind(&store, "blogpost").await {
+        let Value::Int(id) = e.key.id else {
+            panic!("{:?}", e.key)
+        };
+        let hits = updates.get(&id).copied().unwrap_or(0);
+        if id >= 10_000 {
+            late_seen += 1;
+            assert_eq!(e.get("hits"), Some(&Value::Int(0)), "{e:?}");
+            continue;
         }
-        match page.cursor {
-            Some(c) => cursor = Some(c),
-            None => break,
-        }
+        seen += 1;
+        assert_eq!(e.version, 2, "{} migrated (pushdown {pushdown})", e.key);
+        assert!(
+            e.value.contains_key("content") && !e.value.contains_key("text"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.get("hits"),
+            Some(&Value::Int(hits)),
+            "no lost update on {} (pushdown {pushdown})",
+            e.key
+        );
     }
     assert_eq!(seen, N);
     assert_eq!(
@@ -559,24 +618,18 @@ pub async fn late_entities_written_during_the_run_are_swept_by_the_census(backen
 pub async fn two_runners_exactly_one_applies(backend: &dyn Backend) {
     let store: Arc<dyn Store> = backend.fresh().await;
     load(store.as_ref(), &blog(30, 3)).await;
-    let slow = RunOptions {
-        batch_size: 5,
-        pushdown_batch_size: 5,
-        max_rate: Some(500.0),
-        ..RunOptions::default()
+    let runner = || {
+        migrator_with(
+            Arc::clone(&store),
+            set(&[(1, RELEASE2)]),
+            throttled(5, 500.0),
+        )
+        .with_lease_options(LeaseOptions {
+            ttl: Duration::from_secs(5),
+            ..LeaseOptions::default()
+        })
     };
-    let a = Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2)]))
-        .with_run_options(slow.clone())
-        .with_lease_options(LeaseOptions {
-            ttl: Duration::from_secs(5),
-            ..LeaseOptions::default()
-        });
-    let b = Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2)]))
-        .with_run_options(slow)
-        .with_lease_options(LeaseOptions {
-            ttl: Duration::from_secs(5),
-            ..LeaseOptions::default()
-        });
+    let (a, b) = (runner(), runner());
     let (ra, rb) = tokio::join!(a.up(None), b.up(None));
     let results = [ra, rb];
     let applied = results
@@ -602,18 +655,16 @@ pub async fn a_runner_whose_lease_was_taken_over_stops_without_writing(backend: 
     load(store.as_ref(), &blog(20, 3)).await;
     let expected = reference_export(&blog(20, 3), 4).await;
     // A stalls (no renewal, slow) and loses its lease; B takes over and finishes.
-    let a = Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2), (2, RELEASE3)]))
-        .with_run_options(RunOptions {
-            batch_size: 4,
-            pushdown_batch_size: 4,
-            max_rate: Some(100.0),
-            ..RunOptions::default()
-        })
-        .with_lease_options(LeaseOptions {
-            ttl: Duration::from_millis(100),
-            wait: None,
-            renew: false,
-        });
+    let a = migrator_with(
+        Arc::clone(&store),
+        set(&[(1, RELEASE2), (2, RELEASE3)]),
+        throttled(4, 100.0),
+    )
+    .with_lease_options(LeaseOptions {
+        ttl: Duration::from_millis(100),
+        wait: None,
+        renew: false,
+    });
     let b = migrator(Arc::clone(&store), &[(1, RELEASE2), (2, RELEASE3)], 4).with_lease_options(
         LeaseOptions {
             ttl: Duration::from_secs(5),
@@ -759,12 +810,11 @@ pub async fn an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_noth
         "the dry run wrote nothing"
     );
     // Forced, the greatest source key wins.
-    Migrator::new(Arc::clone(&store), set(&[(1, unsafe_copy)]))
-        .with_run_options(RunOptions {
-            force_unsafe: true,
-            ..opts(10)
-        })
-        .with_lease_options(fast_lease())
+    let forced = RunOptions {
+        force_unsafe: true,
+        ..opts(10)
+    };
+    migrator_with(Arc::clone(&store), set(&[(1, unsafe_copy)]), forced)
         .up(None)
         .await
         .unwrap();
@@ -838,8 +888,7 @@ pub async fn code_migrations_run_as_version_steps_next_to_files(backend: &dyn Ba
     let mut s = set(&[(1, "add user.active = true")]);
     s.add(Migration::from_code(2, "upper", "r1", Arc::new(Upper)))
         .unwrap();
-    Migrator::new(Arc::clone(&store), s)
-        .with_lease_options(fast_lease())
+    migrator_with(Arc::clone(&store), s, RunOptions::default())
         .up(None)
         .await
         .unwrap();
@@ -874,166 +923,98 @@ pub fn report(backend: &str, test: &str, outcome: &str) {
     }
 }
 
+/// The backend a test runs on, or `None` after saying why the test is skipped.
+///
+/// `backend` gives the reason through `Err`. A test that the CI summary counts
+/// (`counted` = `Some((backend label, test name))`) reports `skipped: <reason>`
+/// through [`report`] (stderr and `TERN_BATTERY_DIR`); any other test prints
+/// `skipped: <reason>` on stderr. Either way a skip is never silent.
+pub async fn or_skip<B>(
+    backend: impl std::future::Future<Output = Result<B, String>>,
+    counted: Option<(&str, &str)>,
+) -> Option<B> {
+    match backend.await {
+        Ok(backend) => Some(backend),
+        Err(reason) => {
+            let outcome = format!("skipped: {reason}");
+            match counted {
+                Some((label, test)) => report(label, test, &outcome),
+                None => eprintln!("{outcome}"),
+            }
+            None
+        }
+    }
+}
+
+/// What a battery function gives: nothing (it passed, or it panicked), or, for a
+/// capability the store may lack, `Err(reason)`.
+pub trait Outcome {
+    /// Why the test counts as skipped, if it does.
+    fn skip_reason(self) -> Option<String>;
+}
+
+impl Outcome for () {
+    fn skip_reason(self) -> Option<String> {
+        None
+    }
+}
+
+impl Outcome for Result<(), String> {
+    fn skip_reason(self) -> Option<String> {
+        self.err()
+    }
+}
+
+/// Runs a battery function and reports it ([`report`]): `passed`, or `skipped: <reason>`.
+pub async fn run_and_report<O: Outcome>(
+    label: &str,
+    test: &str,
+    run: impl std::future::Future<Output = O>,
+) {
+    match run.await.skip_reason() {
+        None => report(label, test, "passed"),
+        Some(reason) => report(label, test, &format!("skipped: {reason}")),
+    }
+}
+
 /// Generates one `#[tokio::test]` per battery function for a backend.
 ///
 /// `$label` names the backend in reports (`"redis"`, `"mongodb"`...).
-/// `$backend` is an async expression giving `Option<impl Backend>`: `None`
-/// means the backend is not available here; the expression gives the reason
-/// as a `String` through `Err`, which is reported as a skip. Battery functions
-/// that return `Result<(), String>` (the kind rename) report their `Err` as a
-/// skip too: the store lacks the capability, which they checked is refused cleanly.
+/// `$backend` is an async expression giving `Result<impl Backend, String>`:
+/// `Err(reason)` means the backend is not available here, which is reported
+/// as a skip ([`or_skip`]). Battery functions that return `Result<(), String>`
+/// (the kind rename) report their `Err` as a skip too ([`Outcome`]): the store
+/// lacks the capability, which they checked is refused cleanly.
 #[macro_export]
 macro_rules! battery_tests {
+    (@test $label:expr, $backend:expr, $test:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let test = stringify!($test);
+            let Some(backend) =
+                $crate::testing::battery::or_skip($backend, Some(($label, test))).await
+            else {
+                return;
+            };
+            let run = $crate::testing::battery::$test(&backend);
+            $crate::testing::battery::run_and_report($label, test, run).await;
+        }
+    };
     ($label:expr, $backend:expr) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn blog_example_gives_the_exact_expected_entities() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::blog_example_gives_the_exact_expected_entities(&backend).await;
-                    $crate::testing::battery::report($label, "blog_example_gives_the_exact_expected_entities", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "blog_example_gives_the_exact_expected_entities", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(&backend).await;
-                    $crate::testing::battery::report($label, "crash_at_every_batch_boundary_and_mid_batch_resumes_exactly", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "crash_at_every_batch_boundary_and_mid_batch_resumes_exactly", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target(&backend).await;
-                    $crate::testing::battery::report($label, "a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn late_entities_written_during_the_run_are_swept_by_the_census() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::late_entities_written_during_the_run_are_swept_by_the_census(&backend).await;
-                    $crate::testing::battery::report($label, "late_entities_written_during_the_run_are_swept_by_the_census", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "late_entities_written_during_the_run_are_swept_by_the_census", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn two_runners_exactly_one_applies() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::two_runners_exactly_one_applies(&backend).await;
-                    $crate::testing::battery::report($label, "two_runners_exactly_one_applies", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "two_runners_exactly_one_applies", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn a_runner_whose_lease_was_taken_over_stops_without_writing() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::a_runner_whose_lease_was_taken_over_stops_without_writing(&backend).await;
-                    $crate::testing::battery::report($label, "a_runner_whose_lease_was_taken_over_stops_without_writing", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "a_runner_whose_lease_was_taken_over_stops_without_writing", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn an_edited_applied_migration_is_refused_with_exit_4() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::an_edited_applied_migration_is_refused_with_exit_4(&backend).await;
-                    $crate::testing::battery::report($label, "an_edited_applied_migration_is_refused_with_exit_4", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "an_edited_applied_migration_is_refused_with_exit_4", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing(&backend).await;
-                    $crate::testing::battery::report($label, "an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn dry_run_reports_counts_and_samples_without_writing() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::dry_run_reports_counts_and_samples_without_writing(&backend).await;
-                    $crate::testing::battery::report($label, "dry_run_reports_counts_and_samples_without_writing", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "dry_run_reports_counts_and_samples_without_writing", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn code_migrations_run_as_version_steps_next_to_files() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::code_migrations_run_as_version_steps_next_to_files(&backend).await;
-                    $crate::testing::battery::report($label, "code_migrations_run_as_version_steps_next_to_files", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "code_migrations_run_as_version_steps_next_to_files", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn rename_kind_rekeys_every_entity_and_keeps_the_prefix_history() {
-            match $backend.await {
-                Ok(backend) => match $crate::testing::battery::rename_kind_rekeys_every_entity_and_keeps_the_prefix_history(&backend).await {
-                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_rekeys_every_entity_and_keeps_the_prefix_history", "passed"),
-                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_rekeys_every_entity_and_keeps_the_prefix_history", &format!("skipped: {reason}")),
-                },
-                Err(reason) => $crate::testing::battery::report($label, "rename_kind_rekeys_every_entity_and_keeps_the_prefix_history", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn rename_kind_resumes_after_a_crash_at_every_fault_point() {
-            match $backend.await {
-                Ok(backend) => match $crate::testing::battery::rename_kind_resumes_after_a_crash_at_every_fault_point(&backend).await {
-                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_resumes_after_a_crash_at_every_fault_point", "passed"),
-                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_resumes_after_a_crash_at_every_fault_point", &format!("skipped: {reason}")),
-                },
-                Err(reason) => $crate::testing::battery::report($label, "rename_kind_resumes_after_a_crash_at_every_fault_point", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn rename_kind_with_a_concurrent_writer_on_the_old_kind() {
-            match $backend.await {
-                Ok(backend) => match $crate::testing::battery::rename_kind_with_a_concurrent_writer_on_the_old_kind(&backend).await {
-                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_with_a_concurrent_writer_on_the_old_kind", "passed"),
-                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_with_a_concurrent_writer_on_the_old_kind", &format!("skipped: {reason}")),
-                },
-                Err(reason) => $crate::testing::battery::report($label, "rename_kind_with_a_concurrent_writer_on_the_old_kind", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn rename_kind_never_overwrites_and_stops_on_a_namesake() {
-            match $backend.await {
-                Ok(backend) => match $crate::testing::battery::rename_kind_never_overwrites_and_stops_on_a_namesake(&backend).await {
-                    Ok(()) => $crate::testing::battery::report($label, "rename_kind_never_overwrites_and_stops_on_a_namesake", "passed"),
-                    Err(reason) => $crate::testing::battery::report($label, "rename_kind_never_overwrites_and_stops_on_a_namesake", &format!("skipped: {reason}")),
-                },
-                Err(reason) => $crate::testing::battery::report($label, "rename_kind_never_overwrites_and_stops_on_a_namesake", &format!("skipped: {reason}")),
-            }
-        }
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn store_conformance() {
-            match $backend.await {
-                Ok(backend) => {
-                    $crate::testing::battery::store_conformance(&backend).await;
-                    $crate::testing::battery::report($label, "store_conformance", "passed");
-                }
-                Err(reason) => $crate::testing::battery::report($label, "store_conformance", &format!("skipped: {reason}")),
-            }
-        }
+        $crate::battery_tests!(@test $label, $backend, blog_example_gives_the_exact_expected_entities);
+        $crate::battery_tests!(@test $label, $backend, crash_at_every_batch_boundary_and_mid_batch_resumes_exactly);
+        $crate::battery_tests!(@test $label, $backend, a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target);
+        $crate::battery_tests!(@test $label, $backend, late_entities_written_during_the_run_are_swept_by_the_census);
+        $crate::battery_tests!(@test $label, $backend, two_runners_exactly_one_applies);
+        $crate::battery_tests!(@test $label, $backend, a_runner_whose_lease_was_taken_over_stops_without_writing);
+        $crate::battery_tests!(@test $label, $backend, an_edited_applied_migration_is_refused_with_exit_4);
+        $crate::battery_tests!(@test $label, $backend, an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing);
+        $crate::battery_tests!(@test $label, $backend, dry_run_reports_counts_and_samples_without_writing);
+        $crate::battery_tests!(@test $label, $backend, code_migrations_run_as_version_steps_next_to_files);
+        $crate::battery_tests!(@test $label, $backend, rename_kind_rekeys_every_entity_and_keeps_the_prefix_history);
+        $crate::battery_tests!(@test $label, $backend, rename_kind_resumes_after_a_crash_at_every_fault_point);
+        $crate::battery_tests!(@test $label, $backend, rename_kind_with_a_concurrent_writer_on_the_old_kind);
+        $crate::battery_tests!(@test $label, $backend, rename_kind_never_overwrites_and_stops_on_a_namesake);
+        $crate::battery_tests!(@test $label, $backend, store_conformance);
     };
 }

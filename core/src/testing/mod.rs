@@ -5,3 +5,4 @@
 pub mod battery;
 pub mod bench;
 pub mod intercept;
+pub mod pages;

@@ -12,36 +12,18 @@ use tern_core::model::json::entity_to_json_line;
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Cursor, ErrorKind, Filter, ScanRequest, Write, WriteOutcome};
 
-use tern_core::store::Store;
-use tern_core::store::memory::MemoryStore;
-use tern_core::testing::battery::{self, report};
+use tern_core::testing::battery::{self, entity, or_skip, report};
+use tern_core::testing::pages::{scan_pages, scan_pages_from};
 use tern_integration_tests::cassandra::{CassBackend, backend};
 
 tern_core::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());
-
-fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)]) -> Entity {
-    let mut e = Entity::new(
-        Key::new(kind, id).unwrap(),
-        props
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect(),
-    );
-    e.version = version;
-    e
-}
 
 /// Every tern value type, nested maps, `$`-keyed maps, a NaN payload and composite ids
 /// come back exactly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_mapping_round_trip() {
-    let Ok(backend) = backend().await.map_err(|r| {
-        report(
-            "cassandra",
-            "cassandra_mapping_round_trip",
-            &format!("skipped: {r}"),
-        )
-    }) else {
+    let test = "cassandra_mapping_round_trip";
+    let Some(backend) = backend_with(test, &[]).await else {
         return;
     };
     let store = tern_core::testing::battery::Backend::fresh(&backend).await;
@@ -98,19 +80,14 @@ async fn cassandra_mapping_round_trip() {
     }
     assert_eq!(store.kinds().await.unwrap(), ["things"]);
     assert_eq!(store.count("things", Filter::all()).await.unwrap(), 4);
-    report("cassandra", "cassandra_mapping_round_trip", "passed");
+    report("cassandra", test, "passed");
 }
 
 /// Put, get, conditional insert/replace, delete (also of a missing key and an unknown kind).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_put_get_delete() {
-    let Ok(backend) = backend().await.map_err(|r| {
-        report(
-            "cassandra",
-            "cassandra_put_get_delete",
-            &format!("skipped: {r}"),
-        )
-    }) else {
+    let test = "cassandra_put_get_delete";
+    let Some(backend) = backend_with(test, &[]).await else {
         return;
     };
     let store = tern_core::testing::battery::Backend::fresh(&backend).await;
@@ -169,20 +146,15 @@ async fn cassandra_put_get_delete() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unsupported);
-    report("cassandra", "cassandra_put_get_delete", "passed");
+    report("cassandra", test, "passed");
 }
 
 /// A scan in pages of 7 over 100 entities, resumed from each cursor through a *new* store
 /// (another session), returns every entity exactly once; a garbled cursor is `InvalidCursor`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_scan_resumes_across_paging_states() {
-    let Ok(backend) = backend().await.map_err(|r| {
-        report(
-            "cassandra",
-            "cassandra_scan_resumes_across_paging_states",
-            &format!("skipped: {r}"),
-        )
-    }) else {
+    let test = "cassandra_scan_resumes_across_paging_states";
+    let Some(backend) = backend_with(test, &[]).await else {
         return;
     };
     let url = backend.fresh_url();
@@ -198,36 +170,11 @@ async fn cassandra_scan_resumes_across_paging_states() {
         })
         .collect();
     store.write_batch(writes).await.unwrap();
-    let mut seen = std::collections::BTreeSet::new();
-    let mut cursor = None;
-    let mut pages = 0;
-    loop {
-        // Each page through a fresh session: the cursor is plain text that survives the process.
-        let store = tern_cassandra::open(&url).await.unwrap();
-        let page = store
-            .scan(
-                "items",
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor,
-                    limit: 7,
-                },
-            )
-            .await
-            .unwrap();
-        assert!(page.entities.len() <= 7);
-        for e in page.entities {
-            assert!(seen.insert(e.key.id.clone()), "{} returned twice", e.key);
-        }
-        pages += 1;
-        match page.cursor {
-            Some(c) => cursor = Some(c),
-            None => break,
-        }
-        assert!(pages < 100, "the scan does not end");
-    }
-    assert_eq!(seen.len(), 100);
-    assert!(pages >= 15, "{pages} pages of at most 7");
+    // Each page through a fresh session: the cursor is plain text that survives the process.
+    let open = || async { tern_cassandra::open(&url).await.unwrap() };
+    let pages = scan_pages(open, "items", &Filter::all(), 7, 100).await;
+    assert_eq!(pages.ids_once().len(), 100);
+    assert!(pages.count() >= 15, "{} pages of at most 7", pages.count());
     // Filtered on the client with Filter::matches.
     assert_eq!(
         store.count("items", Filter::at_version(1)).await.unwrap(),
@@ -250,11 +197,7 @@ async fn cassandra_scan_resumes_across_paging_states() {
             Ok(_) => assert!(bad.starts_with("c1.00"), "{bad} accepted"),
         }
     }
-    report(
-        "cassandra",
-        "cassandra_scan_resumes_across_paging_states",
-        "passed",
-    );
+    report("cassandra", test, "passed");
 }
 
 /// An unreachable server: a clear, temporary `Unavailable` error naming the URL, no password.
@@ -287,20 +230,10 @@ const USER_FULL: &str = "user (id text PRIMARY KEY, tern_version bigint, name te
 const BLOGPOST_FULL: &str = "blogpost (id text PRIMARY KEY, tern_version bigint, title text, \
      text text, author text, likes bigint, content text, email text, url text)";
 
-/// The backend, or `None` after reporting the skip of `test`.
-async fn backend_or_skip(test: &str) -> Option<CassBackend> {
-    match backend().await {
-        Ok(b) => Some(b),
-        Err(reason) => {
-            report("cassandra", test, &format!("skipped: {reason}"));
-            None
-        }
-    }
-}
-
-/// `None` (after reporting the skip of `test` with the server's reason) when the server lacks
-/// one of `features`.
-async fn lacks(backend: &CassBackend, test: &str, features: &[&str]) -> bool {
+/// The backend, or `None` after reporting the skip of `test`: no server, or the server lacks
+/// one of `features` (then with the server's reason).
+async fn backend_with(test: &str, features: &[&str]) -> Option<CassBackend> {
+    let backend = or_skip(backend(), Some(("cassandra", test))).await?;
     for feature in features {
         if let Some(reason) = backend.unsupported(feature).await {
             report(
@@ -311,21 +244,10 @@ async fn lacks(backend: &CassBackend, test: &str, features: &[&str]) -> bool {
                      ScyllaDB to run it"
                 ),
             );
-            return true;
+            return None;
         }
     }
-    false
-}
-
-/// The export a memory store gives for `scripts` over `data`.
-async fn reference(data: &[Entity], scripts: &[(u32, &str)]) -> String {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    battery::load(store.as_ref(), data).await;
-    battery::migrator(Arc::clone(&store), scripts, 4)
-        .up(None)
-        .await
-        .unwrap();
-    battery::export(store.as_ref()).await
+    Some(backend)
 }
 
 /// The columns of a table and their types, from `system_schema.columns`.
@@ -353,28 +275,18 @@ async fn columns(backend: &CassBackend, ks: &str, table: &str) -> BTreeMap<Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_native_layout_migrates_the_blog() {
     let test = "cassandra_native_layout_migrates_the_blog";
-    let Some(backend) = backend_or_skip(test).await else {
+    let Some(backend) = backend_with(test, &[]).await else {
         return;
     };
-    let (_, url) = backend
-        .native_keyspace(
+    let (_, _, store) = backend
+        .native_store(
             &[USER_FULL, BLOGPOST_FULL],
             "native=user,blogpost&drop_columns=false",
         )
         .await
         .unwrap();
-    let store = tern_cassandra::open(&url).await.unwrap();
-    let data = battery::blog(8, 3);
-    battery::load(store.as_ref(), &data).await;
     let scripts = [(1, battery::RELEASE2), (2, battery::RELEASE3)];
-    battery::migrator(Arc::clone(&store), &scripts, 5)
-        .up(None)
-        .await
-        .unwrap();
-    assert_eq!(
-        battery::export(store.as_ref()).await,
-        reference(&data, &scripts).await
-    );
+    battery::migrates_like_the_memory_store(store, &battery::blog(8, 3), &scripts, 5).await;
     report("cassandra", test, "passed");
 }
 
@@ -385,14 +297,11 @@ async fn cassandra_native_layout_migrates_the_blog() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_ddl_on_fixed_schema_tables() {
     let test = "cassandra_ddl_on_fixed_schema_tables";
-    let Some(backend) = backend_or_skip(test).await else {
+    let Some(backend) = backend_with(test, &["alter", "drop"]).await else {
         return;
     };
-    if lacks(&backend, test, &["alter", "drop"]).await {
-        return;
-    }
-    let (ks, url) = backend
-        .native_keyspace(
+    let (ks, url, store) = backend
+        .native_store(
             &[
                 "user (id text PRIMARY KEY, name text, email text, url text)",
                 "blogpost (id text PRIMARY KEY, title text, text text, author text)",
@@ -401,7 +310,6 @@ async fn cassandra_ddl_on_fixed_schema_tables() {
         )
         .await
         .unwrap();
-    let store = tern_cassandra::open(&url).await.unwrap();
     let data = battery::blog(6, 2);
     // Version 0 needs no version column: the application's rows are loaded as they are.
     battery::load(store.as_ref(), &data).await;
@@ -420,7 +328,7 @@ async fn cassandra_ddl_on_fixed_schema_tables() {
     assert_eq!(report_up.applied.len(), 3);
     assert_eq!(
         battery::export(store.as_ref()).await,
-        reference(&data, &scripts).await
+        battery::memory_export(&data, &scripts, 4).await
     );
     let blogpost = columns(&backend, &ks, "blogpost").await;
     let expected: BTreeMap<String, String> = [
@@ -468,20 +376,16 @@ async fn cassandra_ddl_on_fixed_schema_tables() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
     let test = "cassandra_refused_paging_state_falls_back_to_token_ranges";
-    let Some(backend) = backend_or_skip(test).await else {
+    let Some(backend) = backend_with(test, &["token"]).await else {
         return;
     };
-    if lacks(&backend, test, &["token"]).await {
-        return;
-    }
-    let (_, url) = backend
-        .native_keyspace(
+    let (_, _, store) = backend
+        .native_store(
             &["nat (a text, b bigint, n bigint, tern_version bigint, PRIMARY KEY ((a, b)))"],
             "native=nat",
         )
         .await
         .unwrap();
-    let store = tern_cassandra::open(&url).await.unwrap();
     let mut writes = Vec::new();
     for i in 0..60_i64 {
         writes.push(Write::Put(entity(
@@ -523,25 +427,10 @@ async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
             !head.ends_with(".-"),
             "the cursor holds the last token: {text}"
         );
-        let mut cursor = Some(Cursor(format!("{head}.00ff00ff")));
-        loop {
-            let page = store
-                .scan(
-                    kind,
-                    ScanRequest {
-                        filter: Filter::all(),
-                        cursor,
-                        limit: 7,
-                    },
-                )
-                .await
-                .unwrap();
-            seen.extend(page.entities.into_iter().map(|e| e.key.id));
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
-            }
-        }
+        let garbled = Some(Cursor(format!("{head}.00ff00ff")));
+        let open = || async { Arc::clone(&store) };
+        let rest = scan_pages_from(open, kind, &Filter::all(), 7, usize::MAX, garbled).await;
+        seen.extend(rest.entities.into_iter().map(|e| e.key.id));
         assert_eq!(seen.len(), 60, "{kind}");
     }
     report("cassandra", test, "passed");
@@ -551,14 +440,11 @@ async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_native_cas_on_clustered_partitions() {
     let test = "cassandra_native_cas_on_clustered_partitions";
-    let Some(backend) = backend_or_skip(test).await else {
+    let Some(backend) = backend_with(test, &["lwt_clustering"]).await else {
         return;
     };
-    if lacks(&backend, test, &["lwt_clustering"]).await {
-        return;
-    }
-    let (_, url) = backend
-        .native_keyspace(
+    let (_, _, store) = backend
+        .native_store(
             &[
                 "events (device text, seq bigint, v text, tern_version bigint, \
                PRIMARY KEY (device, seq))",
@@ -567,7 +453,6 @@ async fn cassandra_native_cas_on_clustered_partitions() {
         )
         .await
         .unwrap();
-    let store = tern_cassandra::open(&url).await.unwrap();
     let id = |seq: i64| Value::Array(vec![Value::from("d"), Value::Int(seq)]);
     let rows: Vec<Entity> = (0..3)
         .map(|i| entity("events", id(i), 0, &[("v", Value::from("x"))]))

@@ -30,6 +30,7 @@ mod specific {
     use tern_core::store::{
         Condition, Filter, PushOp, PushStep, PushdownRequest, Store, VersionFilter, conformance,
     };
+    use tern_core::testing::battery::or_skip;
     use tern_integration_tests::mongodb::backend;
 
     async fn raw(url: &str, db: &str) -> mongodb::Collection<Document> {
@@ -46,18 +47,14 @@ mod specific {
             .collect()
     }
 
-    fn m(json: &str) -> Map {
+    pub(super) fn m(json: &str) -> Map {
         tern_core::model::json::json_to_map(&serde_json::from_str(json).unwrap()).unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_bson_types_round_trip_through_tern() {
-        let b = match backend().await {
-            Ok(b) => b,
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                return;
-            }
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
         };
         let (store, db) = b.fresh_named().await;
         let coll = raw(&b.url_for(&db), &db).await;
@@ -122,12 +119,8 @@ mod specific {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_null_matches_only_an_explicit_null() {
-        let b = match backend().await {
-            Ok(b) => b,
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                return;
-            }
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
         };
         let (store, _) = b.fresh_named().await;
         let ents: Vec<Entity> = [
@@ -170,12 +163,8 @@ mod specific {
     /// Runs `steps` on the same entities in MongoDB (inside the server) and in the
     /// memory store (the reference), and compares the counts and the results.
     pub(super) async fn same_as_reference(ents: &[Entity], steps: Vec<PushStep>) {
-        let b = match backend().await {
-            Ok(b) => b,
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                return;
-            }
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
         };
         let (store, _) = b.fresh_named().await;
         let reference: Arc<dyn Store> = Arc::new(MemoryStore::new());
@@ -277,14 +266,12 @@ mod specific {
 }
 
 mod fast_path {
+    use super::specific::m;
     use tern_core::model::{Entity, Key, Value};
     use tern_core::store::{PushOp, PushStep};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_pushdown_without_conditions_equals_the_reference() {
-        let m = |json: &str| {
-            tern_core::model::json::json_to_map(&serde_json::from_str(json).unwrap()).unwrap()
-        };
         let ents: Vec<Entity> = [
             (1, 0, r#"{"text": "a"}"#),
             (2, 0, r#"{"likes": 0, "text": "b"}"#),
@@ -341,9 +328,6 @@ mod fast_path {
     /// way (MongoDB would fail a whole `update_many` on them): the same as the reference.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_pushdown_of_a_nested_set_skips_non_documents_like_the_reference() {
-        let m = |json: &str| {
-            tern_core::model::json::json_to_map(&serde_json::from_str(json).unwrap()).unwrap()
-        };
         let ents: Vec<Entity> = [
             (1, r#"{"meta": "x", "text": "a"}"#),
             (2, r#"{"meta": {"k": 0}, "text": "b"}"#),
@@ -384,6 +368,7 @@ mod bulk_writes {
 
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::{Store, Write, WriteOutcome};
+    use tern_core::testing::battery::or_skip;
     use tern_integration_tests::mongodb::backend;
     use tern_mongodb::MongoStore;
 
@@ -391,13 +376,7 @@ mod bulk_writes {
 
     /// A fresh store, or `None` (printed) when no server is available.
     async fn fresh() -> Option<(MongoStore, String)> {
-        let b = match backend().await {
-            Ok(b) => b,
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                return None;
-            }
-        };
+        let b = or_skip(backend(), None).await?;
         let (_, db) = b.fresh_named().await;
         let url = b.url_for(&db);
         Some((MongoStore::connect(&url).await.unwrap(), db))
@@ -527,7 +506,7 @@ mod joins {
 
     use async_trait::async_trait;
     use tern_core::store::{Result, ScanPage, ScanRequest, Store};
-    use tern_core::testing::battery::{self, RELEASE2, RELEASE3};
+    use tern_core::testing::battery::{self, RELEASE2, RELEASE3, or_skip};
     use tern_core::testing::intercept::{Intercept, Intercepted};
     use tern_integration_tests::mongodb::backend;
 
@@ -559,12 +538,8 @@ mod joins {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_copy_and_move_look_up_join_partners_per_batch() {
-        let b = match backend().await {
-            Ok(b) => b,
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                return;
-            }
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
         };
         let (inner, _) = b.fresh_named().await;
         // 40 users with 5 posts each; batches of 20.

@@ -22,17 +22,58 @@ mod container {
 /// Redis-specific behaviour, on the server at `TERN_IT_REDIS_URL`.
 mod specific {
     use std::collections::BTreeSet;
+    use std::sync::Arc;
 
     use tern_core::model::{Entity, Key, Map, Value};
-    use tern_core::store::{ErrorKind, Filter, ScanRequest, Write};
-    use tern_integration_tests::redis::{RedisBackend, backend};
+    use tern_core::store::{
+        ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanRequest, Store, Write,
+    };
+    use tern_core::testing::battery::or_skip;
+    use tern_core::testing::pages::{scan_pages, scan_pages_from};
+    use tern_integration_tests::redis::backend;
 
-    async fn server() -> Option<RedisBackend> {
-        match backend().await {
-            Ok(b) => Some(b),
-            Err(reason) => {
-                eprintln!("skipped: {reason}");
-                None
+    /// Writes `n` empty entities `item:0` ... `item:<n-1>`.
+    async fn items(store: &dyn Store, n: i64) {
+        let writes = (0..n)
+            .map(|i| Write::Put(Entity::new(Key::new("item", i).unwrap(), Map::new())))
+            .collect();
+        store.write_batch(writes).await.unwrap();
+    }
+
+    /// Sets `n` to `value` on every `item` at version `from` in server-side batches of
+    /// `limit`, checking that no call advances more than `most` entities; gives the
+    /// entities advanced and the calls made.
+    async fn set_n_on_every_item(
+        store: &dyn Store,
+        from: u64,
+        value: i64,
+        limit: usize,
+        most: u64,
+    ) -> (u64, usize) {
+        let (mut advanced, mut calls, mut cursor) = (0, 0, None);
+        loop {
+            let page = store
+                .update_in_place(PushdownRequest {
+                    kind: "item".into(),
+                    from,
+                    steps: vec![PushStep {
+                        conditions: vec![],
+                        op: PushOp::Set {
+                            path: vec!["n".into()],
+                            value: Value::Int(value),
+                        },
+                    }],
+                    cursor,
+                    limit,
+                })
+                .await
+                .unwrap();
+            assert!(page.advanced <= most, "{} > {most}", page.advanced);
+            advanced += page.advanced;
+            calls += 1;
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => return (advanced, calls),
             }
         }
     }
@@ -59,7 +100,9 @@ mod specific {
 
     #[tokio::test]
     async fn int_ids_round_trip_and_foreign_hashes_read_as_typed_values() {
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let url = b.fresh_url();
         let ns = prefix_of(&url);
         let store = tern_redis::open(&url).await.unwrap();
@@ -96,17 +139,18 @@ mod specific {
         );
 
         // A hash written by another program: plain text fields, no version.
-        let _: () = redis::cmd("HSET")
-            .arg(format!("{ns}:user:u9"))
-            .arg("name")
-            .arg("Bob")
-            .arg("age")
-            .arg("31")
-            .arg("score")
-            .arg("1.5")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        exec(
+            &mut conn,
+            redis::cmd("HSET")
+                .arg(format!("{ns}:user:u9"))
+                .arg("name")
+                .arg("Bob")
+                .arg("age")
+                .arg("31")
+                .arg("score")
+                .arg("1.5"),
+        )
+        .await;
         let e = store
             .get(&Key::new("user", "u9").unwrap())
             .await
@@ -129,38 +173,17 @@ mod specific {
 
     #[tokio::test]
     async fn pages_respect_the_limit_and_a_full_scan_sees_every_key() {
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let store = b.try_fresh().await.unwrap();
         let n = 2500;
-        let writes = (0..n)
-            .map(|i| Write::Put(Entity::new(Key::new("item", i).unwrap(), Map::new())))
-            .collect();
-        store.write_batch(writes).await.unwrap();
-        let mut seen = BTreeSet::new();
-        let mut cursor = None;
-        let mut pages = 0;
-        loop {
-            let page = store
-                .scan(
-                    "item",
-                    ScanRequest {
-                        filter: Filter::all(),
-                        cursor,
-                        limit: 7,
-                    },
-                )
-                .await
-                .unwrap();
-            assert!(page.entities.len() <= 7);
-            pages += 1;
-            seen.extend(page.entities.into_iter().map(|e| e.key));
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
-            }
-        }
+        items(store.as_ref(), n).await;
+        let open = || async { Arc::clone(&store) };
+        let pages = scan_pages(open, "item", &Filter::all(), 7, usize::MAX).await;
+        let seen: BTreeSet<Key> = pages.entities.into_iter().map(|e| e.key).collect();
         assert_eq!(seen.len(), n as usize);
-        assert!(pages >= 2500 / 7);
+        assert!(pages.cursors.len() + 1 >= 2500 / 7);
         let bad = store
             .scan(
                 "item",
@@ -179,41 +202,14 @@ mod specific {
     /// script alone), whatever batch the engine asks for; the pages still cover every key.
     #[tokio::test]
     async fn a_large_pushdown_batch_is_split_into_bounded_script_calls() {
-        use tern_core::store::{PushOp, PushStep, PushdownRequest};
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let store = b.try_fresh().await.unwrap();
         let n = 2500;
-        let writes = (0..n)
-            .map(|i| Write::Put(Entity::new(Key::new("item", i).unwrap(), Map::new())))
-            .collect();
-        store.write_batch(writes).await.unwrap();
-        let mut cursor = None;
-        let (mut advanced, mut pages) = (0u64, 0);
-        loop {
-            let page = store
-                .update_in_place(PushdownRequest {
-                    kind: "item".into(),
-                    from: 0,
-                    steps: vec![PushStep {
-                        conditions: vec![],
-                        op: PushOp::Set {
-                            path: vec!["likes".into()],
-                            value: Value::Int(0),
-                        },
-                    }],
-                    cursor,
-                    limit: 10_000,
-                })
-                .await
-                .unwrap();
-            assert!(page.advanced <= tern_redis::MAX_KEYS_PER_SCRIPT as u64);
-            advanced += page.advanced;
-            pages += 1;
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
-            }
-        }
+        items(store.as_ref(), n).await;
+        let most = tern_redis::MAX_KEYS_PER_SCRIPT as u64;
+        let (advanced, pages) = set_n_on_every_item(store.as_ref(), 0, 0, 10_000, most).await;
         assert_eq!(advanced, n as u64, "every key advanced exactly once");
         assert!(pages >= 3, "2500 keys need at least 3 calls, took {pages}");
         let left = store
@@ -232,7 +228,9 @@ mod specific {
 
     #[tokio::test]
     async fn kinds_with_the_separator_and_the_metadata_kind_are_refused() {
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let store = b.try_fresh().await.unwrap();
         for kind in ["a:b", "__tern"] {
             let err = store
@@ -251,6 +249,11 @@ mod specific {
         tern_core::testing::battery::migrator(store, &[(1, "rename kind user to member")], 2)
     }
 
+    /// Runs a command that answers nothing of interest.
+    async fn exec(conn: &mut redis::aio::MultiplexedConnection, cmd: &redis::Cmd) {
+        let _: () = cmd.query_async(conn).await.unwrap();
+    }
+
     async fn key_type(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> String {
         redis::cmd("TYPE").arg(key).query_async(conn).await.unwrap()
     }
@@ -261,7 +264,9 @@ mod specific {
     /// run stops naming it and resumes once it is gone.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rename_kind_moves_keys_and_never_overwrites_a_foreign_key() {
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let url = b.fresh_url();
         let ns = prefix_of(&url);
         let store = tern_redis::open(&url).await.unwrap();
@@ -276,25 +281,22 @@ mod specific {
         let client = redis::Client::open(b.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let raw = |k: &str| format!("{ns}:{k}");
-        let _: () = redis::cmd("EXPIRE")
-            .arg(raw("user:u0"))
-            .arg(1000)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        exec(
+            &mut conn,
+            redis::cmd("EXPIRE").arg(raw("user:u0")).arg(1000),
+        )
+        .await;
         // Not entities: a list under the old prefix, a list where u4 would go.
-        let _: () = redis::cmd("RPUSH")
-            .arg(raw("user:queue"))
-            .arg("x")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let _: () = redis::cmd("RPUSH")
-            .arg(raw("member:u4"))
-            .arg("foreign")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        exec(
+            &mut conn,
+            redis::cmd("RPUSH").arg(raw("user:queue")).arg("x"),
+        )
+        .await;
+        exec(
+            &mut conn,
+            redis::cmd("RPUSH").arg(raw("member:u4")).arg("foreign"),
+        )
+        .await;
 
         let err = rename_migrator(std::sync::Arc::clone(&store))
             .up(None)
@@ -310,11 +312,7 @@ mod specific {
         assert_eq!(key_type(&mut conn, &raw("user:u1")).await, "none");
 
         // Resolve the collision; the next run resumes and finishes.
-        let _: () = redis::cmd("DEL")
-            .arg(raw("member:u4"))
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        exec(&mut conn, redis::cmd("DEL").arg(raw("member:u4"))).await;
         tokio::time::sleep(std::time::Duration::from_millis(80)).await;
         let report = rename_migrator(std::sync::Arc::clone(&store))
             .up(None)
@@ -358,7 +356,9 @@ mod specific {
     /// (and another separator) rename fine.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rename_kind_needs_the_same_layout_on_both_names() {
-        let Some(b) = server().await else { return };
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         let url = format!("{}&json=member", b.fresh_url());
         let store = tern_redis::open(&url).await.unwrap();
         let key = Key::new("user", "u1").unwrap();
@@ -420,8 +420,10 @@ mod specific {
     /// which it empties.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn scans_batches_and_counts_in_a_dense_database() {
-        use tern_core::store::{Cursor, PushOp, PushStep, PushdownRequest, VersionFilter};
-        let Some(b) = server().await else { return };
+        use tern_core::store::{Cursor, VersionFilter};
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
         if b.url().contains('?') || b.url().matches('/').count() > 2 {
             eprintln!("skipped: TERN_IT_REDIS_URL names a database or options");
             return;
@@ -432,38 +434,22 @@ mod specific {
         let _: () = redis::cmd("FLUSHDB").query_async(&mut conn).await.unwrap();
         let store = tern_redis::open(&url).await.unwrap();
         let n = 3000i64;
-        let writes = (0..n)
-            .map(|i| Write::Put(Entity::new(Key::new("item", i).unwrap(), Map::new())))
-            .collect();
-        store.write_batch(writes).await.unwrap();
+        items(store.as_ref(), n).await;
         let all: BTreeSet<Key> = (0..n).map(|i| Key::new("item", i).unwrap()).collect();
 
         let scan_all = |cursor: Option<Cursor>, limit: usize| {
-            let store = std::sync::Arc::clone(&store);
+            let store = Arc::clone(&store);
             async move {
-                let (mut seen, mut forms, mut cursor) = (BTreeSet::new(), BTreeSet::new(), cursor);
-                loop {
-                    let page = store
-                        .scan(
-                            "item",
-                            ScanRequest {
-                                filter: Filter::all(),
-                                cursor: cursor.take(),
-                                limit,
-                            },
-                        )
-                        .await
-                        .unwrap();
-                    assert!(page.entities.len() <= limit, "limit {limit}");
-                    seen.extend(page.entities.into_iter().map(|e| e.key));
-                    match page.cursor {
-                        Some(c) => {
-                            forms.extend(c.0.chars().filter(|ch| matches!(ch, '+' | '/' | '|')));
-                            cursor = Some(c);
-                        }
-                        None => return (seen, forms),
-                    }
-                }
+                let open = || async { Arc::clone(&store) };
+                let pages =
+                    scan_pages_from(open, "item", &Filter::all(), limit, usize::MAX, cursor).await;
+                let seen: BTreeSet<Key> = pages.entities.into_iter().map(|e| e.key).collect();
+                let forms: BTreeSet<char> = pages
+                    .cursors
+                    .iter()
+                    .flat_map(|c| c.0.chars().filter(|ch| matches!(ch, '+' | '/' | '|')))
+                    .collect();
+                (seen, forms)
             }
         };
         let (seen, forms) = scan_all(None, 7).await;
@@ -501,32 +487,8 @@ mod specific {
 
         // Server-side batches of every size advance every entity exactly once.
         for (from, limit) in [(0u64, 150usize), (1, 7), (2, 1000)] {
-            let mut advanced = 0;
-            let mut cursor = None;
-            loop {
-                let page = store
-                    .update_in_place(PushdownRequest {
-                        kind: "item".into(),
-                        from,
-                        steps: vec![PushStep {
-                            conditions: vec![],
-                            op: PushOp::Set {
-                                path: vec!["n".into()],
-                                value: Value::Int(from as i64),
-                            },
-                        }],
-                        cursor,
-                        limit,
-                    })
-                    .await
-                    .unwrap();
-                assert!(page.advanced <= limit as u64);
-                advanced += page.advanced;
-                match page.cursor {
-                    Some(c) => cursor = Some(c),
-                    None => break,
-                }
-            }
+            let (advanced, _) =
+                set_n_on_every_item(store.as_ref(), from, from as i64, limit, limit as u64).await;
             assert_eq!(advanced, n as u64, "batches of {limit}");
             let count = |version| {
                 let store = std::sync::Arc::clone(&store);

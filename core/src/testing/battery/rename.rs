@@ -9,14 +9,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Backend, export, fast_lease, load, map, migrator, opts, set};
+use super::{
+    Backend, add_a_hit, crash_once_then_resume, export, load, map, migrator, migrator_with,
+    scan_kind, set, throttled,
+};
 use crate::lang::eval::{self, EvalOptions};
 use crate::migrate::{
-    FaultAt, FaultHook, FaultPoint, KindRename, MigrateError, Migrator, RunOptions, StateDoc,
+    FaultAt, FaultHook, FaultPoint, KindRename, MigrateError, Migrator, StateDoc,
 };
 use crate::model::json::entity_to_json_line;
 use crate::model::{Entity, Key, Value};
-use crate::store::{Filter, ScanRequest, Store, Write, WriteOutcome};
+use crate::store::{Filter, ScanRequest, Store, Write};
 
 /// The state document as stored.
 pub async fn state_doc(store: &dyn Store) -> StateDoc {
@@ -292,33 +295,14 @@ pub async fn rename_kind_resumes_after_a_crash_at_every_fault_point(
         };
         let store = backend.fresh().await;
         load(store.as_ref(), &entities).await;
-        let fired = Arc::new(AtomicBool::new(false));
-        let f = Arc::clone(&fired);
-        let hook: FaultHook = Arc::new(move |p| p == point && !f.swap(true, Ordering::SeqCst));
-        let first = migrator(Arc::clone(&store), scripts, batch)
-            .with_fault_hook(hook)
-            .up(None)
-            .await;
-        if fired.load(Ordering::SeqCst) {
+        let (crashed, report) =
+            crash_once_then_resume(point, || migrator(Arc::clone(&store), scripts, batch)).await;
+        if crashed {
             crashes += 1;
             assert!(
-                matches!(first, Err(MigrateError::InjectedCrash(_))),
-                "{first:?}"
+                report.applied.first().is_some_and(|m| m.id == 2),
+                "the interrupted migration 2 resumes ({point:?})"
             );
-            tokio::time::sleep(Duration::from_millis(80)).await;
-            let report = migrator(Arc::clone(&store), scripts, batch)
-                .up(None)
-                .await
-                .unwrap();
-            assert!(
-                report
-                    .applied
-                    .first()
-                    .is_some_and(|m| m.resumed && m.id == 2),
-                "the interrupted migration resumes ({point:?})"
-            );
-        } else {
-            first.unwrap();
         }
         assert_eq!(
             export(store.as_ref()).await,
@@ -373,31 +357,13 @@ pub async fn rename_kind_with_a_concurrent_writer_on_the_old_kind(
             while !stop.load(Ordering::SeqCst) {
                 n += 1;
                 let id = (n * 7919) % N;
-                loop {
-                    // Under the old name, else under the new one (the fallback of a lazy reader).
-                    let old = Key::new("blogpost", id).unwrap();
-                    let cur = match store.get(&old).await.unwrap() {
-                        Some(e) => e,
-                        None => store
-                            .get(&Key::new("post", id).unwrap())
-                            .await
-                            .unwrap()
-                            .unwrap_or_else(|| panic!("entity {id} lost")),
-                    };
-                    let mut new = cur.clone();
-                    let Some(Value::Int(hits)) = new.value.get("hits").cloned() else {
-                        panic!("hits lost on {}: {cur:?}", cur.key);
-                    };
-                    new.value.insert("hits".into(), Value::Int(hits + 1));
-                    let out = store
-                        .write_batch(vec![Write::Replace { expected: cur, new }])
-                        .await
-                        .unwrap();
-                    if out[0] == WriteOutcome::Applied {
-                        *updates.lock().unwrap().entry(id).or_default() += 1;
-                        break;
-                    }
-                }
+                // Under the old name, else under the new one (the fallback of a lazy reader).
+                let keys = [
+                    Key::new("blogpost", id).unwrap(),
+                    Key::new("post", id).unwrap(),
+                ];
+                add_a_hit(store.as_ref(), &keys).await;
+                *updates.lock().unwrap().entry(id).or_default() += 1;
                 // Old code inserts new entities under the old name, until the
                 // census starts (see the hook below).
                 if n % 10 == 0 {
@@ -451,17 +417,12 @@ pub async fn rename_kind_with_a_concurrent_writer_on_the_old_kind(
             false
         })
     };
-    let report = Migrator::new(
+    let report = migrator_with(
         Arc::clone(&store),
         set(&[(1, "rename kind blogpost to post")]),
+        throttled(10, 1500.0),
     )
     .with_fault_hook(hook)
-    .with_run_options(RunOptions {
-        batch_size: 10,
-        max_rate: Some(1500.0),
-        ..opts(10)
-    })
-    .with_lease_options(fast_lease())
     .up(None)
     .await;
     let writes_during = updates.lock().unwrap().values().sum::<i64>() - writes_before;
@@ -482,38 +443,20 @@ pub async fn rename_kind_with_a_concurrent_writer_on_the_old_kind(
     assert_eq!(store.count("blogpost", Filter::all()).await.unwrap(), 0);
     let updates = updates.lock().unwrap().clone();
     let mut seen = BTreeSet::new();
-    let mut cursor = None;
-    loop {
-        let page = store
-            .scan(
-                "post",
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor,
-                    limit: 100,
-                },
-            )
-            .await
-            .unwrap();
-        for e in &page.entities {
-            let Value::Int(id) = e.key.id else {
-                panic!("{:?}", e.key)
-            };
-            seen.insert(id);
-            if id < 10_000 {
-                assert_eq!(
-                    e.get("hits"),
-                    Some(&Value::Int(updates.get(&id).copied().unwrap_or(0))),
-                    "no lost update on {}",
-                    e.key
-                );
-            } else {
-                assert_eq!(e.get("late"), Some(&Value::Bool(true)));
-            }
-        }
-        match page.cursor {
-            Some(c) => cursor = Some(c),
-            None => break,
+    for e in &scan_kind(&store, "post").await {
+        let Value::Int(id) = e.key.id else {
+            panic!("{:?}", e.key)
+        };
+        seen.insert(id);
+        if id < 10_000 {
+            assert_eq!(
+                e.get("hits"),
+                Some(&Value::Int(updates.get(&id).copied().unwrap_or(0))),
+                "no lost update on {}",
+                e.key
+            );
+        } else {
+            assert_eq!(e.get("late"), Some(&Value::Bool(true)));
         }
     }
     assert_eq!(seen.len() as u64, N as u64 + inserted, "every entity moved");

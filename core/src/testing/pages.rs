@@ -1,0 +1,102 @@
+//! A kind scanned page by page the way a resumed run reads it, for adapter tests.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::model::{Entity, Value};
+use crate::store::{Cursor, Filter, ScanRequest, Store};
+
+/// What [`scan_pages`] read.
+#[derive(Debug, Clone)]
+pub struct Pages {
+    /// Every entity returned, in the order read (a key returned twice is here twice).
+    pub entities: Vec<Entity>,
+    /// The cursor of every page but the last.
+    pub cursors: Vec<Cursor>,
+}
+
+impl Pages {
+    /// How many pages the scan took.
+    pub fn count(&self) -> usize {
+        self.cursors.len() + 1
+    }
+
+    /// The ids of the entities read; panics when one was returned twice.
+    pub fn ids_once(&self) -> BTreeSet<Value> {
+        let mut ids = BTreeSet::new();
+        for e in &self.entities {
+            assert!(ids.insert(e.key.id.clone()), "{} returned twice", e.key);
+        }
+        ids
+    }
+}
+
+/// Scans `kind` with `filter` from the start in pages of at most `limit`, each page through
+/// the store that `open` gives (the same store each time, or a new session per page: a
+/// cursor is plain text that outlives the process). Panics when a page holds more than
+/// `limit` entities, or when the scan has not ended after `max_pages` pages.
+pub async fn scan_pages<F, Fut>(
+    open: F,
+    kind: &str,
+    filter: &Filter,
+    limit: usize,
+    max_pages: usize,
+) -> Pages
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    scan_pages_from(open, kind, filter, limit, max_pages, None).await
+}
+
+/// [`scan_pages`] resumed from `cursor` (`None`: from the start).
+pub async fn scan_pages_from<F, Fut>(
+    mut open: F,
+    kind: &str,
+    filter: &Filter,
+    limit: usize,
+    max_pages: usize,
+    mut cursor: Option<Cursor>,
+) -> Pages
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let mut pages = Pages {
+        entities: Vec::new(),
+        cursors: Vec::new(),
+    };
+    loop {
+        let page = open()
+            .await
+            .scan(
+                kind,
+                ScanRequest {
+                    filter: filter.clone(),
+                    cursor,
+                    limit,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(
+            page.entities.len() <= limit,
+            "a page of {kind} holds {} entities, more than the limit {limit}",
+            page.entities.len()
+        );
+        pages.entities.extend(page.entities);
+        match page.cursor {
+            Some(c) => {
+                pages.cursors.push(c.clone());
+                cursor = Some(c);
+            }
+            None => return pages,
+        }
+        assert!(
+            pages.count() <= max_pages,
+            "the scan of {kind} did not end after {max_pages} pages"
+        );
+    }
+}
