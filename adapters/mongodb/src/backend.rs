@@ -11,8 +11,8 @@ use mongodb::{Client, Collection, Database};
 use tern_core::model::{Entity, Key, Value, Version};
 use tern_core::store::{
     Capability, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage,
-    PushdownRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome,
-    check_writes, url,
+    PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store,
+    StoreInfo, Write, WriteOutcome, check_writes, url,
 };
 
 use crate::codec::{self, VERSION_FIELD};
@@ -32,6 +32,8 @@ pub struct MongoStore {
     /// Kinds whose pushdown fast path counts a batch before updating it.
     pub(crate) counts_first: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     pub(crate) db: Database,
+    /// Run by a kind rename between the copy and the delete of a batch (tests).
+    pub(crate) after_copy: Option<crate::rename::AfterCopy>,
     /// The URL with its password masked.
     pub(crate) location: String,
 }
@@ -96,6 +98,7 @@ impl MongoStore {
             bulk_write,
             open_cursors: Default::default(),
             counts_first: Default::default(),
+            after_copy: None,
             location,
         })
     }
@@ -106,6 +109,20 @@ impl MongoStore {
     #[must_use]
     pub fn with_single_writes(mut self) -> MongoStore {
         self.bulk_write = false;
+        self
+    }
+
+    /// This store, running `hook` in every [`Store::rename_kind`] batch after the
+    /// documents are copied to the new kind and before the old ones are deleted,
+    /// with the keys (of the old kind) just copied. For tests of what a writer
+    /// that acts in between does to a rename; not for production use.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_after_copy_hook(
+        mut self,
+        hook: impl Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> MongoStore {
+        self.after_copy = Some(std::sync::Arc::new(hook));
         self
     }
 
@@ -221,7 +238,7 @@ impl Store for MongoStore {
             transactions: true,
             server_clock: true,
             write_batch_max: None,
-            rename_kind: false,
+            rename_kind: true,
         }
     }
 
@@ -349,6 +366,13 @@ impl Store for MongoStore {
             ms = started.elapsed().as_secs_f64() * 1e3,
             "update_in_place"
         );
+        out
+    }
+
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+        let started = std::time::Instant::now();
+        let out = self.rename_kind_inner(request).await;
+        tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "rename_kind");
         out
     }
 

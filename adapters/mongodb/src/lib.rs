@@ -13,6 +13,7 @@ mod batches;
 mod codec;
 mod core;
 mod pushdown;
+mod rename;
 mod writes;
 
 use std::sync::Arc;

@@ -106,6 +106,41 @@ pub(crate) fn replace_filter(expected: &Entity) -> Result<Document> {
     ] })
 }
 
+/// The filter matching `stored` exactly as it is now: the same `_id` (and its
+/// BSON type), every field with the same BSON type and value, and no other
+/// field. Built from a stored document itself (not from its tern decoding), so
+/// it also matches documents tern did not write (an Int32, an unescaped name).
+/// As with [`replace_filter`], values nested inside documents and arrays
+/// compare as MongoDB's `$eq` does (numbers by value).
+pub(crate) fn document_filter(stored: &Document) -> Document {
+    let id = stored.get("_id").cloned().unwrap_or(Bson::Null);
+    let n = i64::try_from(stored.len()).unwrap_or(i64::MAX);
+    let mut conds: Vec<Bson> = vec![Bson::Document(
+        doc! { "$eq": [ { "$size": { "$objectToArray": "$$ROOT" } }, n ] },
+    )];
+    for (name, value) in stored {
+        // A name that is not a plain path ($-prefixed, dotted, empty) is read with $getField.
+        let field = if name.is_empty() || name.starts_with('$') || name.contains('.') {
+            Bson::Document(
+                doc! { "$getField": { "field": { "$literal": name }, "input": "$$ROOT" } },
+            )
+        } else {
+            Bson::String(format!("${name}"))
+        };
+        conds.push(Bson::Document(
+            doc! { "$eq": [ { "$type": field.clone() }, type_name(value) ] },
+        ));
+        conds.push(Bson::Document(
+            doc! { "$eq": [ field, { "$literal": value.clone() } ] },
+        ));
+    }
+    // `$and` of the two: see `replace_filter`.
+    doc! { "$and": [
+        { "_id": id },
+        { "$expr": { "$and": conds } },
+    ] }
+}
+
 /// The aggregation `$type` name of a BSON value as tern writes it.
 fn type_name(b: &Bson) -> &'static str {
     match b {
