@@ -292,16 +292,7 @@ impl Store for MongoStore {
             .try_collect()
             .await
             .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?;
-        let cursor = if docs.len() > limit {
-            // Documents inserted into the range since the ids were read: the
-            // page ends at the limit and the next one continues after it.
-            docs.truncate(limit);
-            docs.last().and_then(|d| d.get("_id")).map(encode_cursor)
-        } else if ids.len() >= limit {
-            ids.last().map(encode_cursor)
-        } else {
-            None
-        };
+        let cursor = crate::batches::page_cursor(&mut docs, &ids, limit);
         let mut entities = Vec::with_capacity(docs.len());
         for d in &docs {
             let e = codec::document_to_entity(kind, d)

@@ -178,3 +178,19 @@ impl MongoStore {
         }
     }
 }
+
+/// The cursor after a batch whose documents were read by the `_id` range of
+/// `ids`: documents inserted into the range since the ids were read make
+/// `docs` longer than `limit`, so the batch ends at the limit and the next one
+/// continues after its last document; a full batch of ids continues after
+/// the last id; a short one ends the pass.
+pub(crate) fn page_cursor(docs: &mut Vec<Document>, ids: &[Bson], limit: usize) -> Option<Cursor> {
+    if docs.len() > limit {
+        docs.truncate(limit);
+        docs.last().and_then(|d| d.get("_id")).map(encode_cursor)
+    } else if ids.len() >= limit {
+        ids.last().map(encode_cursor)
+    } else {
+        None
+    }
+}

@@ -33,7 +33,7 @@ use mongodb::options::{DeleteOneModel, WriteModel};
 use tern_core::model::Key;
 use tern_core::store::{Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
 
-use crate::backend::{META_COLLECTION, MongoStore, encode_cursor};
+use crate::backend::{META_COLLECTION, MongoStore};
 use crate::codec;
 use crate::core::{DUPLICATE_KEY, id_batch};
 use crate::writes::document_filter;
@@ -111,16 +111,7 @@ impl MongoStore {
             return Ok(RenameKindPage::default());
         }
         let mut docs = self.find_docs(from, id_batch(&ids), limit).await?;
-        let cursor = if docs.len() > limit {
-            // Documents inserted into the range since the ids were read: the
-            // batch ends at the limit and the next one continues after it.
-            docs.truncate(limit);
-            docs.last().and_then(|d| d.get("_id")).map(encode_cursor)
-        } else if ids.len() >= limit {
-            ids.last().map(encode_cursor)
-        } else {
-            None
-        };
+        let cursor = crate::batches::page_cursor(&mut docs, &ids, limit);
         let mut page = RenameKindPage {
             cursor,
             ..RenameKindPage::default()
