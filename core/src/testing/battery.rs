@@ -224,9 +224,17 @@ async fn crash_once_then_resume(
         matches!(first, Err(MigrateError::InjectedCrash(_))),
         "{first:?}"
     );
-    // The crashed runner's lease expires; the next run takes over and resumes.
+    // The crashed runner's lease expires; the next run takes over and resumes
+    // (waiting for the expiry, should this machine be slower than the sleep).
     tokio::time::sleep(Duration::from_millis(80)).await;
-    let report = runner().up(None).await.unwrap();
+    let report = runner()
+        .with_lease_options(LeaseOptions {
+            wait: Some(Duration::from_secs(10)),
+            ..fast_lease()
+        })
+        .up(None)
+        .await
+        .unwrap();
     assert!(
         report.applied.first().is_some_and(|m| m.resumed),
         "the interrupted migration resumes ({point:?})"
