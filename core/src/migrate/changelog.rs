@@ -165,17 +165,22 @@ mod backing {
             Ok(Backing { db, path })
         }
 
-        pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        /// The records of `keys`, in one read transaction.
+        pub(super) fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
             let txn = self.db.begin_read().map_err(|e| failed("reading", e))?;
             let table = match txn.open_table(TABLE) {
                 Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(vec![None; keys.len()]),
                 Err(e) => return Err(failed("reading", e)),
             };
-            Ok(table
-                .get(key)
-                .map_err(|e| failed("reading", e))?
-                .map(|v| v.value().to_vec()))
+            keys.iter()
+                .map(|k| {
+                    Ok(table
+                        .get(k.as_slice())
+                        .map_err(|e| failed("reading", e))?
+                        .map(|v| v.value().to_vec()))
+                })
+                .collect()
         }
 
         pub(super) fn put_all(&self, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
@@ -261,8 +266,9 @@ mod backing {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         }
 
-        pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-            Ok(self.map().get(key).cloned())
+        pub(super) fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+            let map = self.map();
+            Ok(keys.iter().map(|k| map.get(k).cloned()).collect())
         }
 
         pub(super) fn put_all(&self, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
@@ -316,10 +322,17 @@ impl ChangeLog {
 
     /// The record of `key`, if the run wrote it.
     pub(crate) fn get(&self, key: &Key) -> Result<Option<Record>> {
+        Ok(self.get_many(std::slice::from_ref(key))?.pop().flatten())
+    }
+
+    /// The records of `keys` (`None` where the run wrote nothing), read together.
+    pub(crate) fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
+        let encoded: Vec<Vec<u8>> = keys.iter().map(encode_key).collect();
         self.backing
-            .get(&encode_key(key))?
-            .map(|b| decode(&b))
-            .transpose()
+            .get_many(&encoded)?
+            .into_iter()
+            .map(|b| b.map(|b| decode(&b)).transpose())
+            .collect()
     }
 
     /// Stores these records (replacing earlier ones of the same keys).

@@ -85,13 +85,6 @@ impl OverlayStore {
             );
         })
     }
-
-    fn current(&self, key: &Key, base: Option<Entity>) -> Result<Option<Entity>> {
-        Ok(match self.log.get(key)? {
-            Some(record) => record.current,
-            None => base,
-        })
-    }
 }
 
 #[async_trait]
@@ -153,15 +146,19 @@ impl Store for OverlayStore {
                     },
                 )
                 .await?;
-            let mut entities = Vec::with_capacity(page.entities.len());
-            for e in page.entities {
-                let key = e.key.clone();
-                if let Some(e) = self.current(&key, Some(e))? {
-                    if filter.matches(&e) {
-                        entities.push(e);
-                    }
-                }
-            }
+            // The page's entities as the run left them: one read of the change log per page.
+            let keys: Vec<Key> = page.entities.iter().map(|e| e.key.clone()).collect();
+            let records = self.log.get_many(&keys)?;
+            let entities = page
+                .entities
+                .into_iter()
+                .zip(records)
+                .filter_map(|(base, record)| match record {
+                    Some(record) => record.current,
+                    None => Some(base),
+                })
+                .filter(|e| filter.matches(e))
+                .collect();
             let cursor = match page.cursor {
                 Some(c) => Some(Cursor(format!("{BASE_CURSOR}{}", c.0))),
                 None if self.log.created(kind, None, 0)?.1 => {
@@ -205,29 +202,34 @@ impl Store for OverlayStore {
     /// writes in order on those states, then logs every key a write applied to.
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
         crate::store::check_writes(&writes)?;
-        let mut states: HashMap<Key, Record> = HashMap::new();
-        let mut applied: HashSet<Key> = HashSet::new();
+        let mut distinct: Vec<Key> = Vec::new();
+        let mut seen: HashSet<&Key> = HashSet::new();
         for w in &writes {
             let key = match w {
                 Write::Put(e) | Write::Insert(e) => &e.key,
                 Write::Replace { expected, .. } => &expected.key,
                 Write::Delete(k) => k,
             };
-            if states.contains_key(key) {
-                continue;
+            if seen.insert(key) {
+                distinct.push(key.clone());
             }
-            let record = match self.log.get(key)? {
+        }
+        let logged = self.log.get_many(&distinct)?;
+        let mut states: HashMap<Key, Record> = HashMap::with_capacity(distinct.len());
+        for (key, record) in distinct.into_iter().zip(logged) {
+            let record = match record {
                 Some(record) => record,
                 None => {
-                    let e = self.base.get(key).await?;
+                    let e = self.base.get(&key).await?;
                     Record {
                         original: e.clone(),
                         current: e,
                     }
                 }
             };
-            states.insert(key.clone(), record);
+            states.insert(key, record);
         }
+        let mut applied: HashSet<Key> = HashSet::new();
         let mut out = Vec::with_capacity(writes.len());
         for w in writes {
             let key = match &w {
