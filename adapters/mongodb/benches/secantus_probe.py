@@ -71,6 +71,14 @@ def variants(n):
         "10k ids after the middle, sorted": lambda c: list(c.find({"_id": {"$gt": n // 2}}, {"_id": 1}).sort("_id", 1).limit(10000)),
         "10k ids after the middle, hinted": lambda c: list(c.find({"_id": {"$gt": n // 2}}, {"_id": 1}).sort("_id", 1).hint([("_id", 1)]).limit(10000)),
         "$sample of 100 ids": lambda c: list(c.aggregate([{"$sample": {"size": 100}}, {"$project": {"_id": 1}}])),
+        "ranges of n/10 + version + plain test": lambda c: ranges(c, n, max(1, n // 10), [AT_0] + PLAIN),
+        "ranges of n/4 + version + plain test": lambda c: ranges(c, n, max(1, n // 4), [AT_0] + PLAIN),
+        "one update_many + version": lambda c: ranges(c, n, n, [AT_0]),
+        "one update_many + version + plain test": lambda c: ranges(c, n, n, [AT_0] + PLAIN),
+        "$bucketAuto of _id into 10": lambda c: list(c.aggregate([{"$bucketAuto": {"groupBy": "$_id", "buckets": 10}}])),
+        "$group min and max _id": lambda c: list(c.aggregate([{"$group": {"_id": None, "lo": {"$min": "$_id"}, "hi": {"$max": "$_id"}}}])),
+        "count_documents({})": lambda c: c.count_documents({}),
+        "estimated_document_count": lambda c: c.estimated_document_count(),
     }
 
 
@@ -78,10 +86,13 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--url", default="mongodb://127.0.0.1:27017")
     p.add_argument("--docs", type=int, default=200000)
+    p.add_argument("--only", default="", help="run the floor and the variants whose name contains this")
     a = p.parse_args()
     col = MongoClient(a.url)["tern_probe"]["c"]
     floor = None
     for name, run in variants(a.docs).items():
+        if floor is not None and a.only not in name:
+            continue
         col.drop()
         for s in range(0, a.docs, 10000):
             col.insert_many([{"_id": i, "title": f"t{i}", "text": f"some text {i}", "author": f"a{i % 100}"}
