@@ -111,7 +111,7 @@ impl Ctx {
                 .filter(|r| *r > 0.0),
             census_passes: self.settings.census_passes,
             // The total costs a count before each stage: only worth it for a progress bar.
-            count_totals: self.progress_mode() == Mode::Bar,
+            estimate_totals: self.progress_mode() == Mode::Bar,
             ..RunOptions::default()
         }
     }

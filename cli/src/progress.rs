@@ -76,22 +76,28 @@ impl Progress for CliProgress {
         }
         match self.mode {
             Mode::Bar => {
-                let bar = match total {
-                    Some(t) => ProgressBar::new(t),
-                    None => ProgressBar::no_length(),
+                // The total is the store's estimate (an upper bound at the
+                // start of a stage); a store without one gets a counter.
+                let (bar, template) = match total {
+                    Some(t) => (
+                        ProgressBar::new(t),
+                        "{msg}\n  [{bar:40}] {human_pos}/{human_len} entities  {rate}  ETA {eta}",
+                    ),
+                    None => (
+                        ProgressBar::no_length(),
+                        "{msg}\n  {spinner} {human_pos} entities  {rate}  {elapsed}",
+                    ),
                 };
                 bar.set_draw_target(ProgressDrawTarget::stderr());
-                let style = ProgressStyle::with_template(
-                    "{msg}\n  [{bar:40}] {human_pos}/{human_len} entities  {rate}  ETA {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .with_key(
-                    "rate",
-                    |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                        let _ = write!(w, "{:.0}/s", state.per_sec());
-                    },
-                )
-                .progress_chars("=> ");
+                let style = ProgressStyle::with_template(template)
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .with_key(
+                        "rate",
+                        |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                            let _ = write!(w, "{:.0}/s", state.per_sec());
+                        },
+                    )
+                    .progress_chars("=> ");
                 bar.set_style(style);
                 bar.set_message(label);
                 bar.enable_steady_tick(Duration::from_millis(200));
@@ -112,6 +118,10 @@ impl Progress for CliProgress {
         match self.mode {
             Mode::Bar => {
                 if let Some(bar) = self.bar().as_ref() {
+                    // Entities written during the run can outgrow the estimate.
+                    if bar.length().is_some_and(|len| done > len) {
+                        bar.set_length(done);
+                    }
                     bar.set_position(done);
                 }
             }

@@ -205,3 +205,81 @@ async fn schema_hooks_run_before_each_stage_and_after_the_census() {
         .unwrap();
     assert!(again.applied.is_empty());
 }
+
+/// Records each stage's progress total and every exact count the engine asks for.
+#[derive(Debug, Default)]
+struct TotalsRecorder {
+    totals: std::sync::Mutex<Vec<Option<u64>>>,
+    counts: std::sync::atomic::AtomicUsize,
+    counts_before_first_write: std::sync::Mutex<Option<usize>>,
+}
+
+impl tern_core::migrate::Progress for TotalsRecorder {
+    fn stage_started(&self, _: u32, _: &str, _: usize, _: usize, _: &str, total: Option<u64>) {
+        self.totals.lock().unwrap().push(total);
+    }
+    fn checkpoint(&self, _: u64, _: &tern_core::migrate::RunCounts) {}
+    fn stage_finished(&self, _: &tern_core::migrate::RunCounts) {}
+    fn note(&self, _: &str) {}
+}
+
+#[derive(Debug)]
+struct CountSpy(Arc<TotalsRecorder>);
+
+#[async_trait]
+impl Intercept for CountSpy {
+    async fn count(
+        &self,
+        inner: &dyn Store,
+        kind: &str,
+        filter: tern_core::store::Filter,
+    ) -> tern_core::store::Result<u64> {
+        self.0.counts.fetch_add(1, Ordering::SeqCst);
+        inner.count(kind, filter).await
+    }
+    async fn update_in_place(
+        &self,
+        inner: &dyn Store,
+        request: tern_core::store::PushdownRequest,
+    ) -> tern_core::store::Result<tern_core::store::PushdownPage> {
+        let n = self.0.counts.load(Ordering::SeqCst);
+        self.0
+            .counts_before_first_write
+            .lock()
+            .unwrap()
+            .get_or_insert(n);
+        inner.update_in_place(request).await
+    }
+}
+
+/// The progress total of a stage is the store's cheap estimate: the kind's size on the
+/// embedded store, with no counting pass before the stage (the census after it is the
+/// only count).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_total_is_the_stores_estimate_without_a_counting_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let embedded: Arc<dyn Store> =
+        Arc::new(EmbeddedStore::open(dir.path().join("t.redb")).unwrap());
+    let recorder = Arc::new(TotalsRecorder::default());
+    let store: Arc<dyn Store> =
+        Arc::new(Intercepted::new(embedded, CountSpy(Arc::clone(&recorder))));
+    load(store.as_ref(), &blog(7, 2)).await;
+    let posts = store.estimate_count("blogpost").await.unwrap();
+    assert!(posts.is_some_and(|n| n > 0), "{posts:?}");
+    let report = migrator(Arc::clone(&store), &[(1, RELEASE2)], 4)
+        .with_progress(Arc::clone(&recorder) as Arc<dyn tern_core::migrate::Progress>)
+        .up(None)
+        .await
+        .unwrap();
+    assert_eq!(report.applied.len(), 1);
+    assert_eq!(*recorder.totals.lock().unwrap(), vec![posts]);
+    assert_eq!(
+        *recorder.counts_before_first_write.lock().unwrap(),
+        Some(0),
+        "no count ran before the stage wrote"
+    );
+    assert!(
+        recorder.counts.load(Ordering::SeqCst) > 0,
+        "the census counted after the stage"
+    );
+}

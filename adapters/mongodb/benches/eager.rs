@@ -107,7 +107,7 @@ async fn hand_loop(client: &Client, coll: &Collection<Document>, batch: usize) {
 }
 
 /// `tern up` as a script or CI job runs it: no progress bar, so no count of the
-/// entities before the stage (`count_totals`); pushdown batches of
+/// entities before the stage (`estimate_totals`); pushdown batches of
 /// `pushdown_batch` (default: the engine's, 10,000), client batches of `batch`.
 async fn tern_up(url: &str, batch: usize, pushdown_batch: Option<usize>, pushdown: bool) {
     let store = tern_mongodb::open(url).await.expect("open");
@@ -118,7 +118,7 @@ async fn tern_up(url: &str, batch: usize, pushdown_batch: Option<usize>, pushdow
             batch_size: batch,
             pushdown_batch_size: pushdown_batch.unwrap_or(defaults.pushdown_batch_size),
             pushdown,
-            count_totals: false,
+            estimate_totals: false,
             ..defaults
         },
     )

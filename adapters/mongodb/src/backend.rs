@@ -374,6 +374,18 @@ impl Store for MongoStore {
         out
     }
 
+    /// The collection's metadata count (`estimatedDocumentCount`): no document is read.
+    async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
+        self.collection(kind)
+            .estimated_document_count()
+            .await
+            .map(Some)
+            .map_err(|e| {
+                self.err("estimating a count", e)
+                    .with_context("kind", kind.to_owned())
+            })
+    }
+
     async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
         let started = std::time::Instant::now();
         let out = self.version_census_inner(kind).await;

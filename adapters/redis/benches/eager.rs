@@ -103,10 +103,9 @@ async fn main() {
     let a = BenchArgs::parse(1_000_000, 1);
     let base = base_url();
     let (tern_url, loop_url) = (format!("{base}/14"), format!("{base}/15"));
-    let progress_count = a.flag("--progress-count");
     println!(
-        "eager add+rename, redis hashes, {} entities, batch {}, {} round(s), tern pushdown {}, progress count {}",
-        a.entities, a.batch, a.rounds, a.pushdown, progress_count
+        "eager add+rename, redis hashes, {} entities, batch {}, {} round(s), tern pushdown {}",
+        a.entities, a.batch, a.rounds, a.pushdown
     );
     let mut ratios = Ratios::new("loop");
     for round in 0..a.rounds {
@@ -130,7 +129,6 @@ async fn main() {
                     // The loop's SCAN COUNT: both sides take the same steps.
                     pushdown_batch_size: a.batch,
                     pushdown: a.pushdown,
-                    count_totals: progress_count,
                     ..RunOptions::default()
                 },
             ),

@@ -497,7 +497,7 @@ impl Migrator {
             let stage = &plan.stages[stage_index];
             // Entities written late (old versions) must catch up before a stage that reads them.
             self.catch_up_before(&runner, stage, &mut total).await?;
-            let estimate = if self.run.count_totals {
+            let estimate = if self.run.estimate_totals {
                 self.estimate(store.as_ref(), stage).await?
             } else {
                 None
@@ -620,7 +620,7 @@ impl Migrator {
             store: Arc::clone(&overlay) as Arc<dyn Store>,
             set: self.set.clone(),
             run: RunOptions {
-                count_totals: false,
+                estimate_totals: false,
                 max_rate: None,
                 ..self.run.clone()
             },
@@ -823,35 +823,33 @@ impl Migrator {
         Ok(swept)
     }
 
+    /// The progress display's estimate of a stage's entities: the store's
+    /// cheap count of each kind the stage reads (an upper bound: it ignores
+    /// versions), or `None` when the store keeps no such figure. Never a scan.
     async fn estimate(&self, store: &dyn Store, stage: &Stage) -> Result<Option<u64>> {
-        let parts: Vec<(&str, Version)> = match stage {
-            Stage::Local { kind, from, .. } => vec![(kind.as_str(), *from)],
+        let kinds: Vec<&str> = match stage {
+            Stage::Local { kind, .. } => vec![kind.as_str()],
             Stage::Transfer {
-                transfer,
-                target_from,
-                is_move,
-                source_version,
-                ..
+                transfer, is_move, ..
             } => {
-                let mut p = vec![(transfer.to_kind.as_str(), *target_from)];
+                let mut k = vec![transfer.to_kind.as_str()];
                 if *is_move {
-                    p.push((transfer.prop.kind.as_str(), *source_version));
+                    k.push(transfer.prop.kind.as_str());
                 }
-                p
+                k
             }
-            Stage::RenameKind { from, .. } => vec![(from.as_str(), 0)],
+            Stage::RenameKind { from, .. } => vec![from.as_str()],
         };
         let mut total = 0;
-        for (kind, version) in parts {
-            let filter = match stage {
-                // A kind rename moves every entity, whatever its version.
-                Stage::RenameKind { .. } => Filter::all(),
-                _ => Filter::at_version(version),
-            };
-            total += store
-                .count(kind, filter)
+        for kind in kinds {
+            match store
+                .estimate_count(kind)
                 .await
-                .map_err(MigrateError::store("counting entities to migrate"))?;
+                .map_err(MigrateError::store("estimating the entities to migrate"))?
+            {
+                Some(n) => total += n,
+                None => return Ok(None),
+            }
         }
         Ok(Some(total))
     }

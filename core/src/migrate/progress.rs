@@ -8,7 +8,8 @@ use super::state::RunCounts;
 /// Receives the engine's progress. The CLI draws a progress bar on a terminal
 /// and writes one structured line per checkpoint elsewhere.
 pub trait Progress: Send + Sync {
-    /// A stage starts. `total` is the number of entities it will process, when known.
+    /// A stage starts. `total` is the store's estimate of the entities it will
+    /// process ([`Store::estimate_count`](crate::store::Store::estimate_count)), when it has one.
     fn stage_started(
         &self,
         migration: u32,

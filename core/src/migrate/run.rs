@@ -48,8 +48,9 @@ pub struct RunOptions {
     pub census_passes: u32,
     /// Use the store's server-side update when it has one.
     pub pushdown: bool,
-    /// Count each stage's entities first, for the progress bar's total.
-    pub count_totals: bool,
+    /// Ask the store for a cheap estimate of each stage's entities, for the
+    /// progress bar's total ([`Store::estimate_count`](crate::store::Store::estimate_count): never a scan).
+    pub estimate_totals: bool,
 }
 
 impl Default for RunOptions {
@@ -62,7 +63,7 @@ impl Default for RunOptions {
             max_retries: 8,
             census_passes: 3,
             pushdown: true,
-            count_totals: true,
+            estimate_totals: true,
         }
     }
 }

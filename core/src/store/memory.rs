@@ -117,6 +117,18 @@ impl Store for MemoryStore {
         Ok(ScanPage { entities, cursor })
     }
 
+    /// Exact: the kind's entities are counted in memory.
+    async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
+        let prefix = encode_kind_prefix(kind);
+        let inner = self.lock();
+        let n = inner
+            .entities
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .count();
+        Ok(Some(n as u64))
+    }
+
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
         Ok(self.lock().entities.get(&encode_key(key)).cloned())
     }

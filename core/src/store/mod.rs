@@ -429,6 +429,17 @@ pub trait Store: Send + Sync + Debug + 'static {
         count_by_scan(self, kind, filter).await
     }
 
+    /// A cheap estimate of how many entities `kind` holds, for a progress
+    /// display: taken from the store's own bookkeeping (a collection's
+    /// metadata count, the keys of an embedded file), never by decoding the
+    /// entities. `None` when the store keeps no such figure; the progress then
+    /// shows no total. Exact on a store nobody writes to, except where the
+    /// store's own figure is approximate (MongoDB after an unclean shutdown).
+    async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
+        let _ = kind;
+        Ok(None)
+    }
+
     /// How many entities of `kind` are at each version: the census.
     async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
         let mut census = BTreeMap::new();

@@ -138,7 +138,7 @@ pub async fn tern_up(
     .await
 }
 
-/// [`tern_up`] with explicit run options (e.g. `count_totals: false`, as the
+/// [`tern_up`] with explicit run options (e.g. `estimate_totals: false`, as the
 /// command line runs without a progress bar).
 pub async fn tern_up_with(store: Arc<dyn Store>, options: RunOptions) -> Result<u64, MigrateError> {
     let mut set = MigrationSet::new();

@@ -100,6 +100,10 @@ pub trait Intercept: Send + Sync + Debug + 'static {
     async fn count(&self, inner: &dyn Store, kind: &str, filter: Filter) -> Result<u64> {
         inner.count(kind, filter).await
     }
+    /// [`Store::estimate_count`].
+    async fn estimate_count(&self, inner: &dyn Store, kind: &str) -> Result<Option<u64>> {
+        inner.estimate_count(kind).await
+    }
     /// [`Store::version_census`].
     async fn version_census(
         &self,
@@ -191,6 +195,9 @@ impl<I: Intercept> Store for Intercepted<I> {
     }
     async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
         self.hooks.count(self.inner.as_ref(), kind, filter).await
+    }
+    async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
+        self.hooks.estimate_count(self.inner.as_ref(), kind).await
     }
     async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
         self.hooks.version_census(self.inner.as_ref(), kind).await

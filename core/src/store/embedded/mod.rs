@@ -46,7 +46,7 @@ use async_trait::async_trait;
 use redb::{Database, TableDefinition};
 
 use super::{
-    Capability, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest,
+    Capability, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage, PushdownRequest,
     RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write,
     WriteOutcome,
 };
@@ -203,6 +203,21 @@ impl Store for EmbeddedStore {
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
         let kind = kind.to_owned();
         self.blocking(move |inner| inner.scan(&kind, &request))
+            .await
+    }
+
+    /// One read transaction over the kind's key range, decoding only each
+    /// entity's version unless the filter has conditions.
+    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+        let kind = kind.to_owned();
+        self.blocking(move |inner| inner.count(&kind, Some(&filter)))
+            .await
+    }
+
+    /// The number of the kind's keys in the file (nothing is decoded).
+    async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
+        let kind = kind.to_owned();
+        self.blocking(move |inner| inner.count(&kind, None).map(Some))
             .await
     }
 

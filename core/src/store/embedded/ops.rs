@@ -10,8 +10,9 @@ use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
 use crate::store::memory::decode_cursor;
 use crate::store::{
-    Cursor, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest, RenameKindPage,
-    RenameKindRequest, Result, ScanPage, ScanRequest, Write, WriteOutcome, pushdown,
+    Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage, PushdownRequest,
+    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Write, WriteOutcome,
+    pushdown,
 };
 
 /// A scan page examines at most this many entities per entity it may return,
@@ -238,6 +239,42 @@ impl Inner {
         }
         let cursor = (!exhausted).then(|| Cursor(hex::encode(&last)));
         Ok(ScanPage { entities, cursor })
+    }
+
+    /// How many entities of `kind` pass `filter` (every one with `None`), in
+    /// one read transaction: a snapshot. Decodes each entity's version when
+    /// the filter names one, and the whole entity only for conditions.
+    pub(super) fn count(&self, kind: &str, filter: Option<&Filter>) -> Result<u64> {
+        let prefix = encode_kind_prefix(kind);
+        let end = prefix_end(&prefix);
+        let txn = self.begin_read()?;
+        let table = txn
+            .open_table(ENTITIES)
+            .map_err(self.fail("open the entity table"))?;
+        let range = table
+            .range::<&[u8]>(prefix.as_slice()..end.as_slice())
+            .map_err(self.fail("count"))?;
+        let mut n = 0u64;
+        for item in range {
+            let (key, value) = item.map_err(self.fail("count"))?;
+            let Some(filter) = filter else {
+                n += 1;
+                continue;
+            };
+            let (key, bytes) = (key.value(), value.value());
+            let version = decode_version(bytes).map_err(|e| self.corrupt(kind, key, e))?;
+            if !filter.version.matches(version) {
+                continue;
+            }
+            if !filter.conditions.is_empty() {
+                let (_, _, value) = decode_entity(bytes).map_err(|e| self.corrupt(kind, key, e))?;
+                if !filter.conditions.iter().all(|c| c.matches_map(&value)) {
+                    continue;
+                }
+            }
+            n += 1;
+        }
+        Ok(n)
     }
 
     pub(super) fn get(&self, key: Key) -> Result<Option<Entity>> {
