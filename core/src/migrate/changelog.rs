@@ -88,6 +88,18 @@ fn decode(bytes: &[u8]) -> Result<Record> {
 /// Encoded keys and stored records, in key order.
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// The two tables of a backing: every record, and the keys of the records of
+/// entities the run created (so that finding them reads nothing else).
+#[derive(Debug, Clone, Copy)]
+enum Table {
+    Records,
+    Created,
+}
+
+/// A record to store: its encoded key, its stored form, and whether it is of
+/// an entity the run created.
+type Row = (Vec<u8>, Vec<u8>, bool);
+
 /// Created entities with their encoded keys, in key order.
 pub(crate) type Created = Vec<(Vec<u8>, Entity)>;
 
@@ -110,10 +122,11 @@ mod backing {
 
     use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 
-    use super::{Rows, failed};
+    use super::{Row, Rows, Table, failed};
     use crate::store::Result;
 
-    const TABLE: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("changes");
+    const RECORDS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("changes");
+    const CREATED: TableDefinition<'static, &[u8], ()> = TableDefinition::new("created");
     /// The names of the scratch files: `tern-dry-run-<pid>-<uuid>.redb`.
     const PREFIX: &str = "tern-dry-run-";
     /// redb's page cache for the scratch file (its default is 1 GiB).
@@ -168,7 +181,7 @@ mod backing {
         /// The records of `keys`, in one read transaction.
         pub(super) fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
             let txn = self.db.begin_read().map_err(|e| failed("reading", e))?;
-            let table = match txn.open_table(TABLE) {
+            let table = match txn.open_table(RECORDS) {
                 Ok(t) => t,
                 Err(redb::TableError::TableDoesNotExist(_)) => return Ok(vec![None; keys.len()]),
                 Err(e) => return Err(failed("reading", e)),
@@ -183,49 +196,77 @@ mod backing {
                 .collect()
         }
 
-        pub(super) fn put_all(&self, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        /// Stores `rows` and keeps the created table in step, in one transaction.
+        pub(super) fn put_all(&self, rows: Vec<Row>) -> Result<()> {
             let mut txn = self.db.begin_write().map_err(|e| failed("writing", e))?;
             txn.set_durability(Durability::None)
                 .map_err(|e| failed("writing", e))?;
             {
-                let mut table = txn.open_table(TABLE).map_err(|e| failed("writing", e))?;
-                for (k, v) in &records {
-                    table
+                let mut records = txn.open_table(RECORDS).map_err(|e| failed("writing", e))?;
+                let mut created = txn.open_table(CREATED).map_err(|e| failed("writing", e))?;
+                for (k, v, is_created) in &rows {
+                    records
                         .insert(k.as_slice(), v.as_slice())
                         .map_err(|e| failed("writing", e))?;
+                    if *is_created {
+                        created.insert(k.as_slice(), ())
+                    } else {
+                        created.remove(k.as_slice()).map(|_| None)
+                    }
+                    .map_err(|e| failed("writing", e))?;
                 }
             }
             txn.commit().map_err(|e| failed("writing", e))
         }
 
-        /// Up to `limit` records with keys in `(from, to)` that pass `keep`, in key order,
-        /// and whether more keys follow.
+        /// Up to `limit` rows of `table` with keys in `(from, to)`, in key order
+        /// (a created key's value is empty), and whether more follow.
         pub(super) fn range(
             &self,
+            table: Table,
             from: Bound<&[u8]>,
             to: Bound<&[u8]>,
             limit: usize,
-            keep: &mut dyn FnMut(&[u8]) -> Result<bool>,
         ) -> Result<(Rows, bool)> {
             let txn = self.db.begin_read().map_err(|e| failed("reading", e))?;
-            let table = match txn.open_table(TABLE) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok((Vec::new(), false)),
-                Err(e) => return Err(failed("reading", e)),
-            };
             let mut out = Vec::new();
-            for item in table
-                .range::<&[u8]>((from, to))
-                .map_err(|e| failed("reading", e))?
-            {
-                let (k, v) = item.map_err(|e| failed("reading", e))?;
-                if !keep(v.value())? {
-                    continue;
+            let missing =
+                |e: &redb::TableError| matches!(e, redb::TableError::TableDoesNotExist(_));
+            match table {
+                Table::Records => {
+                    let t = match txn.open_table(RECORDS) {
+                        Ok(t) => t,
+                        Err(e) if missing(&e) => return Ok((out, false)),
+                        Err(e) => return Err(failed("reading", e)),
+                    };
+                    for item in t
+                        .range::<&[u8]>((from, to))
+                        .map_err(|e| failed("reading", e))?
+                    {
+                        let (k, v) = item.map_err(|e| failed("reading", e))?;
+                        if out.len() >= limit {
+                            return Ok((out, true));
+                        }
+                        out.push((k.value().to_vec(), v.value().to_vec()));
+                    }
                 }
-                if out.len() >= limit {
-                    return Ok((out, true));
+                Table::Created => {
+                    let t = match txn.open_table(CREATED) {
+                        Ok(t) => t,
+                        Err(e) if missing(&e) => return Ok((out, false)),
+                        Err(e) => return Err(failed("reading", e)),
+                    };
+                    for item in t
+                        .range::<&[u8]>((from, to))
+                        .map_err(|e| failed("reading", e))?
+                    {
+                        let (k, _) = item.map_err(|e| failed("reading", e))?;
+                        if out.len() >= limit {
+                            return Ok((out, true));
+                        }
+                        out.push((k.value().to_vec(), Vec::new()));
+                    }
                 }
-                out.push((k.value().to_vec(), v.value().to_vec()));
             }
             Ok((out, false))
         }
@@ -242,57 +283,82 @@ mod backing {
 mod backing {
     //! In memory, for builds without redb.
 
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
     use std::ops::Bound;
     use std::sync::Mutex;
 
-    use super::Rows;
+    use super::{Row, Rows, Table};
     use crate::store::Result;
 
+    #[derive(Default)]
+    struct Maps {
+        records: BTreeMap<Vec<u8>, Vec<u8>>,
+        created: BTreeSet<Vec<u8>>,
+    }
+
     pub(super) struct Backing {
-        map: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
+        maps: Mutex<Maps>,
     }
 
     impl Backing {
         pub(super) fn new() -> Result<Backing> {
             Ok(Backing {
-                map: Mutex::new(BTreeMap::new()),
+                maps: Mutex::new(Maps::default()),
             })
         }
 
-        fn map(&self) -> std::sync::MutexGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
-            self.map
+        fn maps(&self) -> std::sync::MutexGuard<'_, Maps> {
+            self.maps
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         }
 
         pub(super) fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
-            let map = self.map();
-            Ok(keys.iter().map(|k| map.get(k).cloned()).collect())
+            let maps = self.maps();
+            Ok(keys.iter().map(|k| maps.records.get(k).cloned()).collect())
         }
 
-        pub(super) fn put_all(&self, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
-            self.map().extend(records);
+        pub(super) fn put_all(&self, rows: Vec<Row>) -> Result<()> {
+            let mut maps = self.maps();
+            for (k, v, is_created) in rows {
+                if is_created {
+                    maps.created.insert(k.clone());
+                } else {
+                    maps.created.remove(&k);
+                }
+                maps.records.insert(k, v);
+            }
             Ok(())
         }
 
         pub(super) fn range(
             &self,
+            table: Table,
             from: Bound<&[u8]>,
             to: Bound<&[u8]>,
             limit: usize,
-            keep: &mut dyn FnMut(&[u8]) -> Result<bool>,
         ) -> Result<(Rows, bool)> {
-            let map = self.map();
+            let maps = self.maps();
+            let rows: Vec<(&Vec<u8>, Option<&Vec<u8>>)> = match table {
+                Table::Records => maps
+                    .records
+                    .range::<[u8], _>((from, to))
+                    .take(limit.saturating_add(1))
+                    .map(|(k, v)| (k, Some(v)))
+                    .collect(),
+                Table::Created => maps
+                    .created
+                    .range::<[u8], _>((from, to))
+                    .take(limit.saturating_add(1))
+                    .map(|k| (k, None))
+                    .collect(),
+            };
             let mut out = Vec::new();
-            for (k, v) in map.range::<[u8], _>((from, to)) {
-                if !keep(v)? {
-                    continue;
-                }
+            for (k, v) in rows {
                 if out.len() >= limit {
                     return Ok((out, true));
                 }
-                out.push((k.clone(), v.clone()));
+                out.push((k.clone(), v.cloned().unwrap_or_default()));
             }
             Ok((out, false))
         }
@@ -345,7 +411,8 @@ impl ChangeLog {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .insert(key.kind.clone());
             }
-            encoded.push((encode_key(key), encode(key, record)?));
+            let created = record.original.is_none() && record.current.is_some();
+            encoded.push((encode_key(key), encode(key, record)?, created));
         }
         self.backing.put_all(encoded)
     }
@@ -365,20 +432,14 @@ impl ChangeLog {
             Some(a) => Bound::Excluded(a),
             None => Bound::Included(start.as_slice()),
         };
-        let mut is_created = |bytes: &[u8]| -> Result<bool> {
-            let stored: Stored =
-                postcard::from_bytes(bytes).map_err(|e| failed("decoding a record", e))?;
-            Ok(stored.original.is_none() && stored.current.is_some())
-        };
-        let (rows, more) = self.backing.range(
-            from,
-            Bound::Excluded(end.as_slice()),
-            limit,
-            &mut is_created,
-        )?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (k, v) in rows {
-            if let Some(e) = decode(&v)?.current {
+        let (rows, more) =
+            self.backing
+                .range(Table::Created, from, Bound::Excluded(end.as_slice()), limit)?;
+        let keys: Vec<Vec<u8>> = rows.into_iter().map(|(k, _)| k).collect();
+        let records = self.backing.get_many(&keys)?;
+        let mut out = Vec::with_capacity(keys.len());
+        for (k, v) in keys.into_iter().zip(records) {
+            if let Some(e) = v.map(|v| decode(&v)).transpose()?.and_then(|r| r.current) {
                 out.push((k, e));
             }
         }
@@ -414,7 +475,7 @@ impl ChangeLog {
             };
             let (rows, more) = self
                 .backing
-                .range(from, Bound::Unbounded, 1000, &mut |_| Ok(true))?;
+                .range(Table::Records, from, Bound::Unbounded, 1000)?;
             for (_, v) in &rows {
                 let record = decode(v)?;
                 let Some(key) = record
