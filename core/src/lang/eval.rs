@@ -573,6 +573,16 @@ pub enum TargetResolution {
         /// The matching sources, in key order.
         sources: Vec<Key>,
     },
+    /// [`TargetResolution::forced`] only, with [`EvalOptions::literal_transfer`]:
+    /// the winning source lacks the property but an earlier one had it. The
+    /// paper's loop sets the property (creating the maps on its path) and then
+    /// removes it: the property goes, maps it created stay.
+    RemoveAfterSet {
+        /// The value an earlier source set.
+        earlier: Value,
+        /// The sources that remove it (they lack it), in key order.
+        sources: Vec<Key>,
+    },
     /// Sources with different values (absence counts as a value with
     /// [`EvalOptions::literal_transfer`]): unsafe. Not applied; see
     /// [`TargetResolution::forced`].
@@ -590,8 +600,9 @@ impl TargetResolution {
     }
 
     /// Resolves a conflict as [`EvalOptions::force`] documents: the source with
-    /// the greatest key wins (the last writer of the paper's loop in ascending
-    /// key order). Every other resolution is returned as is.
+    /// the greatest key wins, with exactly the effect of the paper's loop in
+    /// ascending key order (the last writer wins; maps an earlier writer created
+    /// on the property's path stay). Every other resolution is returned as is.
     pub fn forced(self) -> TargetResolution {
         let TargetResolution::Conflict { writes } = self else {
             return self;
@@ -599,14 +610,16 @@ impl TargetResolution {
         let Some((_, winner)) = writes.last().cloned() else {
             return TargetResolution::Unmatched;
         };
+        let earlier = writes.iter().find_map(|(_, v)| v.clone());
         let sources = writes
             .into_iter()
             .filter(|(_, v)| *v == winner)
             .map(|(k, _)| k)
             .collect();
-        match winner {
-            Some(value) => TargetResolution::Set { value, sources },
-            None => TargetResolution::Remove { sources },
+        match (winner, earlier) {
+            (Some(value), _) => TargetResolution::Set { value, sources },
+            (None, Some(earlier)) => TargetResolution::RemoveAfterSet { earlier, sources },
+            (None, None) => TargetResolution::Remove { sources },
         }
     }
 
@@ -619,6 +632,12 @@ impl TargetResolution {
             TargetResolution::Set { value, .. } => set_path(target, &t.prop.path, value).into(),
             TargetResolution::Remove { .. } => {
                 changed_if(remove_path(target, &t.prop.path).is_some())
+            }
+            TargetResolution::RemoveAfterSet { earlier, .. } => {
+                let before = target.clone();
+                set_path(target, &t.prop.path, earlier);
+                remove_path(target, &t.prop.path);
+                changed_if(*target != before)
             }
             TargetResolution::Conflict { .. } => return None,
         })

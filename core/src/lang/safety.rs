@@ -247,9 +247,9 @@ impl SafetyChecker {
         self.report.targets_examined += 1;
         let writers = match &resolution {
             TargetResolution::Unmatched | TargetResolution::Lacking { .. } => 0,
-            TargetResolution::Set { sources, .. } | TargetResolution::Remove { sources } => {
-                sources.len()
-            }
+            TargetResolution::Set { sources, .. }
+            | TargetResolution::Remove { sources }
+            | TargetResolution::RemoveAfterSet { sources, .. } => sources.len(),
             TargetResolution::Conflict { writes } => writes.len(),
         };
         if writers > 0 {

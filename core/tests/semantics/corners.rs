@@ -1043,3 +1043,27 @@ fn checker_limits_detail_but_counts_everything() {
     assert!(!report.is_safe());
     assert_eq!(report.warnings, vec![StaticWarning::CrossProduct]);
 }
+
+/// Forced, literal copy of a nested property: the winner (greatest key) lacks it, an
+/// earlier source had it. The paper's loop sets `a.c` (creating `a`) and then removes
+/// `a.c`: the target keeps the empty map `a`. Found by the transfer property test.
+#[test]
+fn forced_literal_removal_after_an_earlier_set_keeps_the_created_maps() {
+    let t = transfer("p.a.c", "u", None, vec![]);
+    let with = entity("p", 0, 0, json!({"a": {"c": 1}}));
+    let without = entity("p", 1, 0, json!({}));
+    let target = entity("u", 0, 0, json!({}));
+    let resolution = resolve_target_with(&t, &target, &[&with, &without], &literal());
+    assert!(matches!(resolution, TargetResolution::Conflict { .. }));
+    let forced = resolution.forced();
+    assert_eq!(
+        forced,
+        TargetResolution::RemoveAfterSet {
+            earlier: Value::Int(1),
+            sources: vec![key("p", 1)]
+        }
+    );
+    let mut value = target.value.clone();
+    assert_eq!(forced.apply(&t, &mut value), Some(LocalEffect::Changed));
+    assert_eq!(Value::Map(value), val(json!({"a": {}})));
+}
