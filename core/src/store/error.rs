@@ -41,17 +41,33 @@ impl fmt::Display for ErrorKind {
 }
 
 /// An error from a store: a kind, a message naming the operation, key/value
-/// context (store, kind, key...), the driver's error as `source`, and whether
-/// retrying may help.
+/// context (store, kind, key...), the cause as `source`, and whether retrying
+/// may help.
 ///
-/// The message never repeats the source: print with `{:#}` (anyhow) or walk
-/// [`std::error::Error::source`] to see the cause.
+/// The message describes this layer only and never repeats the source: print
+/// with `{:#}` (anyhow) or walk [`std::error::Error::source`] to see the
+/// cause. A driver's error is kept as a [`DriverError`] (see
+/// [`Error::with_driver_error`]), whose text is the driver's and which chains
+/// nothing further.
 pub struct Error {
     kind: ErrorKind,
     message: String,
     context: Vec<(&'static str, String)>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     temporary: bool,
+}
+
+/// A database driver's error as text: the last cause of a store [`Error`]
+/// (see [`Error::with_driver_error`]). It has no source of its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DriverError(String);
+
+impl DriverError {
+    /// The driver's text.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
 }
 
 /// The result type of the store layer.
@@ -89,6 +105,19 @@ impl Error {
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
         self.source = Some(Box::new(source));
         self
+    }
+
+    /// Sets a database driver's error as the cause, as its text only (a
+    /// [`DriverError`], which chains nothing further).
+    ///
+    /// The drivers (redis, mongodb, scylla) write their own causes into their
+    /// message *and* chain them, so chaining the driver's error would print
+    /// the same text two or three times. Pass the part of the driver's error
+    /// that says what went wrong (for most drivers its `Display`); the
+    /// adapter must not pass text that can hold a password.
+    #[must_use]
+    pub fn with_driver_error(self, text: impl fmt::Display) -> Error {
+        self.with_source(DriverError(text.to_string()))
     }
 
     /// Marks the error as temporary: retrying the same request may succeed.
