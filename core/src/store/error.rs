@@ -186,3 +186,28 @@ impl std::error::Error for Error {
             .map(|s| s.as_ref() as &(dyn std::error::Error + 'static))
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_driver_error_is_a_text_leaf_outside_the_message() {
+        let err = Error::new(
+            ErrorKind::Unavailable,
+            "cannot connect to Redis at redis://h:1",
+        )
+        .with_context("url", "redis://h:1")
+        .with_driver_error("Connection refused (os error 111)");
+        assert_eq!(
+            err.to_string(),
+            "store unavailable: cannot connect to Redis at redis://h:1 (url: redis://h:1)"
+        );
+        let source = std::error::Error::source(&err).unwrap();
+        let driver = source.downcast_ref::<DriverError>().unwrap();
+        assert_eq!(driver.text(), "Connection refused (os error 111)");
+        assert_eq!(source.to_string(), "Connection refused (os error 111)");
+        assert!(source.source().is_none());
+    }
+}
