@@ -27,7 +27,7 @@ pub async fn open(store_url: &str) -> anyhow::Result<Arc<dyn Store>> {
                 );
             }
             let store = tern_core::store::embedded::EmbeddedStore::open(path)
-                .with_context(|| format!("cannot open the embedded store {shown}"))?;
+                .context("cannot open the embedded store")?;
             Ok(Arc::new(store))
         }
         "memory" => Ok(Arc::new(tern_core::store::memory::MemoryStore::new())),

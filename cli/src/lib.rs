@@ -173,14 +173,23 @@ pub async fn run(opt: Opt) -> ExitCode {
     }
 }
 
-/// The error and its causes on one line, `outer: cause: cause`. A cause whose
-/// text the message already contains is left out (drivers and tern's own
-/// errors often repeat their source in their message).
+/// The error and its causes on one line, `outer: cause: cause`, as they are:
+/// every layer's message describes that layer only, so nothing repeats. Empty
+/// messages are skipped.
 pub fn render_error(err: &anyhow::Error) -> String {
+    join_messages(err.chain())
+}
+
+/// [`render_error`] for any error: its message and those of its sources.
+pub fn render_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    join_messages(std::iter::successors(Some(err), |e| e.source()))
+}
+
+fn join_messages<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
     let mut out = String::new();
-    for cause in err.chain() {
+    for cause in chain {
         let text = cause.to_string();
-        if text.is_empty() || out.contains(&text) {
+        if text.is_empty() {
             continue;
         }
         if !out.is_empty() {

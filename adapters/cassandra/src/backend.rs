@@ -267,13 +267,14 @@ impl CassStore {
             )
             .await?;
         let rows = result.into_rows_result().map_err(|e| {
-            Error::new(ErrorKind::Unexpected, "cassandra: no clock in system.local").with_source(e)
+            Error::new(ErrorKind::Unexpected, "cassandra: no clock in system.local")
+                .with_driver_error(e)
         })?;
         let (ts,) = rows
             .first_row::<(scylla::value::CqlTimestamp,)>()
             .map_err(|e| {
                 Error::new(ErrorKind::Unexpected, "cassandra: no clock in system.local")
-                    .with_source(e)
+                    .with_driver_error(e)
             })?;
         Ok(ts.0)
     }
@@ -680,14 +681,15 @@ where
     T: for<'f, 'm> scylla::deserialize::row::DeserializeRow<'f, 'm>,
 {
     let rows = result.into_rows_result().map_err(|e| {
-        Error::new(ErrorKind::Unexpected, format!("cassandra: {step}: no rows")).with_source(e)
+        Error::new(ErrorKind::Unexpected, format!("cassandra: {step}: no rows"))
+            .with_driver_error(e)
     })?;
     let typed = rows.rows::<T>().map_err(|e| {
         Error::new(
             ErrorKind::InvalidData,
             format!("cassandra: {step}: the table does not have the expected columns"),
         )
-        .with_source(e)
+        .with_driver_error(e)
     })?;
     typed
         .collect::<std::result::Result<Vec<T>, _>>()
@@ -696,6 +698,6 @@ where
                 ErrorKind::InvalidData,
                 format!("cassandra: {step}: a row cannot be read"),
             )
-            .with_source(e)
+            .with_driver_error(e)
         })
 }

@@ -108,7 +108,7 @@ impl CassCore {
         let session = builder
             .build()
             .await
-            .map_err(|e| new_session_error(e, &config.shown))?;
+            .map_err(|e| new_session_error(e, &config.shown, config.password()))?;
         let await_agreement = match config.schema_agreement {
             SchemaAgreement::Wait => true,
             SchemaAgreement::Skip => false,
@@ -264,14 +264,16 @@ impl CassCore {
 pub(crate) fn lwt_applied(result: QueryResult) -> Result<bool> {
     let rows = result
         .into_rows_result()
-        .map_err(|e| unexpected("a conditional write answered no rows").with_source(e))?;
-    let mut rows = rows
-        .rows::<Row>()
-        .map_err(|e| unexpected("cannot read the answer of a conditional write").with_source(e))?;
+        .map_err(|e| unexpected("a conditional write answered no rows").with_driver_error(e))?;
+    let mut rows = rows.rows::<Row>().map_err(|e| {
+        unexpected("cannot read the answer of a conditional write").with_driver_error(e)
+    })?;
     let row = rows
         .next()
         .ok_or_else(|| unexpected("a conditional write answered an empty result"))?
-        .map_err(|e| unexpected("cannot read the answer of a conditional write").with_source(e))?;
+        .map_err(|e| {
+            unexpected("cannot read the answer of a conditional write").with_driver_error(e)
+        })?;
     match row.columns.first() {
         Some(Some(CqlValue::Boolean(applied))) => Ok(*applied),
         _ => Err(unexpected(
@@ -396,10 +398,10 @@ fn surely_not_applied(err: &ExecutionError) -> bool {
     )
 }
 
-/// Maps a driver execution error: the message names the step, the source is the driver error.
+/// Maps a driver execution error: the message names the step, the cause is the driver's text.
 pub(crate) fn execution_error(err: ExecutionError, step: &str) -> Error {
     let (kind, temporary) = classify(&err);
-    let mapped = Error::new(kind, format!("cassandra: {step} failed")).with_source(err);
+    let mapped = Error::new(kind, format!("cassandra: {step} failed")).with_driver_error(err);
     if temporary {
         mapped.set_temporary()
     } else {
@@ -420,7 +422,7 @@ pub(crate) fn is_invalid_request(err: &ExecutionError) -> bool {
 
 fn prepare_error(err: PrepareError) -> Error {
     let (kind, temporary) = classify_prepare(&err);
-    let mapped = Error::new(kind, "cassandra: preparing a statement failed").with_source(err);
+    let mapped = Error::new(kind, "cassandra: preparing a statement failed").with_driver_error(err);
     if temporary {
         mapped.set_temporary()
     } else {
@@ -434,19 +436,25 @@ fn agreement_error(err: SchemaAgreementError) -> Error {
         "cassandra: the cluster did not reach schema agreement after a schema change \
          (use ?schema_agreement=skip only on a single node)",
     )
-    .with_source(err)
+    .with_driver_error(err)
     .set_temporary()
 }
 
-fn new_session_error(err: NewSessionError, shown: &str) -> Error {
+/// The error of connecting to `shown` (the URL without its password); the
+/// password, if any, is masked in the driver's text too.
+fn new_session_error(err: NewSessionError, shown: &str, password: Option<&str>) -> Error {
     let kind = match &err {
         NewSessionError::FailedToResolveAnyHostname(_) | NewSessionError::EmptyKnownNodesList => {
             ErrorKind::ConfigInvalid
         }
         _ => ErrorKind::Unavailable,
     };
+    let mut text = err.to_string();
+    if let Some(password) = password.filter(|p| !p.is_empty()) {
+        text = text.replace(password, "***");
+    }
     let mapped =
-        Error::new(kind, format!("cannot connect to cassandra at {shown}")).with_source(err);
+        Error::new(kind, format!("cannot connect to cassandra at {shown}")).with_driver_error(text);
     if kind == ErrorKind::Unavailable {
         mapped.set_temporary()
     } else {

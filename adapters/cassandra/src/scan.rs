@@ -194,7 +194,7 @@ impl CassStore {
                                      cursor for {kind}, and {why}; the scan must restart"
                                 ),
                             )
-                            .with_source(e));
+                            .with_driver_error(e));
                         }
                     }
                 }

@@ -16,7 +16,9 @@ use tern_core::store::{
 };
 
 use crate::codec::{self, VERSION_FIELD};
-use crate::core::{and, id_batch, is_duplicate_key, map_mongo_error, version_query};
+use crate::core::{
+    and, id_batch, is_duplicate_key, map_connect_error, map_mongo_error, version_query,
+};
 
 /// The collection of tern's metadata; never listed as a kind.
 pub(crate) const META_COLLECTION: &str = "__tern_meta";
@@ -56,7 +58,7 @@ impl MongoStore {
     pub async fn connect(url: &str) -> Result<MongoStore> {
         let location = url::redact(url);
         let mut options = ClientOptions::parse(url).await.map_err(|e| {
-            map_mongo_error("parsing the store URL", e).with_context("url", location.clone())
+            map_connect_error("parsing the store URL", e, url).with_context("url", location.clone())
         })?;
         let Some(db_name) = options.default_database.clone().filter(|d| !d.is_empty()) else {
             return Err(Error::new(
@@ -72,13 +74,12 @@ impl MongoStore {
             options.connect_timeout = Some(Duration::from_secs(5));
         }
         let client = Client::with_options(options).map_err(|e| {
-            map_mongo_error("creating the client", e).with_context("url", location.clone())
+            map_connect_error("creating the client", e, url).with_context("url", location.clone())
         })?;
         let db = client.database(&db_name);
-        let hello = db
-            .run_command(doc! { "hello": 1 })
-            .await
-            .map_err(|e| map_mongo_error("connecting", e).with_context("url", location.clone()))?;
+        let hello = db.run_command(doc! { "hello": 1 }).await.map_err(|e| {
+            map_connect_error("connecting", e, url).with_context("url", location.clone())
+        })?;
         let wire = match hello.get("maxWireVersion") {
             Some(Bson::Int32(v)) => *v,
             Some(Bson::Int64(v)) => i32::try_from(*v).unwrap_or(i32::MAX),

@@ -9,9 +9,22 @@ use crate::codec::VERSION_FIELD;
 /// The MongoDB error code of a duplicate key.
 pub(crate) const DUPLICATE_KEY: i32 = 11000;
 
-/// Maps a driver error to a store error: `operation` names the step, the driver
-/// error is the source, and connection trouble is temporary.
+/// Maps a driver error to a store error: `operation` names the step, the
+/// driver's text (see [`driver_text`]) is the cause, and connection trouble is
+/// temporary.
 pub(crate) fn map_mongo_error(operation: &str, e: mongodb::error::Error) -> Error {
+    let text = driver_text(&e);
+    map_with_text(operation, &e, text)
+}
+
+/// [`map_mongo_error`] for the errors of connecting to `url`: the driver's
+/// text with the URL's password masked (a connection string error may quote it).
+pub(crate) fn map_connect_error(operation: &str, e: mongodb::error::Error, url: &str) -> Error {
+    let text = tern_core::store::url::scrub(&driver_text(&e), url);
+    map_with_text(operation, &e, text)
+}
+
+fn map_with_text(operation: &str, e: &mongodb::error::Error, text: String) -> Error {
     let retryable = e.contains_label("RetryableWriteError")
         || e.contains_label("TransientTransactionError")
         || e.contains_label("RetryableError");
@@ -31,8 +44,25 @@ pub(crate) fn map_mongo_error(operation: &str, e: mongodb::error::Error) -> Erro
         }
         _ => (ErrorKind::Unexpected, retryable),
     };
-    let err = Error::new(kind, format!("mongodb: {operation} failed")).with_source(e);
+    let err = Error::new(kind, format!("mongodb: {operation} failed")).with_driver_error(text);
     if temporary { err.set_temporary() } else { err }
+}
+
+/// What a driver error says: the text of its kind, then that of each earlier
+/// error it carries (`a: b`). The driver's own `Display` adds its labels and
+/// the `Debug` form of those earlier errors, and its `source` chain repeats
+/// them, so neither is used.
+pub(crate) fn driver_text(e: &mongodb::error::Error) -> String {
+    let mut text = e.kind.to_string();
+    let mut next = std::error::Error::source(e);
+    while let Some(cause) = next {
+        match cause.downcast_ref::<mongodb::error::Error>() {
+            Some(m) => text.push_str(&format!(": {}", m.kind)),
+            None => text.push_str(&format!(": {cause}")),
+        }
+        next = cause.source();
+    }
+    text
 }
 
 /// Is this the duplicate-key error (E11000)?

@@ -10,7 +10,7 @@ use tern_core::model::{Entity, Key};
 use tern_core::store::{
     Capability, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage,
     PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store,
-    StoreInfo, VersionFilter, Write, WriteOutcome, check_writes,
+    StoreInfo, VersionFilter, Write, WriteOutcome, check_writes, url,
 };
 
 use crate::codec::{self, Keys};
@@ -82,7 +82,7 @@ impl RedisStore {
         let client = redis::Client::open(config.connection.as_str()).map_err(|e| {
             Error::new(ErrorKind::ConfigInvalid, "the Redis URL is not valid")
                 .with_context("url", config.redacted.clone())
-                .with_source(e)
+                .with_driver_error(url::scrub(&e.to_string(), &config.connection))
         })?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(5)))
@@ -92,7 +92,7 @@ impl RedisStore {
                 ErrorKind::Unavailable,
                 format!("cannot connect to Redis at {}", config.redacted),
             )
-            .with_source(e)
+            .with_driver_error(url::scrub(&e.to_string(), &config.connection))
             .set_temporary()
         };
         let mut conn = ConnectionManager::new_with_config(client, manager_config)

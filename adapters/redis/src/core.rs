@@ -3,7 +3,8 @@
 use tern_core::store::{Error, ErrorKind};
 
 /// Maps a driver error to a store error naming `operation`; connection
-/// failures are `Unavailable` and temporary.
+/// failures are `Unavailable` and temporary. The driver's text is the cause
+/// (its own chain repeats that text, so it is not chained).
 pub(crate) fn map_redis_error(operation: &str, e: redis::RedisError) -> Error {
     let temporary =
         e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout();
@@ -12,7 +13,7 @@ pub(crate) fn map_redis_error(operation: &str, e: redis::RedisError) -> Error {
             ErrorKind::Unavailable,
             format!("{operation}: the Redis connection failed"),
         )
-        .with_source(e)
+        .with_driver_error(e)
         .set_temporary();
     }
     let kind = match e.code() {
@@ -22,13 +23,13 @@ pub(crate) fn map_redis_error(operation: &str, e: redis::RedisError) -> Error {
                 ErrorKind::Unavailable,
                 format!("{operation}: the Redis server is busy"),
             )
-            .with_source(e)
+            .with_driver_error(e)
             .set_temporary();
         }
         Some(_) => ErrorKind::Rejected,
         None => ErrorKind::Unexpected,
     };
-    Error::new(kind, operation.to_owned()).with_source(e)
+    Error::new(kind, operation.to_owned()).with_driver_error(e)
 }
 
 /// One batch of writes, each atomic (the whole call is, in fact).

@@ -24,7 +24,11 @@ pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
     let migrator = ctx.migrator(store, set, &no_overrides());
     let st = migrator.status().await?;
     // Report edits of applied migrations too, without failing the status itself.
-    let problem = migrator.validate().await.err().map(|e| e.to_string());
+    let problem = migrator
+        .validate()
+        .await
+        .err()
+        .map(|e| crate::render_chain(&e));
     if ctx.opt.json {
         let migrations: Vec<serde_json::Value> = st
             .migrations

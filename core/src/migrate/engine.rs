@@ -562,9 +562,14 @@ impl Migrator {
         // migration is complete either way, so a failure here is a warning, not an error.
         let changes: Vec<_> = plan.stages.iter().flat_map(plan::schema_changes).collect();
         if let Err(e) = store.finish_schema(&changes).await {
-            tracing::warn!(migration = m.id, error = %e, "could not finish the schema change (emptied columns stay)");
+            // The error and its cause (the driver's text), as the CLI prints errors.
+            let text = std::iter::successors(Some(&e as &dyn std::error::Error), |c| c.source())
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(": ");
+            tracing::warn!(migration = m.id, error = %text, "could not finish the schema change (emptied columns stay)");
             progress.note(&format!(
-                "migration {}: emptied columns were not dropped: {e}",
+                "migration {}: emptied columns were not dropped: {text}",
                 m.id
             ));
         }

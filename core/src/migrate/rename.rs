@@ -295,9 +295,10 @@ pub(crate) async fn check_rename(
                 id: migration,
                 name: migration_name.to_owned(),
                 message: format!(
-                    "rename kind is not supported on {}: {e}; the Redis, MongoDB, embedded \
+                    "rename kind is not supported on {}: {}; the Redis, MongoDB, embedded \
                      and memory stores rename kinds",
-                    store.info().scheme
+                    store.info().scheme,
+                    e.message()
                 ),
             });
         }

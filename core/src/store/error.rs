@@ -41,17 +41,33 @@ impl fmt::Display for ErrorKind {
 }
 
 /// An error from a store: a kind, a message naming the operation, key/value
-/// context (store, kind, key...), the driver's error as `source`, and whether
-/// retrying may help.
+/// context (store, kind, key...), the cause as `source`, and whether retrying
+/// may help.
 ///
-/// The message never repeats the source: print with `{:#}` (anyhow) or walk
-/// [`std::error::Error::source`] to see the cause.
+/// The message describes this layer only and never repeats the source: print
+/// with `{:#}` (anyhow) or walk [`std::error::Error::source`] to see the
+/// cause. A driver's error is kept as a [`DriverError`] (see
+/// [`Error::with_driver_error`]), whose text is the driver's and which chains
+/// nothing further.
 pub struct Error {
     kind: ErrorKind,
     message: String,
     context: Vec<(&'static str, String)>,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     temporary: bool,
+}
+
+/// A database driver's error as text: the last cause of a store [`Error`]
+/// (see [`Error::with_driver_error`]). It has no source of its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DriverError(String);
+
+impl DriverError {
+    /// The driver's text.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
 }
 
 /// The result type of the store layer.
@@ -89,6 +105,19 @@ impl Error {
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Error {
         self.source = Some(Box::new(source));
         self
+    }
+
+    /// Sets a database driver's error as the cause, as its text only (a
+    /// [`DriverError`], which chains nothing further).
+    ///
+    /// The drivers (redis, mongodb, scylla) write their own causes into their
+    /// message *and* chain them, so chaining the driver's error would print
+    /// the same text two or three times. Pass the part of the driver's error
+    /// that says what went wrong (for most drivers its `Display`); the
+    /// adapter must not pass text that can hold a password.
+    #[must_use]
+    pub fn with_driver_error(self, text: impl fmt::Display) -> Error {
+        self.with_source(DriverError(text.to_string()))
     }
 
     /// Marks the error as temporary: retrying the same request may succeed.
@@ -155,5 +184,30 @@ impl std::error::Error for Error {
         self.source
             .as_ref()
             .map(|s| s.as_ref() as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_driver_error_is_a_text_leaf_outside_the_message() {
+        let err = Error::new(
+            ErrorKind::Unavailable,
+            "cannot connect to Redis at redis://h:1",
+        )
+        .with_context("url", "redis://h:1")
+        .with_driver_error("Connection refused (os error 111)");
+        assert_eq!(
+            err.to_string(),
+            "store unavailable: cannot connect to Redis at redis://h:1 (url: redis://h:1)"
+        );
+        let source = std::error::Error::source(&err).unwrap();
+        let driver = source.downcast_ref::<DriverError>().unwrap();
+        assert_eq!(driver.text(), "Connection refused (os error 111)");
+        assert_eq!(source.to_string(), "Connection refused (os error 111)");
+        assert!(source.source().is_none());
     }
 }

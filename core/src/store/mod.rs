@@ -66,7 +66,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Entity, Key, Value, Version};
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{DriverError, Error, ErrorKind, Result};
 pub use filter::{Condition, Filter, VersionFilter, lookup};
 
 /// What a store can do beyond the required operations. All `false` by default.

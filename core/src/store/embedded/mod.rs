@@ -97,14 +97,13 @@ impl EmbeddedStore {
         let location = format!("{EMBEDDED_SCHEME}:{}", path.display());
         let db = Database::create(&path).map_err(|e| {
             let e = redb::Error::from(e);
+            // The location (in the context) names the file.
             let message = match e {
                 redb::Error::DatabaseAlreadyOpen => {
-                    format!(
-                        "cannot open {}: it is in use by another process (a running tern?); the embedded store admits one process at a time",
-                        path.display()
-                    )
+                    "cannot open the file: it is in use by another process (a running tern?); \
+                     the embedded store admits one process at a time"
                 }
-                _ => format!("cannot open {}", path.display()),
+                _ => "cannot open the file",
             };
             map_redb(e, message, &location)
         })?;
