@@ -9,8 +9,9 @@ use futures::StreamExt;
 use scylla::response::PagingState;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    Capability, Error, ErrorKind, MetaCas, MetaEntry, Result, ScanPage, ScanRequest, SchemaChange,
-    Store, StoreInfo, Write, WriteOutcome, check_writes, local_now_millis,
+    Capability, Error, ErrorKind, MetaCas, MetaEntry, RenameKindPage, RenameKindRequest, Result,
+    ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write, WriteOutcome, check_writes,
+    local_now_millis,
 };
 
 use crate::config::{CASSANDRA_SCHEME, CassConfig, NativeTables, is_plain_identifier};
@@ -36,6 +37,8 @@ pub struct CassStore {
     server_clock: bool,
     /// Whether the cluster runs `WHERE token(pk) >= ?` (the fallback of refused paging states).
     pub(crate) token_ranges: bool,
+    /// Run by a kind rename between the copy and the delete of a batch (tests).
+    pub(crate) after_copy: Option<crate::rename::AfterCopyHook>,
 }
 
 /// How the table of a kind stores entities.
@@ -113,6 +116,7 @@ impl CassStore {
             schemas: Arc::new(Mutex::new(HashMap::new())),
             server_clock: false,
             token_ranges: false,
+            after_copy: None,
         };
         store.server_clock = store.server_now().await.is_ok();
         store.token_ranges = store.probe_token_ranges().await;
@@ -124,6 +128,20 @@ impl CassStore {
     /// ScyllaDB do; the test server does not.
     pub fn token_ranges(&self) -> bool {
         self.token_ranges
+    }
+
+    /// This store, running `hook` in every [`Store::rename_kind`] batch after the rows are
+    /// copied to the new kind and before the old ones are deleted, with the keys (of the old
+    /// kind) just copied. For tests of what a writer that acts in between does to a rename;
+    /// not for production use.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn with_after_copy_hook(
+        mut self,
+        hook: impl Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> CassStore {
+        self.after_copy = Some(crate::rename::AfterCopyHook(Arc::new(hook)));
+        self
     }
 
     pub(crate) fn ks(&self) -> &str {
@@ -216,7 +234,7 @@ impl CassStore {
     }
 
     /// Creates the document table of a kind: `(id text PRIMARY KEY, tern_version bigint, doc blob)`.
-    async fn ensure_document_table(&self, table: &str) -> Result<()> {
+    pub(crate) async fn ensure_document_table(&self, table: &str) -> Result<()> {
         let ks = self.ks();
         self.core
             .ddl(&format!(
@@ -451,7 +469,7 @@ impl Store for CassStore {
             transactions: false,
             server_clock: self.server_clock,
             write_batch_max: None,
-            rename_kind: false,
+            rename_kind: true,
         }
     }
 
@@ -665,6 +683,10 @@ impl Store for CassStore {
 
     async fn prepare_schema(&self, changes: &[SchemaChange]) -> Result<()> {
         self.native_prepare_schema(changes).await
+    }
+
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+        self.rename_kind_inner(request).await
     }
 
     async fn finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {

@@ -136,6 +136,7 @@ mod tests {
                 kind: (*kind).to_owned(),
                 position: if *kind == "regular" { -1 } else { 0 },
                 ty: (*ty).to_owned(),
+                descending: false,
             })
             .collect();
         let json: HashSet<String> = json.iter().map(|s| (*s).to_owned()).collect();

@@ -36,8 +36,9 @@ fn invalid(schema: &TableSchema, key: &Key, message: String) -> Error {
     .with_context("kind", key.kind.clone())
 }
 
-/// A row of `system_schema.columns`: keyspace, table, column, kind, position, type.
-type SchemaTuple = (String, String, String, String, i32, String);
+/// A row of `system_schema.columns`: keyspace, table, column, kind, position, type,
+/// clustering order.
+type SchemaTuple = (String, String, String, String, i32, String, Option<String>);
 
 impl CassStore {
     pub(crate) fn cached_schema(&self, table: &str) -> Option<Arc<TableSchema>> {
@@ -54,8 +55,8 @@ impl CassStore {
         let result = self
             .core
             .execute(
-                "SELECT keyspace_name, table_name, column_name, kind, position, type \
-                 FROM system_schema.columns WHERE keyspace_name = ?",
+                "SELECT keyspace_name, table_name, column_name, kind, position, type, \
+                 clustering_order FROM system_schema.columns WHERE keyspace_name = ?",
                 (self.ks(),),
                 Retry::Idempotent,
                 step,
@@ -69,8 +70,8 @@ impl CassStore {
             let mut statement = self
                 .core
                 .prepare(
-                    "SELECT keyspace_name, table_name, column_name, kind, position, type \
-                     FROM system_schema.columns",
+                    "SELECT keyspace_name, table_name, column_name, kind, position, type, \
+                     clustering_order FROM system_schema.columns",
                 )
                 .await?;
             statement.set_page_size(i32::MAX);
@@ -93,7 +94,7 @@ impl CassStore {
         Ok(rows
             .into_iter()
             .filter(|(ks, ..)| ks == self.ks())
-            .map(|(_, table, column, kind, position, ty)| {
+            .map(|(_, table, column, kind, position, ty, order)| {
                 (
                     table,
                     SchemaRow {
@@ -101,6 +102,7 @@ impl CassStore {
                         kind,
                         position,
                         ty,
+                        descending: order.is_some_and(|o| o.eq_ignore_ascii_case("desc")),
                     },
                 )
             })

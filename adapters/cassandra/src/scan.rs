@@ -7,7 +7,7 @@ use scylla::response::{PagingState, PagingStateResponse};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 use tern_core::model::Entity;
-use tern_core::store::{Error, ErrorKind, Result, ScanPage, ScanRequest};
+use tern_core::store::{Cursor, Error, ErrorKind, Result, ScanPage, ScanRequest};
 
 use crate::backend::{CassStore, Layout, rows_of};
 use crate::core::{RETRIES, backoff, decode_doc, execution_error, is_invalid_request};
@@ -19,15 +19,15 @@ const MAX_PAGE: usize = 5000;
 const MAX_ROWS_PER_CALL: usize = 20_000;
 
 /// The statements of a scan over one table.
-struct Queries {
+pub(crate) struct Queries {
     /// The whole table.
-    all: String,
+    pub(crate) all: String,
     /// From a token on: `... WHERE token(pk) >= ?`.
-    from_token: String,
+    pub(crate) from_token: String,
     /// Bound by the partition key: its prepared metadata computes a row's token.
-    lookup: String,
+    pub(crate) lookup: String,
     /// How many leading columns of a row are its partition key.
-    partition_columns: usize,
+    pub(crate) partition_columns: usize,
 }
 
 /// Why a page could not be read.
@@ -141,6 +141,33 @@ impl CassStore {
         let Some(queries) = self.queries(kind, layout) else {
             return Ok(ScanPage::default());
         };
+        let mut entities = Vec::new();
+        let cursor = self
+            .scan_rows(kind, &queries, cursor, request.limit, |row| {
+                let entity = self.decode_row(kind, layout, row)?;
+                let matches = request.filter.matches(&entity);
+                if matches {
+                    entities.push(entity);
+                }
+                Ok(matches)
+            })
+            .await?;
+        Ok(ScanPage { entities, cursor })
+    }
+
+    /// Reads rows of `kind` with `queries` from `cursor` on, handing each to `take`, which
+    /// says whether it kept the row: server pages of `limit` rows, and while `take` keeps
+    /// nothing, further pages in the same call (growing x4 up to `MAX_PAGE` rows, at most
+    /// `MAX_ROWS_PER_CALL` rows), so a sparse filter (a census sweep) costs few round trips.
+    /// The cursor after the last row read, or `None` when the table is done.
+    pub(crate) async fn scan_rows(
+        &self,
+        kind: &str,
+        queries: &Queries,
+        cursor: Option<ScanCursor>,
+        limit: usize,
+        mut take: impl FnMut(Row) -> Result<bool>,
+    ) -> Result<Option<Cursor>> {
         let mut from = cursor.as_ref().and_then(|c| c.from);
         let mut last = cursor.as_ref().and_then(|c| c.last);
         let mut paging = cursor.as_ref().map_or_else(PagingState::start, |c| {
@@ -148,14 +175,10 @@ impl CassStore {
         });
         // Set while the next request uses the stored cursor's paging state.
         let mut resumed = cursor;
-        let limit = request.limit.clamp(1, MAX_PAGE);
-        // Server pages of `limit` rows. While a filter leaves a page empty, the next page is
-        // fetched in the same call and grows (x4, up to MAX_PAGE rows), so a sparse filter
-        // (a census sweep) costs few round trips; the limit is then a hint that a page may
-        // exceed. At most MAX_ROWS_PER_CALL rows are read per call.
+        let limit = limit.clamp(1, MAX_PAGE);
         let mut page_size = limit;
         let mut rows_read = 0usize;
-        let mut entities = Vec::new();
+        let mut kept = 0usize;
         loop {
             let cql = if from.is_some() {
                 &queries.from_token
@@ -204,24 +227,18 @@ impl CassStore {
             let rows = rows_of::<Row>(result, "scan")?;
             rows_read += rows.len();
             if let Some(row) = rows.last() {
-                last = self.token_of(&queries, row).await.or(last);
+                last = self.token_of(queries, row).await.or(last);
             }
             for row in rows {
-                let entity = self.decode_row(kind, layout, row)?;
-                if request.filter.matches(&entity) {
-                    entities.push(entity);
+                if take(row)? {
+                    kept += 1;
                 }
             }
             let state = match next {
                 PagingStateResponse::HasMorePages { state } => state,
-                PagingStateResponse::NoMorePages => {
-                    return Ok(ScanPage {
-                        entities,
-                        cursor: None,
-                    });
-                }
+                PagingStateResponse::NoMorePages => return Ok(None),
             };
-            if !entities.is_empty() || rows_read >= MAX_ROWS_PER_CALL {
+            if kept > 0 || rows_read >= MAX_ROWS_PER_CALL {
                 let bytes = state.as_bytes_slice().ok_or_else(|| {
                     Error::new(
                         ErrorKind::Unexpected,
@@ -233,10 +250,7 @@ impl CassStore {
                     last,
                     paging: bytes.to_vec(),
                 };
-                return Ok(ScanPage {
-                    entities,
-                    cursor: Some(cursor.encode()),
-                });
+                return Ok(Some(cursor.encode()));
             }
             paging = state;
             page_size = (page_size * 4).min(MAX_PAGE);

@@ -97,6 +97,8 @@ pub(crate) struct Column {
     pub(crate) ty: CqlType,
     /// A text column registered as holding tern's lossless JSON (any value).
     pub(crate) json: bool,
+    /// A clustering column in descending order (`WITH CLUSTERING ORDER BY (c DESC)`).
+    pub(crate) descending: bool,
 }
 
 /// One row of `system_schema.columns`.
@@ -110,6 +112,8 @@ pub(crate) struct SchemaRow {
     pub(crate) position: i32,
     /// `type`
     pub(crate) ty: String,
+    /// `clustering_order` is `desc`.
+    pub(crate) descending: bool,
 }
 
 /// The schema of a native table.
@@ -161,6 +165,7 @@ impl TableSchema {
             }
             let column = Column {
                 json: ty.is_text() && json.contains(&row.column),
+                descending: row.kind == "clustering" && row.descending,
                 name: row.column.clone(),
                 ty,
             };
@@ -334,6 +339,115 @@ impl TableSchema {
         format!("ALTER TABLE {} DROP {}", self.qualified, ident(name))
     }
 
+    /// `CREATE TABLE IF NOT EXISTS <qualified>` with this table's columns, types, primary key
+    /// and clustering order (the new table of a kind rename). Table options, secondary
+    /// indexes and JSON registrations are not part of it.
+    pub(crate) fn create_like(&self, qualified: &str) -> String {
+        let mut columns: Vec<String> = self
+            .keys()
+            .chain(&self.regular)
+            .map(|c| format!("{} {}", ident(&c.name), c.ty))
+            .collect();
+        if self.has_version {
+            columns.push(format!("{VERSION_COLUMN} bigint"));
+        }
+        let names = |cols: &[Column]| {
+            cols.iter()
+                .map(|c| ident(&c.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let partition = if self.partition.len() == 1 {
+            names(&self.partition)
+        } else {
+            format!("({})", names(&self.partition))
+        };
+        let key = if self.clustering.is_empty() {
+            partition
+        } else {
+            format!("{partition}, {}", names(&self.clustering))
+        };
+        let order = if self.clustering.iter().any(|c| c.descending) {
+            format!(
+                " WITH CLUSTERING ORDER BY ({})",
+                self.clustering
+                    .iter()
+                    .map(|c| format!(
+                        "{} {}",
+                        ident(&c.name),
+                        if c.descending { "DESC" } else { "ASC" }
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "CREATE TABLE IF NOT EXISTS {qualified} ({}, PRIMARY KEY ({key})){order}",
+            columns.join(", ")
+        )
+    }
+
+    /// How `other` differs from this table in what a row holds (key columns in order, their
+    /// types and clustering order, regular columns, their types and JSON registration, the
+    /// version column), or `None` when a row of one is a row of the other.
+    pub(crate) fn difference(&self, other: &TableSchema) -> Option<String> {
+        let describe = |c: &Column| {
+            let mut text = format!("{} {}", c.name, c.ty);
+            if c.json {
+                text.push_str(" (JSON)");
+            }
+            if c.descending {
+                text.push_str(" DESC");
+            }
+            text
+        };
+        let list = |cols: &[Column]| {
+            let names: Vec<String> = cols.iter().map(describe).collect();
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        };
+        if self.partition != other.partition {
+            return Some(format!(
+                "partition key ({}) vs ({})",
+                list(&self.partition),
+                list(&other.partition)
+            ));
+        }
+        if self.clustering != other.clustering {
+            return Some(format!(
+                "clustering columns ({}) vs ({})",
+                list(&self.clustering),
+                list(&other.clustering)
+            ));
+        }
+        for c in &self.regular {
+            match other.column(&c.name) {
+                None => return Some(format!("column {} is missing", describe(c))),
+                Some(o) if o != c => {
+                    return Some(format!("column {} vs {}", describe(c), describe(o)));
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(extra) = other
+            .regular
+            .iter()
+            .find(|o| self.column(&o.name).is_none())
+        {
+            return Some(format!("extra column {}", describe(extra)));
+        }
+        match (self.has_version, other.has_version) {
+            (true, false) => Some(format!("column {VERSION_COLUMN} bigint is missing")),
+            (false, true) => Some(format!("extra column {VERSION_COLUMN} bigint")),
+            _ => None,
+        }
+    }
+
     /// `SELECT <columns> FROM t`: the sweep that checks columns are empty before a drop.
     pub(crate) fn select_columns(&self, names: &[String]) -> String {
         format!(
@@ -493,6 +607,7 @@ mod tests {
             kind: kind.to_owned(),
             position,
             ty: ty.to_owned(),
+            descending: false,
         }
     }
 

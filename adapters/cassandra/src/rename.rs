@@ -1,0 +1,876 @@
+//! [`Store::rename_kind`] for Cassandra: CQL cannot rename a table, so the rows of the old
+//! kind's table move one by one into the new kind's table, by a copy and then a delete of the
+//! source only if it is still exactly the copied row.
+//!
+//! Cassandra has no multi-partition transactions, and a lightweight transaction cannot be
+//! part of a batch, so a move is not one atomic step; it is made safe by being idempotent and
+//! by never deleting or overwriting anything but exactly the rows it copied:
+//!
+//! 1. the batch is one page of the old table (`SELECT <key>, <columns> FROM a`, continued from
+//!    the cursor's paging state, as a scan reads it), every column as stored;
+//! 2. each row is inserted into the new table with `INSERT ... IF NOT EXISTS`. Where the new
+//!    table already holds the key, its row is read (at serial consistency): identical to the
+//!    source (a move interrupted after the copy), the move goes on; different, it is a
+//!    collision, reported, and both rows stay as they are;
+//! 3. each copied source is deleted only if it is still exactly the copied row:
+//!    `DELETE FROM a WHERE <key> IF <every other column> = ?` (`IF EXISTS` for a table with
+//!    key columns only); never by range;
+//! 4. where the source changed (or vanished) since it was read, the copy is deleted again
+//!    (only if it is still exactly the copy), the source is read again and its move is tried
+//!    again, up to [`ATTEMPTS`] times; after that the call fails with a temporary `Busy`
+//!    error (nothing lost: the entity stays under the old kind).
+//!
+//! Both layouts work this way. The new table must have the old one's layout: a document
+//! table is created like any kind's; a native table is created with the old table's columns,
+//! types, primary key and clustering order, or must already have exactly those.
+//!
+//! [`Store::rename_kind`]: tern_core::store::Store::rename_kind
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use scylla::value::{CqlValue, Row};
+use tern_core::model::Key;
+use tern_core::store::{Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
+
+use crate::backend::{CassStore, JSON_COLUMNS_TABLE, Layout, rows_of, table_of};
+use crate::core::{LwtOutcome, RETRIES, Retry, backoff, decode_doc};
+use crate::cursor::ScanCursor;
+use crate::scan::Queries;
+use crate::schema::{TableSchema, VERSION_COLUMN, ident};
+
+/// How many times one call tries to move a row that changes under it.
+pub(crate) const ATTEMPTS: usize = 5;
+
+/// A hook run after a batch is copied to the new kind and before the sources are deleted,
+/// with the keys (of the old kind) just copied. For tests.
+pub(crate) type AfterCopy = Arc<dyn Fn(Vec<Key>) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// [`AfterCopy`], printable as part of the store.
+#[derive(Clone)]
+pub(crate) struct AfterCopyHook(pub(crate) AfterCopy);
+
+impl std::fmt::Debug for AfterCopyHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterCopyHook")
+    }
+}
+
+/// The columns of the rows a rename moves: the same for both tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Shape {
+    /// The key columns (CQL text), partition key first.
+    keys: Vec<String>,
+    /// How many of them form the partition key.
+    partition: usize,
+    /// Every other column (CQL text).
+    cells: Vec<String>,
+}
+
+impl Shape {
+    /// The document layout: `(id text PRIMARY KEY, tern_version bigint, doc blob)`.
+    fn document() -> Shape {
+        Shape {
+            keys: vec!["id".to_owned()],
+            partition: 1,
+            cells: vec![VERSION_COLUMN.to_owned(), "doc".to_owned()],
+        }
+    }
+
+    /// A native table: its key columns, then its regular columns and version column.
+    fn native(schema: &TableSchema) -> Shape {
+        let mut cells: Vec<String> = schema.regular.iter().map(|c| ident(&c.name)).collect();
+        if schema.has_version {
+            cells.push(VERSION_COLUMN.to_owned());
+        }
+        Shape {
+            keys: schema.keys().map(|c| ident(&c.name)).collect(),
+            partition: schema.partition.len(),
+            cells,
+        }
+    }
+
+    fn columns(&self) -> String {
+        self.keys
+            .iter()
+            .chain(&self.cells)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn equal_all(columns: &[String]) -> String {
+        columns
+            .iter()
+            .map(|c| format!("{c} = ?"))
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    }
+
+    /// The statements that page through `qualified` (see `CassStore::scan_rows`).
+    fn queries(&self, qualified: &str) -> Queries {
+        let partition = &self.keys[..self.partition];
+        Queries {
+            all: format!("SELECT {} FROM {qualified}", self.columns()),
+            from_token: format!(
+                "SELECT {} FROM {qualified} WHERE token({}) >= ?",
+                self.columns(),
+                partition.join(", ")
+            ),
+            lookup: format!(
+                "SELECT {} FROM {qualified} WHERE {}",
+                partition.join(", "),
+                Shape::equal_all(partition)
+            ),
+            partition_columns: self.partition,
+        }
+    }
+
+    /// One row by its key. Values: the key.
+    fn select_one(&self, qualified: &str) -> String {
+        format!(
+            "SELECT {} FROM {qualified} WHERE {}",
+            self.columns(),
+            Shape::equal_all(&self.keys)
+        )
+    }
+
+    /// The copy. Values: the key, then the other columns.
+    fn insert(&self, qualified: &str) -> String {
+        format!(
+            "INSERT INTO {qualified} ({}) VALUES ({}) IF NOT EXISTS",
+            self.columns(),
+            vec!["?"; self.keys.len() + self.cells.len()].join(", ")
+        )
+    }
+
+    /// The delete of exactly one row. Values: the key, then the other columns as expected.
+    fn delete_exact(&self, qualified: &str) -> String {
+        let condition = if self.cells.is_empty() {
+            "EXISTS".to_owned()
+        } else {
+            Shape::equal_all(&self.cells)
+        };
+        format!(
+            "DELETE FROM {qualified} WHERE {} IF {condition}",
+            Shape::equal_all(&self.keys)
+        )
+    }
+}
+
+/// A row as stored: its key cells and its other cells (`None`: empty).
+#[derive(Debug, Clone)]
+struct StoredRow {
+    keys: Vec<CqlValue>,
+    cells: Vec<Option<CqlValue>>,
+}
+
+impl StoredRow {
+    /// `(key, cells)` of a row selected with the shape's columns.
+    fn from_row(shape: &Shape, table: &str, row: Row) -> Result<StoredRow> {
+        let mut columns = row.columns;
+        if columns.len() != shape.keys.len() + shape.cells.len() {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                format!("cassandra: a row of table {table} has an unexpected number of columns"),
+            ));
+        }
+        let cells = columns.split_off(shape.keys.len());
+        let keys = columns
+            .into_iter()
+            .collect::<Option<Vec<CqlValue>>>()
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidData,
+                    format!("cassandra: a row of table {table} has an empty key column"),
+                )
+            })?;
+        Ok(StoredRow { keys, cells })
+    }
+
+    /// Bound values: the key, then the other cells.
+    fn values(&self) -> Vec<Option<CqlValue>> {
+        self.keys
+            .iter()
+            .cloned()
+            .map(Some)
+            .chain(self.cells.iter().cloned())
+            .collect()
+    }
+
+    fn key_values(&self) -> Vec<CqlValue> {
+        self.keys.clone()
+    }
+
+    /// Whether `other` holds exactly the same cells (floats compared bit for bit).
+    fn same_cells(&self, other: &StoredRow) -> bool {
+        self.cells.len() == other.cells.len()
+            && self
+                .cells
+                .iter()
+                .zip(&other.cells)
+                .all(|(a, b)| match (a, b) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => same_value(a, b),
+                    _ => false,
+                })
+    }
+}
+
+/// CQL values equal as stored: floats bit for bit (NaN equals itself), collections element
+/// by element in the order the server returned them.
+fn same_value(a: &CqlValue, b: &CqlValue) -> bool {
+    let all = |x: &[CqlValue], y: &[CqlValue]| {
+        x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y))
+    };
+    match (a, b) {
+        (CqlValue::Double(x), CqlValue::Double(y)) => x.to_bits() == y.to_bits(),
+        (CqlValue::Float(x), CqlValue::Float(y)) => x.to_bits() == y.to_bits(),
+        (CqlValue::List(x), CqlValue::List(y)) | (CqlValue::Set(x), CqlValue::Set(y)) => all(x, y),
+        (CqlValue::Map(x), CqlValue::Map(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|((kx, vx), (ky, vy))| same_value(kx, ky) && same_value(vx, vy))
+        }
+        _ => a == b,
+    }
+}
+
+/// What the rename does with the two tables.
+#[derive(Debug, Clone)]
+enum Tables {
+    /// Both are document tables (the new one is created when missing).
+    Document,
+    /// Both are native tables of the same schema; `to: None` means the new table does not
+    /// exist yet and is created like `from`.
+    Native {
+        from: Arc<TableSchema>,
+        to: Option<Arc<TableSchema>>,
+    },
+}
+
+/// One batch's rows and how to address them.
+struct Plan<'a> {
+    from: &'a str,
+    to: &'a str,
+    from_table: String,
+    to_table: String,
+    shape: Shape,
+    /// The old table's schema when it is native (to read an entity's key from its row).
+    native: Option<Arc<TableSchema>>,
+}
+
+/// What one copy found.
+enum Copied {
+    /// The new table now holds exactly the source row (copied now or before).
+    Yes,
+    /// The new table holds another row with this key.
+    Collision,
+}
+
+/// What one round of moves did.
+#[derive(Default)]
+struct Round {
+    moved: u64,
+    collisions: Vec<Key>,
+    /// The keys whose source changed or vanished between the read and the delete.
+    changed: Vec<Vec<CqlValue>>,
+}
+
+/// The table of a kind named in a rename; a name that cannot be a table is `ConfigInvalid`
+/// (the engine then refuses the rename before anything is written).
+fn rename_table(kind: &str) -> Result<&str> {
+    table_of(kind).map_err(|e| {
+        Error::new(
+            ErrorKind::ConfigInvalid,
+            format!("{}; choose another name for the rename", e.message()),
+        )
+    })
+}
+
+impl CassStore {
+    /// See [`tern_core::store::Store::rename_kind`] and the module documentation.
+    pub(crate) async fn rename_kind_inner(
+        &self,
+        request: RenameKindRequest,
+    ) -> Result<RenameKindPage> {
+        let (from, to) = (request.from.as_str(), request.to.as_str());
+        let from_table = rename_table(from)?.to_owned();
+        let to_table = rename_table(to)?.to_owned();
+        if from == to {
+            return Ok(RenameKindPage::default());
+        }
+        let Some(tables) = self.rename_tables(from, to).await? else {
+            // No table for the old kind: nothing to move.
+            return Ok(RenameKindPage::default());
+        };
+        if request.limit == 0 {
+            return Ok(RenameKindPage::default());
+        }
+        let cursor = match &request.cursor {
+            None => None,
+            Some(c) => Some(ScanCursor::decode(c).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidCursor,
+                    format!("cursor {:?} is not one this store made", c.0),
+                )
+            })?),
+        };
+        let (shape, native) = match &tables {
+            Tables::Document => (Shape::document(), None),
+            Tables::Native { from, .. } => (Shape::native(from), Some(Arc::clone(from))),
+        };
+        let plan = Plan {
+            from,
+            to,
+            from_table,
+            to_table,
+            shape,
+            native,
+        };
+        let queries = plan.shape.queries(&self.qualified(&plan.from_table));
+        let mut rows = Vec::new();
+        let cursor = self
+            .scan_rows(from, &queries, cursor, request.limit, |row| {
+                rows.push(StoredRow::from_row(&plan.shape, &plan.from_table, row)?);
+                Ok(true)
+            })
+            .await?;
+        let mut page = RenameKindPage {
+            cursor,
+            ..RenameKindPage::default()
+        };
+        if rows.is_empty() {
+            return Ok(page);
+        }
+        self.ensure_rename_target(&tables, &plan.to_table).await?;
+        for attempt in 1..=ATTEMPTS {
+            if rows.is_empty() {
+                break;
+            }
+            let round = self.move_round(&plan, &rows).await?;
+            page.renamed += round.moved;
+            page.collisions.extend(round.collisions);
+            if round.changed.is_empty() {
+                break;
+            }
+            if attempt == ATTEMPTS {
+                let first = rows
+                    .iter()
+                    .find(|r| Some(&r.keys) == round.changed.first())
+                    .and_then(|r| self.key_of(&plan, r).ok())
+                    .map(|k| k.to_string())
+                    .unwrap_or_default();
+                return Err(Error::new(
+                    ErrorKind::Busy,
+                    format!(
+                        "cassandra: renaming kind {from} to {to}: {} rows changed during each of \
+                         {ATTEMPTS} attempts to move them (another writer keeps updating them); \
+                         they stay under {from}, nothing was lost; run again",
+                        round.changed.len()
+                    ),
+                )
+                .with_context("key", first)
+                .with_context("store", self.core.config.shown.clone())
+                .set_temporary());
+            }
+            // The changed sources as they are now; vanished ones are skipped.
+            rows = self
+                .read_rows(&plan, &plan.from_table, &round.changed)
+                .await?;
+        }
+        Ok(page)
+    }
+
+    fn qualified(&self, table: &str) -> String {
+        format!("{}.{table}", self.ks())
+    }
+
+    /// The layouts of the two kinds' tables, checked to be the same (`ConfigInvalid`
+    /// otherwise, naming both tables); `None` when the old kind has no table.
+    async fn rename_tables(&self, from: &str, to: &str) -> Result<Option<Tables>> {
+        let ks = self.ks();
+        let from_layout = self.fresh_layout(from).await?;
+        let to_layout = self.fresh_layout(to).await?;
+        let refuse = |why: String| {
+            Err(Error::new(
+                ErrorKind::ConfigInvalid,
+                format!(
+                    "cassandra: cannot rename kind {from} to {to}: {why}; a kind rename copies \
+                     rows as they are stored, so both tables need the same layout"
+                ),
+            ))
+        };
+        match (from_layout, to_layout) {
+            (Layout::Missing { .. }, _) => Ok(None),
+            (Layout::Document, Layout::Document | Layout::Missing { native: false }) => {
+                Ok(Some(Tables::Document))
+            }
+            (Layout::Document, Layout::Missing { native: true }) => refuse(format!(
+                "{ks}.{from} is a document table and {to} is named in native= (a table of the \
+                 native layout); remove {to} from native= to get a document table"
+            )),
+            (Layout::Document, Layout::Native(_)) => refuse(format!(
+                "{ks}.{from} is a document table and {ks}.{to} a native table; rename to a kind \
+                 without a table, or drop {ks}.{to} first"
+            )),
+            (Layout::Native(_), Layout::Document) => refuse(format!(
+                "{ks}.{from} is a native table and {ks}.{to} a document table (created by \
+                 tern); rename to a kind without a table"
+            )),
+            (Layout::Native(schema), Layout::Missing { .. }) => {
+                if self.core.config.native.names(to) {
+                    Ok(Some(Tables::Native {
+                        from: schema,
+                        to: None,
+                    }))
+                } else {
+                    refuse(format!(
+                        "{ks}.{from} is a native table and {to} is not named in native= (tern \
+                         would give it a document table); add {to} to native= (or use native=*)"
+                    ))
+                }
+            }
+            (Layout::Native(a), Layout::Native(b)) => match a.difference(&b) {
+                None => Ok(Some(Tables::Native {
+                    from: a,
+                    to: Some(b),
+                })),
+                Some(diff) => refuse(format!(
+                    "table {ks}.{to} does not have the columns of {ks}.{from} ({diff}); make \
+                     them the same, or drop {ks}.{to} and let the rename create it"
+                )),
+            },
+        }
+    }
+
+    /// The layout of `kind`, with a native table's schema read again from `system_schema`
+    /// (a rename must copy every column the table has now).
+    async fn fresh_layout(&self, kind: &str) -> Result<Layout> {
+        match self.layout(kind).await? {
+            Layout::Native(schema) => Ok(match self.load_schema(&schema.table).await? {
+                Some(fresh) => Layout::Native(fresh),
+                None => Layout::Missing {
+                    native: matches!(
+                        self.core.config.native,
+                        crate::config::NativeTables::Tables(_)
+                    ),
+                },
+            }),
+            other => Ok(other),
+        }
+    }
+
+    /// Creates the new kind's table when it does not exist: a document table as for any
+    /// kind, or a native table like the old one (its JSON columns registered first, so that
+    /// a crash between the two steps never leaves a column read with the wrong meaning).
+    async fn ensure_rename_target(&self, tables: &Tables, to: &str) -> Result<()> {
+        match tables {
+            Tables::Document => {
+                if !self.document_exists(to).await? {
+                    self.ensure_document_table(to).await?;
+                }
+                Ok(())
+            }
+            Tables::Native { to: Some(_), .. } => Ok(()),
+            Tables::Native { from, to: None } => {
+                let registry = self.qualified(JSON_COLUMNS_TABLE);
+                for column in &from.regular {
+                    let entry = format!("{to}.{}", column.name);
+                    let cql = if column.json {
+                        format!("INSERT INTO {registry} (name) VALUES (?)")
+                    } else {
+                        format!("DELETE FROM {registry} WHERE name = ?")
+                    };
+                    self.core
+                        .execute(
+                            &cql,
+                            (entry.as_str(),),
+                            Retry::Idempotent,
+                            "registering the JSON columns of a renamed kind's table",
+                        )
+                        .await?;
+                }
+                let cql = from.create_like(&self.qualified(to));
+                tracing::info!(from = %from.qualified, cql, "creating the table of a renamed kind");
+                self.core.ddl(&cql).await?;
+                let created = self.load_schema(to).await?;
+                match created.as_ref().and_then(|t| from.difference(t)) {
+                    None if created.is_some() => Ok(()),
+                    diff => Err(Error::new(
+                        ErrorKind::ConfigInvalid,
+                        format!(
+                            "cassandra: the table {} created for the rename does not have the \
+                             columns of {} ({}): another process created it meanwhile; make \
+                             them the same and run again",
+                            self.qualified(to),
+                            from.qualified,
+                            diff.unwrap_or_else(|| "it is not in system_schema".to_owned())
+                        ),
+                    )),
+                }
+            }
+        }
+    }
+
+    /// The key (of the old kind) of a source row, for reports.
+    fn key_of(&self, plan: &Plan<'_>, row: &StoredRow) -> Result<Key> {
+        match &plan.native {
+            Some(schema) => {
+                let entity = schema.entity(plan.from, row.values()).map_err(|message| {
+                    Error::new(
+                        ErrorKind::InvalidData,
+                        format!(
+                            "a row of table {} cannot be read: {message}",
+                            schema.qualified
+                        ),
+                    )
+                })?;
+                Ok(entity.key)
+            }
+            None => match (row.keys.first(), row.cells.get(1)) {
+                (Some(CqlValue::Text(id)), Some(Some(CqlValue::Blob(doc)))) => {
+                    Ok(decode_doc(plan.from, id, doc)?.key)
+                }
+                _ => Err(Error::new(
+                    ErrorKind::InvalidData,
+                    format!(
+                        "a row of table {} does not have tern's document layout",
+                        self.qualified(plan.from)
+                    ),
+                )),
+            },
+        }
+    }
+
+    /// The rows of `table` with these keys, as they are now (at serial consistency, so that
+    /// every completed conditional write is seen); missing ones are left out.
+    async fn read_rows(
+        &self,
+        plan: &Plan<'_>,
+        table: &str,
+        keys: &[Vec<CqlValue>],
+    ) -> Result<Vec<StoredRow>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(row) = self.read_row(plan, table, key).await? {
+                out.push(row);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn read_row(
+        &self,
+        plan: &Plan<'_>,
+        table: &str,
+        key: &[CqlValue],
+    ) -> Result<Option<StoredRow>> {
+        let cql = plan.shape.select_one(&self.qualified(table));
+        let result = self
+            .core
+            .execute_serial_read(&cql, key.to_vec(), "rename kind: reading a row")
+            .await?;
+        rows_of::<Row>(result, "rename kind: reading a row")?
+            .into_iter()
+            .next()
+            .map(|row| StoredRow::from_row(&plan.shape, table, row))
+            .transpose()
+    }
+
+    /// Copies `rows` to the new table, then deletes each source that is still exactly its copy.
+    async fn move_round(&self, plan: &Plan<'_>, rows: &[StoredRow]) -> Result<Round> {
+        let concurrency = self.core.config.concurrency;
+        let mut round = Round::default();
+        // By index: a closure over references trips the compiler inside `async_trait`.
+        let copies: Vec<Result<Copied>> = futures::stream::iter(0..rows.len())
+            .map(|i| self.copy_row(plan, &rows[i]))
+            .buffered(concurrency)
+            .collect()
+            .await;
+        let mut copied: Vec<&StoredRow> = Vec::with_capacity(rows.len());
+        for (row, outcome) in rows.iter().zip(copies) {
+            match outcome? {
+                Copied::Yes => copied.push(row),
+                Copied::Collision => round.collisions.push(self.key_of(plan, row)?),
+            }
+        }
+        if let Some(hook) = &self.after_copy {
+            let keys = copied
+                .iter()
+                .map(|r| self.key_of(plan, r))
+                .collect::<Result<Vec<_>>>()?;
+            (hook.0)(keys).await;
+        }
+        let deleted: Vec<Result<bool>> = futures::stream::iter(0..copied.len())
+            .map(|i| self.delete_exact(plan, &plan.from_table, copied[i]))
+            .buffered(concurrency)
+            .collect()
+            .await;
+        let mut undo: Vec<&StoredRow> = Vec::new();
+        for (row, deleted) in copied.into_iter().zip(deleted) {
+            if deleted? {
+                round.moved += 1;
+            } else {
+                undo.push(row);
+                round.changed.push(row.key_values());
+            }
+        }
+        // The source changed or vanished since it was read: its copy must not stay (it
+        // would resurrect a deleted entity or hide an update). A copy that changed too (a
+        // writer of the new kind) stays and is met again as a collision.
+        let undone: Vec<Result<bool>> = futures::stream::iter(0..undo.len())
+            .map(|i| self.delete_exact(plan, &plan.to_table, undo[i]))
+            .buffered(concurrency)
+            .collect()
+            .await;
+        for result in undone {
+            result?;
+        }
+        Ok(round)
+    }
+
+    /// `INSERT ... IF NOT EXISTS` of one row into the new table. Where the key is taken, the
+    /// row there decides: identical to the source, the copy is there; else a collision.
+    async fn copy_row(&self, plan: &Plan<'_>, row: &StoredRow) -> Result<Copied> {
+        let cql = plan.shape.insert(&self.qualified(&plan.to_table));
+        let mut attempt = 0;
+        loop {
+            let outcome = self
+                .core
+                .execute_lwt(&cql, row.values(), "rename kind: copying a row")
+                .await?;
+            let err = match outcome {
+                LwtOutcome::Applied(true) => return Ok(Copied::Yes),
+                LwtOutcome::Applied(false) => None,
+                LwtOutcome::Unknown(err) => {
+                    tokio::time::sleep(backoff(attempt)).await;
+                    Some(err)
+                }
+            };
+            match self.read_row(plan, &plan.to_table, &row.keys).await? {
+                Some(there) if there.same_cells(row) => return Ok(Copied::Yes),
+                Some(_) => return Ok(Copied::Collision),
+                // Not applied and gone since (deleted meanwhile), or not applied at all.
+                None if attempt < RETRIES => attempt += 1,
+                None => {
+                    return Err(err.unwrap_or_else(|| {
+                        Error::new(
+                            ErrorKind::Busy,
+                            format!(
+                                "cassandra: renaming kind {} to {}: a row of {} keeps being \
+                                 written and deleted under the new kind while it is copied; \
+                                 nothing was lost, run again",
+                                plan.from, plan.to, plan.to
+                            ),
+                        )
+                        .set_temporary()
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Deletes `row` from `table` if it still holds exactly these cells: whether it did. An
+    /// unknown outcome is resolved by a serial read: gone, deleted; unchanged, tried again;
+    /// changed, not deleted.
+    async fn delete_exact(&self, plan: &Plan<'_>, table: &str, row: &StoredRow) -> Result<bool> {
+        let cql = plan.shape.delete_exact(&self.qualified(table));
+        let values: Vec<Option<CqlValue>> = if plan.shape.cells.is_empty() {
+            row.keys.iter().cloned().map(Some).collect()
+        } else {
+            row.values()
+        };
+        let mut attempt = 0;
+        loop {
+            match self
+                .core
+                .execute_lwt(&cql, values.clone(), "rename kind: deleting a moved row")
+                .await?
+            {
+                LwtOutcome::Applied(deleted) => return Ok(deleted),
+                LwtOutcome::Unknown(err) => {
+                    tokio::time::sleep(backoff(attempt)).await;
+                    match self.read_row(plan, table, &row.keys).await? {
+                        None => return Ok(true),
+                        Some(now) if now.same_cells(row) => {
+                            if attempt >= RETRIES {
+                                return Err(err);
+                            }
+                            attempt += 1;
+                        }
+                        Some(_) => return Ok(false),
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+    use crate::schema::SchemaRow;
+
+    fn schema(rows: &[(&str, &str, &str)]) -> TableSchema {
+        let rows: Vec<SchemaRow> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (c, kind, ty))| SchemaRow {
+                column: (*c).to_owned(),
+                kind: (*kind).to_owned(),
+                position: i32::try_from(i).unwrap(),
+                ty: (*ty).to_owned(),
+                descending: *kind == "clustering" && *c == "seq",
+            })
+            .collect();
+        TableSchema::from_rows("ks", "ev", &rows, &HashSet::new()).unwrap()
+    }
+
+    #[test]
+    fn the_statements_of_the_document_layout() {
+        let s = Shape::document();
+        assert_eq!(
+            s.insert("ks.b"),
+            "INSERT INTO ks.b (id, tern_version, doc) VALUES (?, ?, ?) IF NOT EXISTS"
+        );
+        assert_eq!(
+            s.delete_exact("ks.a"),
+            "DELETE FROM ks.a WHERE id = ? IF tern_version = ? AND doc = ?"
+        );
+        assert_eq!(
+            s.select_one("ks.a"),
+            "SELECT id, tern_version, doc FROM ks.a WHERE id = ?"
+        );
+        let q = s.queries("ks.a");
+        assert_eq!(q.all, "SELECT id, tern_version, doc FROM ks.a");
+        assert_eq!(
+            q.from_token,
+            "SELECT id, tern_version, doc FROM ks.a WHERE token(id) >= ?"
+        );
+        assert_eq!(q.lookup, "SELECT id FROM ks.a WHERE id = ?");
+    }
+
+    #[test]
+    fn the_statements_of_a_native_table() {
+        let t = schema(&[
+            ("device", "partition_key", "text"),
+            ("day", "partition_key", "bigint"),
+            ("seq", "clustering", "bigint"),
+            ("v", "regular", "text"),
+            ("Order", "regular", "int"),
+            ("tern_version", "regular", "bigint"),
+        ]);
+        let s = Shape::native(&t);
+        assert_eq!(
+            s.delete_exact("ks.b"),
+            "DELETE FROM ks.b WHERE device = ? AND day = ? AND seq = ? \
+             IF \"Order\" = ? AND v = ? AND tern_version = ?"
+        );
+        assert_eq!(
+            s.queries("ks.a").from_token,
+            "SELECT device, day, seq, \"Order\", v, tern_version FROM ks.a \
+             WHERE token(device, day) >= ?"
+        );
+        assert_eq!(
+            t.create_like("ks.b"),
+            "CREATE TABLE IF NOT EXISTS ks.b (device text, day bigint, seq bigint, \
+             \"Order\" int, v text, tern_version bigint, PRIMARY KEY ((device, day), seq)) \
+             WITH CLUSTERING ORDER BY (seq DESC)"
+        );
+        let keyonly = schema(&[("id", "partition_key", "text")]);
+        let s = Shape::native(&keyonly);
+        assert_eq!(
+            s.delete_exact("ks.a"),
+            "DELETE FROM ks.a WHERE id = ? IF EXISTS"
+        );
+        assert_eq!(
+            keyonly.create_like("ks.b"),
+            "CREATE TABLE IF NOT EXISTS ks.b (id text, PRIMARY KEY (id))"
+        );
+    }
+
+    #[test]
+    fn schemas_must_match_column_for_column() {
+        let a = schema(&[
+            ("id", "partition_key", "text"),
+            ("v", "regular", "text"),
+            ("tern_version", "regular", "bigint"),
+        ]);
+        assert_eq!(a.difference(&a.clone()), None);
+        let other_type = schema(&[
+            ("id", "partition_key", "text"),
+            ("v", "regular", "bigint"),
+            ("tern_version", "regular", "bigint"),
+        ]);
+        assert_eq!(
+            a.difference(&other_type).unwrap(),
+            "column v text vs v bigint"
+        );
+        let no_version = schema(&[("id", "partition_key", "text"), ("v", "regular", "text")]);
+        assert_eq!(
+            a.difference(&no_version).unwrap(),
+            "column tern_version bigint is missing"
+        );
+        let extra = schema(&[
+            ("id", "partition_key", "text"),
+            ("v", "regular", "text"),
+            ("w", "regular", "text"),
+            ("tern_version", "regular", "bigint"),
+        ]);
+        assert_eq!(a.difference(&extra).unwrap(), "extra column w text");
+        let key = schema(&[
+            ("id", "partition_key", "bigint"),
+            ("v", "regular", "text"),
+            ("tern_version", "regular", "bigint"),
+        ]);
+        assert_eq!(
+            a.difference(&key).unwrap(),
+            "partition key (id text) vs (id bigint)"
+        );
+    }
+
+    #[test]
+    fn cells_compare_as_stored() {
+        let row = |cells: Vec<Option<CqlValue>>| StoredRow {
+            keys: vec![CqlValue::Text("k".into())],
+            cells,
+        };
+        let nan = f64::from_bits(0x7ff8_0000_0000_0001);
+        let a = row(vec![
+            Some(CqlValue::Double(nan)),
+            None,
+            Some(CqlValue::List(vec![CqlValue::Float(-0.0)])),
+        ]);
+        assert!(a.same_cells(&a.clone()), "NaN equals itself, bit for bit");
+        let b = row(vec![
+            Some(CqlValue::Double(nan)),
+            None,
+            Some(CqlValue::List(vec![CqlValue::Float(0.0)])),
+        ]);
+        assert!(!a.same_cells(&b), "-0.0 is not 0.0");
+        let c = row(vec![
+            Some(CqlValue::Double(nan)),
+            Some(CqlValue::Int(1)),
+            None,
+        ]);
+        assert!(!a.same_cells(&c), "an empty cell is not a value");
+    }
+
+    #[test]
+    fn names_that_cannot_be_tables_are_config_errors() {
+        for bad in ["", "Bad-Kind", "tern_meta", "tern_kinds"] {
+            assert_eq!(
+                rename_table(bad).unwrap_err().kind(),
+                ErrorKind::ConfigInvalid,
+                "{bad:?}"
+            );
+        }
+        assert_eq!(rename_table("post").unwrap(), "post");
+    }
+}
