@@ -60,11 +60,11 @@ impl std::fmt::Debug for AfterCopyHook {
 /// The columns of the rows a rename moves: the same for both tables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Shape {
-    /// The key columns (CQL text), partition key first.
+    /// The key columns (names as stored), partition key first.
     keys: Vec<String>,
     /// How many of them form the partition key.
     partition: usize,
-    /// Every other column (CQL text).
+    /// Every other column (names as stored).
     cells: Vec<String>,
 }
 
@@ -80,12 +80,12 @@ impl Shape {
 
     /// A native table: its key columns, then its regular columns and version column.
     fn native(schema: &TableSchema) -> Shape {
-        let mut cells: Vec<String> = schema.regular.iter().map(|c| ident(&c.name)).collect();
+        let mut cells: Vec<String> = schema.regular.iter().map(|c| c.name.clone()).collect();
         if schema.has_version {
             cells.push(VERSION_COLUMN.to_owned());
         }
         Shape {
-            keys: schema.keys().map(|c| ident(&c.name)).collect(),
+            keys: schema.keys().map(|c| c.name.clone()).collect(),
             partition: schema.partition.len(),
             cells,
         }
@@ -95,7 +95,7 @@ impl Shape {
         self.keys
             .iter()
             .chain(&self.cells)
-            .cloned()
+            .map(|c| ident(c))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -103,7 +103,7 @@ impl Shape {
     fn equal_all(columns: &[String]) -> String {
         columns
             .iter()
-            .map(|c| format!("{c} = ?"))
+            .map(|c| format!("{} = ?", ident(c)))
             .collect::<Vec<_>>()
             .join(" AND ")
     }
@@ -111,16 +111,17 @@ impl Shape {
     /// The statements that page through `qualified` (see `CassStore::scan_rows`).
     fn queries(&self, qualified: &str) -> Queries {
         let partition = &self.keys[..self.partition];
+        let names = |cols: &[String]| cols.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", ");
         Queries {
             all: format!("SELECT {} FROM {qualified}", self.columns()),
             from_token: format!(
                 "SELECT {} FROM {qualified} WHERE token({}) >= ?",
                 self.columns(),
-                partition.join(", ")
+                names(partition)
             ),
             lookup: format!(
                 "SELECT {} FROM {qualified} WHERE {}",
-                partition.join(", "),
+                names(partition),
                 Shape::equal_all(partition)
             ),
             partition_columns: self.partition,
@@ -169,7 +170,15 @@ struct StoredRow {
 impl StoredRow {
     /// `(key, cells)` of a row selected with the shape's columns.
     fn from_row(shape: &Shape, table: &str, row: Row) -> Result<StoredRow> {
-        let mut columns = row.columns;
+        StoredRow::from_cells(shape, table, row.columns)
+    }
+
+    /// `(key, cells)` of the shape's columns' values, in order.
+    fn from_cells(
+        shape: &Shape,
+        table: &str,
+        mut columns: Vec<Option<CqlValue>>,
+    ) -> Result<StoredRow> {
         if columns.len() != shape.keys.len() + shape.cells.len() {
             return Err(Error::new(
                 ErrorKind::Unexpected,
@@ -268,6 +277,16 @@ enum Copied {
     Yes,
     /// The new table holds another row with this key.
     Collision,
+}
+
+/// What one `INSERT ... IF NOT EXISTS` did.
+enum Insert {
+    /// Applied: the row is copied.
+    Applied,
+    /// The key is taken; the row there, when the answer holds it (as Cassandra's does).
+    Exists(Option<StoredRow>),
+    /// No answer (a timeout): it may or may not have been applied.
+    Unknown(Error),
 }
 
 /// What one round of moves did.
@@ -545,8 +564,7 @@ impl CassStore {
         }
     }
 
-    /// The rows of `table` with these keys, as they are now (at serial consistency, so that
-    /// every completed conditional write is seen); missing ones are left out.
+    /// The rows of `table` with these keys, as they are now; missing ones are left out.
     async fn read_rows(
         &self,
         plan: &Plan<'_>,
@@ -555,24 +573,34 @@ impl CassStore {
     ) -> Result<Vec<StoredRow>> {
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
-            if let Some(row) = self.read_row(plan, table, key).await? {
+            if let Some(row) = self.read_row(plan, table, key, false).await? {
                 out.push(row);
             }
         }
         Ok(out)
     }
 
+    /// The row of `table` with this key; read at serial consistency when `serial` (which
+    /// completes a lightweight transaction left in progress: how an unknown outcome is
+    /// resolved).
     async fn read_row(
         &self,
         plan: &Plan<'_>,
         table: &str,
         key: &[CqlValue],
+        serial: bool,
     ) -> Result<Option<StoredRow>> {
         let cql = plan.shape.select_one(&self.qualified(table));
-        let result = self
-            .core
-            .execute_serial_read(&cql, key.to_vec(), "rename kind: reading a row")
-            .await?;
+        let step = "rename kind: reading a row";
+        let result = if serial {
+            self.core
+                .execute_serial_read(&cql, key.to_vec(), step)
+                .await?
+        } else {
+            self.core
+                .execute(&cql, key.to_vec(), Retry::Idempotent, step)
+                .await?
+        };
         rows_of::<Row>(result, "rename kind: reading a row")?
             .into_iter()
             .next()
@@ -638,25 +666,27 @@ impl CassStore {
         let cql = plan.shape.insert(&self.qualified(&plan.to_table));
         let mut attempt = 0;
         loop {
-            let outcome = self
-                .core
-                .execute_lwt(&cql, row.values(), "rename kind: copying a row")
-                .await?;
-            let err = match outcome {
-                LwtOutcome::Applied(true) => return Ok(Copied::Yes),
-                LwtOutcome::Applied(false) => None,
-                LwtOutcome::Unknown(err) => {
+            let (there, unknown) = match self.insert(plan, &cql, row).await? {
+                Insert::Applied => return Ok(Copied::Yes),
+                Insert::Exists(Some(there)) => (Some(there), None),
+                Insert::Exists(None) => (
+                    self.read_row(plan, &plan.to_table, &row.keys, false)
+                        .await?,
+                    None,
+                ),
+                Insert::Unknown(err) => {
                     tokio::time::sleep(backoff(attempt)).await;
-                    Some(err)
+                    let there = self.read_row(plan, &plan.to_table, &row.keys, true).await?;
+                    (there, Some(err))
                 }
             };
-            match self.read_row(plan, &plan.to_table, &row.keys).await? {
+            match there {
                 Some(there) if there.same_cells(row) => return Ok(Copied::Yes),
                 Some(_) => return Ok(Copied::Collision),
-                // Not applied and gone since (deleted meanwhile), or not applied at all.
+                // Not applied, or taken and deleted since: try again.
                 None if attempt < RETRIES => attempt += 1,
                 None => {
-                    return Err(err.unwrap_or_else(|| {
+                    return Err(unknown.unwrap_or_else(|| {
                         Error::new(
                             ErrorKind::Busy,
                             format!(
@@ -671,6 +701,54 @@ impl CassStore {
                 }
             }
         }
+    }
+
+    /// Runs the copy's `INSERT ... IF NOT EXISTS`, reading the row that took the key from the
+    /// answer (Cassandra returns it with `[applied] = false`).
+    async fn insert(&self, plan: &Plan<'_>, cql: &str, row: &StoredRow) -> Result<Insert> {
+        let step = "rename kind: copying a row";
+        let result = match self
+            .core
+            .execute(cql, row.values(), Retry::Conditional, step)
+            .await
+        {
+            Ok(result) => result,
+            Err(e) if e.is_temporary() => return Ok(Insert::Unknown(e.with_context("cql", cql))),
+            Err(e) => return Err(e),
+        };
+        let bad = |message: &str| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("cassandra: {step}: {message}"),
+            )
+        };
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| bad("a conditional write answered no rows").with_driver_error(e))?;
+        let answer = rows
+            .maybe_first_row::<Row>()
+            .map_err(|e| bad("cannot read the answer of a conditional write").with_driver_error(e))?
+            .ok_or_else(|| bad("a conditional write answered an empty result"))?;
+        match answer.columns.first() {
+            Some(Some(CqlValue::Boolean(true))) => return Ok(Insert::Applied),
+            Some(Some(CqlValue::Boolean(false))) => {}
+            _ => {
+                return Err(bad(
+                    "the answer of a conditional write has no [applied] column",
+                ));
+            }
+        }
+        let specs = rows.column_specs();
+        let mut cells = Vec::with_capacity(plan.shape.keys.len() + plan.shape.cells.len());
+        for name in plan.shape.keys.iter().chain(&plan.shape.cells) {
+            match specs.get_by_name(name) {
+                Some((i, _)) => cells.push(answer.columns.get(i).cloned().flatten()),
+                None => return Ok(Insert::Exists(None)),
+            }
+        }
+        Ok(Insert::Exists(
+            StoredRow::from_cells(&plan.shape, &plan.to_table, cells).ok(),
+        ))
     }
 
     /// Deletes `row` from `table` if it still holds exactly these cells: whether it did. An
@@ -693,7 +771,7 @@ impl CassStore {
                 LwtOutcome::Applied(deleted) => return Ok(deleted),
                 LwtOutcome::Unknown(err) => {
                     tokio::time::sleep(backoff(attempt)).await;
-                    match self.read_row(plan, table, &row.keys).await? {
+                    match self.read_row(plan, table, &row.keys, true).await? {
                         None => return Ok(true),
                         Some(now) if now.same_cells(row) => {
                             if attempt >= RETRIES {
