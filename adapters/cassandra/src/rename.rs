@@ -9,8 +9,8 @@
 //! 1. the batch is one page of the old table (`SELECT <key>, <columns> FROM a`, continued from
 //!    the cursor's paging state, as a scan reads it), every column as stored;
 //! 2. each row is inserted into the new table with `INSERT ... IF NOT EXISTS`. Where the new
-//!    table already holds the key, its row is read (at serial consistency): identical to the
-//!    source (a move interrupted after the copy), the move goes on; different, it is a
+//!    table already holds the key, its row (which the LWT's answer carries) decides: identical
+//!    to the source (a move interrupted after the copy), the move goes on; different, it is a
 //!    collision, reported, and both rows stay as they are;
 //! 3. each copied source is deleted only if it is still exactly the copied row:
 //!    `DELETE FROM a WHERE <key> IF <every other column> = ?` (`IF EXISTS` for a table with

@@ -295,8 +295,8 @@ pub(crate) async fn check_rename(
                 id: migration,
                 name: migration_name.to_owned(),
                 message: format!(
-                    "rename kind is not supported on {}: {}; the Redis, MongoDB, embedded \
-                     and memory stores rename kinds",
+                    "rename kind is not supported on {}: {}; the Redis, MongoDB, Cassandra, \
+                     embedded and memory stores rename kinds",
                     store.info().scheme,
                     e.message()
                 ),
