@@ -6,7 +6,9 @@
 //! cargo bench -p tern-core --bench eager -- --entities 1000000 --rounds 3
 //! ```
 //!
-//! `--no-pushdown` runs tern's client-side path; `--two-calls` adds a third
+//! `--no-pushdown` runs tern's client-side path; `--no-count` runs tern without
+//! the progress estimate (a count before the stage), as `tern up` does without
+//! a terminal; `--two-calls` adds a third
 //! side, tern on an embedded store that writes each batch and its checkpoint
 //! in two transactions (as the engine does on stores without an atomic
 //! `Store::write_batch_with_meta`).
@@ -16,6 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tern_core::migrate::RunOptions;
 use tern_core::model::Value;
 use tern_core::store::embedded::EmbeddedStore;
 use tern_core::store::{
@@ -96,12 +99,22 @@ async fn main() {
     let a = BenchArgs::parse(1_000_000, 3);
     // `--two-calls`: a third side, tern with each batch and its checkpoint in two transactions.
     let two_calls = a.flag("--two-calls");
+    // `--no-count`: tern without the progress estimate (a count of the stage's
+    // entities), as `tern up` runs without a terminal.
+    let options = RunOptions {
+        batch_size: a.batch,
+        pushdown_batch_size: a.batch,
+        pushdown: a.pushdown,
+        count_totals: !a.flag("--no-count"),
+        ..RunOptions::default()
+    };
     println!(
-        "eager add+rename, embedded store (redb), {} entities, batch {}, {} round(s), tern pushdown {}{}",
+        "eager add+rename, embedded store (redb), {} entities, batch {}, {} round(s), tern pushdown {}, progress count {}{}",
         a.entities,
         a.batch,
         a.rounds,
         a.pushdown,
+        options.count_totals,
         if two_calls {
             ", and tern with batch and checkpoint in two calls"
         } else {
@@ -123,7 +136,7 @@ async fn main() {
             let ((n_loop, t_loop), (n_tern, t_tern)) = bench::in_turn(
                 round,
                 hand_loop(&loop_store, a.batch),
-                bench::tern_up(Arc::clone(&tern_store), a.batch, a.pushdown),
+                bench::tern_up_with(Arc::clone(&tern_store), options.clone()),
             )
             .await;
             let n_tern = n_tern.expect("tern up");
@@ -146,14 +159,16 @@ async fn main() {
             let (n, t) = match side {
                 0 => bench::timed(hand_loop(&loop_store, a.batch)).await,
                 1 => {
-                    let (n, t) =
-                        bench::timed(bench::tern_up(Arc::clone(&tern_store), a.batch, a.pushdown))
-                            .await;
+                    let (n, t) = bench::timed(bench::tern_up_with(
+                        Arc::clone(&tern_store),
+                        options.clone(),
+                    ))
+                    .await;
                     (n.expect("tern up"), t)
                 }
                 _ => {
                     let (n, t) =
-                        bench::timed(bench::tern_up(Arc::clone(&two_store), a.batch, a.pushdown))
+                        bench::timed(bench::tern_up_with(Arc::clone(&two_store), options.clone()))
                             .await;
                     (n.expect("tern up (two calls)"), t)
                 }

@@ -203,8 +203,8 @@ pub struct MetaUpdate {
     /// The revision it must still have (`None`: it must not exist yet).
     pub expected: Option<u64>,
     /// Its new JSON text, given the outcome of each write of the batch, in order.
-    /// Called once, after the writes and before the document is written; an
-    /// error fails the call (an atomic store then writes nothing).
+    /// Called at most once, after the writes and before the document is
+    /// written; an error fails the call (an atomic store then writes nothing).
     pub value: MetaValueFn,
 }
 
