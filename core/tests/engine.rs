@@ -11,12 +11,53 @@ use tern_core::migrate::{FaultAt, FaultHook, FaultPoint};
 use tern_core::store::Store;
 use tern_core::store::embedded::EmbeddedStore;
 use tern_core::testing::battery::{
-    Backend, MemoryBackend, RELEASE2, RELEASE3, blog, export, load, migrator, reference_export,
+    Backend, MemoryBackend, RELEASE2, RELEASE3, blog, export, load, memory_export, migrator,
+    reference_export,
 };
 use tern_core::testing::intercept::{Intercept, Intercepted};
 
 mod memory {
     tern_core::battery_tests!("memory", async { Ok::<_, String>(super::MemoryBackend) });
+}
+
+/// The memory store as a store without an atomic `write_batch_with_meta` (every
+/// adapter but the embedded store) is: a batch and its checkpoint are two calls.
+/// Keeps the engine's path for such stores under the whole battery here too.
+#[derive(Debug)]
+struct TwoCalls;
+
+#[async_trait]
+impl Intercept for TwoCalls {
+    async fn write_batch_with_meta(
+        &self,
+        inner: &dyn Store,
+        writes: Vec<tern_core::store::Write>,
+        meta: tern_core::store::MetaUpdate,
+    ) -> tern_core::store::Result<tern_core::store::BatchMetaOutcome> {
+        tern_core::store::write_then_meta_cas(inner, writes, meta).await
+    }
+    fn atomic_batch_with_meta(&self, _inner: &dyn Store) -> bool {
+        false
+    }
+}
+
+/// Fresh memory stores seen through [`TwoCalls`].
+struct TwoCallsBackend;
+
+#[async_trait]
+impl Backend for TwoCallsBackend {
+    async fn fresh(&self) -> Arc<dyn Store> {
+        Arc::new(Intercepted::new(
+            Arc::new(tern_core::store::memory::MemoryStore::new()),
+            TwoCalls,
+        ))
+    }
+}
+
+mod memory_two_calls {
+    tern_core::battery_tests!("memory-two-calls", async {
+        Ok::<_, String>(super::TwoCallsBackend)
+    });
 }
 
 /// Fresh embedded stores, each in its own temporary folder.
@@ -204,6 +245,155 @@ async fn schema_hooks_run_before_each_stage_and_after_the_census() {
         .await
         .unwrap();
     assert!(again.applied.is_empty());
+}
+
+// ---- a real kill during `tern up` on the embedded store ----
+
+const KILL_CHILD_ENV: &str = "TERN_ENGINE_KILL_CHILD";
+/// Users of the blog loaded for the kill test (two posts each, plus two).
+const KILL_USERS: usize = 600;
+
+/// Prints one line per checkpoint, for the parent to time its kill.
+struct PrintCheckpoints;
+
+impl tern_core::migrate::Progress for PrintCheckpoints {
+    fn stage_started(&self, _: u32, _: &str, _: usize, _: usize, _: &str, _: Option<u64>) {}
+    fn checkpoint(&self, done: u64, _: &tern_core::migrate::RunCounts) {
+        println!("checkpoint {done}");
+    }
+    fn stage_finished(&self, _: &tern_core::migrate::RunCounts) {}
+    fn note(&self, _: &str) {}
+}
+
+/// Run by [`counts_are_exact_after_a_kill_during_up_on_the_embedded_store`] in a
+/// child process: migrates the store at the given path on the client-side path
+/// until killed.
+#[test]
+#[ignore = "helper: run by counts_are_exact_after_a_kill_during_up_on_the_embedded_store as a child process"]
+fn kill_child() {
+    let Ok(path) = std::env::var(KILL_CHILD_ENV) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
+        let report = migrator(store, &[(1, RELEASE2)], 5)
+            .with_run_options(tern_core::migrate::RunOptions {
+                batch_size: 5,
+                pushdown: false,
+                ..Default::default()
+            })
+            .with_progress(Arc::new(PrintCheckpoints))
+            .up(None)
+            .await
+            .unwrap();
+        println!("done {}", report.applied.len());
+    });
+}
+
+/// `tern up` killed (SIGKILL) at a random moment of the client-side path on the
+/// embedded store, then resumed: the data is exact, and so are the ledger's
+/// counts, because each batch is committed with its checkpoint (a kill between
+/// a batch and a separate checkpoint would leave that batch uncounted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_are_exact_after_a_kill_during_up_on_the_embedded_store() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let entities = blog(KILL_USERS, 2);
+    let posts = entities.iter().filter(|e| e.key.kind == "blogpost").count() as u64;
+    let expected = memory_export(&entities, &[(1, RELEASE2)], 5).await;
+    let exe = std::env::current_exe().unwrap();
+    let mut seed = uuid::Uuid::new_v4().as_u128();
+    let mut killed = 0;
+    for round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kill.redb");
+        {
+            let store = EmbeddedStore::open(&path).unwrap();
+            load(&store, &entities).await;
+        }
+        let mut child = Command::new(&exe)
+            .args([
+                "kill_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(KILL_CHILD_ENV, &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        // Kill once a random number of posts is done, at a random moment of a batch.
+        let target = 5 + (seed % 1000) as u64;
+        let pause = Duration::from_micros((seed >> 8) as u64 % 3000);
+        seed = seed.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15;
+        let mut finished = false;
+        loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the child stopped talking");
+            if line.starts_with("done") {
+                finished = true;
+                break;
+            }
+            if line
+                .strip_prefix("checkpoint ")
+                .is_some_and(|n| n.trim().parse::<u64>().is_ok_and(|n| n >= target))
+            {
+                break;
+            }
+        }
+        std::thread::sleep(pause);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        reader.join().unwrap();
+        finished |= rx.try_iter().any(|l| l.starts_with("done"));
+        // A new process: reopen the file, wait out the dead runner's lease, resume.
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
+        let report = migrator(Arc::clone(&store), &[(1, RELEASE2)], 5)
+            .with_lease_options(tern_core::migrate::LeaseOptions {
+                ttl: Duration::from_millis(60),
+                wait: Some(Duration::from_secs(10)),
+                renew: true,
+            })
+            .up(None)
+            .await
+            .unwrap();
+        if !finished {
+            killed += 1;
+            assert_eq!(report.applied.len(), 1, "round {round}: the run resumes");
+        }
+        assert_eq!(export(store.as_ref()).await, expected, "round {round}");
+        let doc = tern_core::migrate::state::load(store.as_ref())
+            .await
+            .unwrap()
+            .doc;
+        let counts = doc.applied[0].counts;
+        eprintln!(
+            "kill round {round}: after {target} posts + {pause:?} (finished first: {finished}): {counts:?}"
+        );
+        assert_eq!(
+            (counts.processed, counts.changed, counts.swept),
+            (posts, posts, 0),
+            "round {round}: the ledger counts every post once"
+        );
+    }
+    assert!(killed >= 3, "only {killed} of 5 runs were killed mid-way");
 }
 
 /// Records each stage's progress total and every exact count the engine asks for.

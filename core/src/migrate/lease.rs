@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use super::error::{MigrateError, Result};
 use super::state::{self, LeaseRecord, StateDoc, Versioned};
-use crate::store::Store;
+use crate::store::{BatchMetaOutcome, MetaUpdate, MetaValueFn, Store, Write, WriteOutcome};
 
 /// How to take the lease.
 #[derive(Debug, Clone)]
@@ -202,6 +202,71 @@ impl Lease {
                 Ok(out)
             }
             None => {
+                self.shared.lost.store(true, Ordering::SeqCst);
+                Err(MigrateError::LeaseLost {
+                    token: self.shared.token,
+                })
+            }
+        }
+    }
+
+    /// Applies `writes` and changes the state document under the lease with one
+    /// [`Store::write_batch_with_meta`] call: `change` also gets the outcome of
+    /// each write, so that the document records exactly what the writes did.
+    /// Where the store's call is atomic ([`Store::atomic_batch_with_meta`]),
+    /// the writes and the document are committed together or not at all.
+    ///
+    /// # Errors
+    /// [`MigrateError::LeaseLost`] when another runner wrote the document since
+    /// (an atomic store then applied none of the writes; another store applied
+    /// them, which version scoping makes harmless), or a store error.
+    pub(crate) async fn write_and_update<F>(
+        &self,
+        writes: Vec<Write>,
+        change: F,
+    ) -> Result<Vec<WriteOutcome>>
+    where
+        F: Fn(&mut StateDoc, &[WriteOutcome]) + Send + Sync + 'static,
+    {
+        if self.is_lost() {
+            return Err(MigrateError::LeaseLost {
+                token: self.shared.token,
+            });
+        }
+        let mut current = self.shared.current.lock().await;
+        let change = Arc::new(change);
+        let value: MetaValueFn = {
+            let (base, change) = (current.doc.clone(), Arc::clone(&change));
+            Arc::new(move |outcomes: &[WriteOutcome]| {
+                let mut doc = base.clone();
+                change(&mut doc, outcomes);
+                state::to_json(&doc)
+            })
+        };
+        let outcome = self
+            .shared
+            .store
+            .write_batch_with_meta(
+                writes,
+                MetaUpdate {
+                    name: state::STATE_DOC.to_owned(),
+                    expected: current.revision,
+                    value,
+                },
+            )
+            .await
+            .map_err(MigrateError::store("writing entities and their checkpoint"))?;
+        match outcome {
+            BatchMetaOutcome::Applied { writes, revision } => {
+                let mut doc = current.doc.clone();
+                change(&mut doc, &writes);
+                *current = Versioned {
+                    doc,
+                    revision: Some(revision),
+                };
+                Ok(writes)
+            }
+            BatchMetaOutcome::Conflict { .. } => {
                 self.shared.lost.store(true, Ordering::SeqCst);
                 Err(MigrateError::LeaseLost {
                     token: self.shared.token,
@@ -414,6 +479,79 @@ mod tests {
         assert_eq!(doc.kinds.get("y"), Some(&1));
         a.release().await.unwrap();
         b.release().await.unwrap();
+    }
+
+    /// A runner that lost its lease writes neither its checkpoint nor, on a
+    /// store that commits them together, the batch that goes with it; on a
+    /// store that makes two calls the batch lands (harmless: each write is a
+    /// compare-and-set or, here, idempotent) but the checkpoint does not.
+    #[tokio::test]
+    async fn a_fenced_batch_is_not_written_where_it_commits_with_its_checkpoint() {
+        use crate::model::{Entity, Key, Map};
+        use crate::store::{BatchMetaOutcome, MetaUpdate, Result as StoreResult, Write};
+        use crate::store::{WriteOutcome, write_then_meta_cas};
+        use crate::testing::intercept::{Intercept, Intercepted};
+
+        #[derive(Debug)]
+        struct TwoCalls;
+        #[async_trait::async_trait]
+        impl Intercept for TwoCalls {
+            async fn write_batch_with_meta(
+                &self,
+                inner: &dyn Store,
+                writes: Vec<Write>,
+                meta: MetaUpdate,
+            ) -> StoreResult<BatchMetaOutcome> {
+                write_then_meta_cas(inner, writes, meta).await
+            }
+            fn atomic_batch_with_meta(&self, _inner: &dyn Store) -> bool {
+                false
+            }
+        }
+
+        let post = |id: i64| Entity::new(Key::new("post", id).unwrap(), Map::new());
+        for atomic in [true, false] {
+            let s: Arc<dyn Store> = if atomic {
+                store()
+            } else {
+                Arc::new(Intercepted::new(store(), TwoCalls))
+            };
+            assert_eq!(s.atomic_batch_with_meta(), atomic);
+            let a = Lease::acquire(Arc::clone(&s), &opts(50, false))
+                .await
+                .unwrap();
+            let out = a
+                .write_and_update(vec![Write::Put(post(1))], |doc, outcomes| {
+                    doc.kinds.insert("written".into(), outcomes.len() as u64);
+                })
+                .await
+                .unwrap();
+            assert_eq!(out, vec![WriteOutcome::Applied]);
+            let doc = state::load(s.as_ref()).await.unwrap().doc;
+            assert_eq!(doc.kinds.get("written"), Some(&1), "atomic {atomic}");
+            assert_eq!(a.snapshot().await, doc, "the holder's copy is current");
+
+            tokio::time::sleep(Duration::from_millis(80)).await;
+            let b = Lease::acquire(Arc::clone(&s), &opts(10_000, true))
+                .await
+                .unwrap();
+            let err = a
+                .write_and_update(vec![Write::Put(post(2))], |doc, _| {
+                    doc.kinds.insert("stale".into(), 1);
+                })
+                .await
+                .unwrap_err();
+            assert!(matches!(err, MigrateError::LeaseLost { .. }), "{err}");
+            assert!(a.is_lost());
+            let doc = state::load(s.as_ref()).await.unwrap().doc;
+            assert!(!doc.kinds.contains_key("stale"), "atomic {atomic}");
+            assert_eq!(
+                s.get(&post(2).key).await.unwrap().is_some(),
+                !atomic,
+                "the fenced batch is written only where it is a call of its own (atomic {atomic})"
+            );
+            b.release().await.unwrap();
+        }
     }
 
     #[tokio::test]

@@ -5,7 +5,9 @@
 //! compare-and-set on the entity as read. A conflict (the entity changed
 //! meanwhile) re-reads it: if it is still at the expected version it is
 //! recomputed and written again, otherwise it is left alone. After every
-//! batch a checkpoint (cursor and counts) is written under the lease.
+//! batch a checkpoint (cursor and counts) is written under the lease; on a
+//! store that can ([`Store::atomic_batch_with_meta`]), in the same transaction
+//! as the batch's writes.
 //!
 //! Correctness rests on version scoping, not on the cursor: an entity that a
 //! crashed run already wrote is at its new version and no longer matches, so
@@ -76,6 +78,39 @@ pub(crate) struct Position {
     pub(crate) counts: RunCounts,
     /// `counts.processed` when this run of the stage began (for progress, not checkpointed).
     pub(crate) stage_base: u64,
+}
+
+/// Which batch of which stage is being written (for fault points and retries).
+#[derive(Debug, Clone, Copy)]
+struct BatchAt {
+    index: usize,
+    phase: u32,
+    batch_no: u64,
+    /// The version the stage reads entities at.
+    from: Version,
+}
+
+/// A batch's checkpoint, for a store that commits it with the batch's writes
+/// ([`Store::atomic_batch_with_meta`]).
+#[derive(Debug, Clone)]
+struct BatchCheckpoint {
+    stage: usize,
+    phase: u32,
+    /// The counts before the batch.
+    base: RunCounts,
+    /// The cursor the batch was read from.
+    from: Option<Cursor>,
+    /// Where the next batch starts.
+    next: Option<Cursor>,
+}
+
+/// What [`Runner::write_batch`] did about the batch's checkpoint.
+#[derive(Debug, Clone, Copy, Default)]
+struct Written {
+    /// The checkpoint past the batch was committed with its last writes.
+    checkpointed: bool,
+    /// The [`FaultAt::BeforeCheckpoint`] point was reached.
+    before_checkpoint: bool,
 }
 
 /// Everything a stage run needs.
@@ -255,21 +290,40 @@ impl Runner<'_> {
             self.fault(self.point(index, pos.phase, batch_no, FaultAt::BeforeWrite))?;
             let n = page.entities.len() as u64;
             let mut counts = RunCounts::default();
-            self.write_batch(
-                index,
-                pos.phase,
-                batch_no,
-                from,
-                page.entities,
-                &compute,
-                &mut counts,
-            )
-            .await?;
+            // Where the store can, the checkpoint is committed with the batch's writes.
+            let with_checkpoint = self
+                .store
+                .atomic_batch_with_meta()
+                .then(|| BatchCheckpoint {
+                    stage: index,
+                    phase: pos.phase,
+                    base: pos.counts,
+                    from: pos.cursor.clone(),
+                    next: page.cursor.clone(),
+                });
+            let written = self
+                .write_batch(
+                    BatchAt {
+                        index,
+                        phase: pos.phase,
+                        batch_no,
+                        from,
+                    },
+                    page.entities,
+                    &compute,
+                    with_checkpoint.as_ref(),
+                    &mut counts,
+                )
+                .await?;
             counts.unmatched_sources += self.unmatched.swap(0, std::sync::atomic::Ordering::SeqCst);
-            self.fault(self.point(index, pos.phase, batch_no, FaultAt::BeforeCheckpoint))?;
+            if !written.before_checkpoint {
+                self.fault(self.point(index, pos.phase, batch_no, FaultAt::BeforeCheckpoint))?;
+            }
             pos.counts.add(&counts);
             pos.cursor = page.cursor.clone();
-            self.checkpoint(index, pos).await?;
+            if !written.checkpointed {
+                self.checkpoint(index, pos).await?;
+            }
             self.fault(self.point(index, pos.phase, batch_no, FaultAt::AfterCheckpoint))?;
             self.progress.checkpoint(
                 pos.counts.processed.saturating_sub(pos.stage_base),
@@ -294,74 +348,109 @@ impl Runner<'_> {
     }
 
     /// Computes and writes one batch, retrying conflicts.
-    #[allow(clippy::too_many_arguments)]
+    ///
+    /// With `checkpoint` (a store whose [`Store::write_batch_with_meta`] is
+    /// atomic), every write call commits a checkpoint with its writes that
+    /// records exactly what they did: the counts, and the cursor past the batch
+    /// once its last writes all applied (before that, the cursor the batch was
+    /// read from: a resumed scan finds the entities not yet written, and only
+    /// those, still at the stage's version).
     async fn write_batch(
         &self,
-        index: usize,
-        phase: u32,
-        batch_no: u64,
-        from: Version,
+        at: BatchAt,
         entities: Vec<Entity>,
         compute: &Compute<'_>,
+        checkpoint: Option<&BatchCheckpoint>,
         counts: &mut RunCounts,
-    ) -> Result<()> {
+    ) -> Result<Written> {
+        let BatchAt {
+            index,
+            phase,
+            batch_no,
+            from,
+        } = at;
+        let mut written = Written::default();
         let mut pending = entities;
         let mut attempt = 0u32;
         let mut first = true;
         while !pending.is_empty() {
-            let computed = compute.compute(self, &pending).await?;
-            let mut writes = Vec::with_capacity(pending.len());
-            let mut changed_flags = Vec::with_capacity(pending.len());
-            for (old, new) in pending.into_iter().zip(computed) {
-                match new {
-                    Some((new, changed)) => {
-                        writes.push(Write::Replace { expected: old, new });
-                        changed_flags.push(changed);
-                    }
-                    None => counts.skipped += 1,
-                }
+            // Under a fault hook the first attempt goes in two halves, each
+            // computed and written in turn, so that a test can crash in the
+            // middle of a batch.
+            let mut parts = vec![pending];
+            if first && parts[0].len() > 1 && self.faults.is_some() {
+                let half = parts[0].len() / 2;
+                let second = parts[0].split_off(half);
+                parts.push(second);
             }
-            let outcomes = if first && writes.len() > 1 && self.faults.is_some() {
-                // Write in two halves so a test can crash in the middle of a batch.
-                let second = writes.split_off(writes.len() / 2);
-                let mut out = self
-                    .store
-                    .write_batch(writes.clone())
-                    .await
-                    .map_err(store_err("writing entities"))?;
-                self.fault(self.point(index, phase, batch_no, FaultAt::MidBatch))?;
-                out.extend(
-                    self.store
-                        .write_batch(second.clone())
+            let last = parts.len() - 1;
+            let mut retry_keys = Vec::new();
+            for (i, part) in parts.into_iter().enumerate() {
+                if i > 0 {
+                    self.fault(self.point(index, phase, batch_no, FaultAt::MidBatch))?;
+                }
+                let computed = compute.compute(self, &part).await?;
+                let mut writes = Vec::with_capacity(part.len());
+                let mut changed_flags = Vec::with_capacity(part.len());
+                for (old, new) in part.into_iter().zip(computed) {
+                    match new {
+                        Some((new, changed)) => {
+                            writes.push(Write::Replace { expected: old, new });
+                            changed_flags.push(changed);
+                        }
+                        None => counts.skipped += 1,
+                    }
+                }
+                let outcomes = match checkpoint {
+                    None => self
+                        .store
+                        .write_batch(writes.clone())
                         .await
                         .map_err(store_err("writing entities"))?,
-                );
-                writes.extend(second);
-                out
-            } else {
-                self.store
-                    .write_batch(writes.clone())
-                    .await
-                    .map_err(store_err("writing entities"))?
-            };
-            first = false;
-            let mut retry_keys = Vec::new();
-            for ((w, outcome), changed) in writes.into_iter().zip(outcomes).zip(changed_flags) {
-                match outcome {
-                    WriteOutcome::Applied => {
-                        counts.processed += 1;
-                        if changed {
-                            counts.changed += 1;
+                    Some(c) => {
+                        if first && i == last {
+                            // The batch's checkpoint commits with these writes.
+                            self.fault(self.point(
+                                index,
+                                phase,
+                                batch_no,
+                                FaultAt::BeforeCheckpoint,
+                            ))?;
+                            written.before_checkpoint = true;
                         }
+                        let last_writes = i == last && retry_keys.is_empty();
+                        let outcomes = self
+                            .write_with_checkpoint(
+                                c,
+                                writes.clone(),
+                                changed_flags.clone(),
+                                *counts,
+                                last_writes,
+                            )
+                            .await?;
+                        written.checkpointed =
+                            last_writes && outcomes.iter().all(|o| *o == WriteOutcome::Applied);
+                        outcomes
                     }
-                    WriteOutcome::Conflict => {
-                        counts.conflicts += 1;
-                        if let Write::Replace { expected, .. } = w {
-                            retry_keys.push(expected.key);
+                };
+                for ((w, outcome), changed) in writes.into_iter().zip(outcomes).zip(changed_flags) {
+                    match outcome {
+                        WriteOutcome::Applied => {
+                            counts.processed += 1;
+                            if changed {
+                                counts.changed += 1;
+                            }
+                        }
+                        WriteOutcome::Conflict => {
+                            counts.conflicts += 1;
+                            if let Write::Replace { expected, .. } = w {
+                                retry_keys.push(expected.key);
+                            }
                         }
                     }
                 }
             }
+            first = false;
             pending = Vec::new();
             if retry_keys.is_empty() {
                 break;
@@ -386,7 +475,48 @@ impl Runner<'_> {
                 }
             }
         }
-        Ok(())
+        Ok(written)
+    }
+
+    /// Writes part of a batch and, in the same store call (one transaction),
+    /// the checkpoint that records it: `counts` (the batch's so far) plus
+    /// what these writes did, and the cursor past the batch only when these
+    /// are its `last_writes` and all of them apply.
+    async fn write_with_checkpoint(
+        &self,
+        c: &BatchCheckpoint,
+        writes: Vec<Write>,
+        changed: Vec<bool>,
+        counts: RunCounts,
+        last_writes: bool,
+    ) -> Result<Vec<WriteOutcome>> {
+        let (stage, phase) = (c.stage, c.phase);
+        let mut before = c.base;
+        before.add(&counts);
+        before.unmatched_sources += self.unmatched.load(std::sync::atomic::Ordering::SeqCst);
+        let (from, next) = (c.from.clone(), c.next.clone());
+        self.lease
+            .write_and_update(writes, move |doc, outcomes| {
+                let mut counts = before;
+                for (outcome, changed) in outcomes.iter().zip(&changed) {
+                    match outcome {
+                        WriteOutcome::Applied => {
+                            counts.processed += 1;
+                            counts.changed += u64::from(*changed);
+                        }
+                        WriteOutcome::Conflict => counts.conflicts += 1,
+                    }
+                }
+                let done = last_writes && counts.conflicts == before.conflicts;
+                if let Some(run) = doc.running.as_mut() {
+                    run.stage = stage;
+                    run.phase = phase;
+                    run.cursor = if done { next.clone() } else { from.clone() };
+                    run.counts = counts;
+                    run.checkpoints += 1;
+                }
+            })
+            .await
     }
 
     async fn run_local(

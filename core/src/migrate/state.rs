@@ -256,6 +256,21 @@ pub async fn load(store: &dyn Store) -> Result<Versioned> {
     }
 }
 
+/// `doc` as the JSON text stored, for a store call that writes it
+/// ([`crate::store::MetaUpdate::value`]).
+///
+/// # Errors
+/// `Unexpected` if it cannot be serialized (it always can).
+pub(crate) fn to_json(doc: &StateDoc) -> crate::store::Result<String> {
+    serde_json::to_string(doc).map_err(|e| {
+        crate::store::Error::new(
+            crate::store::ErrorKind::Unexpected,
+            format!("cannot serialize tern's {STATE_DOC:?} document"),
+        )
+        .with_source(e)
+    })
+}
+
 /// Writes `doc` if the document is still at `expected`. `Ok(Some(new revision))`
 /// on success, `Ok(None)` when someone else wrote it meanwhile.
 ///

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, PushdownPage, PushdownRequest,
-    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write,
-    WriteOutcome, check_writes, pushdown,
+    BatchMetaOutcome, Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, MetaUpdate,
+    PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+    ScanRequest, Store, StoreInfo, Write, WriteOutcome, check_writes, pushdown,
 };
 use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
@@ -19,6 +19,48 @@ use crate::model::{Entity, Key};
 struct Inner {
     entities: BTreeMap<Vec<u8>, Entity>,
     meta: BTreeMap<String, MetaEntry>,
+}
+
+/// What a write replaced: its encoded key and the entity stored there before, if any.
+type Undo = (Vec<u8>, Option<Entity>);
+
+impl Inner {
+    /// Applies `writes` in order, one outcome each; records what each applied write
+    /// replaced in `undo`, when given.
+    fn apply(&mut self, writes: Vec<Write>, mut undo: Option<&mut Vec<Undo>>) -> Vec<WriteOutcome> {
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for w in writes {
+            let (key, new) = match w {
+                Write::Put(e) => (encode_key(&e.key), Some(e)),
+                Write::Insert(e) => {
+                    let k = encode_key(&e.key);
+                    if self.entities.contains_key(&k) {
+                        outcomes.push(WriteOutcome::Conflict);
+                        continue;
+                    }
+                    (k, Some(e))
+                }
+                Write::Replace { expected, new } => {
+                    let k = encode_key(&expected.key);
+                    if self.entities.get(&k) != Some(&expected) {
+                        outcomes.push(WriteOutcome::Conflict);
+                        continue;
+                    }
+                    (k, Some(new))
+                }
+                Write::Delete(key) => (encode_key(&key), None),
+            };
+            let before = match new {
+                Some(e) => self.entities.insert(key.clone(), e),
+                None => self.entities.remove(&key),
+            };
+            if let Some(undo) = undo.as_deref_mut() {
+                undo.push((key, before));
+            }
+            outcomes.push(WriteOutcome::Applied);
+        }
+        outcomes
+    }
 }
 
 /// An in-memory store. Clones share the same data.
@@ -135,38 +177,49 @@ impl Store for MemoryStore {
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
         check_writes(&writes)?;
+        Ok(self.lock().apply(writes, None))
+    }
+
+    /// Under the store's lock: the revision is checked first, the writes applied,
+    /// the document written; a failing `meta.value` undoes the writes.
+    async fn write_batch_with_meta(
+        &self,
+        writes: Vec<Write>,
+        meta: MetaUpdate,
+    ) -> Result<BatchMetaOutcome> {
+        check_writes(&writes)?;
         let mut inner = self.lock();
-        let mut outcomes = Vec::with_capacity(writes.len());
-        for w in writes {
-            let outcome = match w {
-                Write::Put(e) => {
-                    inner.entities.insert(encode_key(&e.key), e);
-                    WriteOutcome::Applied
-                }
-                Write::Insert(e) => match inner.entities.entry(encode_key(&e.key)) {
-                    std::collections::btree_map::Entry::Occupied(_) => WriteOutcome::Conflict,
-                    std::collections::btree_map::Entry::Vacant(slot) => {
-                        slot.insert(e);
-                        WriteOutcome::Applied
-                    }
-                },
-                Write::Replace { expected, new } => {
-                    let k = encode_key(&expected.key);
-                    if inner.entities.get(&k) == Some(&expected) {
-                        inner.entities.insert(k, new);
-                        WriteOutcome::Applied
-                    } else {
-                        WriteOutcome::Conflict
-                    }
-                }
-                Write::Delete(key) => {
-                    inner.entities.remove(&encode_key(&key));
-                    WriteOutcome::Applied
-                }
-            };
-            outcomes.push(outcome);
+        let current = inner.meta.get(&meta.name).cloned();
+        if current.as_ref().map(|e| e.revision) != meta.expected {
+            return Ok(BatchMetaOutcome::Conflict {
+                current,
+                writes: None,
+            });
         }
-        Ok(outcomes)
+        let mut undo = Vec::new();
+        let outcomes = inner.apply(writes, Some(&mut undo));
+        let value = match (meta.value)(&outcomes) {
+            Ok(value) => value,
+            Err(e) => {
+                for (k, before) in undo.into_iter().rev() {
+                    match before {
+                        Some(e) => inner.entities.insert(k, e),
+                        None => inner.entities.remove(&k),
+                    };
+                }
+                return Err(e);
+            }
+        };
+        let revision = meta.expected.unwrap_or(0) + 1;
+        inner.meta.insert(meta.name, MetaEntry { value, revision });
+        Ok(BatchMetaOutcome::Applied {
+            writes: outcomes,
+            revision,
+        })
+    }
+
+    fn atomic_batch_with_meta(&self) -> bool {
+        true
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {

@@ -38,6 +38,19 @@
 //! that is dropped may or may not have taken effect (as with any remote call);
 //! the engine's version scoping makes that harmless.
 //!
+//! **A batch with its checkpoint.** [`Store::write_batch_with_meta`] applies a
+//! batch of writes exactly as [`Store::write_batch`] does (same outcomes) and
+//! then a compare-and-set of one metadata document whose new text is computed
+//! from those outcomes (the engine's checkpoint, fenced by the lease). By
+//! default it is those two calls one after the other. A store whose
+//! [`Store::atomic_batch_with_meta`] is `true` runs both in one transaction
+//! instead: when the metadata revision does not hold, or anything fails,
+//! nothing of the call is written; otherwise all of it is, together. The engine
+//! relies on that only where the store says so (it then writes each batch and
+//! its checkpoint in one transaction: one commit instead of two, and counts
+//! that stay exact after a crash); elsewhere it keeps writing the batch, then the
+//! checkpoint.
+//!
 //! **Versions** fit in 63 bits (stores may keep them as signed 64-bit numbers).
 //!
 //! **Metadata.** A small space of named JSON documents (tern's ledger, state,
@@ -178,6 +191,85 @@ pub enum MetaCas {
     Applied(u64),
     /// The expected revision did not hold; the current entry, if any.
     Conflict(Option<MetaEntry>),
+}
+
+/// A metadata compare-and-set whose new text depends on the outcomes of the
+/// writes it goes with ([`Store::write_batch_with_meta`]): the engine's
+/// checkpoint, whose counts and cursor say what the batch did.
+#[derive(Clone)]
+pub struct MetaUpdate {
+    /// The document's name.
+    pub name: String,
+    /// The revision it must still have (`None`: it must not exist yet).
+    pub expected: Option<u64>,
+    /// Its new JSON text, given the outcome of each write of the batch, in order.
+    /// Called at most once, after the writes and before the document is
+    /// written; an error fails the call (an atomic store then writes nothing).
+    pub value: MetaValueFn,
+}
+
+/// Computes a metadata document from the outcomes of a batch ([`MetaUpdate::value`]).
+pub type MetaValueFn = std::sync::Arc<dyn Fn(&[WriteOutcome]) -> Result<String> + Send + Sync>;
+
+impl Debug for MetaUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaUpdate")
+            .field("name", &self.name)
+            .field("expected", &self.expected)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The outcome of [`Store::write_batch_with_meta`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchMetaOutcome {
+    /// The writes were applied (each with the outcome given, as by
+    /// [`Store::write_batch`]) and the document written.
+    Applied {
+        /// One outcome per write, in order.
+        writes: Vec<WriteOutcome>,
+        /// The document's new revision.
+        revision: u64,
+    },
+    /// The document's revision was not the one expected: it was not written.
+    Conflict {
+        /// The current entry, if any.
+        current: Option<MetaEntry>,
+        /// `None` when no write was applied either (always so where
+        /// [`Store::atomic_batch_with_meta`]); otherwise the writes had been
+        /// applied first, with these outcomes.
+        writes: Option<Vec<WriteOutcome>>,
+    },
+}
+
+/// [`Store::write_batch_with_meta`] as two calls: [`Store::write_batch`], then
+/// [`Store::meta_cas`] with the text computed from its outcomes. Not atomic: a
+/// failing compare-and-set leaves the writes applied. The default of the trait method.
+///
+/// # Errors
+/// The store's errors, or the error of `meta.value` (the writes are then applied).
+pub async fn write_then_meta_cas<S: Store + ?Sized>(
+    store: &S,
+    writes: Vec<Write>,
+    meta: MetaUpdate,
+) -> Result<BatchMetaOutcome> {
+    let outcomes = store.write_batch(writes).await?;
+    let value = (meta.value)(&outcomes)?;
+    Ok(
+        match store
+            .meta_cas(&meta.name, meta.expected, Some(&value))
+            .await?
+        {
+            MetaCas::Applied(revision) => BatchMetaOutcome::Applied {
+                writes: outcomes,
+                revision,
+            },
+            MetaCas::Conflict(current) => BatchMetaOutcome::Conflict {
+                current,
+                writes: Some(outcomes),
+            },
+        },
+    )
 }
 
 /// One per-entity operation of a pushed-down version step.
@@ -344,6 +436,30 @@ pub trait Store: Send + Sync + Debug + 'static {
 
     /// Applies writes, each atomically on its own; one outcome per write, in order.
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
+
+    /// Applies `writes` as [`Store::write_batch`] does, then writes the metadata
+    /// document `meta.name` with the text `meta.value` computes from their
+    /// outcomes, if its revision is still `meta.expected` (a write, never a delete).
+    ///
+    /// Where [`Store::atomic_batch_with_meta`], in one transaction: on
+    /// [`BatchMetaOutcome::Conflict`] or an error nothing is written, on
+    /// [`BatchMetaOutcome::Applied`] all of it. The default makes the two calls one
+    /// after the other ([`write_then_meta_cas`]), so a conflicting or failing
+    /// metadata write leaves the entity writes applied.
+    async fn write_batch_with_meta(
+        &self,
+        writes: Vec<Write>,
+        meta: MetaUpdate,
+    ) -> Result<BatchMetaOutcome> {
+        write_then_meta_cas(self, writes, meta).await
+    }
+
+    /// Whether [`Store::write_batch_with_meta`] commits the writes and the
+    /// metadata document in one transaction. No I/O; fixed for the life of
+    /// `self`. Default: `false`.
+    fn atomic_batch_with_meta(&self) -> bool {
+        false
+    }
 
     /// The metadata document `name`, if any.
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>>;

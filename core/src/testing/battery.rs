@@ -456,6 +456,88 @@ pub async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(backend
     }
 }
 
+/// The counts of every migration in the ledger, in order.
+async fn ledger_counts(store: &dyn Store) -> Vec<(u32, crate::migrate::RunCounts)> {
+    crate::migrate::state::load(store)
+        .await
+        .unwrap()
+        .doc
+        .applied
+        .iter()
+        .map(|e| (e.id, e.counts))
+        .collect()
+}
+
+/// Where the store commits each batch's checkpoint with the batch's writes
+/// ([`Store::atomic_batch_with_meta`]), a crash at any point of a batch of the
+/// client-side path leaves nothing written without its checkpoint: after the
+/// resume, every count in the ledger (processed, changed, unmatched sources,
+/// ...) is what an uninterrupted run records. (Where the two are separate
+/// calls, the batch written but not checkpointed goes uncounted.)
+pub async fn counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_batch(
+    backend: &dyn Backend,
+) -> Result<(), String> {
+    let probe = backend.fresh().await;
+    if !probe.atomic_batch_with_meta() {
+        return Err(format!(
+            "the {} store writes a batch and its checkpoint in two calls",
+            probe.info().scheme
+        ));
+    }
+    let entities = blog(7, 2);
+    let scripts = [(1, RELEASE2), (2, RELEASE3)];
+    let run = RunOptions {
+        pushdown: false,
+        ..opts(4)
+    };
+    let reference = {
+        let store = backend.fresh().await;
+        load(store.as_ref(), &entities).await;
+        migrator_with(Arc::clone(&store), set(&scripts), run.clone())
+            .up(None)
+            .await
+            .unwrap();
+        ledger_counts(store.as_ref()).await
+    };
+    assert!(
+        reference
+            .iter()
+            .all(|(_, c)| c.processed > 0 && c.changed > 0),
+        "{reference:?}"
+    );
+    // The second batch of migration 1's stage and of each phase of migration 2
+    // (copy targets; move targets, then move sources).
+    for (migration, stage, phase) in [(1, 0, 0), (2, 0, 0), (2, 1, 0), (2, 1, 1)] {
+        for at in [
+            FaultAt::BeforeWrite,
+            FaultAt::MidBatch,
+            FaultAt::BeforeCheckpoint,
+            FaultAt::AfterCheckpoint,
+        ] {
+            let point = FaultPoint {
+                migration,
+                stage,
+                phase,
+                batch: 1,
+                at,
+            };
+            let store: Arc<dyn Store> = backend.fresh().await;
+            load(store.as_ref(), &entities).await;
+            let (crashed, _) = crash_once_then_resume(point, || {
+                migrator_with(Arc::clone(&store), set(&scripts), run.clone())
+            })
+            .await;
+            assert!(crashed, "the run reached {point:?}");
+            assert_eq!(
+                ledger_counts(store.as_ref()).await,
+                reference,
+                "the ledger's counts after a crash at {point:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// An application keeps updating (read, change `hits`, compare-and-set) and
 /// inserting old-shape entities while `tern up` runs, on the client-side path
 /// and on the server-side update path: no update is lost, every entity that
@@ -1011,6 +1093,7 @@ macro_rules! battery_tests {
     ($label:expr, $backend:expr) => {
         $crate::battery_tests!(@test $label, $backend, blog_example_gives_the_exact_expected_entities);
         $crate::battery_tests!(@test $label, $backend, crash_at_every_batch_boundary_and_mid_batch_resumes_exactly);
+        $crate::battery_tests!(@test $label, $backend, counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_batch);
         $crate::battery_tests!(@test $label, $backend, a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target);
         $crate::battery_tests!(@test $label, $backend, late_entities_written_during_the_run_are_swept_by_the_census);
         $crate::battery_tests!(@test $label, $backend, two_runners_exactly_one_applies);

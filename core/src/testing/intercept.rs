@@ -14,9 +14,9 @@ use async_trait::async_trait;
 
 use crate::model::{Entity, Key, Version};
 use crate::store::{
-    Capability, Filter, MetaCas, MetaEntry, PushdownPage, PushdownRequest, RenameKindPage,
-    RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write,
-    WriteOutcome,
+    BatchMetaOutcome, Capability, Filter, MetaCas, MetaEntry, MetaUpdate, PushdownPage,
+    PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest,
+    SchemaChange, Store, StoreInfo, Write, WriteOutcome,
 };
 
 /// What a test changes about a store: every method forwards to `inner` unless overridden.
@@ -49,6 +49,23 @@ pub trait Intercept: Send + Sync + Debug + 'static {
         writes: Vec<Write>,
     ) -> Result<Vec<WriteOutcome>> {
         inner.write_batch(writes).await
+    }
+    /// [`Store::write_batch_with_meta`]. Forwards to the inner store's (atomic
+    /// there, where it is), so a hook on [`Intercept::write_batch`] does not see
+    /// these writes: override this too, or route it through the hooks with
+    /// [`write_then_meta_cas`](crate::store::write_then_meta_cas) and report
+    /// [`Intercept::atomic_batch_with_meta`] `false`.
+    async fn write_batch_with_meta(
+        &self,
+        inner: &dyn Store,
+        writes: Vec<Write>,
+        meta: MetaUpdate,
+    ) -> Result<BatchMetaOutcome> {
+        inner.write_batch_with_meta(writes, meta).await
+    }
+    /// [`Store::atomic_batch_with_meta`].
+    fn atomic_batch_with_meta(&self, inner: &dyn Store) -> bool {
+        inner.atomic_batch_with_meta()
     }
     /// [`Store::meta_get`].
     async fn meta_get(&self, inner: &dyn Store, name: &str) -> Result<Option<MetaEntry>> {
@@ -157,6 +174,18 @@ impl<I: Intercept> Store for Intercepted<I> {
     }
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
         self.hooks.write_batch(self.inner.as_ref(), writes).await
+    }
+    async fn write_batch_with_meta(
+        &self,
+        writes: Vec<Write>,
+        meta: MetaUpdate,
+    ) -> Result<BatchMetaOutcome> {
+        self.hooks
+            .write_batch_with_meta(self.inner.as_ref(), writes, meta)
+            .await
+    }
+    fn atomic_batch_with_meta(&self) -> bool {
+        self.hooks.atomic_batch_with_meta(self.inner.as_ref())
     }
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
         self.hooks.meta_get(self.inner.as_ref(), name).await

@@ -23,6 +23,7 @@
 //! [`Capability::update_pushdown`]: super::Capability::update_pushdown
 //! [`Capability::scan_ordered`]: super::Capability::scan_ordered
 
+mod batch_meta;
 mod entities;
 mod meta;
 mod pushdown;
@@ -38,6 +39,7 @@ use std::time::Instant;
 use super::{Filter, ScanRequest, Store, Write};
 use crate::model::{Entity, Key, Map, Value, Version};
 
+pub use batch_meta::batch_with_meta;
 pub use entities::{clock, concurrent_replace, round_trip, write_batch_outcomes};
 pub use meta::{metadata_cas, metadata_list, metadata_not_kinds};
 pub use pushdown::update_in_place;
@@ -218,6 +220,7 @@ pub async fn run_all(store: Arc<dyn Store>) -> Result<(), Failures> {
     .await;
     run(&name, "metadata_cas", metadata_cas(s), &mut failures).await;
     run(&name, "metadata_list", metadata_list(s), &mut failures).await;
+    run(&name, "batch_with_meta", batch_with_meta(s), &mut failures).await;
     run(
         &name,
         "metadata_not_kinds",
@@ -412,8 +415,8 @@ mod tests {
     use super::*;
     use crate::store::memory::MemoryStore;
     use crate::store::{
-        PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
-        StoreInfo, WriteOutcome,
+        BatchMetaOutcome, MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage,
+        RenameKindRequest, Result, ScanPage, StoreInfo, WriteOutcome,
     };
     use crate::testing::intercept::{Intercept, Intercepted};
 
@@ -433,6 +436,8 @@ mod tests {
         MetaListUnsorted,
         /// Renames onto an existing entity, overwriting it.
         RenameOverwrites,
+        /// Says a batch and its metadata are written atomically, but makes two calls.
+        BatchMetaNotAtomic,
     }
 
     #[derive(Debug)]
@@ -497,6 +502,17 @@ mod tests {
             }
             inner.write_batch(changed).await
         }
+        async fn write_batch_with_meta(
+            &self,
+            inner: &dyn Store,
+            writes: Vec<Write>,
+            meta: MetaUpdate,
+        ) -> Result<BatchMetaOutcome> {
+            if self.bug == Bug::BatchMetaNotAtomic {
+                return crate::store::write_then_meta_cas(inner, writes, meta).await;
+            }
+            inner.write_batch_with_meta(writes, meta).await
+        }
         async fn meta_list(&self, inner: &dyn Store, prefix: &str) -> Result<Vec<String>> {
             let mut names = inner.meta_list(prefix).await?;
             if self.bug == Bug::MetaListUnsorted {
@@ -560,6 +576,7 @@ mod tests {
             (Bug::NoPushdown, "update_in_place"),
             (Bug::MetaListUnsorted, "metadata_list"),
             (Bug::RenameOverwrites, "rename_kind"),
+            (Bug::BatchMetaNotAtomic, "batch_with_meta"),
         ];
         for (bug, check) in cases {
             let store = Arc::new(Intercepted::new(

@@ -16,14 +16,18 @@
 //!
 //! # Durability and atomicity
 //!
-//! Every [`Store::write_batch`], [`Store::update_in_place`] and
-//! [`Store::meta_cas`] call is one redb write transaction, committed with
+//! Every [`Store::write_batch`], [`Store::write_batch_with_meta`],
+//! [`Store::update_in_place`] and [`Store::meta_cas`] call is one redb write
+//! transaction, committed with
 //! [`redb::Durability::Immediate`] (redb's default): when the call returns,
 //! the batch is on disk (fsync), and a crash at any moment leaves each batch
 //! either wholly present or wholly absent. That is stronger than the
 //! [`Store`] contract (each write atomic on its own), hence
 //! [`Capability::transactions`]. A batch, not each entity, pays the fsync, so
-//! large batches are what make bulk writes fast.
+//! large batches are what make bulk writes fast. Because
+//! [`Store::write_batch_with_meta`] is atomic, the engine commits each batch
+//! of the client-side path together with its checkpoint: one fsync per
+//! batch, and no batch on disk without its checkpoint.
 //!
 //! After a crash, redb repairs the file on the next open by walking it, which
 //! takes a while for a large file; nothing is lost.
@@ -46,9 +50,9 @@ use async_trait::async_trait;
 use redb::{Database, TableDefinition};
 
 use super::{
-    Capability, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage, PushdownRequest,
-    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write,
-    WriteOutcome,
+    BatchMetaOutcome, Capability, Error, ErrorKind, Filter, MetaCas, MetaEntry, MetaUpdate,
+    PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+    ScanRequest, Store, StoreInfo, Write, WriteOutcome,
 };
 use crate::model::{Entity, Key};
 
@@ -231,6 +235,21 @@ impl Store for EmbeddedStore {
             return Ok(Vec::new());
         }
         self.blocking(move |inner| inner.write_batch(&writes)).await
+    }
+
+    /// One redb write transaction (one fsync) for the writes and the document.
+    async fn write_batch_with_meta(
+        &self,
+        writes: Vec<Write>,
+        meta: MetaUpdate,
+    ) -> Result<BatchMetaOutcome> {
+        super::check_writes(&writes)?;
+        self.blocking(move |inner| inner.write_batch_with_meta(&writes, &meta))
+            .await
+    }
+
+    fn atomic_batch_with_meta(&self) -> bool {
+        true
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {

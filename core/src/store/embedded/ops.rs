@@ -10,9 +10,9 @@ use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
 use crate::store::memory::decode_cursor;
 use crate::store::{
-    Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage, PushdownRequest,
-    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Write, WriteOutcome,
-    pushdown,
+    BatchMetaOutcome, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, MetaUpdate,
+    PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+    ScanRequest, Write, WriteOutcome, pushdown,
 };
 
 /// A scan page examines at most this many entities per entity it may return,
@@ -297,12 +297,84 @@ impl Inner {
 
     pub(super) fn write_batch(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
         let txn = self.begin_write()?;
-        let mut outcomes = Vec::with_capacity(writes.len());
-        let mut dirty = false;
-        {
+        let outcomes = {
             let mut table = txn
                 .open_table(ENTITIES)
                 .map_err(self.fail("open the entity table"))?;
+            self.apply_writes(&mut table, writes)?
+        };
+        let dirty = outcomes.contains(&WriteOutcome::Applied);
+        self.end(txn, dirty, "commit a write batch", "end a write batch")?;
+        Ok(outcomes)
+    }
+
+    /// The writes and the metadata compare-and-set in one write transaction:
+    /// the revision is checked first (a conflict writes nothing), then the
+    /// writes are applied and the document written from their outcomes, and
+    /// the whole is committed with one fsync. Any error aborts all of it.
+    pub(super) fn write_batch_with_meta(
+        &self,
+        writes: &[Write],
+        meta: &MetaUpdate,
+    ) -> Result<BatchMetaOutcome> {
+        let txn = self.begin_write()?;
+        let outcome = {
+            let mut meta_table = txn
+                .open_table(META)
+                .map_err(self.fail("open the metadata table"))?;
+            let current = meta_table
+                .get(meta.name.as_str())
+                .map_err(self.fail("read metadata"))?
+                .map(|stored| meta_entry(stored.value()));
+            if current.as_ref().map(|e| e.revision) == meta.expected {
+                let revision = self.next_revision(&meta.name, meta.expected)?;
+                let mut table = txn
+                    .open_table(ENTITIES)
+                    .map_err(self.fail("open the entity table"))?;
+                let outcomes = self.apply_writes(&mut table, writes)?;
+                let value = (meta.value)(&outcomes)?;
+                meta_table
+                    .insert(meta.name.as_str(), (revision, value.as_str()))
+                    .map_err(self.fail("write metadata"))?;
+                BatchMetaOutcome::Applied {
+                    writes: outcomes,
+                    revision,
+                }
+            } else {
+                BatchMetaOutcome::Conflict {
+                    current,
+                    writes: None,
+                }
+            }
+        };
+        self.end(
+            txn,
+            matches!(outcome, BatchMetaOutcome::Applied { .. }),
+            "commit a write batch with its metadata",
+            "end a write batch with its metadata",
+        )?;
+        Ok(outcome)
+    }
+
+    /// The revision a document at `expected` gets when written.
+    fn next_revision(&self, name: &str, expected: Option<u64>) -> Result<u64> {
+        expected.unwrap_or(0).checked_add(1).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!("the revision of metadata {name:?} overflows"),
+            )
+            .with_context("store", self.location.clone())
+        })
+    }
+
+    /// Applies `writes` in order to the entity table of a write transaction.
+    fn apply_writes(
+        &self,
+        table: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+        writes: &[Write],
+    ) -> Result<Vec<WriteOutcome>> {
+        let mut outcomes = Vec::with_capacity(writes.len());
+        {
             let mut buf = Vec::with_capacity(256);
             let mut expected_buf = Vec::with_capacity(256);
             for write in writes {
@@ -363,11 +435,9 @@ impl Inner {
                         WriteOutcome::Applied
                     }
                 };
-                dirty |= outcome == WriteOutcome::Applied;
                 outcomes.push(outcome);
             }
         }
-        self.end(txn, dirty, "commit a write batch", "end a write batch")?;
         Ok(outcomes)
     }
 
@@ -401,13 +471,7 @@ impl Inner {
             if current.as_ref().map(|e| e.revision) != expected {
                 MetaCas::Conflict(current)
             } else if let Some(v) = value {
-                let revision = expected.unwrap_or(0).checked_add(1).ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Unexpected,
-                        format!("the revision of metadata {name:?} overflows"),
-                    )
-                    .with_context("store", self.location.clone())
-                })?;
+                let revision = self.next_revision(name, expected)?;
                 table
                     .insert(name, (revision, v))
                     .map_err(self.fail("write metadata"))?;
