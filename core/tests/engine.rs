@@ -301,13 +301,11 @@ fn kill_child() {
 /// a batch and a separate checkpoint would leave that batch uncounted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_are_exact_after_a_kill_during_up_on_the_embedded_store() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
+    use tern_core::testing::child::{Child, next_seed};
 
     let entities = blog(KILL_USERS, 2);
     let posts = entities.iter().filter(|e| e.key.kind == "blogpost").count() as u64;
     let expected = memory_export(&entities, &[(1, RELEASE2)], 5).await;
-    let exe = std::env::current_exe().unwrap();
     let mut seed = uuid::Uuid::new_v4().as_u128();
     let mut killed = 0;
     for round in 0..5 {
@@ -317,36 +315,14 @@ async fn counts_are_exact_after_a_kill_during_up_on_the_embedded_store() {
             let store = EmbeddedStore::open(&path).unwrap();
             load(&store, &entities).await;
         }
-        let mut child = Command::new(&exe)
-            .args([
-                "kill_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(KILL_CHILD_ENV, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let _ = tx.send(line);
-            }
-        });
+        let child = Child::spawn("kill_child", KILL_CHILD_ENV, &path);
         // Kill once a random number of posts is done, at a random moment of a batch.
         let target = 5 + (seed % 1000) as u64;
         let pause = Duration::from_micros((seed >> 8) as u64 % 3000);
-        seed = seed.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15;
+        seed = next_seed(seed);
         let mut finished = false;
         loop {
-            let line = rx
-                .recv_timeout(Duration::from_secs(60))
-                .expect("the child stopped talking");
+            let line = child.next_line(Duration::from_secs(60));
             if line.starts_with("done") {
                 finished = true;
                 break;
@@ -359,10 +335,7 @@ async fn counts_are_exact_after_a_kill_during_up_on_the_embedded_store() {
             }
         }
         std::thread::sleep(pause);
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        reader.join().unwrap();
-        finished |= rx.try_iter().any(|l| l.starts_with("done"));
+        finished |= child.kill().iter().any(|l| l.starts_with("done"));
         // A new process: reopen the file, wait out the dead runner's lease, resume.
         let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
         let report = migrator(Arc::clone(&store), &[(1, RELEASE2)], 5)

@@ -4,5 +4,6 @@
 
 pub mod battery;
 pub mod bench;
+pub mod child;
 pub mod intercept;
 pub mod pages;

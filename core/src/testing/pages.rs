@@ -100,3 +100,34 @@ where
         );
     }
 }
+
+/// One whole [`Store::rename_kind`] pass from `from` to `to` in batches of `limit`,
+/// from the start: the sum of its pages (entities renamed, every collision reported).
+///
+/// # Errors
+/// The first error of a batch.
+pub async fn rename_pass(
+    store: &dyn Store,
+    from: &str,
+    to: &str,
+    limit: usize,
+) -> crate::store::Result<crate::store::RenameKindPage> {
+    let mut total = crate::store::RenameKindPage::default();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .rename_kind(crate::store::RenameKindRequest {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                cursor,
+                limit,
+            })
+            .await?;
+        total.renamed += page.renamed;
+        total.collisions.extend(page.collisions);
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok(total),
+        }
+    }
+}

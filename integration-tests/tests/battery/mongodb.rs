@@ -591,7 +591,8 @@ mod renames {
 
     use mongodb::bson::{Bson, Document, doc};
     use tern_core::model::{Entity, Key, Map, Value};
-    use tern_core::store::{ErrorKind, RenameKindPage, RenameKindRequest, Store, conformance};
+    use tern_core::store::{ErrorKind, Store, conformance};
+    use tern_core::testing::pages::rename_pass;
     use tern_integration_tests::mongodb::backend;
     use tern_mongodb::MongoStore;
 
@@ -619,28 +620,6 @@ mod renames {
             key: Key::new(kind, id).unwrap(),
             version: 1,
             value,
-        }
-    }
-
-    /// One whole pass in batches of `limit`; the sum of the pages.
-    async fn pass(store: &dyn Store, limit: usize) -> tern_core::store::Result<RenameKindPage> {
-        let mut total = RenameKindPage::default();
-        let mut cursor = None;
-        loop {
-            let page = store
-                .rename_kind(RenameKindRequest {
-                    from: "old".into(),
-                    to: "new".into(),
-                    cursor,
-                    limit,
-                })
-                .await?;
-            total.renamed += page.renamed;
-            total.collisions.extend(page.collisions);
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => return Ok(total),
-            }
         }
     }
 
@@ -684,7 +663,7 @@ mod renames {
             .insert_many(vec![originals[1].clone(), originals[4].clone()])
             .await
             .unwrap();
-        let page = pass(&store, 3).await.unwrap();
+        let page = rename_pass(&store, "old", "new", 3).await.unwrap();
         assert_eq!(page.renamed, 7, "{page:?}");
         assert!(page.collisions.is_empty(), "{page:?}");
         assert!(
@@ -697,7 +676,7 @@ mod renames {
             "moved exactly (Int32 kept)"
         );
         // A second pass finds nothing.
-        let again = pass(&store, 3).await.unwrap();
+        let again = rename_pass(&store, "old", "new", 3).await.unwrap();
         assert_eq!((again.renamed, again.collisions.len()), (0, 0));
     }
 
@@ -713,7 +692,7 @@ mod renames {
         }
         let squatter = ent("new", 4, 400);
         store.put(squatter.clone()).await.unwrap();
-        let page = pass(&store, 2).await.unwrap();
+        let page = rename_pass(&store, "old", "new", 2).await.unwrap();
         assert_eq!(page.renamed, 4, "{page:?}");
         assert_eq!(page.collisions, vec![Key::new("old", 4).unwrap()]);
         assert_eq!(entities(&store, "old").await, vec![ent("old", 4, 4)]);
@@ -761,7 +740,7 @@ mod renames {
                     }
                 })
             });
-        let page = pass(&hooked, 10).await.unwrap();
+        let page = rename_pass(&hooked, "old", "new", 10).await.unwrap();
         assert!(
             calls.load(Ordering::SeqCst) >= 2,
             "the changed document was tried again"
@@ -803,7 +782,7 @@ mod renames {
                     .unwrap();
                 })
             });
-        let err = pass(&busy, 10).await.unwrap_err();
+        let err = rename_pass(&busy, "old", "new", 10).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
         assert!(err.is_temporary(), "{err}");
         let last = i64::try_from(bumps.load(Ordering::SeqCst)).unwrap() - 1;
@@ -818,7 +797,7 @@ mod renames {
             "no copy of it left behind"
         );
         // Once the writer stops, the move completes.
-        let page = pass(&store, 10).await.unwrap();
+        let page = rename_pass(&store, "old", "new", 10).await.unwrap();
         assert_eq!(page.renamed, 1);
         assert_eq!(
             store.get(&Key::new("new", 7).unwrap()).await.unwrap(),

@@ -1,7 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,6 +7,7 @@ use super::*;
 use crate::model::keycode::encode_key;
 use crate::model::{Map, Value};
 use crate::store::{Condition, Cursor, Filter, PushStep, Write, conformance};
+use crate::testing::child::{Child, next_seed};
 
 fn temp_store() -> (tempfile::TempDir, EmbeddedStore) {
     let dir = tempfile::tempdir().unwrap();
@@ -541,47 +540,36 @@ async fn check_after_crash(store: &EmbeddedStore, committed: Option<i64>) -> Opt
 async fn crash_safety() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.redb");
-    let exe = std::env::current_exe().unwrap();
     let mut seed = uuid::Uuid::new_v4().as_u128();
     let mut last = None;
+    let committed_batch = |line: &str| -> Option<i64> {
+        line.strip_prefix("committed ")
+            .map(|b| b.trim().parse().unwrap())
+    };
     for round in 0..6 {
-        let mut child = Command::new(&exe)
-            .args([
-                "store::embedded::tests::crash_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CRASH_CHILD_ENV, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel::<i64>();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(b) = line.strip_prefix("committed ") {
-                    let _ = tx.send(b.trim().parse().unwrap());
-                }
-            }
-        });
+        let child = Child::spawn(
+            "store::embedded::tests::crash_child",
+            CRASH_CHILD_ENV,
+            &path,
+        );
         // Wait for the first commit of this round, then kill at a random moment.
-        let first = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the child committed nothing");
+        let first = loop {
+            if let Some(b) = committed_batch(&child.next_line(Duration::from_secs(60))) {
+                break b;
+            }
+        };
         let delay = Duration::from_micros((seed % 150_000) as u64);
-        seed = seed.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15;
+        seed = next_seed(seed);
         let started = Instant::now();
         while started.elapsed() < delay {
             std::thread::sleep(Duration::from_millis(1));
         }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        reader.join().unwrap();
-        let committed = rx.try_iter().last().unwrap_or(first);
+        let committed = child
+            .kill()
+            .iter()
+            .rev()
+            .find_map(|l| committed_batch(l))
+            .unwrap_or(first);
         let store = EmbeddedStore::open(&path).unwrap();
         let now = check_after_crash(&store, Some(committed)).await;
         eprintln!(

@@ -11,6 +11,7 @@ use tern_core::store::{
     ErrorKind, Filter, RenameKindPage, RenameKindRequest, Store, Write, conformance,
 };
 use tern_core::testing::battery::{self, entity, report};
+use tern_core::testing::pages::rename_pass;
 use tern_integration_tests::cassandra::CassBackend;
 
 use super::{backend_with, columns};
@@ -43,26 +44,6 @@ fn request(from: &str, to: &str, limit: usize) -> RenameKindRequest {
         to: to.into(),
         cursor: None,
         limit,
-    }
-}
-
-/// One whole pass from `old` to `new` in batches of `limit`; the sum of the pages.
-async fn pass(store: &dyn Store, limit: usize) -> tern_core::store::Result<RenameKindPage> {
-    let mut total = RenameKindPage::default();
-    let mut cursor = None;
-    loop {
-        let page = store
-            .rename_kind(RenameKindRequest {
-                cursor,
-                ..request("old", "new", limit)
-            })
-            .await?;
-        total.renamed += page.renamed;
-        total.collisions.extend(page.collisions);
-        match page.cursor {
-            Some(c) => cursor = Some(c),
-            None => return Ok(total),
-        }
     }
 }
 
@@ -127,7 +108,7 @@ async fn cassandra_rename_completes_a_move_interrupted_after_the_copy() {
             .await
             .unwrap();
     }
-    let page = pass(&store, 3).await.unwrap();
+    let page = rename_pass(&store, "old", "new", 3).await.unwrap();
     assert_eq!(page.renamed, 7, "{page:?}");
     assert!(page.collisions.is_empty(), "{page:?}");
     assert!(raw_docs(&backend, &ks, "old").await.is_empty());
@@ -136,7 +117,7 @@ async fn cassandra_rename_completes_a_move_interrupted_after_the_copy() {
         originals,
         "moved exactly"
     );
-    let again = pass(&store, 3).await.unwrap();
+    let again = rename_pass(&store, "old", "new", 3).await.unwrap();
     assert_eq!((again.renamed, again.collisions.len()), (0, 0));
     report("cassandra", test, "passed");
 }
@@ -164,7 +145,7 @@ async fn cassandra_rename_reports_a_collision_and_overwrites_nothing() {
 
     let squatter = entity("new", 4, 7, &[("mine", Value::Bool(true))]);
     store.put(squatter.clone()).await.unwrap();
-    let page = pass(&store, 2).await.unwrap();
+    let page = rename_pass(&store, "old", "new", 2).await.unwrap();
     assert_eq!(page.renamed, 4, "{page:?}");
     assert_eq!(page.collisions, vec![Key::new("old", 4).unwrap()]);
     assert_eq!(entities(&store, "old").await, vec![ent("old", 4, 4)]);
@@ -175,7 +156,7 @@ async fn cassandra_rename_reports_a_collision_and_overwrites_nothing() {
         want,
         "the new kind's entity untouched"
     );
-    let again = pass(&store, 10).await.unwrap();
+    let again = rename_pass(&store, "old", "new", 10).await.unwrap();
     assert_eq!(again.renamed, 0);
     assert_eq!(again.collisions, vec![Key::new("old", 4).unwrap()]);
     report("cassandra", test, "passed");
@@ -234,7 +215,7 @@ async fn cassandra_rename_never_loses_an_update_made_between_copy_and_delete() {
                 })
             })
     };
-    let page = pass(&hooked, 10).await.unwrap();
+    let page = rename_pass(&hooked, "old", "new", 10).await.unwrap();
     assert!(
         calls.load(Ordering::SeqCst) >= 2,
         "the changed row was tried again"
@@ -273,7 +254,7 @@ async fn cassandra_rename_never_loses_an_update_made_between_copy_and_delete() {
                 })
             })
     };
-    let err = pass(&busy, 10).await.unwrap_err();
+    let err = rename_pass(&busy, "old", "new", 10).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
     assert!(err.is_temporary(), "{err}");
     assert!(err.to_string().contains("nothing was lost"), "{err}");
@@ -290,7 +271,9 @@ async fn cassandra_rename_never_loses_an_update_made_between_copy_and_delete() {
         "no copy of it left behind"
     );
     // Once the writer stops, the move completes.
-    let page = pass(writer.as_ref(), 10).await.unwrap();
+    let page = rename_pass(writer.as_ref(), "old", "new", 10)
+        .await
+        .unwrap();
     assert_eq!(page.renamed, 1);
     assert_eq!(
         writer.get(&Key::new("new", 7).unwrap()).await.unwrap(),
