@@ -126,7 +126,8 @@ mod backing {
     use crate::store::Result;
 
     const RECORDS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("changes");
-    const CREATED: TableDefinition<'static, &[u8], ()> = TableDefinition::new("created");
+    /// The keys of created entities (the value is empty).
+    const CREATED: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("created");
     /// The names of the scratch files: `tern-dry-run-<pid>-<uuid>.redb`.
     const PREFIX: &str = "tern-dry-run-";
     /// redb's page cache for the scratch file (its default is 1 GiB).
@@ -209,7 +210,7 @@ mod backing {
                         .insert(k.as_slice(), v.as_slice())
                         .map_err(|e| failed("writing", e))?;
                     if *is_created {
-                        created.insert(k.as_slice(), ())
+                        created.insert(k.as_slice(), &[][..])
                     } else {
                         created.remove(k.as_slice()).map(|_| None)
                     }
@@ -230,43 +231,23 @@ mod backing {
         ) -> Result<(Rows, bool)> {
             let txn = self.db.begin_read().map_err(|e| failed("reading", e))?;
             let mut out = Vec::new();
-            let missing =
-                |e: &redb::TableError| matches!(e, redb::TableError::TableDoesNotExist(_));
-            match table {
-                Table::Records => {
-                    let t = match txn.open_table(RECORDS) {
-                        Ok(t) => t,
-                        Err(e) if missing(&e) => return Ok((out, false)),
-                        Err(e) => return Err(failed("reading", e)),
-                    };
-                    for item in t
-                        .range::<&[u8]>((from, to))
-                        .map_err(|e| failed("reading", e))?
-                    {
-                        let (k, v) = item.map_err(|e| failed("reading", e))?;
-                        if out.len() >= limit {
-                            return Ok((out, true));
-                        }
-                        out.push((k.value().to_vec(), v.value().to_vec()));
-                    }
+            let t = match txn.open_table(match table {
+                Table::Records => RECORDS,
+                Table::Created => CREATED,
+            }) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok((out, false)),
+                Err(e) => return Err(failed("reading", e)),
+            };
+            for item in t
+                .range::<&[u8]>((from, to))
+                .map_err(|e| failed("reading", e))?
+            {
+                let (k, v) = item.map_err(|e| failed("reading", e))?;
+                if out.len() >= limit {
+                    return Ok((out, true));
                 }
-                Table::Created => {
-                    let t = match txn.open_table(CREATED) {
-                        Ok(t) => t,
-                        Err(e) if missing(&e) => return Ok((out, false)),
-                        Err(e) => return Err(failed("reading", e)),
-                    };
-                    for item in t
-                        .range::<&[u8]>((from, to))
-                        .map_err(|e| failed("reading", e))?
-                    {
-                        let (k, _) = item.map_err(|e| failed("reading", e))?;
-                        if out.len() >= limit {
-                            return Ok((out, true));
-                        }
-                        out.push((k.value().to_vec(), Vec::new()));
-                    }
-                }
+                out.push((k.value().to_vec(), v.value().to_vec()));
             }
             Ok((out, false))
         }
