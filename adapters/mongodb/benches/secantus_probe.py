@@ -73,6 +73,7 @@ def variants(n):
         "$sample of 100 ids": lambda c: list(c.aggregate([{"$sample": {"size": 100}}, {"$project": {"_id": 1}}])),
         "ranges of n/10 + version + plain test": lambda c: ranges(c, n, max(1, n // 10), [AT_0] + PLAIN),
         "ranges of n/4 + version + plain test": lambda c: ranges(c, n, max(1, n // 4), [AT_0] + PLAIN),
+        "one update_many over _id >= 0 (the _id index)": lambda c: c.update_many({"_id": {"$gte": 0}}, UPDATE),
         "one update_many + version": lambda c: ranges(c, n, n, [AT_0]),
         "one update_many + version + plain test": lambda c: ranges(c, n, n, [AT_0] + PLAIN),
         "$bucketAuto of _id into 10": lambda c: list(c.aggregate([{"$bucketAuto": {"groupBy": "$_id", "buckets": 10}}])),
