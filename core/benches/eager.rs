@@ -21,11 +21,9 @@ use std::time::Duration;
 use tern_core::migrate::RunOptions;
 use tern_core::model::Value;
 use tern_core::store::embedded::EmbeddedStore;
-use tern_core::store::{
-    BatchMetaOutcome, Filter, MetaUpdate, ScanRequest, Store, Write, write_then_meta_cas,
-};
+use tern_core::store::{Filter, ScanRequest, Store, Write};
 use tern_core::testing::bench::{self, BenchArgs, Ratios};
-use tern_core::testing::intercept::{Intercept, Intercepted};
+use tern_core::testing::intercept::{Intercepted, TwoCalls};
 
 /// The baseline: what a careful engineer writes by hand with the same store API.
 async fn hand_loop(store: &dyn Store, batch: usize) -> u64 {
@@ -62,28 +60,6 @@ async fn hand_loop(store: &dyn Store, batch: usize) -> u64 {
             Some(c) => cursor = Some(c),
             None => return done,
         }
-    }
-}
-
-/// The embedded store as every store without an atomic
-/// `Store::write_batch_with_meta` is seen by the engine (and as the embedded
-/// store was before it had one): each batch, then its checkpoint, in two calls
-/// and so two write transactions.
-#[derive(Debug)]
-struct TwoCalls;
-
-#[async_trait::async_trait]
-impl Intercept for TwoCalls {
-    async fn write_batch_with_meta(
-        &self,
-        inner: &dyn Store,
-        writes: Vec<Write>,
-        meta: MetaUpdate,
-    ) -> tern_core::store::Result<BatchMetaOutcome> {
-        write_then_meta_cas(inner, writes, meta).await
-    }
-    fn atomic_batch_with_meta(&self, _inner: &dyn Store) -> bool {
-        false
     }
 }
 

@@ -14,32 +14,15 @@ use tern_core::testing::battery::{
     Backend, MemoryBackend, RELEASE2, RELEASE3, blog, export, load, memory_export, migrator,
     reference_export,
 };
-use tern_core::testing::intercept::{Intercept, Intercepted};
+use tern_core::testing::intercept::{Intercept, Intercepted, TwoCalls};
 
 mod memory {
     tern_core::battery_tests!("memory", async { Ok::<_, String>(super::MemoryBackend) });
 }
 
-/// The memory store as a store without an atomic `write_batch_with_meta` (every
-/// adapter but the embedded store) is: a batch and its checkpoint are two calls.
-/// Keeps the engine's path for such stores under the whole battery here too.
-#[derive(Debug)]
-struct TwoCalls;
-
-#[async_trait]
-impl Intercept for TwoCalls {
-    async fn write_batch_with_meta(
-        &self,
-        inner: &dyn Store,
-        writes: Vec<tern_core::store::Write>,
-        meta: tern_core::store::MetaUpdate,
-    ) -> tern_core::store::Result<tern_core::store::BatchMetaOutcome> {
-        tern_core::store::write_then_meta_cas(inner, writes, meta).await
-    }
-    fn atomic_batch_with_meta(&self, _inner: &dyn Store) -> bool {
-        false
-    }
-}
+// The memory store seen through `TwoCalls` is a store without an atomic
+// `write_batch_with_meta` (every adapter but the embedded store): it keeps the
+// engine's path for such stores under the whole battery here too.
 
 /// Fresh memory stores seen through [`TwoCalls`].
 struct TwoCallsBackend;

@@ -488,26 +488,8 @@ mod tests {
     #[tokio::test]
     async fn a_fenced_batch_is_not_written_where_it_commits_with_its_checkpoint() {
         use crate::model::{Entity, Key, Map};
-        use crate::store::{BatchMetaOutcome, MetaUpdate, Result as StoreResult, Write};
-        use crate::store::{WriteOutcome, write_then_meta_cas};
-        use crate::testing::intercept::{Intercept, Intercepted};
-
-        #[derive(Debug)]
-        struct TwoCalls;
-        #[async_trait::async_trait]
-        impl Intercept for TwoCalls {
-            async fn write_batch_with_meta(
-                &self,
-                inner: &dyn Store,
-                writes: Vec<Write>,
-                meta: MetaUpdate,
-            ) -> StoreResult<BatchMetaOutcome> {
-                write_then_meta_cas(inner, writes, meta).await
-            }
-            fn atomic_batch_with_meta(&self, _inner: &dyn Store) -> bool {
-                false
-            }
-        }
+        use crate::store::{Write, WriteOutcome};
+        use crate::testing::intercept::{Intercepted, TwoCalls};
 
         let post = |id: i64| Entity::new(Key::new("post", id).unwrap(), Map::new());
         for atomic in [true, false] {

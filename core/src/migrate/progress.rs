@@ -77,6 +77,16 @@ pub enum FaultAt {
     AfterCheckpoint,
 }
 
+impl FaultAt {
+    /// Every point of a batch, in the order a batch reaches them.
+    pub const ALL: [FaultAt; 4] = [
+        FaultAt::BeforeWrite,
+        FaultAt::MidBatch,
+        FaultAt::BeforeCheckpoint,
+        FaultAt::AfterCheckpoint,
+    ];
+}
+
 /// Where a test may inject a crash: a point of a batch of a stage of a migration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultPoint {

@@ -422,12 +422,7 @@ pub async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(backend
             [(1, 0, 0, 5), (2, 0, 0, 5), (2, 1, 0, 5), (2, 1, 1, 3)]
         {
             for batch in 0..batches {
-                for at in [
-                    FaultAt::BeforeWrite,
-                    FaultAt::MidBatch,
-                    FaultAt::BeforeCheckpoint,
-                    FaultAt::AfterCheckpoint,
-                ] {
+                for at in FaultAt::ALL {
                     let point = FaultPoint {
                         migration,
                         stage,
@@ -508,12 +503,7 @@ pub async fn counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_
     // The second batch of migration 1's stage and of each phase of migration 2
     // (copy targets; move targets, then move sources).
     for (migration, stage, phase) in [(1, 0, 0), (2, 0, 0), (2, 1, 0), (2, 1, 1)] {
-        for at in [
-            FaultAt::BeforeWrite,
-            FaultAt::MidBatch,
-            FaultAt::BeforeCheckpoint,
-            FaultAt::AfterCheckpoint,
-        ] {
+        for at in FaultAt::ALL {
             let point = FaultPoint {
                 migration,
                 stage,

@@ -232,3 +232,25 @@ impl<I: Intercept> Store for Intercepted<I> {
         self.hooks.version_census(self.inner.as_ref(), kind).await
     }
 }
+
+/// Hooks that make a store write a batch and its checkpoint in two calls
+/// ([`write_then_meta_cas`](crate::store::write_then_meta_cas)), as every store
+/// without an atomic [`Store::write_batch_with_meta`] does: to keep the engine's
+/// path for such stores under test on a store that has the atomic call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TwoCalls;
+
+#[async_trait]
+impl Intercept for TwoCalls {
+    async fn write_batch_with_meta(
+        &self,
+        inner: &dyn Store,
+        writes: Vec<crate::store::Write>,
+        meta: crate::store::MetaUpdate,
+    ) -> Result<crate::store::BatchMetaOutcome> {
+        crate::store::write_then_meta_cas(inner, writes, meta).await
+    }
+    fn atomic_batch_with_meta(&self, _inner: &dyn Store) -> bool {
+        false
+    }
+}
