@@ -1,0 +1,324 @@
+//! The grammar model: key constructors, templates, productions with regular
+//! expressions over templates, and update expressions.
+
+use std::collections::BTreeMap;
+
+use crate::error::Span;
+
+/// The sort of every writer: users.
+pub const USER_SORT: &str = "user";
+
+/// An argument of a key template.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Term {
+    /// A variable. On the left of a production it is bound; on the right,
+    /// one that the left does not bind ranges over its whole sort for each
+    /// child (the paper's `|_{x ∈ X}` shorthand).
+    Var(String),
+    /// A constant, written `"Alice"`.
+    Const(String),
+}
+
+impl std::fmt::Display for Term {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Term::Var(v) => f.write_str(v),
+            Term::Const(c) => write!(f, "\"{c}\""),
+        }
+    }
+}
+
+/// A key template: a key constructor applied to terms, `comments(u', a)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    /// The index of the constructor in [`Grammar::keys`].
+    pub ctor: usize,
+    /// One term per parameter.
+    pub args: Vec<Term>,
+    /// Where it is written.
+    pub span: Span,
+}
+
+/// A regular expression over key templates: the sequence of a node's children.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Regex {
+    /// No children.
+    #[default]
+    Eps,
+    /// One child matching the template. The number identifies the occurrence
+    /// within its production.
+    Atom(usize, Template),
+    /// One after the other.
+    Seq(Vec<Regex>),
+    /// One of.
+    Alt(Vec<Regex>),
+    /// Zero or more.
+    Star(Box<Regex>),
+    /// One or more.
+    Plus(Box<Regex>),
+    /// Zero or one.
+    Opt(Box<Regex>),
+}
+
+impl Regex {
+    /// Every atom, in order.
+    pub fn atoms(&self) -> Vec<&Template> {
+        let mut out = Vec::new();
+        self.visit(&mut |_, t| out.push(t));
+        out
+    }
+
+    /// Calls `f` with each atom's occurrence number and template.
+    pub fn visit<'a>(&'a self, f: &mut impl FnMut(usize, &'a Template)) {
+        match self {
+            Regex::Eps => {}
+            Regex::Atom(i, t) => f(*i, t),
+            Regex::Seq(v) | Regex::Alt(v) => v.iter().for_each(|r| r.visit(f)),
+            Regex::Star(r) | Regex::Plus(r) | Regex::Opt(r) => r.visit(f),
+        }
+    }
+
+    /// Whether the expression matches some word whose atoms all satisfy `ok`.
+    pub fn can(&self, ok: &impl Fn(&Template) -> bool) -> bool {
+        match self {
+            Regex::Eps | Regex::Star(_) | Regex::Opt(_) => true,
+            Regex::Atom(_, t) => ok(t),
+            Regex::Seq(v) => v.iter().all(|r| r.can(ok)),
+            Regex::Alt(v) => v.iter().any(|r| r.can(ok)),
+            Regex::Plus(r) => r.can(ok),
+        }
+    }
+
+    /// The atoms that occur in some word matched by the expression whose
+    /// atoms all satisfy `ok` (the children a valid tree can actually have).
+    pub fn live_atoms(&self, ok: &impl Fn(&Template) -> bool) -> Vec<(usize, &Template)> {
+        let mut out = Vec::new();
+        self.live_into(ok, &mut out);
+        out
+    }
+
+    fn live_into<'a>(
+        &'a self,
+        ok: &impl Fn(&Template) -> bool,
+        out: &mut Vec<(usize, &'a Template)>,
+    ) {
+        if !self.can(ok) {
+            return;
+        }
+        match self {
+            Regex::Eps => {}
+            Regex::Atom(i, t) => out.push((*i, t)),
+            Regex::Seq(v) | Regex::Alt(v) => v.iter().for_each(|r| r.live_into(ok, out)),
+            Regex::Star(r) | Regex::Plus(r) | Regex::Opt(r) => r.live_into(ok, out),
+        }
+    }
+
+    /// Whether occurrence `occ` is under a `*` or `+` (a node can have two such children).
+    pub fn repeatable(&self, occ: usize) -> bool {
+        fn go(r: &Regex, occ: usize, under: bool) -> Option<bool> {
+            match r {
+                Regex::Eps => None,
+                Regex::Atom(i, _) => (*i == occ).then_some(under),
+                Regex::Seq(v) | Regex::Alt(v) => v.iter().find_map(|r| go(r, occ, under)),
+                Regex::Star(r) | Regex::Plus(r) => go(r, occ, true),
+                Regex::Opt(r) => go(r, occ, under),
+            }
+        }
+        go(self, occ, false).unwrap_or(false)
+    }
+}
+
+/// `key NAME(SORT, ...)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyDecl {
+    /// The constructor's name (the entity kind).
+    pub name: String,
+    /// The sort of each parameter (`user` for user ids).
+    pub sorts: Vec<String>,
+    /// Where it is declared.
+    pub span: Span,
+}
+
+/// `NAME(x, y) ::= REGEX`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Production {
+    /// The constructor this production is for.
+    pub ctor: usize,
+    /// The bound variables, one per parameter, all different.
+    pub params: Vec<String>,
+    /// The children.
+    pub rhs: Regex,
+    /// Where it is written.
+    pub span: Span,
+}
+
+/// `put` or `del`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOp {
+    /// `put_u(k)` / `put_u(k, v)`.
+    Put,
+    /// `del_u(k)`.
+    Del,
+}
+
+/// An update expression: user `writer` writes keys matching `key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteExpr {
+    /// put or del.
+    pub op: WriteOp,
+    /// The writing user: a variable (bound by the key, or not) or a constant.
+    pub writer: Term,
+    /// The keys written.
+    pub key: Template,
+    /// Where it is written.
+    pub span: Span,
+}
+
+/// A checked grammar with its update expressions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Grammar {
+    /// The key constructors.
+    pub keys: Vec<KeyDecl>,
+    /// Optional names per sort (`domain user = Alice, Bob`), used for the
+    /// finite instantiation and to name witnesses.
+    pub domains: BTreeMap<String, Vec<String>>,
+    /// The start production `root ::= REGEX`: its atoms are the entities that
+    /// may be the top of an entity group.
+    pub root: Regex,
+    /// Where `root` is written.
+    pub root_span: Span,
+    /// At most one production per constructor, indexed like [`Grammar::keys`].
+    pub productions: Vec<Option<Production>>,
+    /// The update expressions.
+    pub writes: Vec<WriteExpr>,
+}
+
+impl Grammar {
+    /// The constructor's name.
+    pub fn name(&self, ctor: usize) -> &str {
+        &self.keys[ctor].name
+    }
+
+    /// The production of a constructor (every constructor has one after parsing).
+    pub fn production(&self, ctor: usize) -> Option<&Production> {
+        self.productions.get(ctor).and_then(Option::as_ref)
+    }
+
+    /// The largest arity of any constructor.
+    pub fn max_arity(&self) -> usize {
+        self.keys.iter().map(|k| k.sorts.len()).max().unwrap_or(0)
+    }
+
+    /// Every sort used, with `user` always first.
+    pub fn sorts(&self) -> Vec<String> {
+        let mut out = vec![USER_SORT.to_owned()];
+        for k in &self.keys {
+            for s in &k.sorts {
+                if !out.contains(s) {
+                    out.push(s.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The constants written in the file, per sort.
+    pub fn constants(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut add = |sort: &str, c: &str| {
+            let v = out.entry(sort.to_owned()).or_default();
+            if !v.iter().any(|x| x == c) {
+                v.push(c.to_owned());
+            }
+        };
+        let mut templates: Vec<&Template> = self.root.atoms();
+        for p in self.productions.iter().flatten() {
+            templates.extend(p.rhs.atoms());
+        }
+        for w in &self.writes {
+            templates.push(&w.key);
+            if let Term::Const(c) = &w.writer {
+                add(USER_SORT, c);
+            }
+        }
+        for t in templates {
+            for (i, a) in t.args.iter().enumerate() {
+                if let Term::Const(c) = a {
+                    add(&self.keys[t.ctor].sorts[i], c);
+                }
+            }
+        }
+        out
+    }
+
+    /// A template as text, `comments(u', a)`.
+    pub fn show(&self, t: &Template) -> String {
+        show_key(self.name(t.ctor), &t.args)
+    }
+
+    /// A regular expression as text, in the input syntax.
+    pub fn show_regex(&self, r: &Regex) -> String {
+        fn go(g: &Grammar, r: &Regex, prec: u8) -> String {
+            match r {
+                Regex::Eps => "eps".into(),
+                Regex::Atom(_, t) => g.show(t),
+                Regex::Seq(v) => {
+                    let s = v.iter().map(|r| go(g, r, 2)).collect::<Vec<_>>().join(" ");
+                    if prec > 1 { format!("({s})") } else { s }
+                }
+                Regex::Alt(v) => {
+                    let s = v.iter().map(|r| go(g, r, 1)).collect::<Vec<_>>().join(" | ");
+                    if prec > 0 { format!("({s})") } else { s }
+                }
+                Regex::Star(r) => format!("{}*", go(g, r, 3)),
+                Regex::Plus(r) => format!("{}+", go(g, r, 3)),
+                Regex::Opt(r) => format!("{}?", go(g, r, 3)),
+            }
+        }
+        go(self, r, 0)
+    }
+
+    /// The whole grammar in the input syntax (used for the suggested schema).
+    pub fn to_source(&self) -> String {
+        let mut s = String::new();
+        for k in &self.keys {
+            s.push_str(&format!("key {}({})\n", k.name, k.sorts.join(", ")));
+        }
+        for (sort, vals) in &self.domains {
+            s.push_str(&format!("domain {sort} = {}\n", vals.join(", ")));
+        }
+        s.push_str(&format!("root ::= {}\n", self.show_regex(&self.root)));
+        for p in self.productions.iter().flatten() {
+            let lhs = show_key(
+                self.name(p.ctor),
+                &p.params.iter().cloned().map(Term::Var).collect::<Vec<_>>(),
+            );
+            s.push_str(&format!("{lhs} ::= {}\n", self.show_regex(&p.rhs)));
+        }
+        for w in &self.writes {
+            s.push_str(&format!("{}\n", self.show_write(w)));
+        }
+        s
+    }
+
+    /// An update expression as text, `put_u(comments(u, a))`.
+    pub fn show_write(&self, w: &WriteExpr) -> String {
+        let op = match w.op {
+            WriteOp::Put => "put",
+            WriteOp::Del => "del",
+        };
+        match &w.writer {
+            Term::Var(v) => format!("{op}_{v}({})", self.show(&w.key)),
+            Term::Const(c) => format!("{op}_\"{c}\"({})", self.show(&w.key)),
+        }
+    }
+}
+
+/// `name(a, b)`, or `name` without arguments.
+pub fn show_key(name: &str, args: &[Term]) -> String {
+    if args.is_empty() {
+        return name.to_owned();
+    }
+    let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+    format!("{name}({})", args.join(", "))
+}

@@ -1,0 +1,166 @@
+//! The \[MC\] write-contention model check (Scherzinger et al., "On the
+//! Necessity of Model Checking NoSQL Database Schemas when Building SaaS
+//! Applications"): is every entity group of a schema written by one user only?
+//!
+//! Input: an extended regular tree grammar over key templates and the users'
+//! update expressions ([`parse`], format in docs/contention.md). The check runs
+//! two ways: [`symbolic`] on templates with variables (the verdict and the
+//! witness), and [`finite`], the paper's hedge-automata algorithm over an
+//! instantiated finite alphabet, as a cross-check. An unsafe schema gets a
+//! [`Witness`] and, where possible, a re-checked [`Suggestion`].
+
+mod error;
+pub mod finite;
+pub mod grammar;
+mod lexer;
+mod nfa;
+mod parser;
+pub mod render;
+mod suggest;
+pub mod symbolic;
+mod witness;
+
+use serde::Serialize;
+
+pub use error::{Error, Span, Warning};
+pub use finite::{Domains, FiniteResult, Tree};
+pub use grammar::Grammar;
+pub use parser::parse;
+pub use suggest::{MAX_STEPS, Suggestion, suggest};
+pub use witness::Witness;
+
+/// SAFE or UNSAFE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    /// No entity group can be written by two users.
+    Safe,
+    /// Some entity group can be written by two users (or by none).
+    Unsafe,
+}
+
+/// The largest alphabet the finite cross-check instantiates.
+pub const FINITE_LIMIT: usize = 20_000;
+
+/// Everything the analysis found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The verdict of the symbolic check.
+    pub verdict: Verdict,
+    /// Why it is unsafe.
+    pub witness: Option<Witness>,
+    /// A safe alternative, re-checked.
+    pub suggestion: Option<Suggestion>,
+    /// The finite cross-check over a sufficient instantiation, unless too large.
+    pub finite: Option<FiniteResult>,
+    /// Why the finite check did not run.
+    pub finite_skipped: Option<String>,
+    /// Problems that do not stop the analysis.
+    pub warnings: Vec<Warning>,
+}
+
+impl Report {
+    /// Whether the finite check ran and disagrees with the symbolic one (a bug).
+    pub fn disagreement(&self) -> bool {
+        self.finite
+            .as_ref()
+            .is_some_and(|f| f.safe() != (self.verdict == Verdict::Safe))
+    }
+}
+
+/// The symbolic verdict alone.
+pub fn verdict(g: &Grammar) -> Verdict {
+    if symbolic::check(g).is_none() {
+        Verdict::Safe
+    } else {
+        Verdict::Unsafe
+    }
+}
+
+/// Warnings: update expressions for keys no valid entity group contains.
+pub fn warnings(g: &Grammar) -> Vec<Warning> {
+    let prod = symbolic::productive(g);
+    let mut reach = vec![false; g.keys.len()];
+    let mut stack: Vec<usize> = g
+        .root
+        .atoms()
+        .iter()
+        .map(|t| t.ctor)
+        .filter(|&c| prod[c])
+        .collect();
+    while let Some(c) = stack.pop() {
+        if reach[c] {
+            continue;
+        }
+        reach[c] = true;
+        if let Some(p) = g.production(c) {
+            stack.extend(p.rhs.live_atoms(&|t| prod[t.ctor]).iter().map(|(_, t)| t.ctor));
+        }
+    }
+    let mut out = Vec::new();
+    for w in &g.writes {
+        if !reach[w.key.ctor] {
+            out.push(Warning {
+                span: w.key.span,
+                message: format!(
+                    "{} writes `{}` keys, which no entity group of the grammar contains; add it to a production or to `root`",
+                    g.show_write(w),
+                    g.name(w.key.ctor)
+                ),
+            });
+        }
+    }
+    if !g.root.atoms().iter().any(|t| prod[t.ctor]) {
+        out.push(Warning {
+            span: g.root_span,
+            message: "no key in `root` has a finite valid tree, so there are no entity groups (trivially SAFE)".into(),
+        });
+    }
+    out
+}
+
+/// Parses and analyses a grammar file.
+///
+/// # Errors
+/// A syntax or consistency error at its line and column.
+pub fn analyze(src: &str) -> Result<Report, Error> {
+    let g = parse(src)?;
+    Ok(analyze_grammar(&g))
+}
+
+/// Analyses a parsed grammar.
+pub fn analyze_grammar(g: &Grammar) -> Report {
+    let finding = symbolic::check(g);
+    let verdict = if finding.is_none() {
+        Verdict::Safe
+    } else {
+        Verdict::Unsafe
+    };
+    let witness = finding.as_ref().map(|f| witness::build(g, f));
+    let suggestion = finding.as_ref().and_then(|_| suggest(g));
+    let d = Domains::new(g, Domains::sufficient(g));
+    let size = d.alphabet_size(g);
+    let (finite, finite_skipped) = if size > FINITE_LIMIT {
+        (
+            None,
+            Some(format!(
+                "the finite alphabet would have {size} keys (limit {FINITE_LIMIT})"
+            )),
+        )
+    } else if d.users().len() > finite::MAX_USERS {
+        (
+            None,
+            Some(format!("more than {} users", finite::MAX_USERS)),
+        )
+    } else {
+        (Some(finite::check(g, &d)), None)
+    };
+    Report {
+        verdict,
+        witness,
+        suggestion,
+        finite,
+        finite_skipped,
+        warnings: warnings(g),
+    }
+}
