@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand};
 /// `embedded:PATH`, `mongodb://...`, `redis://...`, `cassandra://host:port/keyspace`.
 ///
 /// Exit codes: 0 ok, 1 error, 2 usage, 3 lock held, 4 checksum mismatch,
-/// 5 unsafe migration refused, 130 interrupted (resumable).
+/// 5 unsafe migration refused, 10 `analyze contention`: UNSAFE,
+/// 130 interrupted (resumable).
 #[derive(Debug, Parser)]
 #[command(name = "tern", version, propagate_version = true, max_term_width = 100)]
 pub struct Opt {
@@ -66,6 +67,8 @@ pub enum Command {
     Import(ImportArgs),
     /// Write entities as JSON Lines, sorted by kind then id.
     Export(ExportArgs),
+    /// Static analyses of a schema: `analyze contention FILE` ([MC] write contention).
+    Analyze(crate::cmd::analyze::AnalyzeArgs),
 }
 
 /// `tern init`.

@@ -249,7 +249,10 @@ impl Parser {
     fn template(&mut self) -> Result<RawTemplate, Error> {
         let (name, span) = self.ident("a key, e.g. `comments(u, a)`")?;
         let mut args = Vec::new();
-        if self.peek() == &Tok::LParen {
+        // Arguments follow the name directly: `k(x)`; `k (x)` is `k` then a group.
+        let adjacent = self.span().line == span.line
+            && self.span().col as usize == span.col as usize + name.chars().count();
+        if self.peek() == &Tok::LParen && adjacent {
             self.next();
             if self.peek() != &Tok::RParen {
                 loop {
