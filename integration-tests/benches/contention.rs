@@ -113,10 +113,13 @@ async fn round(store: Arc<dyn Store>, layout: Layout, n: usize, retries: u32, ta
     };
     for k in &keys {
         store
-            .put(empty(&kind, match &k.id {
-                Value::String(s) => s.clone(),
-                _ => unreachable!(),
-            }))
+            .put(empty(
+                &kind,
+                match &k.id {
+                    Value::String(s) => s.clone(),
+                    _ => unreachable!(),
+                },
+            ))
             .await
             .expect("setup");
     }
@@ -186,7 +189,9 @@ async fn open(name: &str) -> Result<(Arc<dyn Store>, String), String> {
         "cassandra" => {
             let b = tern_integration_tests::cassandra::backend().await?;
             let url = b.fresh_url();
-            let s = tern_cassandra::open(&url).await.map_err(|e| e.to_string())?;
+            let s = tern_cassandra::open(&url)
+                .await
+                .map_err(|e| e.to_string())?;
             Ok((s, url))
         }
         other => Err(format!("unknown store {other}")),
@@ -205,9 +210,14 @@ async fn drop_place(name: &str, place: &str) {
         "cassandra" => {
             if let Ok(b) = tern_integration_tests::cassandra::backend().await
                 && let Ok(s) = b.session().await
-                && let Some(ks) = place.rsplit('/').next().map(|k| k.split('?').next().unwrap_or(k))
+                && let Some(ks) = place
+                    .rsplit('/')
+                    .next()
+                    .map(|k| k.split('?').next().unwrap_or(k))
             {
-                let _ = s.query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), ()).await;
+                let _ = s
+                    .query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), ())
+                    .await;
             }
         }
         _ => {} // Redis: the round deleted every key under the fresh prefix.
@@ -226,7 +236,9 @@ async fn main() {
     let (va, vu) = (verdict("article.mc"), verdict("user.mc"));
     println!("checker: examples/contention/article.mc {va}, examples/contention/user.mc {vu}");
     println!();
-    println!("| store | layout (verdict) | N | retries | failed writes | lost updates | attempts/write | writes/s |");
+    println!(
+        "| store | layout (verdict) | N | retries | failed writes | lost updates | attempts/write | writes/s |"
+    );
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
     let mut predicted = true;
     for name in stores.split(',') {
@@ -256,7 +268,11 @@ async fn main() {
                         layout.name(),
                         s.attempts as f64 / n as f64,
                         s.ok as f64 / s.elapsed.as_secs_f64(),
-                        if s.errors > 0 { format!(" {} errors", s.errors) } else { String::new() }
+                        if s.errors > 0 {
+                            format!(" {} errors", s.errors)
+                        } else {
+                            String::new()
+                        }
                     );
                 }
             }

@@ -30,7 +30,11 @@ impl Domains {
             let c = consts.get(&sort).cloned().unwrap_or_default();
             let mut vals = c.clone();
             let mut names: Vec<String> = g.domains.get(&sort).cloned().unwrap_or_default();
-            let prefix = if sort == USER_SORT { "user" } else { sort.as_str() };
+            let prefix = if sort == USER_SORT {
+                "user"
+            } else {
+                sort.as_str()
+            };
             let mut n = 1;
             while names.iter().filter(|v| !c.contains(v)).count() < fresh {
                 let name = format!("{prefix}{n}");
@@ -168,6 +172,12 @@ impl FiniteResult {
     }
 }
 
+/// Per key: each reachable A_w state set with the (child key, child set) sequence that first gave it.
+type Reach = Vec<Vec<(u128, Vec<(usize, u128)>)>>;
+
+/// An exploration node: NFA state, running set, predecessor node and the child read.
+type Node = (usize, u128, Option<(usize, (usize, u128))>);
+
 struct Alphabet {
     keys: Vec<(usize, Vec<String>)>,
 }
@@ -250,7 +260,7 @@ pub fn check(g: &Grammar, d: &Domains) -> FiniteResult {
         letters.push(per_occ);
     }
     // The product: reachable (σ, S) pairs with the children that first gave them.
-    let mut reach: Vec<Vec<(u128, Vec<(usize, u128)>)>> = vec![Vec::new(); alphabet];
+    let mut reach: Reach = vec![Vec::new(); alphabet];
     loop {
         let mut changed = false;
         for s in 0..alphabet {
@@ -294,12 +304,12 @@ pub fn check(g: &Grammar, d: &Domains) -> FiniteResult {
 fn explore(
     nfa: &Nfa,
     letters: &HashMap<usize, Vec<usize>>,
-    reach: &[Vec<(u128, Vec<(usize, u128)>)>],
+    reach: &Reach,
     start_mask: u128,
 ) -> Vec<(u128, Vec<(usize, u128)>)> {
     let mut seen: HashMap<(usize, u128), usize> = HashMap::new();
     // node: (nfa state, mask, predecessor node, child read)
-    let mut nodes: Vec<(usize, u128, Option<(usize, (usize, u128))>)> = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
     let mut queue = VecDeque::new();
     for s in nfa.closure(&[nfa.start]) {
         if seen.insert((s, start_mask), nodes.len()).is_none() {
@@ -341,13 +351,7 @@ fn explore(
     out
 }
 
-fn build_tree(
-    g: &Grammar,
-    sigma: &Alphabet,
-    reach: &[Vec<(u128, Vec<(usize, u128)>)>],
-    s: usize,
-    mask: u128,
-) -> Tree {
+fn build_tree(g: &Grammar, sigma: &Alphabet, reach: &Reach, s: usize, mask: u128) -> Tree {
     let (ctor, vals) = &sigma.keys[s];
     let kids = reach[s]
         .iter()
@@ -382,8 +386,7 @@ pub struct Run<S> {
 /// Runs A_s bottom-up on a tree: a node gets `q_σ` (shown as `q_` and its key)
 /// when its children all have states and their sequence matches σ's production.
 pub fn run_schema(g: &Grammar, t: &Tree) -> Run<Option<String>> {
-    let children: Vec<Run<Option<String>>> =
-        t.children.iter().map(|c| run_schema(g, c)).collect();
+    let children: Vec<Run<Option<String>>> = t.children.iter().map(|c| run_schema(g, c)).collect();
     let ok = children.iter().all(|c| c.state.is_some()) && horizontal_ok(g, t);
     Run {
         state: ok.then(|| format!("q_{}", t.key())),
@@ -413,7 +416,12 @@ fn horizontal_ok(g: &Grammar, t: &Tree) -> bool {
     if p.params.len() != t.values.len() {
         return false;
     }
-    let b: Binding = p.params.iter().cloned().zip(t.values.iter().cloned()).collect();
+    let b: Binding = p
+        .params
+        .iter()
+        .cloned()
+        .zip(t.values.iter().cloned())
+        .collect();
     let mut occs: HashMap<usize, &Template> = HashMap::new();
     p.rhs.visit(&mut |o, tm| {
         occs.insert(o, tm);

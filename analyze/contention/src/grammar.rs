@@ -267,7 +267,11 @@ impl Grammar {
                     if prec > 1 { format!("({s})") } else { s }
                 }
                 Regex::Alt(v) => {
-                    let s = v.iter().map(|r| go(g, r, 1)).collect::<Vec<_>>().join(" | ");
+                    let s = v
+                        .iter()
+                        .map(|r| go(g, r, 1))
+                        .collect::<Vec<_>>()
+                        .join(" | ");
                     if prec > 0 { format!("({s})") } else { s }
                 }
                 Regex::Star(r) => format!("{}*", go(g, r, 3)),

@@ -169,7 +169,9 @@ pub(crate) fn lex(src: &str) -> Result<Vec<(Tok, Span)>, Error> {
             other => {
                 return Err(Error::new(
                     span,
-                    format!("unexpected character `{other}` (see docs/contention.md for the format)"),
+                    format!(
+                        "unexpected character `{other}` (see docs/contention.md for the format)"
+                    ),
                 ));
             }
         }

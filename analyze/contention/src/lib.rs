@@ -94,7 +94,12 @@ pub fn warnings(g: &Grammar) -> Vec<Warning> {
         }
         reach[c] = true;
         if let Some(p) = g.production(c) {
-            stack.extend(p.rhs.live_atoms(&|t| prod[t.ctor]).iter().map(|(_, t)| t.ctor));
+            stack.extend(
+                p.rhs
+                    .live_atoms(&|t| prod[t.ctor])
+                    .iter()
+                    .map(|(_, t)| t.ctor),
+            );
         }
     }
     let mut out = Vec::new();
@@ -148,10 +153,7 @@ pub fn analyze_grammar(g: &Grammar) -> Report {
             )),
         )
     } else if d.users().len() > finite::MAX_USERS {
-        (
-            None,
-            Some(format!("more than {} users", finite::MAX_USERS)),
-        )
+        (None, Some(format!("more than {} users", finite::MAX_USERS)))
     } else {
         (Some(finite::check(g, &d)), None)
     };

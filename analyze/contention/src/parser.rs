@@ -188,10 +188,7 @@ impl Parser {
                     let key = self.template()?;
                     if self.peek() == &Tok::Comma {
                         if op == WriteOp::Del {
-                            return Err(Error::new(
-                                self.span(),
-                                "`del_u(k)` takes only the key",
-                            ));
+                            return Err(Error::new(self.span(), "`del_u(k)` takes only the key"));
                         }
                         self.next();
                         // The value: ignored by the analysis (only keys matter).
@@ -361,15 +358,19 @@ struct Resolver<'a> {
 
 impl Resolver<'_> {
     fn ctor(&self, t: &RawTemplate) -> Result<usize, Error> {
-        let i = self.keys.iter().position(|k| k.name == t.name).ok_or_else(|| {
-            Error::new(
-                t.span,
-                format!(
-                    "unknown key constructor `{}`: declare it with `key {}(SORT, ...)`",
-                    t.name, t.name
-                ),
-            )
-        })?;
+        let i = self
+            .keys
+            .iter()
+            .position(|k| k.name == t.name)
+            .ok_or_else(|| {
+                Error::new(
+                    t.span,
+                    format!(
+                        "unknown key constructor `{}`: declare it with `key {}(SORT, ...)`",
+                        t.name, t.name
+                    ),
+                )
+            })?;
         let want = self.keys[i].sorts.len();
         if t.args.len() != want {
             return Err(Error::new(
@@ -538,7 +539,10 @@ fn resolve(raw: RawFile) -> Result<Grammar, Error> {
             };
             return Err(Error::new(
                 k.span,
-                format!("key `{}` has no production; add `{lhs} ::= eps` for a leaf", k.name),
+                format!(
+                    "key `{}` has no production; add `{lhs} ::= eps` for a leaf",
+                    k.name
+                ),
             ));
         }
     }

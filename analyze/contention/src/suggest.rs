@@ -57,7 +57,7 @@ fn next_occ(g: &Grammar) -> usize {
 }
 
 fn remove_occ(r: &Regex, occ: usize) -> Regex {
-    let r = match r {
+    match r {
         Regex::Atom(o, _) if *o == occ => Regex::Eps,
         Regex::Eps | Regex::Atom(..) => r.clone(),
         Regex::Seq(v) => {
@@ -97,8 +97,7 @@ fn remove_occ(r: &Regex, occ: usize) -> Regex {
                 }
             }
         }
-    };
-    r
+    }
 }
 
 fn add_repeated(r: &Regex, atom: Regex) -> Regex {

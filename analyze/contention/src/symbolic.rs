@@ -51,12 +51,12 @@ pub(crate) fn levels(g: &Grammar) -> Vec<Option<usize>> {
     let mut lv: Vec<Option<usize>> = vec![None; g.keys.len()];
     for k in 1..=g.keys.len() + 1 {
         let snapshot = lv.clone();
-        for c in 0..g.keys.len() {
-            if lv[c].is_none()
+        for (c, l) in lv.iter_mut().enumerate() {
+            if l.is_none()
                 && g.production(c)
                     .is_some_and(|p| p.rhs.can(&|t| snapshot[t.ctor].is_some_and(|l| l < k)))
             {
-                lv[c] = Some(k);
+                *l = Some(k);
             }
         }
     }
@@ -196,17 +196,16 @@ impl Unifier {
 /// Renumbers variables in order of first appearance.
 fn canon(p: &Pattern) -> Pattern {
     let mut map: HashMap<usize, usize> = HashMap::new();
-    let terms = p
-        .1
-        .iter()
-        .map(|t| match t {
-            P::C(c) => P::C(c.clone()),
-            P::V(v) => {
-                let n = map.len();
-                P::V(*map.entry(*v).or_insert(n))
-            }
-        })
-        .collect();
+    let terms =
+        p.1.iter()
+            .map(|t| match t {
+                P::C(c) => P::C(c.clone()),
+                P::V(v) => {
+                    let n = map.len();
+                    P::V(*map.entry(*v).or_insert(n))
+                }
+            })
+            .collect();
     (p.0, terms)
 }
 
@@ -306,7 +305,10 @@ pub(crate) fn check(g: &Grammar) -> Option<Finding> {
                 && cw != pw
             {
                 let path = path_to(g, &nodes, n);
-                let last = path.last().map(|(p, _)| p.clone()).unwrap_or(parent.clone());
+                let last = path
+                    .last()
+                    .map(|(p, _)| p.clone())
+                    .unwrap_or(parent.clone());
                 let mut next = max_var_path(&path);
                 let child = child_of(g, &last, atom, &mut next, &mut HashMap::new());
                 return Some(Finding::TwoWriters {

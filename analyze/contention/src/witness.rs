@@ -48,7 +48,9 @@ impl Builder<'_> {
             && depth < 64
         {
             let level = self.level.clone();
-            let word = min_word(&p.rhs, &|t: &Template| level[t.ctor].is_some_and(|l| l < lv));
+            let word = min_word(&p.rhs, &|t: &Template| {
+                level[t.ctor].is_some_and(|l| l < lv)
+            });
             for atom in word {
                 let c = child_of(self.g, &pat, &atom, &mut self.next, &mut HashMap::new());
                 children.push(self.min_tree(c, depth + 1));
@@ -184,7 +186,11 @@ impl Namer {
         let mut out = HashMap::new();
         let mut by_sort: BTreeMap<String, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
         for v in order {
-            let s = self.sorts.get(v).cloned().unwrap_or_else(|| USER_SORT.into());
+            let s = self
+                .sorts
+                .get(v)
+                .cloned()
+                .unwrap_or_else(|| USER_SORT.into());
             let e = by_sort.entry(s).or_default();
             if contenders.contains(v) {
                 if !e.1.contains(v) {
@@ -196,7 +202,11 @@ impl Namer {
         }
         for (sort, (front, back)) in by_sort {
             let names = self.names.entry(sort.clone()).or_default();
-            let prefix = if sort == USER_SORT { "user".to_owned() } else { sort.clone() };
+            let prefix = if sort == USER_SORT {
+                "user".to_owned()
+            } else {
+                sort.clone()
+            };
             let mut n = 1;
             while names.len() < front.len() + back.len() {
                 let name = format!("{prefix}{n}");
@@ -334,7 +344,10 @@ pub(crate) fn build(g: &Grammar, f: &Finding) -> Witness {
             let mut order = Vec::new();
             vars_in_order(&tree, &mut order);
             let names = namer.assign(&order, &[]);
-            let last = path.last().map(|(p, _)| p.clone()).unwrap_or((0, Vec::new()));
+            let last = path
+                .last()
+                .map(|(p, _)| p.clone())
+                .unwrap_or((0, Vec::new()));
             let key = to_tree(
                 g,
                 &STree {
@@ -344,8 +357,10 @@ pub(crate) fn build(g: &Grammar, f: &Finding) -> Witness {
                 &names,
             )
             .key();
-            let mut responsible: Vec<(u32, String)> =
-                path.iter().map(|(p, _)| line_of_production(g, p.0)).collect();
+            let mut responsible: Vec<(u32, String)> = path
+                .iter()
+                .map(|(p, _)| line_of_production(g, p.0))
+                .collect();
             responsible.dedup();
             Witness {
                 kind: "unwritten".into(),
@@ -373,7 +388,10 @@ pub(crate) fn build(g: &Grammar, f: &Finding) -> Witness {
                 .unwrap_or(0);
             let tree = complete_path(&mut b, path, Some(*occ));
             note_all(&mut namer, g, &tree);
-            let parent = path.last().map(|(p, _)| p.clone()).unwrap_or((0, Vec::new()));
+            let parent = path
+                .last()
+                .map(|(p, _)| p.clone())
+                .unwrap_or((0, Vec::new()));
             let parent_vars: Vec<usize> = path
                 .iter()
                 .flat_map(|(p, _)| p.1.iter())
@@ -382,7 +400,7 @@ pub(crate) fn build(g: &Grammar, f: &Finding) -> Witness {
             // Contenders: writer variables of the contended children that the path does not bind.
             let mut contenders = Vec::new();
             let mut child_keys = Vec::new();
-            collect_children(g, &tree, &parent, child.0, &mut child_keys);
+            collect_children(&tree, &parent, child.0, &mut child_keys);
             for c in &child_keys {
                 if let Some((P::V(v), _)) = crate::symbolic::writer_of(g, c)
                     && !parent_vars.contains(&v)
@@ -399,7 +417,11 @@ pub(crate) fn build(g: &Grammar, f: &Finding) -> Witness {
                 g,
                 &d,
                 parent.0,
-                &parent.1.iter().map(|p| name_term(p, &names)).collect::<Vec<_>>(),
+                &parent
+                    .1
+                    .iter()
+                    .map(|p| name_term(p, &names))
+                    .collect::<Vec<_>>(),
             );
             let mut users: Vec<String> = pw;
             let mut key = String::new();
@@ -477,13 +499,7 @@ fn child_keys_text(g: &Grammar, keys: &[Pattern], names: &HashMap<usize, String>
 }
 
 /// The patterns of the children of ctor `child_ctor` directly under the node `parent`.
-fn collect_children(
-    g: &Grammar,
-    t: &STree,
-    parent: &Pattern,
-    child_ctor: usize,
-    out: &mut Vec<Pattern>,
-) {
+fn collect_children(t: &STree, parent: &Pattern, child_ctor: usize, out: &mut Vec<Pattern>) {
     if &t.pat == parent {
         for c in &t.children {
             if c.pat.0 == child_ctor && !out.contains(&c.pat) {
@@ -493,7 +509,7 @@ fn collect_children(
         return;
     }
     for c in &t.children {
-        collect_children(g, c, parent, child_ctor, out);
+        collect_children(c, parent, child_ctor, out);
     }
 }
 
@@ -519,10 +535,9 @@ fn complete_path(
     };
     let mut sub = match contended {
         Some(occ) => {
-            let two = b
-                .g
-                .production(last.0)
-                .is_some_and(|p| p.rhs.repeatable(occ));
+            let two =
+                b.g.production(last.0)
+                    .is_some_and(|p| p.rhs.repeatable(occ));
             let atom = atom_at(b.g, last.0, occ);
             let slots = b.around(last, occ, two);
             let children = slots
@@ -531,9 +546,7 @@ fn complete_path(
                     Some(t) => t,
                     None => {
                         let c = match &atom {
-                            Some(a) => {
-                                child_of(b.g, last, a, &mut b.next, &mut HashMap::new())
-                            }
+                            Some(a) => child_of(b.g, last, a, &mut b.next, &mut HashMap::new()),
                             None => (0, Vec::new()),
                         };
                         b.min_tree(c, 0)

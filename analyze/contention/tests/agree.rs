@@ -19,6 +19,12 @@ impl Rng {
 
 const SORTS: [&str; 2] = ["user", "item"];
 
+/// Variables in scope with their sort index.
+type Bound = [(String, usize)];
+
+/// Makes an atom for the variables in scope.
+type AtomFn<'a> = dyn Fn(&mut Rng, &Bound) -> String + 'a;
+
 /// A random grammar in the file format: 2-4 constructors of arity 0-2 over
 /// two sorts, random regular expressions (recursion allowed), variables bound
 /// by the left side, free ones, and constants; writes that bind their writer,
@@ -35,7 +41,11 @@ fn grammar(seed: u64) -> String {
         s.push_str(&format!("key k{i}({})\n", names.join(", ")));
     }
     let term = |r: &mut Rng, sort: usize, bound: &[(String, usize)]| -> String {
-        let same: Vec<&String> = bound.iter().filter(|(_, s)| *s == sort).map(|(v, _)| v).collect();
+        let same: Vec<&String> = bound
+            .iter()
+            .filter(|(_, s)| *s == sort)
+            .map(|(v, _)| v)
+            .collect();
         match r.next(5) {
             0 | 1 if !same.is_empty() => same[r.next(same.len() as u64) as usize].clone(),
             2 => format!("\"c{sort}\""),
@@ -45,19 +55,26 @@ fn grammar(seed: u64) -> String {
     let atom = |r: &mut Rng, bound: &[(String, usize)]| -> String {
         let c = r.next(n as u64) as usize;
         let args: Vec<String> = sorts[c].iter().map(|&x| term(r, x, bound)).collect();
-        if args.is_empty() { format!("k{c}") } else { format!("k{c}({})", args.join(", ")) }
+        if args.is_empty() {
+            format!("k{c}")
+        } else {
+            format!("k{c}({})", args.join(", "))
+        }
     };
-    fn regex(
-        r: &mut Rng,
-        depth: u32,
-        bound: &[(String, usize)],
-        atom: &dyn Fn(&mut Rng, &[(String, usize)]) -> String,
-    ) -> String {
+    fn regex(r: &mut Rng, depth: u32, bound: &[(String, usize)], atom: &AtomFn) -> String {
         match if depth == 0 { r.next(2) } else { r.next(7) } {
             0 => "eps".into(),
             1 => atom(r, bound),
-            2 => format!("({} {})", regex(r, depth - 1, bound, atom), regex(r, depth - 1, bound, atom)),
-            3 => format!("({} | {})", regex(r, depth - 1, bound, atom), regex(r, depth - 1, bound, atom)),
+            2 => format!(
+                "({} {})",
+                regex(r, depth - 1, bound, atom),
+                regex(r, depth - 1, bound, atom)
+            ),
+            3 => format!(
+                "({} | {})",
+                regex(r, depth - 1, bound, atom),
+                regex(r, depth - 1, bound, atom)
+            ),
             4 => format!("({})*", regex(r, depth - 1, bound, atom)),
             5 => format!("({})+", regex(r, depth - 1, bound, atom)),
             _ => format!("({})?", regex(r, depth - 1, bound, atom)),
@@ -69,10 +86,17 @@ fn grammar(seed: u64) -> String {
     }
     s.push('\n');
     for (i, ss) in sorts.iter().enumerate() {
-        let bound: Vec<(String, usize)> =
-            ss.iter().enumerate().map(|(j, &x)| (format!("p{j}"), x)).collect();
+        let bound: Vec<(String, usize)> = ss
+            .iter()
+            .enumerate()
+            .map(|(j, &x)| (format!("p{j}"), x))
+            .collect();
         let lhs: Vec<&str> = bound.iter().map(|(v, _)| v.as_str()).collect();
-        let lhs = if lhs.is_empty() { format!("k{i}") } else { format!("k{i}({})", lhs.join(", ")) };
+        let lhs = if lhs.is_empty() {
+            format!("k{i}")
+        } else {
+            format!("k{i}({})", lhs.join(", "))
+        };
         s.push_str(&format!("{lhs} ::= {}\n", regex(&mut r, 2, &bound, &atom)));
     }
     for c in 0..n + 1 {
@@ -80,21 +104,39 @@ fn grammar(seed: u64) -> String {
             continue;
         }
         let c = if c == n { r.next(n as u64) as usize } else { c };
-        let bound: Vec<(String, usize)> =
-            sorts[c].iter().enumerate().map(|(j, &x)| (format!("w{j}"), x)).collect();
+        let bound: Vec<(String, usize)> = sorts[c]
+            .iter()
+            .enumerate()
+            .map(|(j, &x)| (format!("w{j}"), x))
+            .collect();
         let args: Vec<String> = sorts[c]
             .iter()
             .enumerate()
-            .map(|(j, &x)| if r.next(4) == 0 { term(&mut r, x, &bound) } else { format!("w{j}") })
+            .map(|(j, &x)| {
+                if r.next(4) == 0 {
+                    term(&mut r, x, &bound)
+                } else {
+                    format!("w{j}")
+                }
+            })
             .collect();
-        let users: Vec<&String> = args.iter().zip(&sorts[c]).filter(|(a, x)| **x == 0 && !a.starts_with('"')).map(|(a, _)| a).collect();
+        let users: Vec<&String> = args
+            .iter()
+            .zip(&sorts[c])
+            .filter(|(a, x)| **x == 0 && !a.starts_with('"'))
+            .map(|(a, _)| a)
+            .collect();
         let writer = match r.next(6) {
             0 => "put_\"c0\"".to_owned(),
             1 => "put_z".to_owned(),
             _ if !users.is_empty() => format!("put_{}", users[r.next(users.len() as u64) as usize]),
             _ => "del_z".to_owned(),
         };
-        let key = if args.is_empty() { format!("k{c}") } else { format!("k{c}({})", args.join(", ")) };
+        let key = if args.is_empty() {
+            format!("k{c}")
+        } else {
+            format!("k{c}({})", args.join(", "))
+        };
         s.push_str(&format!("{writer}({key})\n"));
     }
     s

@@ -23,7 +23,10 @@ put_u(articles(u, a))
 fn unknown_key_constructor_names_the_place_and_the_fix() {
     let src = OK.replace("articles(u, a)*", "artikles(u, a)*");
     let e = err(&src);
-    assert!(e.starts_with("4:14: unknown key constructor `artikles`"), "{e}");
+    assert!(
+        e.starts_with("4:14: unknown key constructor `artikles`"),
+        "{e}"
+    );
     assert!(e.contains("key artikles("), "{e}");
 }
 
@@ -31,7 +34,10 @@ fn unknown_key_constructor_names_the_place_and_the_fix() {
 fn production_for_an_undeclared_symbol() {
     let src = format!("{OK}tags(t) ::= eps\n");
     let e = err(&src);
-    assert!(e.starts_with("8:1: production for undeclared key `tags`"), "{e}");
+    assert!(
+        e.starts_with("8:1: production for undeclared key `tags`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -40,7 +46,10 @@ fn a_write_to_a_key_the_grammar_never_produces_is_a_warning() {
     let r = analyze(&src).expect("a warning, not an error");
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
     let w = r.warnings[0].to_string();
-    assert!(w.starts_with("10:7: put_u(drafts(u)) writes `drafts` keys"), "{w}");
+    assert!(
+        w.starts_with("10:7: put_u(drafts(u)) writes `drafts` keys"),
+        "{w}"
+    );
     assert_eq!(r.verdict, Verdict::Safe);
 }
 
@@ -55,13 +64,37 @@ fn empty_grammar() {
 #[test]
 fn other_mistakes_are_named() {
     let cases = [
-        (OK.replace("users(u) ::= articles", "users(u, v) ::= articles"), "4:1: `users` takes 1 argument(s)"),
-        (OK.replace("articles(u, a) ::= eps\n", ""), "2:1: key `articles` has no production"),
-        (format!("{OK}users(x) ::= eps\n"), "8:1: a second production for `users`"),
-        (OK.replace("root ::= users(u)", "root ::= users(u) @"), "3:19: unexpected character `@`"),
-        (OK.replace("articles(u, a) ::= eps", "articles(u, u) ::= eps"), "5:1: the left side of a production takes distinct variables"),
-        (OK.replace("put_u(users(u))", "put_a(articles(u, a))"), "6:1: variable `a` is used both as a `article` and as a `user`"),
-        (OK.replace("users(u) ::= articles(u, a)*", "users(u) ::= (articles(u, a)*"), "expected `)`"),
+        (
+            OK.replace("users(u) ::= articles", "users(u, v) ::= articles"),
+            "4:1: `users` takes 1 argument(s)",
+        ),
+        (
+            OK.replace("articles(u, a) ::= eps\n", ""),
+            "2:1: key `articles` has no production",
+        ),
+        (
+            format!("{OK}users(x) ::= eps\n"),
+            "8:1: a second production for `users`",
+        ),
+        (
+            OK.replace("root ::= users(u)", "root ::= users(u) @"),
+            "3:19: unexpected character `@`",
+        ),
+        (
+            OK.replace("articles(u, a) ::= eps", "articles(u, u) ::= eps"),
+            "5:1: the left side of a production takes distinct variables",
+        ),
+        (
+            OK.replace("put_u(users(u))", "put_a(articles(u, a))"),
+            "6:1: variable `a` is used both as a `article` and as a `user`",
+        ),
+        (
+            OK.replace(
+                "users(u) ::= articles(u, a)*",
+                "users(u) ::= (articles(u, a)*",
+            ),
+            "expected `)`",
+        ),
     ];
     for (src, want) in cases {
         let e = err(&src);
