@@ -245,7 +245,7 @@ async fn main() {
         let (store, place) = match open(name).await {
             Ok(x) => x,
             Err(why) => {
-                println!("| {name} | skipped: {why} | | | | | | |");
+                println!("| {name} | skipped: {why} | | | | | | | |");
                 continue;
             }
         };
