@@ -51,7 +51,12 @@ struct RawFile {
 struct Parser {
     toks: Vec<(Tok, Span)>,
     pos: usize,
+    /// Open parentheses of the current expression (bounded, so deep nesting is an error, not a stack overflow).
+    nesting: usize,
 }
+
+/// The deepest nesting of parentheses accepted in an expression.
+const MAX_NESTING: usize = 100;
 
 impl Parser {
     fn peek(&self) -> &Tok {
@@ -322,8 +327,18 @@ impl Parser {
                 RawRegex::Eps
             }
             Tok::LParen => {
-                self.next();
+                let span = self.next().1;
+                self.nesting += 1;
+                if self.nesting > MAX_NESTING {
+                    return Err(Error::new(
+                        span,
+                        format!(
+                            "parentheses nested more than {MAX_NESTING} deep; simplify the expression"
+                        ),
+                    ));
+                }
                 let r = self.regex()?;
+                self.nesting -= 1;
                 self.expect(&Tok::RParen, "`)`")?;
                 r
             }
@@ -347,7 +362,12 @@ impl Parser {
 /// The first syntax or consistency error, with its line and column.
 pub fn parse(src: &str) -> Result<Grammar, Error> {
     let toks = lex(src)?;
-    let raw = Parser { toks, pos: 0 }.file()?;
+    let raw = Parser {
+        toks,
+        pos: 0,
+        nesting: 0,
+    }
+    .file()?;
     resolve(raw)
 }
 

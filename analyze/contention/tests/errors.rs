@@ -102,6 +102,14 @@ fn other_mistakes_are_named() {
     }
 }
 
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    let deep = format!("{}users(u){}", "(".repeat(5000), ")".repeat(5000));
+    let src = OK.replace("root ::= users(u)", &format!("root ::= {deep}"));
+    let e = err(&src);
+    assert!(e.contains("nested more than 100 deep"), "{e}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     /// Arbitrary text, and valid files cut at any point: an answer or an error, never a panic.
