@@ -27,7 +27,7 @@ pub use finite::{Domains, FiniteResult, Tree};
 pub use grammar::Grammar;
 pub use parser::parse;
 pub use suggest::{MAX_STEPS, Suggestion, suggest};
-pub use witness::Witness;
+pub use witness::{Responsible, Witness};
 
 /// SAFE or UNSAFE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -29,8 +29,8 @@ pub fn text(g: &Grammar, r: &Report) -> String {
             let _ = writeln!(s, "\nwritten by: {}", w.users.join(", "));
         }
         let _ = writeln!(s, "\nresponsible:");
-        for (line, text) in &w.responsible {
-            let _ = writeln!(s, "  line {line}: {text}");
+        for r in &w.responsible {
+            let _ = writeln!(s, "  line {}: {}", r.line, r.text);
         }
     }
     if r.verdict == Verdict::Unsafe {

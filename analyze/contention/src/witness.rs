@@ -22,8 +22,17 @@ pub struct Witness {
     pub key: String,
     /// The users who write it (two for `two-writers` and `ambiguous-write`).
     pub users: Vec<String>,
-    /// The productions and update expressions responsible, as `(line, text)`.
-    pub responsible: Vec<(u32, String)>,
+    /// The productions and update expressions responsible.
+    pub responsible: Vec<Responsible>,
+}
+
+/// A line of the input that makes the schema unsafe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Responsible {
+    /// Its line number.
+    pub line: u32,
+    /// The production or update expression, as text.
+    pub text: String,
 }
 
 /// A tree over patterns, before naming.
@@ -262,7 +271,7 @@ fn to_tree(g: &Grammar, t: &STree, names: &HashMap<usize, String>) -> Tree {
     }
 }
 
-fn line_of_production(g: &Grammar, ctor: usize) -> (u32, String) {
+fn line_of_production(g: &Grammar, ctor: usize) -> Responsible {
     match g.production(ctor) {
         Some(p) => {
             let lhs = crate::grammar::show_key(
@@ -273,14 +282,23 @@ fn line_of_production(g: &Grammar, ctor: usize) -> (u32, String) {
                     .map(crate::grammar::Term::Var)
                     .collect::<Vec<_>>(),
             );
-            (p.span.line, format!("{lhs} ::= {}", g.show_regex(&p.rhs)))
+            Responsible {
+                line: p.span.line,
+                text: format!("{lhs} ::= {}", g.show_regex(&p.rhs)),
+            }
         }
-        None => (0, g.name(ctor).to_owned()),
+        None => Responsible {
+            line: 0,
+            text: g.name(ctor).to_owned(),
+        },
     }
 }
 
-fn line_of_write(g: &Grammar, w: usize) -> (u32, String) {
-    (g.writes[w].span.line, g.show_write(&g.writes[w]))
+fn line_of_write(g: &Grammar, w: usize) -> Responsible {
+    Responsible {
+        line: g.writes[w].span.line,
+        text: g.show_write(&g.writes[w]),
+    }
 }
 
 /// Builds the witness of a finding.
@@ -357,7 +375,7 @@ pub(crate) fn build(g: &Grammar, f: &Finding) -> Witness {
                 &names,
             )
             .key();
-            let mut responsible: Vec<(u32, String)> = path
+            let mut responsible: Vec<Responsible> = path
                 .iter()
                 .map(|(p, _)| line_of_production(g, p.0))
                 .collect();

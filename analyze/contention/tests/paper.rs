@@ -125,7 +125,7 @@ fn example7_article_oriented_is_unsafe_with_the_fig3_witness() {
     assert!(
         w.responsible
             .iter()
-            .any(|(line, text)| *line == 8 && text == "articles(u, a) ::= comments(u', a)*"),
+            .any(|r| r.line == 8 && r.text == "articles(u, a) ::= comments(u', a)*"),
         "{:?}",
         w.responsible
     );
