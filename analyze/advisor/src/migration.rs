@@ -1,0 +1,1 @@
+//! Emission of the tern migration that builds the recommended column families.

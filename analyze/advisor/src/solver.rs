@@ -1,0 +1,118 @@
+//! Solving the program with CBC (COIN-OR, linked from Debian's `coinor-libcbc-dev`), lexicographically:
+//! least cost, then fewest column families, then least space.
+
+use coin_cbc::{Col, Model, Sense, Solution};
+
+use crate::bip::Formulation;
+use crate::error::{AdvisorError, Result};
+
+/// Relative tolerance when pinning an optimum before the next objective.
+pub const PIN_TOLERANCE: f64 = 1e-6;
+
+/// The chosen values of the variables and the three objective values.
+#[derive(Debug, Clone)]
+pub struct Solved {
+    /// 0/1 per variable.
+    pub x: Vec<f64>,
+    /// The optimal weighted cost.
+    pub cost: f64,
+    /// The number of column families.
+    pub column_families: usize,
+}
+
+/// Solves `f` lexicographically.
+pub fn solve(f: &Formulation) -> Result<Solved> {
+    let mut m = Model::default();
+    m.set_parameter("log", "0");
+    m.set_parameter("slogLevel", "0");
+    let cols: Vec<Col> = f.vars.iter().map(|_| m.add_binary()).collect();
+    for c in &f.constraints {
+        let row = m.add_row();
+        for &(v, coef) in &c.terms {
+            m.set_weight(row, cols[v], coef);
+        }
+        if c.lo.is_finite() {
+            m.set_row_lower(row, c.lo);
+        }
+        if c.hi.is_finite() {
+            m.set_row_upper(row, c.hi);
+        }
+    }
+    m.set_obj_sense(Sense::Minimize);
+
+    // 1. Least cost.
+    for (i, &c) in f.cost.iter().enumerate() {
+        m.set_obj_coeff(cols[i], c);
+    }
+    let s1 = run(&m, "the cost minimization")?;
+    let cost: f64 = f
+        .cost
+        .iter()
+        .enumerate()
+        .map(|(i, c)| c * s1.col(cols[i]))
+        .sum();
+    let pin = m.add_row();
+    for (i, &c) in f.cost.iter().enumerate() {
+        if c != 0.0 {
+            m.set_weight(pin, cols[i], c);
+        }
+    }
+    m.set_row_upper(pin, cost + PIN_TOLERANCE * cost.abs().max(1e-9));
+
+    // 2. Fewest column families among the cheapest schemas.
+    let is_cf: Vec<bool> = f
+        .vars
+        .iter()
+        .map(|v| matches!(v, crate::bip::Var::Cf(_)))
+        .collect();
+    for (i, col) in cols.iter().enumerate() {
+        m.set_obj_coeff(*col, if is_cf[i] { 1.0 } else { 0.0 });
+    }
+    m.set_initial_solution(&s1);
+    let s2 = run(&m, "the column family count minimization")?;
+    let count = cols
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| is_cf[*i] && s2.col(**c) > 0.5)
+        .count();
+    let cnt = m.add_row();
+    for (i, col) in cols.iter().enumerate() {
+        if is_cf[i] {
+            m.set_weight(cnt, *col, 1.0);
+        }
+    }
+    m.set_row_upper(cnt, count as f64 + 0.5);
+
+    // 3. Least space among those.
+    let max_size = f.size.iter().copied().fold(1.0_f64, f64::max);
+    for (i, col) in cols.iter().enumerate() {
+        m.set_obj_coeff(*col, f.size[i] / max_size);
+    }
+    m.set_initial_solution(&s2);
+    let s3 = run(&m, "the space minimization")?;
+    let x: Vec<f64> = cols
+        .iter()
+        .map(|c| if s3.col(*c) > 0.5 { 1.0 } else { 0.0 })
+        .collect();
+    Ok(Solved {
+        x,
+        cost,
+        column_families: count,
+    })
+}
+
+fn run(m: &Model, what: &str) -> Result<Solution> {
+    let s = m.solve();
+    let raw = s.raw();
+    if raw.is_proven_infeasible() || raw.is_initial_solve_proven_primal_infeasible() {
+        return Err(AdvisorError::NoSolution(
+            "no schema satisfies the constraints (is the space budget too small?)".into(),
+        ));
+    }
+    if !raw.is_proven_optimal() {
+        return Err(AdvisorError::Solver(format!(
+            "CBC did not prove {what} optimal"
+        )));
+    }
+    Ok(s)
+}
