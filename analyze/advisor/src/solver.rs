@@ -23,7 +23,7 @@ pub struct Solved {
 /// Solves `f` lexicographically.
 pub fn solve(f: &Formulation) -> Result<Solved> {
     let mut m = Model::default();
-    m.set_parameter("log", "0");
+    m.set_parameter("logLevel", "0");
     m.set_parameter("slogLevel", "0");
     let cols: Vec<Col> = f.vars.iter().map(|_| m.add_binary()).collect();
     for c in &f.constraints {
@@ -68,7 +68,6 @@ pub fn solve(f: &Formulation) -> Result<Solved> {
     for (i, col) in cols.iter().enumerate() {
         m.set_obj_coeff(*col, if is_cf[i] { 1.0 } else { 0.0 });
     }
-    m.set_initial_solution(&s1);
     let s2 = run(&m, "the column family count minimization")?;
     let count = cols
         .iter()
@@ -88,7 +87,6 @@ pub fn solve(f: &Formulation) -> Result<Solved> {
     for (i, col) in cols.iter().enumerate() {
         m.set_obj_coeff(*col, f.size[i] / max_size);
     }
-    m.set_initial_solution(&s2);
     let s3 = run(&m, "the space minimization")?;
     let x: Vec<f64> = cols
         .iter()

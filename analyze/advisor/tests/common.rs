@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use tern_advisor::{Model, Workload};
 
 /// The repository's examples/advisor directory.
-pub fn examples() -> PathBuf {
+pub(crate) fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/advisor")
 }
 
 /// Parses a model from text, panicking with the parse error.
-pub fn model(text: &str) -> Model {
+pub(crate) fn model(text: &str) -> Model {
     match Model::parse("test.model", text) {
         Ok(m) => m,
         Err(e) => panic!("model: {e}"),
@@ -19,7 +19,7 @@ pub fn model(text: &str) -> Model {
 }
 
 /// Parses a workload from text, panicking with the parse error.
-pub fn workload(model: &Model, text: &str) -> Workload {
+pub(crate) fn workload(model: &Model, text: &str) -> Workload {
     match Workload::parse("test.workload", text, model) {
         Ok(w) => w,
         Err(e) => panic!("workload: {e}"),
@@ -27,7 +27,7 @@ pub fn workload(model: &Model, text: &str) -> Workload {
 }
 
 /// Reads and parses an example pair.
-pub fn example(name: &str) -> (Model, Workload) {
+pub(crate) fn example(name: &str) -> (Model, Workload) {
     let dir = examples();
     let m = std::fs::read_to_string(dir.join(format!("{name}.model"))).unwrap_or_default();
     let model = model(&m);
