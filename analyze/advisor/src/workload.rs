@@ -163,9 +163,10 @@ impl<'m> GraphBuilder<'m> {
             root,
         };
         let mut at = root;
+        let mut walk = vec![root];
         while c.eat_sym(".") {
             let (step, span) = c.ident("a relationship name")?;
-            at = b.follow(at, &step, &span)?;
+            at = b.follow(at, &step, &span, &mut walk)?;
             b.aliases.insert(step, at);
         }
         for (i, e) in model.entities.iter().enumerate() {
@@ -176,7 +177,8 @@ impl<'m> GraphBuilder<'m> {
         Ok(b)
     }
 
-    fn follow(&mut self, at: usize, step: &str, span: &Span) -> Result<usize> {
+    /// Follows relationship `step` from `at`; `walk` holds the entities of the current path.
+    fn follow(&mut self, at: usize, step: &str, span: &Span, walk: &mut Vec<usize>) -> Result<usize> {
         let model = self.model;
         let Some((rel, next)) = model.step(at, step) else {
             let rels: Vec<String> = model
@@ -205,13 +207,12 @@ impl<'m> GraphBuilder<'m> {
                 ),
             ));
         };
-        if self.graph.edges.contains(&rel) {
-            if self.graph.entities.contains(&next) && next != at {
-                // Walking an edge already in the graph, away from `at`: fine.
-                return Ok(next);
-            }
+        if !walk.contains(&next) && self.graph.edges.contains(&rel) {
+            // Walking an edge already in the graph, away from where this path has been: fine.
+            walk.push(next);
+            return Ok(next);
         }
-        if self.graph.entities.contains(&next) {
+        if self.graph.entities.contains(&next) || walk.contains(&next) {
             return Err(AdvisorError::input(
                 span,
                 format!(
@@ -222,6 +223,7 @@ impl<'m> GraphBuilder<'m> {
         }
         self.graph.entities.insert(next);
         self.graph.edges.insert(rel);
+        walk.push(next);
         Ok(next)
     }
 
@@ -238,11 +240,12 @@ impl<'m> GraphBuilder<'m> {
             ));
         };
         let mut at = start;
+        let mut walk = vec![start];
         c.expect_sym(".")?;
         loop {
             let (name, span) = c.ident("a relationship or field name")?;
             if c.eat_sym(".") {
-                at = self.follow(at, &name, &span)?;
+                at = self.follow(at, &name, &span, &mut walk)?;
                 continue;
             }
             return self
