@@ -231,6 +231,7 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
         Command::Lock(args) => cmd::info::lock(ctx, args).await,
         Command::Import(args) => cmd::data::import(ctx, args).await,
         Command::Export(args) => cmd::data::export(ctx, args).await.context("export failed"),
+        Command::Advise(args) => cmd::advise::run(args),
     }
 }
 

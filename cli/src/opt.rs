@@ -66,6 +66,8 @@ pub enum Command {
     Import(ImportArgs),
     /// Write entities as JSON Lines, sorted by kind then id.
     Export(ExportArgs),
+    /// Recommend column families for a weighted workload ([NoSE]); no store needed.
+    Advise(crate::cmd::advise::AdviseArgs),
 }
 
 /// `tern init`.

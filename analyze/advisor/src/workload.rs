@@ -112,6 +112,11 @@ impl Workload {
                 span,
             });
         }
+        if statements.is_empty() {
+            return Err(c.error(
+                "the workload has no statements: add `NAME: SELECT ... FROM ... WHERE ...;`",
+            ));
+        }
         Ok(Workload { statements })
     }
 }
@@ -178,7 +183,13 @@ impl<'m> GraphBuilder<'m> {
     }
 
     /// Follows relationship `step` from `at`; `walk` holds the entities of the current path.
-    fn follow(&mut self, at: usize, step: &str, span: &Span, walk: &mut Vec<usize>) -> Result<usize> {
+    fn follow(
+        &mut self,
+        at: usize,
+        step: &str,
+        span: &Span,
+        walk: &mut Vec<usize>,
+    ) -> Result<usize> {
         let model = self.model;
         let Some((rel, next)) = model.step(at, step) else {
             let rels: Vec<String> = model
