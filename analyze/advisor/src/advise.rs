@@ -244,8 +244,36 @@ pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Res
 }
 
 impl Prepared<'_> {
+    /// The column families that can matter: those in some query's plans, and, repeatedly, those in
+    /// the support plans of column families that can matter. The others only add write costs.
+    pub fn useful(&self) -> BTreeSet<usize> {
+        let mut useful: BTreeSet<usize> = self
+            .queries
+            .iter()
+            .flat_map(|q| q.3.steps.iter().map(|s| s.cf))
+            .collect();
+        loop {
+            let before = useful.len();
+            for (_, _, _, _, maint) in &self.updates {
+                for (j, _, spaces) in maint {
+                    if useful.contains(j) {
+                        let more: Vec<usize> = spaces
+                            .iter()
+                            .flat_map(|s| s.steps.iter().map(|st| st.cf))
+                            .collect();
+                        useful.extend(more);
+                    }
+                }
+            }
+            if useful.len() == before {
+                return useful;
+            }
+        }
+    }
+
     /// The program.
     pub fn formulate(&self, opts: &Options) -> Formulation {
+        let useful = self.useful();
         let mut spaces = Vec::new();
         for (_, _, w, space) in &self.queries {
             spaces.push(Weighted {
@@ -257,7 +285,12 @@ impl Prepared<'_> {
         let mut write_cost: BTreeMap<usize, f64> = BTreeMap::new();
         let mut forbidden = Vec::new();
         for (_, _, w, _, maint) in &self.updates {
+            // Identical support queries of one update run once, for every column family they serve.
+            let mut shared: Vec<(&PlanSpace, Vec<usize>)> = Vec::new();
             for (j, sup, sp) in maint {
+                if !useful.contains(j) {
+                    continue;
+                }
                 if sup.impossible || sp.iter().any(|s| !s.is_answerable()) {
                     forbidden.push(*j);
                     continue;
@@ -265,12 +298,18 @@ impl Prepared<'_> {
                 *write_cost.entry(*j).or_default() +=
                     w * opts.cost.write(sup.rows, sup.inserts, sup.deletes);
                 for s in sp {
-                    spaces.push(Weighted {
-                        space: s,
-                        weight: *w,
-                        demand: Demand::IfChosen(*j),
-                    });
+                    match shared.iter_mut().find(|(x, _)| x.query == s.query) {
+                        Some((_, cfs)) => cfs.push(*j),
+                        None => shared.push((s, vec![*j])),
+                    }
                 }
+            }
+            for (space, cfs) in shared {
+                spaces.push(Weighted {
+                    space,
+                    weight: *w,
+                    demand: Demand::IfAnyChosen(cfs),
+                });
             }
         }
         let model = self.model;
@@ -358,6 +397,7 @@ impl Prepared<'_> {
         for (name, text, w, _, maint) in &self.updates {
             let mut ms = Vec::new();
             let mut cost = 0.0;
+            let mut ran: Vec<&Query> = Vec::new();
             for (j, sup, spaces) in maint {
                 if !chosen.contains(j) {
                     continue;
@@ -365,6 +405,10 @@ impl Prepared<'_> {
                 let cf = names.get(j).cloned().unwrap_or_default();
                 let mut support = Vec::new();
                 for (i, s) in spaces.iter().enumerate() {
+                    if ran.contains(&&s.query) {
+                        continue;
+                    }
+                    ran.push(&s.query);
                     let p = plan_of(
                         format!("{name}/{cf}/{}", i + 1),
                         render_query(model, &s.query),

@@ -3,8 +3,9 @@
 //! Variables: `δ_j` per candidate column family that appears in some plan, and one variable per plan
 //! step (a query, a column family and the step's place in the plan DAG; where a column family occurs
 //! once in a query's plan space this is the paper's `δ_ij`). Constraints: one unit of flow through
-//! each query's plan DAG (`δ_c` units for the support queries of an update against column family `c`,
-//! so support plans exist only for chosen column families), `step ≤ δ_j`, and the optional space
+//! each query's plan DAG (for a support query of an update: one unit if any column family it serves
+//! is chosen, none otherwise, so support plans exist only for chosen column families; one update
+//! runs an identical support query once), `step ≤ δ_j`, and the optional space
 //! budget. The objective is the weighted cost of all steps plus the weighted cost of the writes
 //! each chosen column family needs.
 
@@ -38,15 +39,18 @@ pub enum Var {
     Cf(usize),
     /// A step of a plan space: (plan space, step index).
     Step(usize, usize),
+    /// Whether the (shared) support query of a plan space runs.
+    Runs(usize),
 }
 
 /// How much flow a plan space must carry.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Demand {
     /// A query: exactly one plan.
     One,
-    /// A support query of column family `j`: one plan if `j` is chosen, none otherwise.
-    IfChosen(usize),
+    /// A support query of one update, shared by the column families it maintains: one plan if any
+    /// of them is chosen, none otherwise.
+    IfAnyChosen(Vec<usize>),
 }
 
 /// A plan space with its weight and demand.
@@ -99,11 +103,26 @@ impl Formulation {
             f.vars.len() - 1
         };
         for (k, w) in spaces.iter().enumerate() {
-            let demand_var = match w.demand {
+            let demand_var = match &w.demand {
                 Demand::One => None,
-                Demand::IfChosen(j) => Some(cf(&mut f, j)),
+                Demand::IfAnyChosen(cfs) => {
+                    let y = f.vars.len();
+                    f.vars.push(Var::Runs(k));
+                    f.cost.push(0.0);
+                    f.size.push(0.0);
+                    for &j in cfs {
+                        let d = cf(&mut f, j);
+                        f.constraints.push(Constraint {
+                            terms: vec![(d, 1.0), (y, -1.0)],
+                            lo: f64::NEG_INFINITY,
+                            hi: 0.0,
+                        });
+                    }
+                    Some(y)
+                }
             };
             let mut out: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+            let mut by_cf: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
             let mut inn: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
             for (s, step) in w.space.steps.iter().enumerate() {
                 let v = f.vars.len();
@@ -115,9 +134,15 @@ impl Formulation {
                 if let Some(t) = step.to {
                     inn.entry(t).or_default().push(v);
                 }
-                let d = cf(&mut f, step.cf);
+                by_cf.entry(step.cf).or_default().push(v);
+            }
+            // A plan uses a column family at most once: Σ steps on j ≤ δ_j (tighter than one row per step).
+            for (j, steps) in by_cf {
+                let d = cf(&mut f, j);
+                let mut terms: Vec<(usize, f64)> = steps.into_iter().map(|v| (v, 1.0)).collect();
+                terms.push((d, -1.0));
                 f.constraints.push(Constraint {
-                    terms: vec![(v, 1.0), (d, -1.0)],
+                    terms,
                     lo: f64::NEG_INFINITY,
                     hi: 0.0,
                 });

@@ -20,6 +20,7 @@ pub mod query;
 pub mod render;
 pub mod solver;
 pub mod support;
+pub mod synthetic;
 pub mod workload;
 
 pub use advise::{Options, Recommendation, advise};

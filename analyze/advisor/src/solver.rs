@@ -9,7 +9,7 @@ use crate::error::{AdvisorError, Result};
 /// Relative tolerance when pinning an optimum before the next objective.
 pub const PIN_TOLERANCE: f64 = 1e-6;
 
-/// The chosen values of the variables and the three objective values.
+/// The chosen values of the variables and the objective values.
 #[derive(Debug, Clone)]
 pub struct Solved {
     /// 0/1 per variable.
@@ -59,35 +59,29 @@ pub fn solve(f: &Formulation) -> Result<Solved> {
     }
     m.set_row_upper(pin, cost + PIN_TOLERANCE * cost.abs().max(1e-9));
 
-    // 2. Fewest column families among the cheapest schemas.
+    // 2. Fewest column families among the cheapest schemas, then least space: one solve, with the
+    // count weighted above the largest possible sum of normalized sizes.
     let is_cf: Vec<bool> = f
         .vars
         .iter()
         .map(|v| matches!(v, crate::bip::Var::Cf(_)))
         .collect();
+    let n_cf = is_cf.iter().filter(|c| **c).count() as f64;
+    let max_size = f.size.iter().copied().fold(0.0_f64, f64::max).max(1.0);
     for (i, col) in cols.iter().enumerate() {
-        m.set_obj_coeff(*col, if is_cf[i] { 1.0 } else { 0.0 });
+        let c = if is_cf[i] {
+            (n_cf + 1.0) + f.size[i] / max_size
+        } else {
+            0.0
+        };
+        m.set_obj_coeff(*col, c);
     }
-    let s2 = run(&m, "the column family count minimization")?;
+    let s3 = run(&m, "the column family count and space minimization")?;
     let count = cols
         .iter()
         .enumerate()
-        .filter(|(i, c)| is_cf[*i] && s2.col(**c) > 0.5)
+        .filter(|(i, c)| is_cf[*i] && s3.col(**c) > 0.5)
         .count();
-    let cnt = m.add_row();
-    for (i, col) in cols.iter().enumerate() {
-        if is_cf[i] {
-            m.set_weight(cnt, *col, 1.0);
-        }
-    }
-    m.set_row_upper(cnt, count as f64 + 0.5);
-
-    // 3. Least space among those.
-    let max_size = f.size.iter().copied().fold(1.0_f64, f64::max);
-    for (i, col) in cols.iter().enumerate() {
-        m.set_obj_coeff(*col, f.size[i] / max_size);
-    }
-    let s3 = run(&m, "the space minimization")?;
     let x: Vec<f64> = cols
         .iter()
         .map(|c| if s3.col(*c) > 0.5 { 1.0 } else { 0.0 })
@@ -100,7 +94,13 @@ pub fn solve(f: &Formulation) -> Result<Solved> {
 }
 
 fn run(m: &Model, what: &str) -> Result<Solution> {
+    let t = std::time::Instant::now();
     let s = m.solve();
+    tracing::debug!(
+        stage = what,
+        seconds = t.elapsed().as_secs_f64(),
+        "CBC solve"
+    );
     let raw = s.raw();
     if raw.is_proven_infeasible() || raw.is_initial_solve_proven_primal_infeasible() {
         return Err(AdvisorError::NoSolution(

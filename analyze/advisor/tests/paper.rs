@@ -163,6 +163,7 @@ fn fig9_plan_graph_constraints_admit_exactly_the_assignments_of_the_paper() {
         match var {
             Var::Step(_, s) => step_of_cf[space.steps[*s].cf] = v,
             Var::Cf(j) => cf_var[*j] = v,
+            Var::Runs(_) => panic!("no support queries here"),
         }
     }
     assert!(step_of_cf.iter().chain(&cf_var).all(|v| *v != usize::MAX));
