@@ -161,14 +161,14 @@ pub struct Prepared<'a> {
     /// Queries: (name, text, weight, plan space).
     pub queries: Vec<(String, String, f64, PlanSpace)>,
     /// Updates: (name, text, weight, update, maintained column families).
-    pub updates: Vec<(
-        String,
-        String,
-        f64,
-        Update,
-        Vec<(usize, Support, Vec<PlanSpace>)>,
-    )>,
+    pub updates: Vec<PreparedUpdate>,
 }
+
+/// A column family an update modifies: (pool index, what it takes, support query plan spaces).
+pub type Maintained = (usize, Support, Vec<PlanSpace>);
+
+/// An update ready for the program: (name, text, weight, update, column families it modifies).
+pub type PreparedUpdate = (String, String, f64, Update, Vec<Maintained>);
 
 /// Enumerates candidates and plans every statement.
 pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Result<Prepared<'a>> {
