@@ -14,7 +14,7 @@ use tern_advisor::synthetic::generate;
 use tern_advisor::{Model, Options, Workload};
 
 /// Each case is stopped after this long.
-const LIMIT: Duration = Duration::from_secs(120);
+const LIMIT: Duration = Duration::from_secs(60);
 
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -54,7 +54,14 @@ fn inputs(case: &str) -> (String, String) {
 /// Runs one case in this process and prints one CSV line.
 fn run_case(case: &str) {
     let (m, w) = inputs(case);
-    let opts = Options::default();
+    let time_limit = std::env::args()
+        .skip_while(|a| a != "--time-limit")
+        .nth(1)
+        .and_then(|t| t.parse().ok());
+    let opts = Options {
+        time_limit,
+        ..Options::default()
+    };
     let t0 = Instant::now();
     let model = Model::parse(case, &m).unwrap();
     let workload = Workload::parse(case, &w, &model).unwrap();
@@ -68,7 +75,7 @@ fn run_case(case: &str) {
         .filter(|s| matches!(s.body, tern_advisor::workload::Body::Query(_)))
         .count();
     println!(
-        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{}",
+        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{}",
         model.entities.len(),
         queries,
         workload.statements.len() - queries,
@@ -78,7 +85,8 @@ fn run_case(case: &str) {
         (t2 - t1).as_secs_f64(),
         (t2 - t0).as_secs_f64(),
         peak_rss_kib() / 1024,
-        rec.column_families.len()
+        rec.column_families.len(),
+        rec.optimal
     );
 }
 
@@ -89,42 +97,50 @@ fn main() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
-    let header = "case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families";
+    let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal";
     println!("{header}");
     let mut csv = format!("{header}\n");
-    for case in ["eac", "hotel", "ws1x", "ws2x", "ws3x", "ws4x"] {
-        let mut child = Command::new(&exe)
-            .args(["--case", case])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let start = Instant::now();
-        let status = loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                break Some(st);
+    // Unlimited (proven optimal), then with an 8 s limit per solver stage.
+    for limit in ["none", "8"] {
+        for case in ["eac", "hotel", "ws1x", "ws2x", "ws3x", "ws4x"] {
+            let mut args = vec!["--case", case];
+            if limit != "none" {
+                args.extend(["--time-limit", limit]);
             }
-            if start.elapsed() > LIMIT {
-                child.kill().unwrap();
-                child.wait().unwrap();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut stdout = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut stdout)
-            .unwrap();
-        let line = match status {
-            Some(st) if st.success() => stdout.trim().to_string(),
-            Some(_) => format!("{case},failed"),
-            None => format!("{case},timeout after {} s", LIMIT.as_secs()),
-        };
-        println!("{line}");
-        csv.push_str(&line);
-        csv.push('\n');
+            let mut child = Command::new(&exe)
+                .args(&args)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let start = Instant::now();
+            let status = loop {
+                if let Some(st) = child.try_wait().unwrap() {
+                    break Some(st);
+                }
+                if start.elapsed() > LIMIT {
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            let mut stdout = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut stdout)
+                .unwrap();
+            let line = match status {
+                Some(st) if st.success() => stdout.trim().to_string(),
+                Some(_) => format!("{case},failed"),
+                None => format!("{case},timeout after {} s", LIMIT.as_secs()),
+            };
+            let line = format!("{limit},{line}");
+            println!("{line}");
+            csv.push_str(&line);
+            csv.push('\n');
+        }
     }
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -26,6 +26,9 @@ pub struct Options {
     pub space_budget: Option<f64>,
     /// The cost model.
     pub cost: CostModel,
+    /// Seconds the solver may spend per stage; past it the best schema found is taken and marked
+    /// not proven optimal.
+    pub time_limit: Option<f64>,
 }
 
 impl Default for Options {
@@ -34,6 +37,7 @@ impl Default for Options {
             mix: "default".into(),
             space_budget: None,
             cost: CostModel::default(),
+            time_limit: None,
         }
     }
 }
@@ -150,6 +154,8 @@ pub struct Recommendation {
     pub variables: usize,
     /// Constraints of the program.
     pub constraints: usize,
+    /// The solver proved the schema optimal (false: a time limit stopped it).
+    pub optimal: bool,
 }
 
 /// Everything computed before solving (exposed for tests and the benchmark).
@@ -326,7 +332,7 @@ impl Prepared<'_> {
     /// Solves and reads off the schema and the plans.
     pub fn recommend(&self, opts: &Options) -> Result<Recommendation> {
         let f = self.formulate(opts);
-        let solved = solve(&f)?;
+        let solved = solve(&f, opts.time_limit)?;
         let chosen: BTreeSet<usize> = f
             .cf_var
             .iter()
@@ -334,7 +340,9 @@ impl Prepared<'_> {
             .map(|(j, _)| *j)
             .collect();
         tracing::debug!(cost = solved.cost, cfs = solved.column_families, "solved");
-        self.read_off(&chosen, opts, f.vars.len(), f.constraints.len())
+        let mut r = self.read_off(&chosen, opts, f.vars.len(), f.constraints.len())?;
+        r.optimal = solved.optimal;
+        Ok(r)
     }
 
     /// The recommendation for a given set of column families (pool indices).
@@ -465,6 +473,7 @@ impl Prepared<'_> {
             candidates: self.pool.len(),
             variables,
             constraints,
+            optimal: true,
         })
     }
 }

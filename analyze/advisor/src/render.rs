@@ -123,5 +123,11 @@ pub fn text(r: &Recommendation) -> String {
         "\n-- weighted cost: queries {:.4} ms + updates {:.4} ms = total {:.4} ms ({} candidates, {} variables, {} constraints)",
         r.query_cost, r.update_cost, r.total_cost, r.candidates, r.variables, r.constraints
     );
+    if !r.optimal {
+        let _ = writeln!(
+            out,
+            "-- the time limit stopped the solver: the best schema found, not proven optimal"
+        );
+    }
     out
 }

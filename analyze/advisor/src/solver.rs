@@ -18,13 +18,22 @@ pub struct Solved {
     pub cost: f64,
     /// The number of column families.
     pub column_families: usize,
+    /// Both stages proved optimal (false when a time limit stopped one with a feasible solution).
+    pub optimal: bool,
 }
 
 /// Solves `f` lexicographically.
-pub fn solve(f: &Formulation) -> Result<Solved> {
+/// `time_limit`: seconds per stage; when it runs out, the best feasible solution found is taken and
+/// the result is marked not optimal.
+pub fn solve(f: &Formulation, time_limit: Option<f64>) -> Result<Solved> {
     let mut m = Model::default();
     m.set_parameter("logLevel", "0");
     m.set_parameter("slogLevel", "0");
+    if let Some(t) = time_limit {
+        m.set_parameter("timeMode", "elapsed");
+        m.set_parameter("seconds", &format!("{t}"));
+    }
+    let mut optimal = true;
     let cols: Vec<Col> = f.vars.iter().map(|_| m.add_binary()).collect();
     for c in &f.constraints {
         let row = m.add_row();
@@ -44,7 +53,7 @@ pub fn solve(f: &Formulation) -> Result<Solved> {
     for (i, &c) in f.cost.iter().enumerate() {
         m.set_obj_coeff(cols[i], c);
     }
-    let s1 = run(&m, "the cost minimization")?;
+    let s1 = run(&m, f, "the cost minimization", &mut optimal)?;
     let cost: f64 = f
         .cost
         .iter()
@@ -76,7 +85,20 @@ pub fn solve(f: &Formulation) -> Result<Solved> {
         };
         m.set_obj_coeff(*col, c);
     }
-    let s3 = run(&m, "the column family count and space minimization")?;
+    let s3 = match run(
+        &m,
+        f,
+        "the column family count and space minimization",
+        &mut optimal,
+    ) {
+        Ok(s) => s,
+        // Out of time without a solution: keep the cheapest schema found by the first stage.
+        Err(AdvisorError::Solver(_)) if time_limit.is_some() => {
+            optimal = false;
+            s1
+        }
+        Err(e) => return Err(e),
+    };
     let count = cols
         .iter()
         .enumerate()
@@ -90,10 +112,11 @@ pub fn solve(f: &Formulation) -> Result<Solved> {
         x,
         cost,
         column_families: count,
+        optimal,
     })
 }
 
-fn run(m: &Model, what: &str) -> Result<Solution> {
+fn run(m: &Model, f: &Formulation, what: &str, optimal: &mut bool) -> Result<Solution> {
     let t = std::time::Instant::now();
     let s = m.solve();
     tracing::debug!(
@@ -107,10 +130,15 @@ fn run(m: &Model, what: &str) -> Result<Solution> {
             "no schema satisfies the constraints (is the space budget too small?)".into(),
         ));
     }
-    if !raw.is_proven_optimal() {
-        return Err(AdvisorError::Solver(format!(
-            "CBC did not prove {what} optimal"
-        )));
+    if raw.is_proven_optimal() {
+        return Ok(s);
     }
-    Ok(s)
+    let x: Vec<f64> = raw.col_solution().iter().map(|v| v.round()).collect();
+    if raw.is_seconds_limit_reached() && x.len() == f.vars.len() && f.feasible(&x) {
+        *optimal = false;
+        return Ok(s);
+    }
+    Err(AdvisorError::Solver(format!(
+        "CBC did not prove {what} optimal"
+    )))
 }

@@ -25,6 +25,9 @@ pub struct AdviseArgs {
     /// The workload mix whose weights apply.
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub mix: String,
+    /// Seconds the solver may spend per stage; then the best schema found is printed, marked not proven optimal.
+    #[arg(long, value_name = "SECS")]
+    pub time_limit: Option<f64>,
     /// Write the migration that builds the recommended column families (and their CQL) into DIR.
     #[arg(long, value_name = "DIR")]
     pub emit_migration: Option<PathBuf>,
@@ -47,6 +50,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
     let opts = Options {
         mix: args.mix.clone(),
         space_budget: args.space_budget,
+        time_limit: args.time_limit,
         ..Options::default()
     };
     let rec = advise(&model, &workload, &opts)?;
