@@ -6,6 +6,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
+./scripts/deps.sh
 cargo build --release --locked -p tern-cli
 tern="$repo/target/release/tern"
 

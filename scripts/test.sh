@@ -49,6 +49,9 @@ else
 fi
 phase "redis image"
 
+scripts/deps.sh
+phase "system packages (deps.sh)"
+
 cargo build --workspace --all-targets --locked
 phase "build"
 

@@ -69,6 +69,8 @@ pub enum Command {
     Export(ExportArgs),
     /// Static analyses of a schema: `analyze contention FILE` ([MC] write contention).
     Analyze(crate::cmd::analyze::AnalyzeArgs),
+    /// Recommend column families for a weighted workload ([NoSE]); no store needed.
+    Advise(crate::cmd::advise::AdviseArgs),
 }
 
 /// `tern init`.

@@ -1,0 +1,150 @@
+//! Advisor run time and peak memory on the EasyAntiCheat workload and on synthetic Watts–Strogatz
+//! workloads scaled 1x to 4x. Each case runs in its own process (so its peak RSS is its own).
+//!
+//! `cargo bench -p tern-advisor --bench advisor` prints a table and writes
+//! `target/advisor-bench.csv`; see docs/benchmarks.md.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::io::Read as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tern_advisor::advise::prepare;
+use tern_advisor::synthetic::generate;
+use tern_advisor::{Model, Options, Workload};
+
+/// Each case is stopped after this long.
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn inputs(case: &str) -> (String, String) {
+    if case == "eac" {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/advisor/");
+        (
+            std::fs::read_to_string(format!("{dir}eac.model")).unwrap(),
+            std::fs::read_to_string(format!("{dir}eac.workload")).unwrap(),
+        )
+    } else if case == "hotel" {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/advisor/");
+        (
+            std::fs::read_to_string(format!("{dir}hotel.model")).unwrap(),
+            std::fs::read_to_string(format!("{dir}hotel.workload")).unwrap(),
+        )
+    } else {
+        let scale: usize = case
+            .trim_start_matches("ws")
+            .trim_end_matches('x')
+            .parse()
+            .unwrap();
+        let s = generate(scale, 42);
+        (s.model, s.workload)
+    }
+}
+
+/// Runs one case in this process and prints one CSV line.
+fn run_case(case: &str) {
+    let (m, w) = inputs(case);
+    let time_limit = std::env::args()
+        .skip_while(|a| a != "--time-limit")
+        .nth(1)
+        .and_then(|t| t.parse().ok());
+    let opts = Options {
+        time_limit,
+        ..Options::default()
+    };
+    let t0 = Instant::now();
+    let model = Model::parse(case, &m).unwrap();
+    let workload = Workload::parse(case, &w, &model).unwrap();
+    let prepared = prepare(&model, &workload, &opts).unwrap();
+    let t1 = Instant::now();
+    let rec = prepared.recommend(&opts).unwrap();
+    let t2 = Instant::now();
+    let queries = workload
+        .statements
+        .iter()
+        .filter(|s| matches!(s.body, tern_advisor::workload::Body::Query(_)))
+        .count();
+    println!(
+        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{}",
+        model.entities.len(),
+        queries,
+        workload.statements.len() - queries,
+        rec.candidates,
+        rec.variables,
+        (t1 - t0).as_secs_f64(),
+        (t2 - t1).as_secs_f64(),
+        (t2 - t0).as_secs_f64(),
+        peak_rss_kib() / 1024,
+        rec.column_families.len(),
+        rec.optimal
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--case") {
+        run_case(&args[i + 1]);
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal";
+    println!("{header}");
+    let mut csv = format!("{header}\n");
+    // Unlimited (proven optimal), then with an 8 s limit per solver stage.
+    for limit in ["none", "8"] {
+        for case in ["eac", "hotel", "ws1x", "ws2x", "ws3x", "ws4x"] {
+            let mut args = vec!["--case", case];
+            if limit != "none" {
+                args.extend(["--time-limit", limit]);
+            }
+            let mut child = Command::new(&exe)
+                .args(&args)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let start = Instant::now();
+            let status = loop {
+                if let Some(st) = child.try_wait().unwrap() {
+                    break Some(st);
+                }
+                if start.elapsed() > LIMIT {
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            let mut stdout = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut stdout)
+                .unwrap();
+            let line = match status {
+                Some(st) if st.success() => stdout.trim().to_string(),
+                Some(_) => format!("{case},failed"),
+                None => format!("{case},timeout after {} s", LIMIT.as_secs()),
+            };
+            let line = format!("{limit},{line}");
+            println!("{line}");
+            csv.push_str(&line);
+            csv.push('\n');
+        }
+    }
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../target/advisor-bench.csv"
+    );
+    std::fs::write(path, csv).unwrap();
+}

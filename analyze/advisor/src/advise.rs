@@ -1,0 +1,493 @@
+//! The advisor's pipeline: enumerate, plan, formulate, solve, and read the plans off the solution.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::bip::{Demand, Formulation, Weighted};
+use crate::column_family::ColumnFamily;
+use crate::cost::CostModel;
+use crate::enumerate::{Enumerator, Pool};
+use crate::error::{AdvisorError, Result};
+use crate::model::Model;
+use crate::planner::{PlanSpace, plan};
+use crate::query::{Query, Update};
+use crate::render::render_query;
+use crate::solver::solve;
+use crate::support::{Support, support_queries};
+use crate::workload::{Body, Workload};
+
+/// Options of one run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The workload mix whose weights apply.
+    pub mix: String,
+    /// The space budget in bytes.
+    pub space_budget: Option<f64>,
+    /// The cost model.
+    pub cost: CostModel,
+    /// Seconds the solver may spend per stage; past it the best schema found is taken and marked
+    /// not proven optimal.
+    pub time_limit: Option<f64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            mix: "default".into(),
+            space_budget: None,
+            cost: CostModel::default(),
+            time_limit: None,
+        }
+    }
+}
+
+/// A recommended column family.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecommendedCf {
+    /// Its name (`cf1`, `cf2`, ...).
+    pub name: String,
+    /// The triple `[K][C][V]`.
+    pub triple: String,
+    /// `CREATE TABLE` for Cassandra.
+    pub cql: String,
+    /// Estimated rows.
+    pub rows: f64,
+    /// Estimated size in bytes.
+    pub size_bytes: f64,
+    /// The column family itself.
+    pub definition: ColumnFamily,
+}
+
+/// One step of a chosen plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanStep {
+    /// The column family (`cfN`).
+    pub cf: String,
+    /// Number of gets.
+    pub gets: f64,
+    /// Rows per get.
+    pub width: f64,
+    /// Clustering attributes bound in the get.
+    pub clustering_bound: Vec<String>,
+    /// Attributes filtered by the client.
+    pub filter: Vec<String>,
+    /// A client-side sort follows.
+    pub sort: bool,
+    /// Rows after the step.
+    pub rows: f64,
+    /// Cost of the step (ms).
+    pub cost: f64,
+}
+
+/// The chosen plan of a query.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueryPlan {
+    /// The statement's name (support queries: `UPDATE-NAME/cfN/i`).
+    pub name: String,
+    /// The query.
+    pub text: String,
+    /// Weight in the mix.
+    pub weight: f64,
+    /// Lookups, filters, sort.
+    pub steps: Vec<PlanStep>,
+    /// LIMIT, applied last.
+    pub limit: Option<u64>,
+    /// Cost of one execution (ms).
+    pub cost: f64,
+}
+
+/// Maintaining one column family under one update.
+#[derive(Debug, Clone, Serialize)]
+pub struct Maintenance {
+    /// The column family.
+    pub cf: String,
+    /// Support queries with their plans.
+    pub support: Vec<QueryPlan>,
+    /// Rows written per execution.
+    pub rows: f64,
+    /// Old rows are deleted.
+    pub deletes: bool,
+    /// New rows are put.
+    pub inserts: bool,
+    /// Cost of the writes (ms).
+    pub write_cost: f64,
+}
+
+/// The plan of an update.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpdatePlan {
+    /// The statement's name.
+    pub name: String,
+    /// The statement.
+    pub text: String,
+    /// Weight in the mix.
+    pub weight: f64,
+    /// Column families to maintain.
+    pub maintain: Vec<Maintenance>,
+    /// Cost of one execution (ms): support queries and writes.
+    pub cost: f64,
+}
+
+/// The advisor's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recommendation {
+    /// The mix.
+    pub mix: String,
+    /// The schema.
+    pub column_families: Vec<RecommendedCf>,
+    /// One plan per query.
+    pub queries: Vec<QueryPlan>,
+    /// One plan per update.
+    pub updates: Vec<UpdatePlan>,
+    /// Σ weight × query cost.
+    pub query_cost: f64,
+    /// Σ weight × update cost.
+    pub update_cost: f64,
+    /// query_cost + update_cost.
+    pub total_cost: f64,
+    /// Σ size of the column families.
+    pub total_size_bytes: f64,
+    /// Candidates enumerated.
+    pub candidates: usize,
+    /// Variables of the program.
+    pub variables: usize,
+    /// Constraints of the program.
+    pub constraints: usize,
+    /// The solver proved the schema optimal (false: a time limit stopped it).
+    pub optimal: bool,
+}
+
+/// Everything computed before solving (exposed for tests and the benchmark).
+pub struct Prepared<'a> {
+    /// The model.
+    pub model: &'a Model,
+    /// The candidates.
+    pub pool: Pool,
+    /// Queries: (name, text, weight, plan space).
+    pub queries: Vec<(String, String, f64, PlanSpace)>,
+    /// Updates: (name, text, weight, update, maintained column families).
+    pub updates: Vec<PreparedUpdate>,
+}
+
+/// A column family an update modifies: (pool index, what it takes, support query plan spaces).
+pub type Maintained = (usize, Support, Vec<PlanSpace>);
+
+/// An update ready for the program: (name, text, weight, update, column families it modifies).
+pub type PreparedUpdate = (String, String, f64, Update, Vec<Maintained>);
+
+/// Enumerates candidates and plans every statement.
+pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Result<Prepared<'a>> {
+    let mixes = workload.mixes();
+    if !mixes.contains(&opts.mix) {
+        return Err(AdvisorError::UnknownMix(
+            opts.mix.clone(),
+            mixes.into_iter().collect::<Vec<_>>().join(", "),
+        ));
+    }
+    let weighted: Vec<_> = workload
+        .statements
+        .iter()
+        .filter_map(|s| {
+            s.weights
+                .get(&opts.mix)
+                .filter(|w| **w > 0.0)
+                .map(|w| (s, *w))
+        })
+        .collect();
+    let mut e = Enumerator::new(model);
+    for (s, _) in &weighted {
+        if let Body::Query(q) = &s.body {
+            e.enumerate(q);
+        }
+    }
+    let updates: Vec<&Update> = weighted
+        .iter()
+        .filter_map(|(s, _)| match &s.body {
+            Body::Update(u) => Some(u),
+            Body::Query(_) => None,
+        })
+        .collect();
+    e.enumerate_support(&updates);
+    e.combine();
+    let pool = e.pool;
+    let mut queries = Vec::new();
+    let mut ups = Vec::new();
+    for (s, w) in &weighted {
+        match &s.body {
+            Body::Query(q) => {
+                let space = plan(model, &opts.cost, &pool, q);
+                if !space.is_answerable() {
+                    return Err(AdvisorError::input(
+                        &s.span,
+                        format!("no candidate column family can answer query `{}`", s.name),
+                    ));
+                }
+                queries.push((s.name.clone(), s.text.clone(), *w, space));
+            }
+            Body::Update(u) => {
+                let mut maint = Vec::new();
+                for (j, cf) in pool.candidates.iter().enumerate() {
+                    if let Some(sup) = support_queries(model, u, cf) {
+                        let spaces = sup
+                            .queries
+                            .iter()
+                            .map(|q| plan(model, &opts.cost, &pool, q))
+                            .collect();
+                        maint.push((j, sup, spaces));
+                    }
+                }
+                ups.push((s.name.clone(), s.text.clone(), *w, u.clone(), maint));
+            }
+        }
+    }
+    Ok(Prepared {
+        model,
+        pool,
+        queries,
+        updates: ups,
+    })
+}
+
+impl Prepared<'_> {
+    /// The column families that can matter: those in some query's plans, and, repeatedly, those in
+    /// the support plans of column families that can matter. The others only add write costs.
+    pub fn useful(&self) -> BTreeSet<usize> {
+        let mut useful: BTreeSet<usize> = self
+            .queries
+            .iter()
+            .flat_map(|q| q.3.steps.iter().map(|s| s.cf))
+            .collect();
+        loop {
+            let before = useful.len();
+            for (_, _, _, _, maint) in &self.updates {
+                for (j, _, spaces) in maint {
+                    if useful.contains(j) {
+                        let more: Vec<usize> = spaces
+                            .iter()
+                            .flat_map(|s| s.steps.iter().map(|st| st.cf))
+                            .collect();
+                        useful.extend(more);
+                    }
+                }
+            }
+            if useful.len() == before {
+                return useful;
+            }
+        }
+    }
+
+    /// The program.
+    pub fn formulate(&self, opts: &Options) -> Formulation {
+        let useful = self.useful();
+        let mut spaces = Vec::new();
+        for (_, _, w, space) in &self.queries {
+            spaces.push(Weighted {
+                space,
+                weight: *w,
+                demand: Demand::One,
+            });
+        }
+        let mut write_cost: BTreeMap<usize, f64> = BTreeMap::new();
+        let mut forbidden = Vec::new();
+        for (_, _, w, _, maint) in &self.updates {
+            // Identical support queries of one update run once, for every column family they serve.
+            let mut shared: Vec<(&PlanSpace, Vec<usize>)> = Vec::new();
+            for (j, sup, sp) in maint {
+                if !useful.contains(j) {
+                    continue;
+                }
+                if sup.impossible || sp.iter().any(|s| !s.is_answerable()) {
+                    forbidden.push(*j);
+                    continue;
+                }
+                *write_cost.entry(*j).or_default() +=
+                    w * opts.cost.write(sup.rows, sup.inserts, sup.deletes);
+                for s in sp {
+                    match shared.iter_mut().find(|(x, _)| x.query == s.query) {
+                        Some((_, cfs)) => cfs.push(*j),
+                        None => shared.push((s, vec![*j])),
+                    }
+                }
+            }
+            for (space, cfs) in shared {
+                spaces.push(Weighted {
+                    space,
+                    weight: *w,
+                    demand: Demand::IfAnyChosen(cfs),
+                });
+            }
+        }
+        let model = self.model;
+        let pool = &self.pool;
+        Formulation::build(
+            &spaces,
+            &write_cost,
+            &|j| pool.candidates[j].size(model),
+            &forbidden,
+            opts.space_budget,
+        )
+    }
+
+    /// Solves and reads off the schema and the plans.
+    pub fn recommend(&self, opts: &Options) -> Result<Recommendation> {
+        let f = self.formulate(opts);
+        let solved = solve(&f, opts.time_limit)?;
+        let chosen: BTreeSet<usize> = f
+            .cf_var
+            .iter()
+            .filter(|(_, v)| solved.x[**v] > 0.5)
+            .map(|(j, _)| *j)
+            .collect();
+        tracing::debug!(cost = solved.cost, cfs = solved.column_families, "solved");
+        let mut r = self.read_off(&chosen, opts, f.vars.len(), f.constraints.len())?;
+        r.optimal = solved.optimal;
+        Ok(r)
+    }
+
+    /// The recommendation for a given set of column families (pool indices).
+    pub fn read_off(
+        &self,
+        chosen: &BTreeSet<usize>,
+        opts: &Options,
+        variables: usize,
+        constraints: usize,
+    ) -> Result<Recommendation> {
+        let model = self.model;
+        let names: BTreeMap<usize, String> = chosen
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (*j, format!("cf{}", i + 1)))
+            .collect();
+        let allowed = |j: usize| chosen.contains(&j);
+        let plan_of =
+            |name: String, text: String, weight: f64, space: &PlanSpace| -> Result<QueryPlan> {
+                let (cost, path) = space.cheapest(allowed).ok_or_else(|| {
+                    AdvisorError::Solver(format!("no plan for `{name}` in the chosen schema"))
+                })?;
+                let attrs = |v: &[crate::model::Attr]| {
+                    v.iter().map(|a| model.attr_name(*a)).collect::<Vec<_>>()
+                };
+                let steps = path
+                    .iter()
+                    .map(|&i| {
+                        let s = &space.steps[i];
+                        PlanStep {
+                            cf: names.get(&s.cf).cloned().unwrap_or_default(),
+                            gets: s.gets,
+                            width: s.width,
+                            clustering_bound: attrs(&s.clustering_bound),
+                            filter: attrs(&s.filter),
+                            sort: s.sort,
+                            rows: s.rows,
+                            cost: s.cost,
+                        }
+                    })
+                    .collect();
+                Ok(QueryPlan {
+                    name,
+                    text,
+                    weight,
+                    steps,
+                    limit: space.query.limit,
+                    cost,
+                })
+            };
+        let mut queries = Vec::new();
+        let mut query_cost = 0.0;
+        for (name, text, w, space) in &self.queries {
+            let p = plan_of(name.clone(), text.clone(), *w, space)?;
+            query_cost += w * p.cost;
+            queries.push(p);
+        }
+        let mut updates = Vec::new();
+        let mut update_cost = 0.0;
+        for (name, text, w, _, maint) in &self.updates {
+            let mut ms = Vec::new();
+            let mut cost = 0.0;
+            let mut ran: Vec<&Query> = Vec::new();
+            for (j, sup, spaces) in maint {
+                if !chosen.contains(j) {
+                    continue;
+                }
+                let cf = names.get(j).cloned().unwrap_or_default();
+                let mut support = Vec::new();
+                for (i, s) in spaces.iter().enumerate() {
+                    if ran.contains(&&s.query) {
+                        continue;
+                    }
+                    ran.push(&s.query);
+                    let p = plan_of(
+                        format!("{name}/{cf}/{}", i + 1),
+                        render_query(model, &s.query),
+                        *w,
+                        s,
+                    )?;
+                    cost += p.cost;
+                    support.push(p);
+                }
+                let write_cost = opts.cost.write(sup.rows, sup.inserts, sup.deletes);
+                cost += write_cost;
+                ms.push(Maintenance {
+                    cf,
+                    support,
+                    rows: sup.rows,
+                    deletes: sup.deletes,
+                    inserts: sup.inserts,
+                    write_cost,
+                });
+            }
+            update_cost += w * cost;
+            updates.push(UpdatePlan {
+                name: name.clone(),
+                text: text.clone(),
+                weight: *w,
+                maintain: ms,
+                cost,
+            });
+        }
+        let column_families: Vec<RecommendedCf> = chosen
+            .iter()
+            .map(|&j| {
+                let cf = &self.pool.candidates[j];
+                let name = names.get(&j).cloned().unwrap_or_default();
+                RecommendedCf {
+                    triple: cf.triple(model),
+                    cql: cf.cql(model, &name),
+                    rows: cf.rows(model),
+                    size_bytes: cf.size(model),
+                    definition: cf.clone(),
+                    name,
+                }
+            })
+            .collect();
+        Ok(Recommendation {
+            mix: opts.mix.clone(),
+            total_size_bytes: column_families.iter().map(|c| c.size_bytes).sum(),
+            column_families,
+            queries,
+            updates,
+            query_cost,
+            update_cost,
+            total_cost: query_cost + update_cost,
+            candidates: self.pool.len(),
+            variables,
+            constraints,
+            optimal: true,
+        })
+    }
+}
+
+/// Runs the advisor.
+pub fn advise(model: &Model, workload: &Workload, opts: &Options) -> Result<Recommendation> {
+    prepare(model, workload, opts)?.recommend(opts)
+}
+
+/// The plan space of one query over an explicit set of column families (for tests and reports).
+pub fn plan_space(model: &Model, cost: &CostModel, cfs: &[ColumnFamily], q: &Query) -> PlanSpace {
+    let mut pool = Pool::default();
+    for cf in cfs {
+        pool.add(cf.clone());
+    }
+    plan(model, cost, &pool, q)
+}

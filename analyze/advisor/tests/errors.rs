@@ -1,0 +1,127 @@
+//! Bad input: clear errors with file:line:col.
+
+mod common;
+
+use tern_advisor::{Model, Workload};
+
+const MODEL: &str = "entity Hotel 100
+  id HotelID
+  field HotelCity string 20 distinct 10
+entity Room 1000
+  id RoomID
+  field RoomRate float
+fk Room.Hotel -> Hotel.Rooms
+";
+
+fn workload_error(text: &str) -> String {
+    let m = common::model(MODEL);
+    match Workload::parse("w.workload", text, &m) {
+        Ok(_) => panic!("`{text}` parsed"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn model_error(text: &str) -> String {
+    match Model::parse("m.model", text) {
+        Ok(_) => panic!("`{text}` parsed"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_path_through_a_missing_relationship_names_the_relationships() {
+    let e = workload_error("Q: SELECT Room.RoomID FROM Room.Guest WHERE Room.RoomID = ?;");
+    assert_eq!(
+        e,
+        "w.workload:1:33: `Room` has no relationship `Guest`; its relationships are: Hotel"
+    );
+}
+
+#[test]
+fn a_query_without_equality_predicate_asks_for_one() {
+    let e = workload_error("Q: SELECT Room.RoomID FROM Room\n   WHERE Room.RoomRate > ?;");
+    assert!(
+        e.starts_with("w.workload:1:4: the query has no equality predicate"),
+        "{e}"
+    );
+    assert!(e.contains("WHERE Entity.Field = ?"), "{e}");
+}
+
+#[test]
+fn a_cyclic_query_graph_is_refused() {
+    let e = workload_error("Q: SELECT Room.RoomID FROM Room.Hotel.Rooms WHERE Room.RoomID = ?;");
+    assert!(
+        e.starts_with("w.workload:1:39: cyclic query graph: `Rooms` leads back to `Room`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_self_reference_is_refused_in_the_model() {
+    let e = model_error(
+        "entity Employee 10\n  id EmployeeID\nfk Employee.Manager -> Employee.Reports\n",
+    );
+    assert!(
+        e.starts_with("m.model:3:4: self reference `Employee.Manager`"),
+        "{e}"
+    );
+    assert!(e.contains("intermediate entity"), "{e}");
+}
+
+#[test]
+fn an_unknown_field_lists_the_fields() {
+    let e = workload_error("Q: SELECT Room.Price FROM Room WHERE Room.RoomID = ?;");
+    assert_eq!(
+        e,
+        "w.workload:1:16: `Room` has no field `Price`; its fields are: RoomID, RoomRate"
+    );
+    let e = workload_error("Q: SELECT Room.RoomID FROM Room WHERE Room.Hotel.Name = ?;");
+    assert_eq!(
+        e,
+        "w.workload:1:50: `Hotel` has no field `Name`; its fields are: HotelID, HotelCity"
+    );
+}
+
+#[test]
+fn model_errors_point_at_the_line() {
+    assert_eq!(
+        model_error("entity A 10\n  field X int\n"),
+        "m.model:2:3: entity `A` needs its `id` line before its fields"
+    );
+    assert_eq!(
+        model_error("entity A 10\n  id AID\n  field X blob\n"),
+        "m.model:3:11: unknown type `blob`: use int, float, string, bool or date"
+    );
+    assert_eq!(
+        model_error("entity A 10\n"),
+        "m.model:1:8: entity `A` has no `id` line"
+    );
+    assert!(
+        model_error("entity A 10\n  id AID\n  field X int distinct 11\n")
+            .starts_with("m.model:3:24: distinct values")
+    );
+    assert!(
+        model_error("entity A 10\n  id AID\nfk A.B -> C.As\n")
+            .starts_with("m.model:3:4: unknown entity `C`")
+    );
+}
+
+#[test]
+fn workload_syntax_errors_point_at_the_token() {
+    assert_eq!(
+        workload_error("Q: SELECT Room.RoomID FROM Room WHERE Room.RoomID = ?"),
+        "w.workload:1:53: expected `;`, found the end of the file"
+    );
+    assert_eq!(
+        workload_error("Q: FETCH Room.RoomID;"),
+        "w.workload:1:4: expected SELECT, INSERT, UPDATE, DELETE, CONNECT or DISCONNECT, found `FETCH`"
+    );
+    assert!(
+        workload_error("Q: SELECT Room.RoomID FROM Nope WHERE Nope.X = ?;")
+            .starts_with("w.workload:1:28: unknown entity `Nope`")
+    );
+    assert!(
+        workload_error("Q: UPDATE Room SET RoomID = ? WHERE Room.RoomID = ?;")
+            .contains("cannot change an id")
+    );
+}
