@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::model::{Entity, Key, Version};
-use crate::store::{
+use tern_core::model::{Entity, Key, Version};
+use tern_core::store::{
     BatchMetaOutcome, Capability, Filter, MetaCas, MetaEntry, MetaUpdate, PushdownPage,
     PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest,
     SchemaChange, Store, StoreInfo, Write, WriteOutcome,
@@ -53,7 +53,7 @@ pub trait Intercept: Send + Sync + Debug + 'static {
     /// [`Store::write_batch_with_meta`]. Forwards to the inner store's (atomic
     /// there, where it is), so a hook on [`Intercept::write_batch`] does not see
     /// these writes: override this too, or route it through the hooks with
-    /// [`write_then_meta_cas`](crate::store::write_then_meta_cas) and report
+    /// [`write_then_meta_cas`](tern_core::store::write_then_meta_cas) and report
     /// [`Intercept::atomic_batch_with_meta`] `false`.
     async fn write_batch_with_meta(
         &self,
@@ -234,7 +234,7 @@ impl<I: Intercept> Store for Intercepted<I> {
 }
 
 /// Hooks that make a store write a batch and its checkpoint in two calls
-/// ([`write_then_meta_cas`](crate::store::write_then_meta_cas)), as every store
+/// ([`write_then_meta_cas`](tern_core::store::write_then_meta_cas)), as every store
 /// without an atomic [`Store::write_batch_with_meta`] does: to keep the engine's
 /// path for such stores under test on a store that has the atomic call.
 #[derive(Debug, Clone, Copy, Default)]
@@ -245,10 +245,10 @@ impl Intercept for TwoCalls {
     async fn write_batch_with_meta(
         &self,
         inner: &dyn Store,
-        writes: Vec<crate::store::Write>,
-        meta: crate::store::MetaUpdate,
-    ) -> Result<crate::store::BatchMetaOutcome> {
-        crate::store::write_then_meta_cas(inner, writes, meta).await
+        writes: Vec<tern_core::store::Write>,
+        meta: tern_core::store::MetaUpdate,
+    ) -> Result<tern_core::store::BatchMetaOutcome> {
+        tern_core::store::write_then_meta_cas(inner, writes, meta).await
     }
     fn atomic_batch_with_meta(&self, _inner: &dyn Store) -> bool {
         false

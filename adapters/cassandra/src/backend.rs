@@ -38,6 +38,7 @@ pub struct CassStore {
     /// Whether the cluster runs `WHERE token(pk) >= ?` (the fallback of refused paging states).
     pub(crate) token_ranges: bool,
     /// Run by a kind rename between the copy and the delete of a batch (tests).
+    #[cfg(feature = "fault-injection")]
     pub(crate) after_copy: Option<crate::rename::AfterCopyHook>,
 }
 
@@ -116,6 +117,7 @@ impl CassStore {
             schemas: Arc::new(Mutex::new(HashMap::new())),
             server_clock: false,
             token_ranges: false,
+            #[cfg(feature = "fault-injection")]
             after_copy: None,
         };
         store.server_clock = store.server_now().await.is_ok();
@@ -133,8 +135,8 @@ impl CassStore {
     /// This store, running `hook` in every [`Store::rename_kind`] batch after the rows are
     /// copied to the new kind and before the old ones are deleted, with the keys (of the old
     /// kind) just copied. For tests of what a writer that acts in between does to a rename;
-    /// not for production use.
-    #[doc(hidden)]
+    /// not for production use (feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
     #[must_use]
     pub fn with_after_copy_hook(
         mut self,

@@ -35,6 +35,7 @@ pub struct MongoStore {
     pub(crate) counts_first: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     pub(crate) db: Database,
     /// Run by a kind rename between the copy and the delete of a batch (tests).
+    #[cfg(feature = "fault-injection")]
     pub(crate) after_copy: Option<crate::rename::AfterCopy>,
     /// The URL with its password masked.
     pub(crate) location: String,
@@ -99,6 +100,7 @@ impl MongoStore {
             bulk_write,
             open_cursors: Default::default(),
             counts_first: Default::default(),
+            #[cfg(feature = "fault-injection")]
             after_copy: None,
             location,
         })
@@ -116,8 +118,9 @@ impl MongoStore {
     /// This store, running `hook` in every [`Store::rename_kind`] batch after the
     /// documents are copied to the new kind and before the old ones are deleted,
     /// with the keys (of the old kind) just copied. For tests of what a writer
-    /// that acts in between does to a rename; not for production use.
-    #[doc(hidden)]
+    /// that acts in between does to a rename; not for production use (feature
+    /// `fault-injection`).
+    #[cfg(feature = "fault-injection")]
     #[must_use]
     pub fn with_after_copy_hook(
         mut self,

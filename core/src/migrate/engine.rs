@@ -10,7 +10,9 @@ use super::error::{MigrateError, Result};
 use super::lease::{Lease, LeaseOptions};
 use super::overlay::{Change, OverlayStore};
 use super::plan::{self, Plan, Stage};
-use super::progress::{CancelFlag, FaultHook, NoProgress, Progress};
+#[cfg(feature = "fault-injection")]
+use super::progress::FaultHook;
+use super::progress::{CancelFlag, NoProgress, Progress};
 use super::rename;
 use super::run::{Position, RunOptions, Runner};
 use super::source::{Migration, MigrationSet};
@@ -100,6 +102,7 @@ pub struct Migrator {
     lease: LeaseOptions,
     progress: Arc<dyn Progress>,
     cancel: CancelFlag,
+    #[cfg(feature = "fault-injection")]
     faults: Option<FaultHook>,
 }
 
@@ -123,6 +126,7 @@ impl Migrator {
             lease: LeaseOptions::default(),
             progress: Arc::new(NoProgress),
             cancel: CancelFlag::new(),
+            #[cfg(feature = "fault-injection")]
             faults: None,
         }
     }
@@ -155,7 +159,8 @@ impl Migrator {
         self
     }
 
-    /// Installs a crash-injection hook (tests).
+    /// Installs a crash-injection hook (tests; feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
     #[must_use]
     pub fn with_fault_hook(mut self, hook: FaultHook) -> Migrator {
         self.faults = Some(hook);
@@ -336,16 +341,14 @@ impl Migrator {
         let result = self
             .run_pending(&store, &lease, &pending, dry, &mut dry_stages)
             .await;
-        match &result {
-            Err(MigrateError::InjectedCrash(_)) => {
-                // Simulated process death: stop renewing, do not release.
-                drop(lease);
-            }
-            _ => {
-                if let Err(e) = lease.release().await {
-                    tracing::warn!(error = %e, "could not release the lease; it expires by itself");
-                }
-            }
+        #[cfg(feature = "fault-injection")]
+        if matches!(result, Err(MigrateError::InjectedCrash(_))) {
+            // Simulated process death: stop renewing, do not release.
+            drop(lease);
+            return result.map(|r| (r, dry_stages));
+        }
+        if let Err(e) = lease.release().await {
+            tracing::warn!(error = %e, "could not release the lease; it expires by itself");
         }
         result.map(|r| (r, dry_stages))
     }
@@ -483,6 +486,7 @@ impl Migrator {
             options: &self.run,
             progress,
             cancel: &self.cancel,
+            #[cfg(feature = "fault-injection")]
             faults: self.faults.as_ref(),
             history: &history,
             conflicts: std::sync::Mutex::new(Vec::new()),
@@ -636,6 +640,7 @@ impl Migrator {
             },
             progress: Arc::new(NoProgress),
             cancel: self.cancel.clone(),
+            #[cfg(feature = "fault-injection")]
             faults: None,
         };
         let mut stages = DryStages::default();

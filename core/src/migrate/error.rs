@@ -163,7 +163,7 @@ pub enum MigrateError {
         message: String,
     },
     /// A crash injected by a test's fault hook: the run stopped as if the process died.
-    #[doc(hidden)]
+    #[cfg(feature = "fault-injection")]
     #[error("injected crash at {0}")]
     InjectedCrash(String),
     /// The metadata in the store is not tern's (or is from an incompatible version).

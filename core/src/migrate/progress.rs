@@ -105,4 +105,5 @@ pub struct FaultPoint {
 /// Decides whether to crash at a fault point (tests only). Returning `true`
 /// makes the run stop at once, as if the process died: nothing more is
 /// written and the lease is not released.
+#[cfg(feature = "fault-injection")]
 pub type FaultHook = Arc<dyn Fn(FaultPoint) -> bool + Send + Sync>;

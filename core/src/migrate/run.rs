@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use super::error::{MigrateError, Result};
 use super::lease::Lease;
 use super::plan::{Stage, Step, StepOp};
-use super::progress::{CancelFlag, FaultAt, FaultHook, FaultPoint, Progress};
+#[cfg(feature = "fault-injection")]
+use super::progress::FaultHook;
+use super::progress::{CancelFlag, FaultAt, FaultPoint, Progress};
 use super::state::RunCounts;
 use crate::lang::eval::{self, EvalOptions, SourceOutcome, TargetResolution};
 use crate::lang::{Statement, Transfer};
@@ -124,6 +126,7 @@ pub(crate) struct Runner<'a> {
     pub(crate) options: &'a RunOptions,
     pub(crate) progress: &'a dyn Progress,
     pub(crate) cancel: &'a CancelFlag,
+    #[cfg(feature = "fault-injection")]
     pub(crate) faults: Option<&'a FaultHook>,
     /// Every step of every kind (applied migrations and the running one).
     pub(crate) history: &'a BTreeMap<String, Vec<Step>>,
@@ -157,6 +160,9 @@ impl Runner<'_> {
         }
     }
 
+    /// Stops the run here when a test's fault hook asks for a crash at `point`
+    /// (feature `fault-injection`; without it, nothing).
+    #[cfg(feature = "fault-injection")]
     pub(crate) fn fault(&self, point: FaultPoint) -> Result<()> {
         if let Some(hook) = self.faults {
             if hook(point) {
@@ -164,6 +170,22 @@ impl Runner<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Stops the run here when a test's fault hook asks for a crash at `point`
+    /// (feature `fault-injection`; without it, nothing).
+    #[cfg(not(feature = "fault-injection"))]
+    #[inline(always)]
+    pub(crate) fn fault(&self, _point: FaultPoint) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether a test's fault hook is installed (feature `fault-injection`).
+    fn faults_installed(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        return self.faults.is_some();
+        #[cfg(not(feature = "fault-injection"))]
+        false
     }
 
     pub(crate) fn check_continue(&self) -> Result<()> {
@@ -374,11 +396,11 @@ impl Runner<'_> {
         let mut attempt = 0u32;
         let mut first = true;
         while !pending.is_empty() {
-            // Under a fault hook the first attempt goes in two halves, each
-            // computed and written in turn, so that a test can crash in the
-            // middle of a batch.
+            // Under a fault hook (feature `fault-injection`, tests only) the
+            // first attempt goes in two halves, each computed and written in
+            // turn, so that a test can crash in the middle of a batch.
             let mut parts = vec![pending];
-            if first && parts[0].len() > 1 && self.faults.is_some() {
+            if first && parts[0].len() > 1 && self.faults_installed() {
                 let half = parts[0].len() / 2;
                 let second = parts[0].split_off(half);
                 parts.push(second);

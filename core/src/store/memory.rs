@@ -351,18 +351,3 @@ impl Store for MemoryStore {
         Ok(page)
     }
 }
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn conformance() {
-        if let Err(failures) =
-            crate::store::conformance::run_all(Arc::new(MemoryStore::new())).await
-        {
-            panic!("{failures}");
-        }
-    }
-}

@@ -63,8 +63,6 @@
 mod error;
 mod filter;
 
-#[cfg(any(test, feature = "testing"))]
-pub mod conformance;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod memory;

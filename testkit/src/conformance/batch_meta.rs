@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use super::{CheckResult, Failure, Namespace, clear_kinds, ensure, ensure_eq, entity, put_all};
-use crate::model::{Entity, Value};
-use crate::store::{
+use tern_core::model::{Entity, Value};
+use tern_core::store::{
     BatchMetaOutcome, Error, ErrorKind, MetaCas, MetaUpdate, MetaValueFn, Store, Write,
     WriteOutcome,
 };

@@ -8,9 +8,9 @@ use proptest::test_runner::TestRunner;
 use super::{
     CheckResult, Failure, Namespace, clear_kinds, ensure, ensure_eq, entity, map, put_all,
 };
-use crate::model::arb::arb_map;
-use crate::model::{Entity, Key, Map, Value};
-use crate::store::{Store, Write, WriteOutcome, local_now_millis};
+use tern_core::model::arb::arb_map;
+use tern_core::model::{Entity, Key, Map, Value};
+use tern_core::store::{Store, Write, WriteOutcome, local_now_millis};
 
 /// Values of every type, with the edge cases a codec gets wrong.
 fn edge_values() -> Vec<(&'static str, Value)> {
@@ -185,7 +185,7 @@ pub async fn round_trip(store: &dyn Store) -> CheckResult {
 
 /// One outcome per write, in order: insert conflicts when present, replace
 /// conflicts when the version changed (or, with
-/// [`Capability::cas_compares_value`](crate::store::Capability::cas_compares_value),
+/// [`Capability::cas_compares_value`](tern_core::store::Capability::cas_compares_value),
 /// the value), delete of a missing key applies; and the stored state agrees.
 pub async fn write_batch_outcomes(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
@@ -300,7 +300,7 @@ pub async fn write_batch_outcomes(store: &dyn Store) -> CheckResult {
 
 /// Writers race to replace the same entity: in every round exactly one wins,
 /// and the stored entity is the winner's. With
-/// [`Capability::cas_compares_value`](crate::store::Capability::cas_compares_value),
+/// [`Capability::cas_compares_value`](tern_core::store::Capability::cas_compares_value),
 /// also when the writers keep the version and change only the value.
 pub async fn concurrent_replace(store: Arc<dyn Store>) -> CheckResult {
     const WRITERS: i64 = 8;

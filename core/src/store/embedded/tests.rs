@@ -1,13 +1,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
 use crate::model::keycode::encode_key;
 use crate::model::{Map, Value};
-use crate::store::{Condition, Cursor, Filter, PushStep, Write, conformance};
-use crate::testing::child::{Child, next_seed};
+use crate::store::{Condition, Cursor, Filter, PushStep, Write};
+use tern_testkit::child::{Child, next_seed};
 
 fn temp_store() -> (tempfile::TempDir, EmbeddedStore) {
     let dir = tempfile::tempdir().unwrap();
@@ -30,14 +29,6 @@ fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)
 fn public_types_are_send_and_sync() {
     fn assert_send_sync<T: Send + Sync + 'static>() {}
     assert_send_sync::<EmbeddedStore>();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance() {
-    let (_dir, store) = temp_store();
-    if let Err(failures) = conformance::run_all(Arc::new(store)).await {
-        panic!("{failures}");
-    }
 }
 
 #[tokio::test]
