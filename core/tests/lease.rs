@@ -39,7 +39,7 @@ async fn a_fenced_batch_is_not_written_where_it_commits_with_its_checkpoint() {
         } else {
             Arc::new(Intercepted::new(store(), TwoCalls))
         };
-        assert_eq!(s.atomic_batch_with_meta(), atomic);
+        assert_eq!(s.capability().atomic_batch_with_meta, atomic);
         let a = Lease::acquire(Arc::clone(&s), &opts(50, false))
             .await
             .unwrap();

@@ -21,7 +21,7 @@ use tern_core::migrate::{
 use tern_core::model::json::{entity_from_json_line, entity_to_json_line};
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::memory::MemoryStore;
-use tern_core::store::{Filter, ScanRequest, Store, Write, WriteOutcome};
+use tern_core::store::{Filter, ScanRequest, Store, StoreExt, Write, WriteOutcome};
 
 mod rename;
 
@@ -473,7 +473,7 @@ pub async fn counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_
     backend: &dyn Backend,
 ) -> Result<(), String> {
     let probe = backend.fresh().await;
-    if !probe.atomic_batch_with_meta() {
+    if !probe.capability().atomic_batch_with_meta {
         return Err(format!(
             "the {} store writes a batch and its checkpoint in two calls",
             probe.info().scheme

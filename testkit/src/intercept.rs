@@ -54,7 +54,7 @@ pub trait Intercept: Send + Sync + Debug + 'static {
     /// there, where it is), so a hook on [`Intercept::write_batch`] does not see
     /// these writes: override this too, or route it through the hooks with
     /// [`write_then_meta_cas`](tern_core::store::write_then_meta_cas) and report
-    /// [`Intercept::atomic_batch_with_meta`] `false`.
+    /// [`Capability::atomic_batch_with_meta`] `false` from [`Intercept::capability`].
     async fn write_batch_with_meta(
         &self,
         inner: &dyn Store,
@@ -62,10 +62,6 @@ pub trait Intercept: Send + Sync + Debug + 'static {
         meta: MetaUpdate,
     ) -> Result<BatchMetaOutcome> {
         inner.write_batch_with_meta(writes, meta).await
-    }
-    /// [`Store::atomic_batch_with_meta`].
-    fn atomic_batch_with_meta(&self, inner: &dyn Store) -> bool {
-        inner.atomic_batch_with_meta()
     }
     /// [`Store::meta_get`].
     async fn meta_get(&self, inner: &dyn Store, name: &str) -> Result<Option<MetaEntry>> {
@@ -184,9 +180,6 @@ impl<I: Intercept> Store for Intercepted<I> {
             .write_batch_with_meta(self.inner.as_ref(), writes, meta)
             .await
     }
-    fn atomic_batch_with_meta(&self) -> bool {
-        self.hooks.atomic_batch_with_meta(self.inner.as_ref())
-    }
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
         self.hooks.meta_get(self.inner.as_ref(), name).await
     }
@@ -250,7 +243,10 @@ impl Intercept for TwoCalls {
     ) -> Result<tern_core::store::BatchMetaOutcome> {
         tern_core::store::write_then_meta_cas(inner, writes, meta).await
     }
-    fn atomic_batch_with_meta(&self, _inner: &dyn Store) -> bool {
-        false
+    fn capability(&self, inner: &dyn Store) -> Capability {
+        Capability {
+            atomic_batch_with_meta: false,
+            ..inner.capability()
+        }
     }
 }

@@ -10,8 +10,7 @@ use scylla::response::PagingState;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
     Capability, Error, ErrorKind, MetaCas, MetaEntry, RenameKindPage, RenameKindRequest, Result,
-    ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write, WriteOutcome, check_writes,
-    local_now_millis,
+    ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write, WriteOutcome, local_now_millis,
 };
 
 use crate::config::{CASSANDRA_SCHEME, CassConfig, NativeTables, is_plain_identifier};
@@ -464,13 +463,10 @@ impl Store for CassStore {
 
     fn capability(&self) -> Capability {
         Capability {
-            scan_filter: false,
             scan_ordered: false,
-            cas_compares_value: true,
             update_pushdown: false,
-            transactions: false,
             server_clock: self.server_clock,
-            write_batch_max: None,
+            atomic_batch_with_meta: false,
             rename_kind: true,
         }
     }
@@ -534,7 +530,6 @@ impl Store for CassStore {
     }
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        check_writes(&writes)?;
         let total = writes.len();
         // Writes to one key form a chain run in order (the contract); chains run
         // `concurrency` at a time, one statement per write. No multi-partition batches: each

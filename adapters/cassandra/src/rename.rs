@@ -45,7 +45,8 @@ pub(crate) const ATTEMPTS: usize = 5;
 /// A hook run after a batch is copied to the new kind and before the sources are deleted,
 /// with the keys (of the old kind) just copied. For tests.
 #[cfg(feature = "fault-injection")]
-pub(crate) type AfterCopy = Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+pub(crate) type AfterCopy =
+    Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// [`AfterCopy`], printable as part of the store.
 #[cfg(feature = "fault-injection")]

@@ -43,7 +43,7 @@ async fn store_contract() {
     let backend = InProcess::start().await;
     let store = backend.fresh().await;
     let cap = store.capability();
-    assert!(cap.cas_compares_value && !cap.scan_ordered && !cap.update_pushdown);
+    assert!(!cap.scan_ordered && !cap.update_pushdown && !cap.atomic_batch_with_meta);
     // kassandra has no `toUnixTimestamp(now())` on system.local: the local clock is used.
     assert!(!cap.server_clock);
     if let Err(failures) = tern_testkit::conformance::run_all(store).await {

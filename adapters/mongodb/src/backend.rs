@@ -12,7 +12,7 @@ use tern_core::model::{Entity, Key, Value, Version};
 use tern_core::store::{
     Capability, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage,
     PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store,
-    StoreInfo, Write, WriteOutcome, check_writes, url,
+    StoreInfo, Write, WriteOutcome, url,
 };
 
 use crate::codec::{self, VERSION_FIELD};
@@ -233,15 +233,12 @@ impl Store for MongoStore {
 
     fn capability(&self) -> Capability {
         Capability {
-            scan_filter: true,
             // Scans follow MongoDB's _id order (BSON type order first), not tern's value order,
             // so they are not "ordered" in the contract's sense; they never repeat an entity.
             scan_ordered: false,
-            cas_compares_value: true,
             update_pushdown: true,
-            transactions: true,
             server_clock: true,
-            write_batch_max: None,
+            atomic_batch_with_meta: false,
             rename_kind: true,
         }
     }
@@ -318,7 +315,6 @@ impl Store for MongoStore {
     }
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        check_writes(&writes)?;
         self.write_all(writes).await
     }
 

@@ -23,7 +23,6 @@
 //!
 //! [`Store::rename_kind`]: tern_core::store::Store::rename_kind
 
-
 use futures::TryStreamExt;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::error::ErrorKind as DriverKind;
@@ -42,7 +41,8 @@ pub(crate) const ATTEMPTS: usize = 5;
 /// A hook run after a batch is copied to the new kind and before the sources
 /// are deleted, with the keys (of the old kind) just copied. For tests.
 #[cfg(feature = "fault-injection")]
-pub(crate) type AfterCopy = std::sync::Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+pub(crate) type AfterCopy =
+    std::sync::Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// What one round of moves did.
 #[derive(Default)]

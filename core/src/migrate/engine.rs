@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::TryStreamExt;
+
 use super::error::{MigrateError, Result};
 use super::lease::{Lease, LeaseOptions};
 use super::overlay::{Change, OverlayStore};
@@ -18,7 +20,7 @@ use super::run::{Position, RunOptions, Runner};
 use super::source::{Migration, MigrationSet};
 use super::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
 use crate::model::{Key, Version};
-use crate::store::{Filter, ScanRequest, Store, VersionFilter};
+use crate::store::{Filter, Store, StoreExt, VersionFilter, scan_pages};
 
 /// A migration that is applied, pending, or half-applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -725,32 +727,21 @@ impl Migrator {
     /// Brings every entity of `kind` below `target` forward to `target`. Returns how many.
     async fn sweep_below(&self, runner: &Runner<'_>, kind: &str, target: Version) -> Result<u64> {
         let mut swept = 0u64;
-        let mut cursor = None;
-        loop {
-            let page = runner
-                .store
-                .scan(
-                    kind,
-                    ScanRequest {
-                        filter: Filter {
-                            version: VersionFilter::Below(target),
-                            conditions: vec![],
-                        },
-                        cursor,
-                        limit: self.run.batch_size,
-                    },
-                )
-                .await
-                .map_err(MigrateError::store(
-                    "scanning for entities below their version",
-                ))?;
+        let below = Filter {
+            version: VersionFilter::Below(target),
+            conditions: vec![],
+        };
+        let mut pages = std::pin::pin!(scan_pages(runner.store, kind, below, self.run.batch_size));
+        while let Some(page) = pages.try_next().await.map_err(MigrateError::store(
+            "scanning for entities below their version",
+        ))? {
             for e in &page.entities {
                 let mut current = e.clone();
                 for _ in 0..=self.run.max_retries {
                     let (new, _) = runner.bring_forward(&current, target).await?;
                     let out = runner
                         .store
-                        .write_batch(vec![crate::store::Write::Replace {
+                        .write_checked(vec![crate::store::Write::Replace {
                             expected: current.clone(),
                             new,
                         }])
@@ -770,10 +761,6 @@ impl Migrator {
                         _ => break,
                     }
                 }
-            }
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
             }
         }
         if swept > 0 {

@@ -20,7 +20,9 @@ use tokio::task::JoinHandle;
 
 use super::error::{MigrateError, Result};
 use super::state::{self, LeaseRecord, StateDoc, Versioned};
-use crate::store::{BatchMetaOutcome, MetaUpdate, MetaValueFn, Store, Write, WriteOutcome};
+use crate::store::{
+    BatchMetaOutcome, MetaUpdate, MetaValueFn, Store, StoreExt, Write, WriteOutcome,
+};
 
 /// How to take the lease.
 #[derive(Debug, Clone)]
@@ -213,7 +215,7 @@ impl Lease {
     /// Applies `writes` and changes the state document under the lease with one
     /// [`Store::write_batch_with_meta`] call: `change` also gets the outcome of
     /// each write, so that the document records exactly what the writes did.
-    /// Where the store's call is atomic ([`Store::atomic_batch_with_meta`]),
+    /// Where the store's call is atomic ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)),
     /// the writes and the document are committed together or not at all.
     ///
     /// # Errors
@@ -246,7 +248,7 @@ impl Lease {
         let outcome = self
             .shared
             .store
-            .write_batch_with_meta(
+            .write_checked_with_meta(
                 writes,
                 MetaUpdate {
                     name: state::STATE_DOC.to_owned(),

@@ -6,7 +6,7 @@
 //! meanwhile) re-reads it: if it is still at the expected version it is
 //! recomputed and written again, otherwise it is left alone. After every
 //! batch a checkpoint (cursor and counts) is written under the lease; on a
-//! store that can ([`Store::atomic_batch_with_meta`]), in the same transaction
+//! store that can ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)), in the same transaction
 //! as the batch's writes.
 //!
 //! Correctness rests on version scoping, not on the cursor: an entity that a
@@ -28,7 +28,7 @@ use crate::lang::{Statement, Transfer};
 use crate::model::{Entity, Key, Map, Value, Version};
 use crate::store::{
     Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanRequest, Store,
-    VersionFilter, Write, WriteOutcome,
+    StoreExt, VersionFilter, Write, WriteOutcome,
 };
 
 /// How to run batches.
@@ -93,7 +93,7 @@ struct BatchAt {
 }
 
 /// A batch's checkpoint, for a store that commits it with the batch's writes
-/// ([`Store::atomic_batch_with_meta`]).
+/// ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)).
 #[derive(Debug, Clone)]
 struct BatchCheckpoint {
     stage: usize,
@@ -313,16 +313,17 @@ impl Runner<'_> {
             let n = page.entities.len() as u64;
             let mut counts = RunCounts::default();
             // Where the store can, the checkpoint is committed with the batch's writes.
-            let with_checkpoint = self
-                .store
-                .atomic_batch_with_meta()
-                .then(|| BatchCheckpoint {
-                    stage: index,
-                    phase: pos.phase,
-                    base: pos.counts,
-                    from: pos.cursor.clone(),
-                    next: page.cursor.clone(),
-                });
+            let with_checkpoint =
+                self.store
+                    .capability()
+                    .atomic_batch_with_meta
+                    .then(|| BatchCheckpoint {
+                        stage: index,
+                        phase: pos.phase,
+                        base: pos.counts,
+                        from: pos.cursor.clone(),
+                        next: page.cursor.clone(),
+                    });
             let written = self
                 .write_batch(
                     BatchAt {
@@ -426,7 +427,7 @@ impl Runner<'_> {
                 let outcomes = match checkpoint {
                     None => self
                         .store
-                        .write_batch(writes.clone())
+                        .write_checked(writes.clone())
                         .await
                         .map_err(store_err("writing entities"))?,
                     Some(c) => {

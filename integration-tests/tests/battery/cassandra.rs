@@ -12,6 +12,7 @@ use tern_core::model::json::entity_to_json_line;
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Cursor, ErrorKind, Filter, ScanRequest, Write, WriteOutcome};
 
+use tern_core::store::StoreExt;
 use tern_integration_tests::cassandra::{CassBackend, backend};
 use tern_testkit::battery::{self, entity, or_skip, report};
 use tern_testkit::pages::{scan_pages, scan_pages_from};

@@ -22,6 +22,7 @@ async fn mongodb_missing_database_and_unreachable_server_are_clear_errors() {
 
 mod specific {
     use std::sync::Arc;
+    use tern_core::store::StoreExt;
 
     use mongodb::bson::{self, Bson, Document, doc, oid::ObjectId, spec::BinarySubtype};
     use tern_core::model::json::entity_to_json_line;
@@ -589,6 +590,7 @@ mod joins {
 mod renames {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use tern_core::store::StoreExt;
 
     use mongodb::bson::{Bson, Document, doc};
     use tern_core::model::{Entity, Key, Map, Value};

@@ -23,6 +23,7 @@ mod container {
 mod specific {
     use std::collections::BTreeSet;
     use std::sync::Arc;
+    use tern_core::store::StoreExt;
 
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::{

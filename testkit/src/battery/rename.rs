@@ -19,7 +19,7 @@ use tern_core::migrate::{
 };
 use tern_core::model::json::entity_to_json_line;
 use tern_core::model::{Entity, Key, Value};
-use tern_core::store::{Filter, ScanRequest, Store, Write};
+use tern_core::store::{Filter, ScanRequest, Store, StoreExt, Write};
 
 /// The state document as stored.
 pub async fn state_doc(store: &dyn Store) -> StateDoc {

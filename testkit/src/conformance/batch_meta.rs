@@ -46,7 +46,7 @@ pub async fn batch_with_meta(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
     let kind = ns.kind("batch_meta");
     let name = ns.meta("checkpoint");
-    let atomic = store.atomic_batch_with_meta();
+    let atomic = store.capability().atomic_batch_with_meta;
     let a = entity(&kind, 1, 0, &[("x", Value::Int(1))]);
     let b = entity(&kind, 2, 0, &[("x", Value::Int(2))]);
     put_all(store, &[a.clone(), b.clone()]).await?;

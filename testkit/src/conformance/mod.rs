@@ -300,12 +300,7 @@ pub(crate) fn map(props: &[(&str, Value)]) -> Value {
 
 /// Writes `entities` with unconditional puts, in batches.
 pub(crate) async fn put_all(store: &dyn Store, entities: &[Entity]) -> CheckResult {
-    let max = store
-        .capability()
-        .write_batch_max
-        .unwrap_or(100)
-        .clamp(1, 100);
-    for chunk in entities.chunks(max) {
+    for chunk in entities.chunks(100) {
         let outcomes = store
             .write_batch(chunk.iter().cloned().map(Write::Put).collect())
             .await?;

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::model::keycode::encode_key;
 use crate::model::{Map, Value};
+use crate::store::StoreExt;
 use crate::store::{Condition, Cursor, Filter, PushStep, Write};
 use tern_testkit::child::{Child, next_seed};
 
@@ -247,8 +248,9 @@ async fn a_replace_that_changes_the_key_is_refused() {
     let a = entity("k", 1, 0, &[]);
     let b = entity("k", 2, 0, &[]);
     store.put(a.clone()).await.unwrap();
+    // Checked once for every store, by the call the engine makes.
     let err = store
-        .write_batch(vec![Write::Replace {
+        .write_checked(vec![Write::Replace {
             expected: a.clone(),
             new: b,
         }])

@@ -14,6 +14,7 @@ use tern_testkit::conformance;
 use tern_testkit::pages::rename_pass;
 
 use super::{backend_with, columns};
+use tern_core::store::StoreExt;
 
 /// A raw row of a document table: id, version, doc.
 type DocRow = (String, Option<i64>, Option<Vec<u8>>);
