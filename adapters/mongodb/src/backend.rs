@@ -523,12 +523,8 @@ impl MongoStore {
             }
             let v =
                 codec::version_of(&probe).map_err(|e| e.with_context("kind", kind.to_owned()))?;
-            let n = match d.get("n") {
-                Some(Bson::Int64(n)) => u64::try_from(*n).unwrap_or(0),
-                Some(Bson::Int32(n)) => u64::try_from(*n).unwrap_or(0),
-                Some(Bson::Double(n)) => *n as u64,
-                _ => 0,
-            };
+            let n = crate::core::group_count(d.get("n"), "census")
+                .map_err(|e| e.with_context("kind", kind.to_owned()))?;
             *census.entry(v).or_insert(0) += n;
         }
         Ok(census)
