@@ -204,7 +204,10 @@ mod tests {
     fn group_counts_are_read_from_every_integer_type() {
         assert_eq!(group_count(Some(&Bson::Int32(3)), "census").ok(), Some(3));
         assert_eq!(group_count(Some(&Bson::Int64(5)), "census").ok(), Some(5));
-        assert_eq!(group_count(Some(&Bson::Double(7.0)), "census").ok(), Some(7));
+        assert_eq!(
+            group_count(Some(&Bson::Double(7.0)), "census").ok(),
+            Some(7)
+        );
     }
 
     #[test]
