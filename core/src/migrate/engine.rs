@@ -421,65 +421,12 @@ impl Migrator {
         let doc = lease.snapshot().await;
         let plan = plan::plan(m, &doc.kinds);
         let history = plan::history(&self.set, m.id);
-        let now = store
-            .now()
-            .await
-            .map_err(MigrateError::store("reading the clock"))?;
-
-        if !dry
-            && !self.run.force_unsafe
-            && plan
-                .stages
-                .iter()
-                .any(|s| matches!(s, Stage::Transfer { .. }))
-            && doc.running.is_none()
-        {
-            self.safety_precheck(m).await?;
-        }
-
         if doc.running.is_none() {
-            self.rename_precheck(store.as_ref(), m, &plan).await?;
+            self.prechecks(store.as_ref(), m, &plan, dry).await?;
         }
-
-        let (mut stage_index, mut pos, resumed) =
-            match &doc.running {
-                Some(run) if run.migration == m.id => {
-                    progress.note(&format!(
-                    "resuming migration {} ({}) at stage {} from its checkpoint ({} entities done)",
-                    m.id, m.name, run.stage + 1, run.counts.processed
-                ));
-                    (
-                        run.stage,
-                        Position {
-                            phase: run.phase,
-                            cursor: run.cursor.clone(),
-                            counts: run.counts,
-                            stage_base: 0,
-                        },
-                        true,
-                    )
-                }
-                _ => {
-                    let checksum = m.checksum.clone();
-                    let id = m.id;
-                    lease
-                        .update(move |doc| {
-                            doc.running = Some(RunState {
-                                migration: id,
-                                checksum,
-                                started_at: now,
-                                stage: 0,
-                                phase: 0,
-                                cursor: None,
-                                counts: RunCounts::default(),
-                                checkpoints: 0,
-                            });
-                        })
-                        .await?;
-                    (0, Position::default(), false)
-                }
-            };
-
+        let (stage_index, pos, resumed) = self
+            .begin_or_resume(store.as_ref(), lease, m, &doc, progress)
+            .await?;
         let runner = Runner {
             store: store.as_ref(),
             migration: m.id,
@@ -497,18 +444,126 @@ impl Migrator {
             processed_in_run: std::sync::atomic::AtomicU64::new(0),
             unmatched: std::sync::atomic::AtomicU64::new(0),
         };
+        let mut total = self
+            .run_stages(
+                &runner,
+                m,
+                &plan,
+                stage_index,
+                pos,
+                dry.then_some(&mut *dry_stages),
+            )
+            .await?;
+        // The census: no entity of any written kind may be left below its target.
+        total.swept += self.census_and_sweep(&runner, &plan).await?;
+        finish_schema(store.as_ref(), m, &plan, progress).await;
+        if let Ok(mut c) = runner.conflicts.lock() {
+            dry_stages.conflicts.append(&mut c);
+        }
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        record_applied(store.as_ref(), lease, m, &plan, total, duration_ms).await?;
+        Ok(MigrationReport {
+            id: m.id,
+            name: m.name.clone(),
+            counts: total,
+            resumed,
+            duration_ms,
+        })
+    }
 
+    /// What is checked before a migration starts (not when it resumes): an unsafe
+    /// move/copy (unless forced, and not in a dry run) and a kind rename's target.
+    async fn prechecks(
+        &self,
+        store: &dyn Store,
+        m: &Migration,
+        plan: &Plan,
+        dry: bool,
+    ) -> Result<()> {
+        if !dry
+            && !self.run.force_unsafe
+            && plan
+                .stages
+                .iter()
+                .any(|s| matches!(s, Stage::Transfer { .. }))
+        {
+            self.safety_precheck(m).await?;
+        }
+        self.rename_precheck(store, m, plan).await
+    }
+
+    /// Where `m` starts: at its checkpoint when an interrupted run of it is
+    /// recorded (`true`), else at its first stage, recorded as running.
+    async fn begin_or_resume(
+        &self,
+        store: &dyn Store,
+        lease: &Lease,
+        m: &Migration,
+        doc: &StateDoc,
+        progress: &dyn Progress,
+    ) -> Result<(usize, Position, bool)> {
+        if let Some(run) = doc.running.as_ref().filter(|run| run.migration == m.id) {
+            progress.note(&format!(
+                "resuming migration {} ({}) at stage {} from its checkpoint ({} entities done)",
+                m.id,
+                m.name,
+                run.stage + 1,
+                run.counts.processed
+            ));
+            let pos = Position {
+                phase: run.phase,
+                cursor: run.cursor.clone(),
+                counts: run.counts,
+                stage_base: 0,
+            };
+            return Ok((run.stage, pos, true));
+        }
+        let now = store
+            .now()
+            .await
+            .map_err(MigrateError::store("reading the clock"))?;
+        let checksum = m.checksum.clone();
+        let id = m.id;
+        lease
+            .update(move |doc| {
+                doc.running = Some(RunState {
+                    migration: id,
+                    checksum,
+                    started_at: now,
+                    stage: 0,
+                    phase: 0,
+                    cursor: None,
+                    counts: RunCounts::default(),
+                    checkpoints: 0,
+                });
+            })
+            .await?;
+        Ok((0, Position::default(), false))
+    }
+
+    /// Runs the stages of `plan` from `stage_index` at `pos`, recording each
+    /// finished stage under the lease; a dry run collects each stage's counts
+    /// in `previews`. Returns the counts of the whole migration.
+    async fn run_stages(
+        &self,
+        runner: &Runner<'_>,
+        m: &Migration,
+        plan: &Plan,
+        mut stage_index: usize,
+        mut pos: Position,
+        mut previews: Option<&mut DryStages>,
+    ) -> Result<RunCounts> {
         let mut total = pos.counts;
         while stage_index < plan.stages.len() {
             let stage = &plan.stages[stage_index];
             // Entities written late (old versions) must catch up before a stage that reads them.
-            self.catch_up_before(&runner, stage, &mut total).await?;
+            self.catch_up_before(runner, stage, &mut total).await?;
             let estimate = if self.run.estimate_totals {
-                self.estimate(store.as_ref(), stage).await?
+                self.estimate(runner.store, stage).await?
             } else {
                 None
             };
-            progress.stage_started(
+            runner.progress.stage_started(
                 m.id,
                 &m.name,
                 stage_index,
@@ -519,20 +574,21 @@ impl Migrator {
             let before = pos.counts;
             pos.stage_base = pos.counts.processed;
             // Fixed-schema stores add the columns the stage writes (idempotent: also on resume).
-            store
+            runner
+                .store
                 .prepare_schema(&plan::schema_changes(stage))
                 .await
                 .map_err(MigrateError::store("preparing the schema for a stage"))?;
             runner.run_stage(stage_index, stage, &mut pos).await?;
-            let mut stage_counts = pos.counts;
-            stage_counts.processed -= before.processed;
-            stage_counts.changed -= before.changed;
-            stage_counts.conflicts -= before.conflicts;
-            stage_counts.skipped -= before.skipped;
-            stage_counts.unmatched_sources -= before.unmatched_sources;
-            progress.stage_finished(&pos.counts);
-            if dry {
-                dry_stages.previews.push(StagePreview {
+            runner.progress.stage_finished(&pos.counts);
+            if let Some(dry) = previews.as_deref_mut() {
+                let mut stage_counts = pos.counts;
+                stage_counts.processed -= before.processed;
+                stage_counts.changed -= before.changed;
+                stage_counts.conflicts -= before.conflicts;
+                stage_counts.skipped -= before.skipped;
+                stage_counts.unmatched_sources -= before.unmatched_sources;
+                dry.previews.push(StagePreview {
                     migration: m.id,
                     description: stage.describe(),
                     counts: stage_counts,
@@ -548,7 +604,8 @@ impl Migrator {
             };
             if stage_index < plan.stages.len() {
                 let counts = pos.counts;
-                lease
+                runner
+                    .lease
                     .update(move |doc| {
                         if let Some(run) = doc.running.as_mut() {
                             run.stage = stage_index;
@@ -560,64 +617,7 @@ impl Migrator {
                     .await?;
             }
         }
-
-        // The census: no entity of any written kind may be left below its target.
-        let swept = self.census_and_sweep(&runner, &plan).await?;
-        total.swept += swept;
-        // Every entity is at its target: fixed-schema stores may drop emptied columns. The data
-        // migration is complete either way, so a failure here is a warning, not an error.
-        let changes: Vec<_> = plan.stages.iter().flat_map(plan::schema_changes).collect();
-        if let Err(e) = store.finish_schema(&changes).await {
-            // The error and its cause (the driver's text), as the CLI prints errors.
-            let text = std::iter::successors(Some(&e as &dyn std::error::Error), |c| c.source())
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(": ");
-            tracing::warn!(migration = m.id, error = %text, "could not finish the schema change (emptied columns stay)");
-            progress.note(&format!(
-                "migration {}: emptied columns were not dropped: {text}",
-                m.id
-            ));
-        }
-        if let Ok(mut c) = runner.conflicts.lock() {
-            dry_stages.conflicts.append(&mut c);
-        }
-
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let applied_at = store
-            .now()
-            .await
-            .map_err(MigrateError::store("reading the clock"))?;
-        let entry = LedgerEntry {
-            id: m.id,
-            name: m.name.clone(),
-            checksum: m.checksum.clone(),
-            applied_at,
-            duration_ms,
-            counts: total,
-            script: m.canonical_text(),
-            steps: plan
-                .steps
-                .iter()
-                .map(|s| (s.kind.clone(), s.version))
-                .collect(),
-        };
-        // Every kind's version after the migration, a renamed kind's under its new name.
-        let kinds_after = plan.kinds_after.clone();
-        lease
-            .update(move |doc| {
-                doc.applied.push(entry);
-                doc.kinds = kinds_after;
-                doc.running = None;
-            })
-            .await?;
-        Ok(MigrationReport {
-            id: m.id,
-            name: m.name.clone(),
-            counts: total,
-            resumed,
-            duration_ms,
-        })
+        Ok(total)
     }
 
     /// Runs the migration on a dry-run overlay and refuses it if a move/copy is unsafe.
@@ -908,4 +908,60 @@ impl KindCensus {
 struct DryStages {
     previews: Vec<StagePreview>,
     conflicts: Vec<String>,
+}
+
+/// Every entity is at its target: a fixed-schema store may drop emptied columns. The data
+/// migration is complete either way, so a failure here is a warning, not an error.
+async fn finish_schema(store: &dyn Store, m: &Migration, plan: &Plan, progress: &dyn Progress) {
+    let changes: Vec<_> = plan.stages.iter().flat_map(plan::schema_changes).collect();
+    if let Err(e) = store.finish_schema(&changes).await {
+        // The error and its cause (the driver's text), as the CLI prints errors.
+        let text = std::iter::successors(Some(&e as &dyn std::error::Error), |c| c.source())
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(": ");
+        tracing::warn!(migration = m.id, error = %text, "could not finish the schema change (emptied columns stay)");
+        progress.note(&format!(
+            "migration {}: emptied columns were not dropped: {text}",
+            m.id
+        ));
+    }
+}
+
+/// Records `m` as applied in the ledger, with every kind's version after it (a renamed
+/// kind's under its new name), and clears the running state, under the lease.
+async fn record_applied(
+    store: &dyn Store,
+    lease: &Lease,
+    m: &Migration,
+    plan: &Plan,
+    counts: RunCounts,
+    duration_ms: u64,
+) -> Result<()> {
+    let applied_at = store
+        .now()
+        .await
+        .map_err(MigrateError::store("reading the clock"))?;
+    let entry = LedgerEntry {
+        id: m.id,
+        name: m.name.clone(),
+        checksum: m.checksum.clone(),
+        applied_at,
+        duration_ms,
+        counts,
+        script: m.canonical_text(),
+        steps: plan
+            .steps
+            .iter()
+            .map(|s| (s.kind.clone(), s.version))
+            .collect(),
+    };
+    let kinds_after = plan.kinds_after.clone();
+    lease
+        .update(move |doc| {
+            doc.applied.push(entry);
+            doc.kinds = kinds_after;
+            doc.running = None;
+        })
+        .await
 }
