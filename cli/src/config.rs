@@ -146,11 +146,16 @@ pub fn resolve(opt: &Opt) -> anyhow::Result<Settings> {
         (None, Some(dir)) => dir,
         (None, None) => project_dir.join("migrations"),
     };
-    let batch_size = fc.run.batch_size.unwrap_or(1000);
+    // The defaults are the engine's own (RunOptions, LeaseOptions): defined once, there.
+    let run = tern_core::migrate::RunOptions::default();
+    let batch_size = fc.run.batch_size.unwrap_or(run.batch_size);
     if batch_size == 0 {
         bail!("run.batch_size must be at least 1");
     }
-    let pushdown_batch_size = fc.run.pushdown_batch_size.unwrap_or(10_000);
+    let pushdown_batch_size = fc
+        .run
+        .pushdown_batch_size
+        .unwrap_or(run.pushdown_batch_size);
     if pushdown_batch_size == 0 {
         bail!("run.pushdown_batch_size must be at least 1");
     }
@@ -160,8 +165,11 @@ pub fn resolve(opt: &Opt) -> anyhow::Result<Settings> {
         batch_size,
         pushdown_batch_size,
         max_rate: fc.run.max_rate.filter(|r| *r > 0.0),
-        census_passes: fc.run.census_passes.unwrap_or(3),
-        lease_ttl: Duration::from_millis(fc.lease.ttl_ms.unwrap_or(30_000).max(100)),
+        census_passes: fc.run.census_passes.unwrap_or(run.census_passes),
+        lease_ttl: fc.lease.ttl_ms.map_or_else(
+            || tern_core::migrate::LeaseOptions::default().ttl,
+            |ms| Duration::from_millis(ms.max(100)),
+        ),
         project_dir,
     })
 }

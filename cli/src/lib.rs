@@ -25,8 +25,8 @@ use crate::progress::{CliProgress, Mode};
 /// Exit code: success.
 pub const EXIT_OK: u8 = 0;
 /// Exit code: an error.
-pub const EXIT_ERROR: u8 = 1;
-/// Exit code: entities below their kind's version (`tern verify`), or pending migrations (`tern status --check` style).
+pub const EXIT_ERROR: u8 = tern_core::migrate::error::EXIT_ERROR;
+/// Exit code: entities below their kind's version (`tern verify`).
 pub const EXIT_BEHIND: u8 = 1;
 
 /// The context of one invocation.
@@ -201,7 +201,7 @@ fn join_messages<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 's
 }
 
 /// Exit code: the lock is held by another runner (or the embedded store is open in another process).
-pub const EXIT_LOCKED: u8 = 3;
+pub const EXIT_LOCKED: u8 = tern_core::migrate::error::EXIT_LOCKED;
 
 /// The exit code for an error: the library's own code where it has one; a
 /// store in use by another process counts as a held lock.

@@ -22,8 +22,8 @@ use tern_core::migrate::RunOptions;
 use tern_core::model::Value;
 use tern_core::store::embedded::EmbeddedStore;
 use tern_core::store::{Filter, ScanRequest, Store, Write};
-use tern_core::testing::bench::{self, BenchArgs, Ratios};
-use tern_core::testing::intercept::{Intercepted, TwoCalls};
+use tern_testkit::bench::{self, BenchArgs, Ratios};
+use tern_testkit::intercept::{Intercepted, TwoCalls};
 
 /// The baseline: what a careful engineer writes by hand with the same store API.
 async fn hand_loop(store: &dyn Store, batch: usize) -> u64 {

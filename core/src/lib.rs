@@ -21,5 +21,3 @@ pub mod lang;
 pub mod migrate;
 pub mod model;
 pub mod store;
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;

@@ -10,14 +10,14 @@ use async_trait::async_trait;
 use tern_core::migrate::{FaultAt, FaultHook, FaultPoint};
 use tern_core::store::Store;
 use tern_core::store::embedded::EmbeddedStore;
-use tern_core::testing::battery::{
+use tern_testkit::battery::{
     Backend, MemoryBackend, RELEASE2, RELEASE3, blog, export, load, memory_export, migrator,
     reference_export,
 };
-use tern_core::testing::intercept::{Intercept, Intercepted, TwoCalls};
+use tern_testkit::intercept::{Intercept, Intercepted, TwoCalls};
 
 mod memory {
-    tern_core::battery_tests!("memory", async { Ok::<_, String>(super::MemoryBackend) });
+    tern_testkit::battery_tests!("memory", async { Ok::<_, String>(super::MemoryBackend) });
 }
 
 // The memory store seen through `TwoCalls` is a store without an atomic
@@ -38,7 +38,7 @@ impl Backend for TwoCallsBackend {
 }
 
 mod memory_two_calls {
-    tern_core::battery_tests!("memory-two-calls", async {
+    tern_testkit::battery_tests!("memory-two-calls", async {
         Ok::<_, String>(super::TwoCallsBackend)
     });
 }
@@ -59,7 +59,7 @@ impl Backend for EmbeddedBackend {
 }
 
 mod embedded {
-    tern_core::battery_tests!("embedded", async {
+    tern_testkit::battery_tests!("embedded", async {
         Ok::<_, String>(super::EmbeddedBackend {
             dirs: Default::default(),
         })
@@ -284,7 +284,7 @@ fn kill_child() {
 /// a batch and a separate checkpoint would leave that batch uncounted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_are_exact_after_a_kill_during_up_on_the_embedded_store() {
-    use tern_core::testing::child::{Child, next_seed};
+    use tern_testkit::child::{Child, next_seed};
 
     let entities = blog(KILL_USERS, 2);
     let posts = entities.iter().filter(|e| e.key.kind == "blogpost").count() as u64;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tern_core::model::{Entity, Key, Map, Value};
-use tern_core::store::{Store, Write, WriteOutcome};
+use tern_core::store::{Store, StoreExt, Write, WriteOutcome};
 use tokio::sync::Barrier;
 
 #[derive(Clone, Copy, PartialEq, Eq)]

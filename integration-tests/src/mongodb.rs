@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use tern_core::store::Store;
-use tern_core::testing::battery::Backend;
+use tern_testkit::battery::Backend;
 
 use crate::common;
 

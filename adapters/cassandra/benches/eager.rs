@@ -18,7 +18,7 @@ use futures::StreamExt;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::response::PagingState;
-use tern_core::testing::bench::{self, BenchArgs, Ratios, TEXT};
+use tern_testkit::bench::{self, BenchArgs, Ratios, TEXT};
 
 const CONCURRENCY: usize = 32;
 

@@ -10,8 +10,7 @@ use scylla::response::PagingState;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
     Capability, Error, ErrorKind, MetaCas, MetaEntry, RenameKindPage, RenameKindRequest, Result,
-    ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write, WriteOutcome, check_writes,
-    local_now_millis,
+    ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write, WriteOutcome, local_now_millis,
 };
 
 use crate::config::{CASSANDRA_SCHEME, CassConfig, NativeTables, is_plain_identifier};
@@ -38,6 +37,7 @@ pub struct CassStore {
     /// Whether the cluster runs `WHERE token(pk) >= ?` (the fallback of refused paging states).
     pub(crate) token_ranges: bool,
     /// Run by a kind rename between the copy and the delete of a batch (tests).
+    #[cfg(feature = "fault-injection")]
     pub(crate) after_copy: Option<crate::rename::AfterCopyHook>,
 }
 
@@ -116,6 +116,7 @@ impl CassStore {
             schemas: Arc::new(Mutex::new(HashMap::new())),
             server_clock: false,
             token_ranges: false,
+            #[cfg(feature = "fault-injection")]
             after_copy: None,
         };
         store.server_clock = store.server_now().await.is_ok();
@@ -133,8 +134,8 @@ impl CassStore {
     /// This store, running `hook` in every [`Store::rename_kind`] batch after the rows are
     /// copied to the new kind and before the old ones are deleted, with the keys (of the old
     /// kind) just copied. For tests of what a writer that acts in between does to a rename;
-    /// not for production use.
-    #[doc(hidden)]
+    /// not for production use (feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
     #[must_use]
     pub fn with_after_copy_hook(
         mut self,
@@ -462,13 +463,10 @@ impl Store for CassStore {
 
     fn capability(&self) -> Capability {
         Capability {
-            scan_filter: false,
             scan_ordered: false,
-            cas_compares_value: true,
             update_pushdown: false,
-            transactions: false,
             server_clock: self.server_clock,
-            write_batch_max: None,
+            atomic_batch_with_meta: false,
             rename_kind: true,
         }
     }
@@ -532,7 +530,6 @@ impl Store for CassStore {
     }
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        check_writes(&writes)?;
         let total = writes.len();
         // Writes to one key form a chain run in order (the contract); chains run
         // `concurrency` at a time, one statement per write. No multi-partition batches: each

@@ -29,7 +29,6 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use scylla::value::{CqlValue, Row};
 use tern_core::model::Key;
 use tern_core::store::{Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
@@ -45,12 +44,16 @@ pub(crate) const ATTEMPTS: usize = 5;
 
 /// A hook run after a batch is copied to the new kind and before the sources are deleted,
 /// with the keys (of the old kind) just copied. For tests.
-pub(crate) type AfterCopy = Arc<dyn Fn(Vec<Key>) -> BoxFuture<'static, ()> + Send + Sync>;
+#[cfg(feature = "fault-injection")]
+pub(crate) type AfterCopy =
+    Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// [`AfterCopy`], printable as part of the store.
+#[cfg(feature = "fault-injection")]
 #[derive(Clone)]
 pub(crate) struct AfterCopyHook(pub(crate) AfterCopy);
 
+#[cfg(feature = "fault-injection")]
 impl std::fmt::Debug for AfterCopyHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("AfterCopyHook")
@@ -625,6 +628,7 @@ impl CassStore {
                 Copied::Collision => round.collisions.push(self.key_of(plan, row)?),
             }
         }
+        #[cfg(feature = "fault-injection")]
         if let Some(hook) = &self.after_copy {
             let keys = copied
                 .iter()

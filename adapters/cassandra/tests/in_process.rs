@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use tern_core::store::Store;
-use tern_core::testing::battery::Backend;
+use tern_testkit::battery::Backend;
 
 /// A server of its own and a fresh keyspace per store.
 #[derive(Debug)]
@@ -43,10 +43,10 @@ async fn store_contract() {
     let backend = InProcess::start().await;
     let store = backend.fresh().await;
     let cap = store.capability();
-    assert!(cap.cas_compares_value && !cap.scan_ordered && !cap.update_pushdown);
+    assert!(!cap.scan_ordered && !cap.update_pushdown && !cap.atomic_batch_with_meta);
     // kassandra has no `toUnixTimestamp(now())` on system.local: the local clock is used.
     assert!(!cap.server_clock);
-    if let Err(failures) = tern_core::store::conformance::run_all(store).await {
+    if let Err(failures) = tern_testkit::conformance::run_all(store).await {
         panic!("{failures}");
     }
 }
@@ -54,7 +54,10 @@ async fn store_contract() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writer_loses_no_update() {
     let backend = InProcess::start().await;
-    tern_core::testing::battery::a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target(&backend).await;
+    tern_testkit::battery::a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target(
+        &backend,
+    )
+    .await;
 }
 
 /// Writes to one key within a batch apply in order (the store contract), while different keys

@@ -12,9 +12,10 @@ use async_trait::async_trait;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use tern_core::model::{Key, Map, Value};
+use tern_core::store::StoreExt;
 use tern_core::store::{Cursor, ErrorKind, Filter, ScanRequest, Store, Write, WriteOutcome};
-use tern_core::testing::battery::{self, Backend, entity};
-use tern_core::testing::pages::scan_pages;
+use tern_testkit::battery::{self, Backend, entity};
+use tern_testkit::pages::scan_pages;
 
 struct Server {
     addr: std::net::SocketAddr,

@@ -29,7 +29,7 @@ use mongodb::bson::{Document, doc};
 use mongodb::options::ReplaceOneModel;
 use mongodb::{Client, Collection};
 use tern_core::migrate::RunOptions;
-use tern_core::testing::bench::{self, BenchArgs, TEXT};
+use tern_testkit::bench::{self, BenchArgs, TEXT};
 
 async fn load(coll: &Collection<Document>, n: usize) {
     let _ = coll.drop().await;

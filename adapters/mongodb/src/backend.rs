@@ -12,7 +12,7 @@ use tern_core::model::{Entity, Key, Value, Version};
 use tern_core::store::{
     Capability, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage,
     PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store,
-    StoreInfo, Write, WriteOutcome, check_writes, url,
+    StoreInfo, Write, WriteOutcome, url,
 };
 
 use crate::codec::{self, VERSION_FIELD};
@@ -35,6 +35,7 @@ pub struct MongoStore {
     pub(crate) counts_first: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     pub(crate) db: Database,
     /// Run by a kind rename between the copy and the delete of a batch (tests).
+    #[cfg(feature = "fault-injection")]
     pub(crate) after_copy: Option<crate::rename::AfterCopy>,
     /// The URL with its password masked.
     pub(crate) location: String,
@@ -99,6 +100,7 @@ impl MongoStore {
             bulk_write,
             open_cursors: Default::default(),
             counts_first: Default::default(),
+            #[cfg(feature = "fault-injection")]
             after_copy: None,
             location,
         })
@@ -116,8 +118,9 @@ impl MongoStore {
     /// This store, running `hook` in every [`Store::rename_kind`] batch after the
     /// documents are copied to the new kind and before the old ones are deleted,
     /// with the keys (of the old kind) just copied. For tests of what a writer
-    /// that acts in between does to a rename; not for production use.
-    #[doc(hidden)]
+    /// that acts in between does to a rename; not for production use (feature
+    /// `fault-injection`).
+    #[cfg(feature = "fault-injection")]
     #[must_use]
     pub fn with_after_copy_hook(
         mut self,
@@ -230,15 +233,12 @@ impl Store for MongoStore {
 
     fn capability(&self) -> Capability {
         Capability {
-            scan_filter: true,
             // Scans follow MongoDB's _id order (BSON type order first), not tern's value order,
             // so they are not "ordered" in the contract's sense; they never repeat an entity.
             scan_ordered: false,
-            cas_compares_value: true,
             update_pushdown: true,
-            transactions: true,
             server_clock: true,
-            write_batch_max: None,
+            atomic_batch_with_meta: false,
             rename_kind: true,
         }
     }
@@ -315,7 +315,6 @@ impl Store for MongoStore {
     }
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        check_writes(&writes)?;
         self.write_all(writes).await
     }
 
@@ -524,12 +523,8 @@ impl MongoStore {
             }
             let v =
                 codec::version_of(&probe).map_err(|e| e.with_context("kind", kind.to_owned()))?;
-            let n = match d.get("n") {
-                Some(Bson::Int64(n)) => u64::try_from(*n).unwrap_or(0),
-                Some(Bson::Int32(n)) => u64::try_from(*n).unwrap_or(0),
-                Some(Bson::Double(n)) => *n as u64,
-                _ => 0,
-            };
+            let n = crate::core::group_count(d.get("n"), "census")
+                .map_err(|e| e.with_context("kind", kind.to_owned()))?;
             *census.entry(v).or_insert(0) += n;
         }
         Ok(census)

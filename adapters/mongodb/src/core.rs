@@ -172,3 +172,58 @@ pub(crate) fn id_batch(ids: &[Bson]) -> Document {
         _ => doc! { "_id": { "$in": ids.to_vec() } },
     }
 }
+
+/// The count `n` of a `$group` result (a census or a pushdown batch count). The census
+/// is what proves a migration finished, so a reply that holds no count (missing, negative,
+/// fractional or of another type) is an `InvalidData` error naming `what`, never 0.
+pub(crate) fn group_count(n: Option<&Bson>, what: &str) -> Result<u64, Error> {
+    let count = match n {
+        Some(Bson::Int32(n)) => u64::try_from(*n).ok(),
+        Some(Bson::Int64(n)) => u64::try_from(*n).ok(),
+        Some(Bson::Double(n)) if *n >= 0.0 && n.fract() == 0.0 && *n < 2f64.powi(63) => {
+            Some(*n as u64)
+        }
+        _ => None,
+    };
+    count.ok_or_else(|| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "{what}: the server's $group reply holds no count (n = {})",
+                n.map_or_else(|| "missing".to_owned(), ToString::to_string)
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_counts_are_read_from_every_integer_type() {
+        assert_eq!(group_count(Some(&Bson::Int32(3)), "census").ok(), Some(3));
+        assert_eq!(group_count(Some(&Bson::Int64(5)), "census").ok(), Some(5));
+        assert_eq!(
+            group_count(Some(&Bson::Double(7.0)), "census").ok(),
+            Some(7)
+        );
+    }
+
+    #[test]
+    fn an_unexpected_census_reply_is_invalid_data_not_zero() {
+        for bad in [
+            None,
+            Some(Bson::Int64(-1)),
+            Some(Bson::Int32(-4)),
+            Some(Bson::Double(1.5)),
+            Some(Bson::Double(-2.0)),
+            Some(Bson::String("12".into())),
+            Some(Bson::Null),
+        ] {
+            let err = group_count(bad.as_ref(), "census of kind user").unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidData, "{bad:?}");
+            assert!(err.to_string().contains("census of kind user"), "{err}");
+        }
+    }
+}

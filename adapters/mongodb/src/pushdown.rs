@@ -201,15 +201,6 @@ fn touched(step: &PushStep, compiled: &CompiledStep) -> Option<Vec<String>> {
     })
 }
 
-fn as_u64(b: Option<&Bson>) -> u64 {
-    match b {
-        Some(Bson::Int32(n)) => u64::try_from(*n).unwrap_or(0),
-        Some(Bson::Int64(n)) => u64::try_from(*n).unwrap_or(0),
-        Some(Bson::Double(n)) if *n >= 0.0 => *n as u64,
-        _ => 0,
-    }
-}
-
 /// A version as a `$group` key gives it: `None` for what tern does not read as a version.
 fn group_version(b: Option<&Bson>) -> Option<i128> {
     match b {
@@ -388,7 +379,7 @@ impl MongoStore {
         let from = i128::from(request.from);
         let mut all_change = true;
         for g in &groups {
-            let n = as_u64(g.get("n"));
+            let n = crate::core::group_count(g.get("n"), "pushdown: counting the batch")?;
             let Ok(key) = g.get_document("_id") else {
                 continue;
             };

@@ -23,10 +23,7 @@
 //!
 //! [`Store::rename_kind`]: tern_core::store::Store::rename_kind
 
-use std::sync::Arc;
-
 use futures::TryStreamExt;
-use futures::future::BoxFuture;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::error::ErrorKind as DriverKind;
 use mongodb::options::{DeleteOneModel, WriteModel};
@@ -43,7 +40,9 @@ pub(crate) const ATTEMPTS: usize = 5;
 
 /// A hook run after a batch is copied to the new kind and before the sources
 /// are deleted, with the keys (of the old kind) just copied. For tests.
-pub(crate) type AfterCopy = Arc<dyn Fn(Vec<Key>) -> BoxFuture<'static, ()> + Send + Sync>;
+#[cfg(feature = "fault-injection")]
+pub(crate) type AfterCopy =
+    std::sync::Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// What one round of moves did.
 #[derive(Default)]
@@ -211,6 +210,7 @@ impl MongoStore {
                 copied.push(d);
             }
         }
+        #[cfg(feature = "fault-injection")]
         if let Some(hook) = &self.after_copy {
             let keys = copied
                 .iter()

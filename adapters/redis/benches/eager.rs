@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use tern_core::migrate::RunOptions;
-use tern_core::testing::bench::{self, BenchArgs, Ratios};
+use tern_testkit::bench::{self, BenchArgs, Ratios};
 
 fn base_url() -> String {
     let url = std::env::var("TERN_BENCH_REDIS_URL")

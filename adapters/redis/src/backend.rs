@@ -10,7 +10,7 @@ use tern_core::model::{Entity, Key};
 use tern_core::store::{
     Capability, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, PushdownPage,
     PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store,
-    StoreInfo, VersionFilter, Write, WriteOutcome, check_writes, url,
+    StoreInfo, VersionFilter, Write, WriteOutcome, url,
 };
 
 use crate::codec::{self, Keys};
@@ -373,15 +373,12 @@ impl Store for RedisStore {
 
     fn capability(&self) -> Capability {
         Capability {
-            scan_filter: false,
             scan_ordered: false,
-            cas_compares_value: true,
             // Hash kinds run unconditional steps in the server; with every kind a
             // JSON string (`json=*`) there is nothing to push down.
             update_pushdown: !self.config.json_all,
-            transactions: false,
             server_clock: true,
-            write_batch_max: None,
+            atomic_batch_with_meta: false,
             rename_kind: true,
         }
     }
@@ -452,7 +449,6 @@ impl Store for RedisStore {
     }
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        check_writes(&writes)?;
         let mut outcomes = Vec::with_capacity(writes.len());
         for chunk in writes.chunks(WRITES_PER_CALL) {
             outcomes.extend(self.write_chunk(chunk).await?);

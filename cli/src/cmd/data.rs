@@ -3,9 +3,10 @@
 use std::io::{BufRead, BufWriter, Write as _};
 
 use anyhow::Context;
+use futures::TryStreamExt;
 use tern_core::model::Entity;
 use tern_core::model::json::{entity_from_json_line, entity_to_json_line};
-use tern_core::store::{Filter, ScanRequest, Write};
+use tern_core::store::{Filter, Write, scan_pages};
 
 use crate::opt::{ExportArgs, ImportArgs};
 use crate::{Ctx, EXIT_OK};
@@ -79,30 +80,19 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
     let mut out = BufWriter::new(out);
     let ordered = store.capability().scan_ordered;
     for kind in kinds {
-        let mut cursor = None;
         let mut buffered: Vec<Entity> = Vec::new();
-        loop {
-            let page = store
-                .scan(
-                    &kind,
-                    ScanRequest {
-                        filter: Filter::all(),
-                        cursor,
-                        limit: 1000,
-                    },
-                )
-                .await
-                .with_context(|| format!("scanning kind {kind}"))?;
+        let mut pages = std::pin::pin!(scan_pages(store.as_ref(), &kind, Filter::all(), 1000));
+        while let Some(page) = pages
+            .try_next()
+            .await
+            .with_context(|| format!("scanning kind {kind}"))?
+        {
             if ordered {
                 for e in &page.entities {
                     writeln!(out, "{}", entity_to_json_line(e))?;
                 }
             } else {
                 buffered.extend(page.entities);
-            }
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
             }
         }
         if !ordered {

@@ -1,4 +1,4 @@
-//! proptest strategies for the syntax tree (compiled for tests and with the `testing` feature).
+//! proptest strategies for the syntax tree (compiled for tests and with the `arbitrary` feature).
 //!
 //! Every statement generated is one the parser accepts: conditions are on the
 //! kinds the statement allows, a move/copy has a top-level property and a

@@ -2,7 +2,7 @@
 //!
 //! Everything else in tern (the eager engine, lazy migration, `tern plan`) must
 //! agree with this module. It follows \[SE\] Figures 6 and 7 (create-or-replace)
-//! with the decisions of SPEC.md where the paper's literal semantics would lose
+//! with tern's own decisions (docs/language.md) where the paper's literal semantics would lose
 //! data silently; `docs/language.md` (part 2) has the full table.
 //!
 //! # Layers

@@ -17,7 +17,7 @@ pub mod parse;
 pub mod print;
 pub mod safety;
 
-#[cfg(any(test, feature = "testing"))]
+#[cfg(any(test, feature = "arbitrary"))]
 pub mod arb;
 
 #[cfg(test)]

@@ -6,17 +6,21 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::TryStreamExt;
+
 use super::error::{MigrateError, Result};
 use super::lease::{Lease, LeaseOptions};
 use super::overlay::{Change, OverlayStore};
 use super::plan::{self, Plan, Stage};
-use super::progress::{CancelFlag, FaultHook, NoProgress, Progress};
+#[cfg(feature = "fault-injection")]
+use super::progress::FaultHook;
+use super::progress::{CancelFlag, NoProgress, Progress};
 use super::rename;
 use super::run::{Position, RunOptions, Runner};
 use super::source::{Migration, MigrationSet};
 use super::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
 use crate::model::{Key, Version};
-use crate::store::{Filter, ScanRequest, Store, VersionFilter};
+use crate::store::{Filter, Store, StoreExt, VersionFilter, scan_pages};
 
 /// A migration that is applied, pending, or half-applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +104,7 @@ pub struct Migrator {
     lease: LeaseOptions,
     progress: Arc<dyn Progress>,
     cancel: CancelFlag,
+    #[cfg(feature = "fault-injection")]
     faults: Option<FaultHook>,
 }
 
@@ -123,6 +128,7 @@ impl Migrator {
             lease: LeaseOptions::default(),
             progress: Arc::new(NoProgress),
             cancel: CancelFlag::new(),
+            #[cfg(feature = "fault-injection")]
             faults: None,
         }
     }
@@ -155,7 +161,8 @@ impl Migrator {
         self
     }
 
-    /// Installs a crash-injection hook (tests).
+    /// Installs a crash-injection hook (tests; feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
     #[must_use]
     pub fn with_fault_hook(mut self, hook: FaultHook) -> Migrator {
         self.faults = Some(hook);
@@ -336,16 +343,14 @@ impl Migrator {
         let result = self
             .run_pending(&store, &lease, &pending, dry, &mut dry_stages)
             .await;
-        match &result {
-            Err(MigrateError::InjectedCrash(_)) => {
-                // Simulated process death: stop renewing, do not release.
-                drop(lease);
-            }
-            _ => {
-                if let Err(e) = lease.release().await {
-                    tracing::warn!(error = %e, "could not release the lease; it expires by itself");
-                }
-            }
+        #[cfg(feature = "fault-injection")]
+        if matches!(result, Err(MigrateError::InjectedCrash(_))) {
+            // Simulated process death: stop renewing, do not release.
+            drop(lease);
+            return result.map(|r| (r, dry_stages));
+        }
+        if let Err(e) = lease.release().await {
+            tracing::warn!(error = %e, "could not release the lease; it expires by itself");
         }
         result.map(|r| (r, dry_stages))
     }
@@ -416,65 +421,12 @@ impl Migrator {
         let doc = lease.snapshot().await;
         let plan = plan::plan(m, &doc.kinds);
         let history = plan::history(&self.set, m.id);
-        let now = store
-            .now()
-            .await
-            .map_err(MigrateError::store("reading the clock"))?;
-
-        if !dry
-            && !self.run.force_unsafe
-            && plan
-                .stages
-                .iter()
-                .any(|s| matches!(s, Stage::Transfer { .. }))
-            && doc.running.is_none()
-        {
-            self.safety_precheck(m).await?;
-        }
-
         if doc.running.is_none() {
-            self.rename_precheck(store.as_ref(), m, &plan).await?;
+            self.prechecks(store.as_ref(), m, &plan, dry).await?;
         }
-
-        let (mut stage_index, mut pos, resumed) =
-            match &doc.running {
-                Some(run) if run.migration == m.id => {
-                    progress.note(&format!(
-                    "resuming migration {} ({}) at stage {} from its checkpoint ({} entities done)",
-                    m.id, m.name, run.stage + 1, run.counts.processed
-                ));
-                    (
-                        run.stage,
-                        Position {
-                            phase: run.phase,
-                            cursor: run.cursor.clone(),
-                            counts: run.counts,
-                            stage_base: 0,
-                        },
-                        true,
-                    )
-                }
-                _ => {
-                    let checksum = m.checksum.clone();
-                    let id = m.id;
-                    lease
-                        .update(move |doc| {
-                            doc.running = Some(RunState {
-                                migration: id,
-                                checksum,
-                                started_at: now,
-                                stage: 0,
-                                phase: 0,
-                                cursor: None,
-                                counts: RunCounts::default(),
-                                checkpoints: 0,
-                            });
-                        })
-                        .await?;
-                    (0, Position::default(), false)
-                }
-            };
-
+        let (stage_index, pos, resumed) = self
+            .begin_or_resume(store.as_ref(), lease, m, &doc, progress)
+            .await?;
         let runner = Runner {
             store: store.as_ref(),
             migration: m.id,
@@ -483,6 +435,7 @@ impl Migrator {
             options: &self.run,
             progress,
             cancel: &self.cancel,
+            #[cfg(feature = "fault-injection")]
             faults: self.faults.as_ref(),
             history: &history,
             conflicts: std::sync::Mutex::new(Vec::new()),
@@ -491,18 +444,126 @@ impl Migrator {
             processed_in_run: std::sync::atomic::AtomicU64::new(0),
             unmatched: std::sync::atomic::AtomicU64::new(0),
         };
+        let mut total = self
+            .run_stages(
+                &runner,
+                m,
+                &plan,
+                stage_index,
+                pos,
+                dry.then_some(&mut *dry_stages),
+            )
+            .await?;
+        // The census: no entity of any written kind may be left below its target.
+        total.swept += self.census_and_sweep(&runner, &plan).await?;
+        finish_schema(store.as_ref(), m, &plan, progress).await;
+        if let Ok(mut c) = runner.conflicts.lock() {
+            dry_stages.conflicts.append(&mut c);
+        }
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        record_applied(store.as_ref(), lease, m, &plan, total, duration_ms).await?;
+        Ok(MigrationReport {
+            id: m.id,
+            name: m.name.clone(),
+            counts: total,
+            resumed,
+            duration_ms,
+        })
+    }
 
+    /// What is checked before a migration starts (not when it resumes): an unsafe
+    /// move/copy (unless forced, and not in a dry run) and a kind rename's target.
+    async fn prechecks(
+        &self,
+        store: &dyn Store,
+        m: &Migration,
+        plan: &Plan,
+        dry: bool,
+    ) -> Result<()> {
+        if !dry
+            && !self.run.force_unsafe
+            && plan
+                .stages
+                .iter()
+                .any(|s| matches!(s, Stage::Transfer { .. }))
+        {
+            self.safety_precheck(m).await?;
+        }
+        self.rename_precheck(store, m, plan).await
+    }
+
+    /// Where `m` starts: at its checkpoint when an interrupted run of it is
+    /// recorded (`true`), else at its first stage, recorded as running.
+    async fn begin_or_resume(
+        &self,
+        store: &dyn Store,
+        lease: &Lease,
+        m: &Migration,
+        doc: &StateDoc,
+        progress: &dyn Progress,
+    ) -> Result<(usize, Position, bool)> {
+        if let Some(run) = doc.running.as_ref().filter(|run| run.migration == m.id) {
+            progress.note(&format!(
+                "resuming migration {} ({}) at stage {} from its checkpoint ({} entities done)",
+                m.id,
+                m.name,
+                run.stage + 1,
+                run.counts.processed
+            ));
+            let pos = Position {
+                phase: run.phase,
+                cursor: run.cursor.clone(),
+                counts: run.counts,
+                stage_base: 0,
+            };
+            return Ok((run.stage, pos, true));
+        }
+        let now = store
+            .now()
+            .await
+            .map_err(MigrateError::store("reading the clock"))?;
+        let checksum = m.checksum.clone();
+        let id = m.id;
+        lease
+            .update(move |doc| {
+                doc.running = Some(RunState {
+                    migration: id,
+                    checksum,
+                    started_at: now,
+                    stage: 0,
+                    phase: 0,
+                    cursor: None,
+                    counts: RunCounts::default(),
+                    checkpoints: 0,
+                });
+            })
+            .await?;
+        Ok((0, Position::default(), false))
+    }
+
+    /// Runs the stages of `plan` from `stage_index` at `pos`, recording each
+    /// finished stage under the lease; a dry run collects each stage's counts
+    /// in `previews`. Returns the counts of the whole migration.
+    async fn run_stages(
+        &self,
+        runner: &Runner<'_>,
+        m: &Migration,
+        plan: &Plan,
+        mut stage_index: usize,
+        mut pos: Position,
+        mut previews: Option<&mut DryStages>,
+    ) -> Result<RunCounts> {
         let mut total = pos.counts;
         while stage_index < plan.stages.len() {
             let stage = &plan.stages[stage_index];
             // Entities written late (old versions) must catch up before a stage that reads them.
-            self.catch_up_before(&runner, stage, &mut total).await?;
+            self.catch_up_before(runner, stage, &mut total).await?;
             let estimate = if self.run.estimate_totals {
-                self.estimate(store.as_ref(), stage).await?
+                self.estimate(runner.store, stage).await?
             } else {
                 None
             };
-            progress.stage_started(
+            runner.progress.stage_started(
                 m.id,
                 &m.name,
                 stage_index,
@@ -513,20 +574,21 @@ impl Migrator {
             let before = pos.counts;
             pos.stage_base = pos.counts.processed;
             // Fixed-schema stores add the columns the stage writes (idempotent: also on resume).
-            store
+            runner
+                .store
                 .prepare_schema(&plan::schema_changes(stage))
                 .await
                 .map_err(MigrateError::store("preparing the schema for a stage"))?;
             runner.run_stage(stage_index, stage, &mut pos).await?;
-            let mut stage_counts = pos.counts;
-            stage_counts.processed -= before.processed;
-            stage_counts.changed -= before.changed;
-            stage_counts.conflicts -= before.conflicts;
-            stage_counts.skipped -= before.skipped;
-            stage_counts.unmatched_sources -= before.unmatched_sources;
-            progress.stage_finished(&pos.counts);
-            if dry {
-                dry_stages.previews.push(StagePreview {
+            runner.progress.stage_finished(&pos.counts);
+            if let Some(dry) = previews.as_deref_mut() {
+                let mut stage_counts = pos.counts;
+                stage_counts.processed -= before.processed;
+                stage_counts.changed -= before.changed;
+                stage_counts.conflicts -= before.conflicts;
+                stage_counts.skipped -= before.skipped;
+                stage_counts.unmatched_sources -= before.unmatched_sources;
+                dry.previews.push(StagePreview {
                     migration: m.id,
                     description: stage.describe(),
                     counts: stage_counts,
@@ -542,7 +604,8 @@ impl Migrator {
             };
             if stage_index < plan.stages.len() {
                 let counts = pos.counts;
-                lease
+                runner
+                    .lease
                     .update(move |doc| {
                         if let Some(run) = doc.running.as_mut() {
                             run.stage = stage_index;
@@ -554,64 +617,7 @@ impl Migrator {
                     .await?;
             }
         }
-
-        // The census: no entity of any written kind may be left below its target.
-        let swept = self.census_and_sweep(&runner, &plan).await?;
-        total.swept += swept;
-        // Every entity is at its target: fixed-schema stores may drop emptied columns. The data
-        // migration is complete either way, so a failure here is a warning, not an error.
-        let changes: Vec<_> = plan.stages.iter().flat_map(plan::schema_changes).collect();
-        if let Err(e) = store.finish_schema(&changes).await {
-            // The error and its cause (the driver's text), as the CLI prints errors.
-            let text = std::iter::successors(Some(&e as &dyn std::error::Error), |c| c.source())
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(": ");
-            tracing::warn!(migration = m.id, error = %text, "could not finish the schema change (emptied columns stay)");
-            progress.note(&format!(
-                "migration {}: emptied columns were not dropped: {text}",
-                m.id
-            ));
-        }
-        if let Ok(mut c) = runner.conflicts.lock() {
-            dry_stages.conflicts.append(&mut c);
-        }
-
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let applied_at = store
-            .now()
-            .await
-            .map_err(MigrateError::store("reading the clock"))?;
-        let entry = LedgerEntry {
-            id: m.id,
-            name: m.name.clone(),
-            checksum: m.checksum.clone(),
-            applied_at,
-            duration_ms,
-            counts: total,
-            script: m.canonical_text(),
-            steps: plan
-                .steps
-                .iter()
-                .map(|s| (s.kind.clone(), s.version))
-                .collect(),
-        };
-        // Every kind's version after the migration, a renamed kind's under its new name.
-        let kinds_after = plan.kinds_after.clone();
-        lease
-            .update(move |doc| {
-                doc.applied.push(entry);
-                doc.kinds = kinds_after;
-                doc.running = None;
-            })
-            .await?;
-        Ok(MigrationReport {
-            id: m.id,
-            name: m.name.clone(),
-            counts: total,
-            resumed,
-            duration_ms,
-        })
+        Ok(total)
     }
 
     /// Runs the migration on a dry-run overlay and refuses it if a move/copy is unsafe.
@@ -636,6 +642,7 @@ impl Migrator {
             },
             progress: Arc::new(NoProgress),
             cancel: self.cancel.clone(),
+            #[cfg(feature = "fault-injection")]
             faults: None,
         };
         let mut stages = DryStages::default();
@@ -720,32 +727,21 @@ impl Migrator {
     /// Brings every entity of `kind` below `target` forward to `target`. Returns how many.
     async fn sweep_below(&self, runner: &Runner<'_>, kind: &str, target: Version) -> Result<u64> {
         let mut swept = 0u64;
-        let mut cursor = None;
-        loop {
-            let page = runner
-                .store
-                .scan(
-                    kind,
-                    ScanRequest {
-                        filter: Filter {
-                            version: VersionFilter::Below(target),
-                            conditions: vec![],
-                        },
-                        cursor,
-                        limit: self.run.batch_size,
-                    },
-                )
-                .await
-                .map_err(MigrateError::store(
-                    "scanning for entities below their version",
-                ))?;
+        let below = Filter {
+            version: VersionFilter::Below(target),
+            conditions: vec![],
+        };
+        let mut pages = std::pin::pin!(scan_pages(runner.store, kind, below, self.run.batch_size));
+        while let Some(page) = pages.try_next().await.map_err(MigrateError::store(
+            "scanning for entities below their version",
+        ))? {
             for e in &page.entities {
                 let mut current = e.clone();
                 for _ in 0..=self.run.max_retries {
                     let (new, _) = runner.bring_forward(&current, target).await?;
                     let out = runner
                         .store
-                        .write_batch(vec![crate::store::Write::Replace {
+                        .write_checked(vec![crate::store::Write::Replace {
                             expected: current.clone(),
                             new,
                         }])
@@ -765,10 +761,6 @@ impl Migrator {
                         _ => break,
                     }
                 }
-            }
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
             }
         }
         if swept > 0 {
@@ -916,4 +908,60 @@ impl KindCensus {
 struct DryStages {
     previews: Vec<StagePreview>,
     conflicts: Vec<String>,
+}
+
+/// Every entity is at its target: a fixed-schema store may drop emptied columns. The data
+/// migration is complete either way, so a failure here is a warning, not an error.
+async fn finish_schema(store: &dyn Store, m: &Migration, plan: &Plan, progress: &dyn Progress) {
+    let changes: Vec<_> = plan.stages.iter().flat_map(plan::schema_changes).collect();
+    if let Err(e) = store.finish_schema(&changes).await {
+        // The error and its cause (the driver's text), as the CLI prints errors.
+        let text = std::iter::successors(Some(&e as &dyn std::error::Error), |c| c.source())
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(": ");
+        tracing::warn!(migration = m.id, error = %text, "could not finish the schema change (emptied columns stay)");
+        progress.note(&format!(
+            "migration {}: emptied columns were not dropped: {text}",
+            m.id
+        ));
+    }
+}
+
+/// Records `m` as applied in the ledger, with every kind's version after it (a renamed
+/// kind's under its new name), and clears the running state, under the lease.
+async fn record_applied(
+    store: &dyn Store,
+    lease: &Lease,
+    m: &Migration,
+    plan: &Plan,
+    counts: RunCounts,
+    duration_ms: u64,
+) -> Result<()> {
+    let applied_at = store
+        .now()
+        .await
+        .map_err(MigrateError::store("reading the clock"))?;
+    let entry = LedgerEntry {
+        id: m.id,
+        name: m.name.clone(),
+        checksum: m.checksum.clone(),
+        applied_at,
+        duration_ms,
+        counts,
+        script: m.canonical_text(),
+        steps: plan
+            .steps
+            .iter()
+            .map(|s| (s.kind.clone(), s.version))
+            .collect(),
+    };
+    let kinds_after = plan.kinds_after.clone();
+    lease
+        .update(move |doc| {
+            doc.applied.push(entry);
+            doc.kinds = kinds_after;
+            doc.running = None;
+        })
+        .await
 }

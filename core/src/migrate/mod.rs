@@ -21,7 +21,9 @@ pub use engine::{
 };
 pub use error::MigrateError;
 pub use lease::{Lease, LeaseOptions};
-pub use progress::{CancelFlag, FaultAt, FaultHook, FaultPoint, NoProgress, Progress};
+#[cfg(feature = "fault-injection")]
+pub use progress::FaultHook;
+pub use progress::{CancelFlag, FaultAt, FaultPoint, NoProgress, Progress};
 pub use run::RunOptions;
 pub use source::{Body, EntityMigration, Migration, MigrationSet};
 pub use state::{KindRename, LedgerEntry, RunCounts, RunState, StateDoc};

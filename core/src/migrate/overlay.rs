@@ -100,7 +100,7 @@ impl Store for OverlayStore {
     fn capability(&self) -> Capability {
         Capability {
             update_pushdown: false,
-            server_clock: self.base.capability().server_clock,
+            atomic_batch_with_meta: false,
             ..self.base.capability()
         }
     }
@@ -201,7 +201,6 @@ impl Store for OverlayStore {
     /// Reads the batch's keys (from the log, else the real store), applies the
     /// writes in order on those states, then logs every key a write applied to.
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        crate::store::check_writes(&writes)?;
         let mut distinct: Vec<Key> = Vec::new();
         let mut seen: HashSet<&Key> = HashSet::new();
         for w in &writes {

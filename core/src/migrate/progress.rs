@@ -60,7 +60,7 @@ impl CancelFlag {
 /// When, within a batch, a test may inject a crash.
 ///
 /// On a store that commits a batch's checkpoint with its writes
-/// ([`Store::atomic_batch_with_meta`](crate::store::Store::atomic_batch_with_meta)),
+/// ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)),
 /// the client-side path has no moment between the writes and their checkpoint:
 /// [`FaultAt::MidBatch`] falls between two transactions that each carry their
 /// own checkpoint, and [`FaultAt::BeforeCheckpoint`] comes just before the
@@ -105,4 +105,5 @@ pub struct FaultPoint {
 /// Decides whether to crash at a fault point (tests only). Returning `true`
 /// makes the run stop at once, as if the process died: nothing more is
 /// written and the lease is not released.
+#[cfg(feature = "fault-injection")]
 pub type FaultHook = Arc<dyn Fn(FaultPoint) -> bool + Send + Sync>;

@@ -6,7 +6,7 @@
 //! meanwhile) re-reads it: if it is still at the expected version it is
 //! recomputed and written again, otherwise it is left alone. After every
 //! batch a checkpoint (cursor and counts) is written under the lease; on a
-//! store that can ([`Store::atomic_batch_with_meta`]), in the same transaction
+//! store that can ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)), in the same transaction
 //! as the batch's writes.
 //!
 //! Correctness rests on version scoping, not on the cursor: an entity that a
@@ -19,14 +19,16 @@ use std::time::{Duration, Instant};
 use super::error::{MigrateError, Result};
 use super::lease::Lease;
 use super::plan::{Stage, Step, StepOp};
-use super::progress::{CancelFlag, FaultAt, FaultHook, FaultPoint, Progress};
+#[cfg(feature = "fault-injection")]
+use super::progress::FaultHook;
+use super::progress::{CancelFlag, FaultAt, FaultPoint, Progress};
 use super::state::RunCounts;
 use crate::lang::eval::{self, EvalOptions, SourceOutcome, TargetResolution};
 use crate::lang::{Statement, Transfer};
 use crate::model::{Entity, Key, Map, Value, Version};
 use crate::store::{
     Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanRequest, Store,
-    VersionFilter, Write, WriteOutcome,
+    StoreExt, VersionFilter, Write, WriteOutcome,
 };
 
 /// How to run batches.
@@ -91,7 +93,7 @@ struct BatchAt {
 }
 
 /// A batch's checkpoint, for a store that commits it with the batch's writes
-/// ([`Store::atomic_batch_with_meta`]).
+/// ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)).
 #[derive(Debug, Clone)]
 struct BatchCheckpoint {
     stage: usize,
@@ -124,6 +126,7 @@ pub(crate) struct Runner<'a> {
     pub(crate) options: &'a RunOptions,
     pub(crate) progress: &'a dyn Progress,
     pub(crate) cancel: &'a CancelFlag,
+    #[cfg(feature = "fault-injection")]
     pub(crate) faults: Option<&'a FaultHook>,
     /// Every step of every kind (applied migrations and the running one).
     pub(crate) history: &'a BTreeMap<String, Vec<Step>>,
@@ -157,6 +160,9 @@ impl Runner<'_> {
         }
     }
 
+    /// Stops the run here when a test's fault hook asks for a crash at `point`
+    /// (feature `fault-injection`; without it, nothing).
+    #[cfg(feature = "fault-injection")]
     pub(crate) fn fault(&self, point: FaultPoint) -> Result<()> {
         if let Some(hook) = self.faults {
             if hook(point) {
@@ -164,6 +170,22 @@ impl Runner<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Stops the run here when a test's fault hook asks for a crash at `point`
+    /// (feature `fault-injection`; without it, nothing).
+    #[cfg(not(feature = "fault-injection"))]
+    #[inline(always)]
+    pub(crate) fn fault(&self, _point: FaultPoint) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether a test's fault hook is installed (feature `fault-injection`).
+    fn faults_installed(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        return self.faults.is_some();
+        #[cfg(not(feature = "fault-injection"))]
+        false
     }
 
     pub(crate) fn check_continue(&self) -> Result<()> {
@@ -291,16 +313,17 @@ impl Runner<'_> {
             let n = page.entities.len() as u64;
             let mut counts = RunCounts::default();
             // Where the store can, the checkpoint is committed with the batch's writes.
-            let with_checkpoint = self
-                .store
-                .atomic_batch_with_meta()
-                .then(|| BatchCheckpoint {
-                    stage: index,
-                    phase: pos.phase,
-                    base: pos.counts,
-                    from: pos.cursor.clone(),
-                    next: page.cursor.clone(),
-                });
+            let with_checkpoint =
+                self.store
+                    .capability()
+                    .atomic_batch_with_meta
+                    .then(|| BatchCheckpoint {
+                        stage: index,
+                        phase: pos.phase,
+                        base: pos.counts,
+                        from: pos.cursor.clone(),
+                        next: page.cursor.clone(),
+                    });
             let written = self
                 .write_batch(
                     BatchAt {
@@ -374,11 +397,11 @@ impl Runner<'_> {
         let mut attempt = 0u32;
         let mut first = true;
         while !pending.is_empty() {
-            // Under a fault hook the first attempt goes in two halves, each
-            // computed and written in turn, so that a test can crash in the
-            // middle of a batch.
+            // Under a fault hook (feature `fault-injection`, tests only) the
+            // first attempt goes in two halves, each computed and written in
+            // turn, so that a test can crash in the middle of a batch.
             let mut parts = vec![pending];
-            if first && parts[0].len() > 1 && self.faults.is_some() {
+            if first && parts[0].len() > 1 && self.faults_installed() {
                 let half = parts[0].len() / 2;
                 let second = parts[0].split_off(half);
                 parts.push(second);
@@ -404,7 +427,7 @@ impl Runner<'_> {
                 let outcomes = match checkpoint {
                     None => self
                         .store
-                        .write_batch(writes.clone())
+                        .write_checked(writes.clone())
                         .await
                         .map_err(store_err("writing entities"))?,
                     Some(c) => {

@@ -1,4 +1,4 @@
-//! proptest strategies for the data model (compiled for tests and with the `testing` feature).
+//! proptest strategies for the data model (compiled for tests and with the `arbitrary` feature).
 
 use proptest::prelude::*;
 

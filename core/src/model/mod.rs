@@ -14,7 +14,7 @@ pub mod codec;
 pub mod json;
 pub mod keycode;
 
-#[cfg(any(test, feature = "testing"))]
+#[cfg(any(test, feature = "arbitrary"))]
 pub mod arb;
 
 use std::fmt;

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::{
     BatchMetaOutcome, Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, MetaUpdate,
     PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
-    ScanRequest, Store, StoreInfo, Write, WriteOutcome, check_writes, pushdown,
+    ScanRequest, Store, StoreInfo, Write, WriteOutcome, pushdown,
 };
 use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
@@ -106,13 +106,10 @@ impl Store for MemoryStore {
 
     fn capability(&self) -> Capability {
         Capability {
-            scan_filter: true,
             scan_ordered: true,
-            cas_compares_value: true,
             update_pushdown: true,
-            transactions: false,
             server_clock: false,
-            write_batch_max: None,
+            atomic_batch_with_meta: true,
             rename_kind: true,
         }
     }
@@ -176,7 +173,6 @@ impl Store for MemoryStore {
     }
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        check_writes(&writes)?;
         Ok(self.lock().apply(writes, None))
     }
 
@@ -187,7 +183,6 @@ impl Store for MemoryStore {
         writes: Vec<Write>,
         meta: MetaUpdate,
     ) -> Result<BatchMetaOutcome> {
-        check_writes(&writes)?;
         let mut inner = self.lock();
         let current = inner.meta.get(&meta.name).cloned();
         if current.as_ref().map(|e| e.revision) != meta.expected {
@@ -216,10 +211,6 @@ impl Store for MemoryStore {
             writes: outcomes,
             revision,
         })
-    }
-
-    fn atomic_batch_with_meta(&self) -> bool {
-        true
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
@@ -349,20 +340,5 @@ impl Store for MemoryStore {
             page.cursor = batch.last().map(|k| Cursor(hex::encode(k)));
         }
         Ok(page)
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn conformance() {
-        if let Err(failures) =
-            crate::store::conformance::run_all(Arc::new(MemoryStore::new())).await
-        {
-            panic!("{failures}");
-        }
     }
 }

@@ -16,8 +16,8 @@
 //! - may or may not return entities inserted or changed during the scan (the
 //!   engine's census catches them);
 //! - returns only entities that pass the filter, evaluated exactly as
-//!   [`Filter::matches`] (stores without [`Capability::scan_filter`] evaluate it
-//!   on the client with that function);
+//!   [`Filter::matches`] (a store that cannot evaluate it in the server
+//!   evaluates it on the client with that function);
 //! - may return pages shorter than the limit, even empty ones, before the end.
 //!
 //! A [`Cursor`] is opaque, serializable text. It survives the process that got
@@ -30,9 +30,10 @@
 //! own (no atomicity across writes) and reports an outcome per write, in order.
 //! A [`Write::Replace`] is the compare-and-set of the engine and of lazy
 //! migration: it replaces the entity only if the stored one is still the one
-//! read. Every store compares the version; stores with
-//! [`Capability::cas_compares_value`] also compare the value, so that a writer
-//! that does not go through tern (and does not change the version) is detected too.
+//! read. Every store compares the version and the value, so that a writer that
+//! does not go through tern (and does not change the version) is detected too.
+//! A replace keeps its key; [`StoreExt::write_checked`] (what the engine calls)
+//! checks that once for every store ([`check_writes`]).
 //!
 //! Writes to the same key within one batch apply in order. A write future
 //! that is dropped may or may not have taken effect (as with any remote call);
@@ -43,7 +44,7 @@
 //! then a compare-and-set of one metadata document whose new text is computed
 //! from those outcomes (the engine's checkpoint, fenced by the lease). By
 //! default it is those two calls one after the other. A store whose
-//! [`Store::atomic_batch_with_meta`] is `true` runs both in one transaction
+//! [`Capability::atomic_batch_with_meta`] is `true` runs both in one transaction
 //! instead: when the metadata revision does not hold, or anything fails,
 //! nothing of the call is written; otherwise all of it is, together. The engine
 //! relies on that only where the store says so (it then writes each batch and
@@ -61,10 +62,9 @@
 //! None` succeeds (`Applied(0)`).
 
 mod error;
+mod ext;
 mod filter;
 
-#[cfg(any(test, feature = "testing"))]
-pub mod conformance;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod memory;
@@ -80,28 +80,24 @@ use serde::{Deserialize, Serialize};
 use crate::model::{Entity, Key, Value, Version};
 
 pub use error::{DriverError, Error, ErrorKind, Result};
+pub use ext::{StoreExt, scan_pages};
 pub use filter::{Condition, Filter, VersionFilter, lookup};
 
 /// What a store can do beyond the required operations. All `false` by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capability {
-    /// Scan conditions are evaluated inside the server (not on the client).
-    pub scan_filter: bool,
     /// A scan returns entities in id order and never returns one twice.
     pub scan_ordered: bool,
-    /// [`Write::Replace`] compares the stored value too, not only the version.
-    pub cas_compares_value: bool,
     /// [`Store::update_in_place`] is implemented: per-entity statements run inside the server.
     /// Unconditional top-level steps always run; a store may decline steps it cannot run
     /// exactly (conditions, nested paths) with `Unsupported`, writing nothing, and the
     /// engine then runs that stage on the client.
     pub update_pushdown: bool,
-    /// The store offers multi-entity transactions (informational; tern does not rely on them).
-    pub transactions: bool,
     /// [`Store::now`] reads the server's clock rather than this machine's.
     pub server_clock: bool,
-    /// The largest batch [`Store::write_batch`] accepts in one call, if limited.
-    pub write_batch_max: Option<usize>,
+    /// [`Store::write_batch_with_meta`] commits the writes and the metadata
+    /// document in one transaction (else it is two calls, [`write_then_meta_cas`]).
+    pub atomic_batch_with_meta: bool,
     /// [`Store::rename_kind`] is implemented (`rename kind a to b`).
     pub rename_kind: bool,
 }
@@ -154,7 +150,7 @@ pub enum Write {
     /// Create only if no entity has this key.
     Insert(Entity),
     /// Replace `expected` by `new` only if the stored entity is still `expected`
-    /// (same version; same value too where [`Capability::cas_compares_value`]).
+    /// (same version and same value).
     /// `new.key` must equal `expected.key`.
     Replace {
         /// The entity as it was read.
@@ -236,7 +232,7 @@ pub enum BatchMetaOutcome {
         /// The current entry, if any.
         current: Option<MetaEntry>,
         /// `None` when no write was applied either (always so where
-        /// [`Store::atomic_batch_with_meta`]); otherwise the writes had been
+        /// [`Capability::atomic_batch_with_meta`]); otherwise the writes had been
         /// applied first, with these outcomes.
         writes: Option<Vec<WriteOutcome>>,
     },
@@ -441,7 +437,7 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// document `meta.name` with the text `meta.value` computes from their
     /// outcomes, if its revision is still `meta.expected` (a write, never a delete).
     ///
-    /// Where [`Store::atomic_batch_with_meta`], in one transaction: on
+    /// Where [`Capability::atomic_batch_with_meta`], in one transaction: on
     /// [`BatchMetaOutcome::Conflict`] or an error nothing is written, on
     /// [`BatchMetaOutcome::Applied`] all of it. The default makes the two calls one
     /// after the other ([`write_then_meta_cas`]), so a conflicting or failing
@@ -452,13 +448,6 @@ pub trait Store: Send + Sync + Debug + 'static {
         meta: MetaUpdate,
     ) -> Result<BatchMetaOutcome> {
         write_then_meta_cas(self, writes, meta).await
-    }
-
-    /// Whether [`Store::write_batch_with_meta`] commits the writes and the
-    /// metadata document in one transaction. No I/O; fixed for the life of
-    /// `self`. Default: `false`.
-    fn atomic_batch_with_meta(&self) -> bool {
-        false
     }
 
     /// The metadata document `name`, if any.
@@ -559,42 +548,11 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// How many entities of `kind` are at each version: the census.
     async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
         let mut census = BTreeMap::new();
-        let mut seen = std::collections::HashSet::new();
-        let ordered = self.capability().scan_ordered;
-        let mut cursor = None;
-        loop {
-            let page = self
-                .scan(
-                    kind,
-                    ScanRequest {
-                        filter: Filter::all(),
-                        cursor,
-                        limit: 1000,
-                    },
-                )
-                .await?;
-            for e in page.entities {
-                if ordered || seen.insert(e.key) {
-                    *census.entry(e.version).or_insert(0) += 1;
-                }
-            }
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => return Ok(census),
-            }
-        }
-    }
-
-    /// Writes one entity unconditionally (create or replace).
-    async fn put(&self, entity: Entity) -> Result<()> {
-        self.write_batch(vec![Write::Put(entity)]).await.map(|_| ())
-    }
-
-    /// Deletes one entity; a missing key is not an error.
-    async fn delete(&self, key: &Key) -> Result<()> {
-        self.write_batch(vec![Write::Delete(key.clone())])
-            .await
-            .map(|_| ())
+        ext::for_each_unique(self, kind, Filter::all(), |e| {
+            *census.entry(e.version).or_insert(0) += 1;
+        })
+        .await?;
+        Ok(census)
     }
 }
 
@@ -610,30 +568,8 @@ pub async fn count_by_scan<S: Store + ?Sized>(
     filter: Filter,
 ) -> Result<u64> {
     let mut total = 0u64;
-    let mut seen = std::collections::HashSet::new();
-    let ordered = store.capability().scan_ordered;
-    let mut cursor = None;
-    loop {
-        let page = store
-            .scan(
-                kind,
-                ScanRequest {
-                    filter: filter.clone(),
-                    cursor,
-                    limit: 1000,
-                },
-            )
-            .await?;
-        for e in page.entities {
-            if ordered || seen.insert(e.key) {
-                total += 1;
-            }
-        }
-        match page.cursor {
-            Some(c) => cursor = Some(c),
-            None => return Ok(total),
-        }
-    }
+    ext::for_each_unique(store, kind, filter, |_| total += 1).await?;
+    Ok(total)
 }
 
 /// This machine's clock in milliseconds since the Unix epoch.
@@ -644,7 +580,9 @@ pub fn local_now_millis() -> i64 {
         .unwrap_or(0)
 }
 
-/// Checks a batch against the contract before an adapter runs it: replace keys agree.
+/// Checks a batch against the contract: replace keys agree. Called once for
+/// every store, by [`StoreExt::write_checked`] and
+/// [`StoreExt::write_checked_with_meta`]; adapters do not repeat it.
 ///
 /// # Errors
 /// [`ErrorKind::Unexpected`] naming the write whose keys differ.

@@ -12,11 +12,12 @@ use tern_core::model::json::entity_to_json_line;
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Cursor, ErrorKind, Filter, ScanRequest, Write, WriteOutcome};
 
-use tern_core::testing::battery::{self, entity, or_skip, report};
-use tern_core::testing::pages::{scan_pages, scan_pages_from};
+use tern_core::store::StoreExt;
 use tern_integration_tests::cassandra::{CassBackend, backend};
+use tern_testkit::battery::{self, entity, or_skip, report};
+use tern_testkit::pages::{scan_pages, scan_pages_from};
 
-tern_core::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());
+tern_testkit::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());
 
 mod renames;
 
@@ -28,7 +29,7 @@ async fn cassandra_mapping_round_trip() {
     let Some(backend) = backend_with(test, &[]).await else {
         return;
     };
-    let store = tern_core::testing::battery::Backend::fresh(&backend).await;
+    let store = tern_testkit::battery::Backend::fresh(&backend).await;
     let mut nested = Map::new();
     nested.insert("$date".to_owned(), Value::Int(5));
     nested.insert(
@@ -92,7 +93,7 @@ async fn cassandra_put_get_delete() {
     let Some(backend) = backend_with(test, &[]).await else {
         return;
     };
-    let store = tern_core::testing::battery::Backend::fresh(&backend).await;
+    let store = tern_testkit::battery::Backend::fresh(&backend).await;
     let a = entity("users", "a", 0, &[("name", Value::from("ann"))]);
     assert_eq!(store.get(&a.key).await.unwrap(), None);
     assert_eq!(

@@ -1,6 +1,6 @@
 //! The battery on mongodb, the store contract, and MongoDB-specific tests.
 
-tern_core::battery_tests!("mongodb", tern_integration_tests::mongodb::backend());
+tern_testkit::battery_tests!("mongodb", tern_integration_tests::mongodb::backend());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mongodb_missing_database_and_unreachable_server_are_clear_errors() {
@@ -22,16 +22,18 @@ async fn mongodb_missing_database_and_unreachable_server_are_clear_errors() {
 
 mod specific {
     use std::sync::Arc;
+    use tern_core::store::StoreExt;
 
     use mongodb::bson::{self, Bson, Document, doc, oid::ObjectId, spec::BinarySubtype};
     use tern_core::model::json::entity_to_json_line;
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::memory::MemoryStore;
     use tern_core::store::{
-        Condition, Filter, PushOp, PushStep, PushdownRequest, Store, VersionFilter, conformance,
+        Condition, Filter, PushOp, PushStep, PushdownRequest, Store, VersionFilter,
     };
-    use tern_core::testing::battery::or_skip;
     use tern_integration_tests::mongodb::backend;
+    use tern_testkit::battery::or_skip;
+    use tern_testkit::conformance;
 
     async fn raw(url: &str, db: &str) -> mongodb::Collection<Document> {
         let client = mongodb::Client::with_uri_str(url).await.unwrap();
@@ -368,9 +370,9 @@ mod bulk_writes {
 
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::{Store, Write, WriteOutcome};
-    use tern_core::testing::battery::or_skip;
     use tern_integration_tests::mongodb::backend;
     use tern_mongodb::MongoStore;
+    use tern_testkit::battery::or_skip;
 
     use WriteOutcome::{Applied, Conflict};
 
@@ -492,7 +494,7 @@ mod bulk_writes {
             return;
         };
         let store: Arc<dyn Store> = Arc::new(store.with_single_writes());
-        if let Err(failures) = tern_core::store::conformance::run_all(store).await {
+        if let Err(failures) = tern_testkit::conformance::run_all(store).await {
             panic!("{failures}");
         }
     }
@@ -506,9 +508,9 @@ mod joins {
 
     use async_trait::async_trait;
     use tern_core::store::{Result, ScanPage, ScanRequest, Store};
-    use tern_core::testing::battery::{self, RELEASE2, RELEASE3, or_skip};
-    use tern_core::testing::intercept::{Intercept, Intercepted};
     use tern_integration_tests::mongodb::backend;
+    use tern_testkit::battery::{self, RELEASE2, RELEASE3, or_skip};
+    use tern_testkit::intercept::{Intercept, Intercepted};
 
     /// Counts the scans that carry conditions (join lookups) per kind.
     #[derive(Debug, Default)]
@@ -588,13 +590,15 @@ mod joins {
 mod renames {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use tern_core::store::StoreExt;
 
     use mongodb::bson::{Bson, Document, doc};
     use tern_core::model::{Entity, Key, Map, Value};
-    use tern_core::store::{ErrorKind, Store, conformance};
-    use tern_core::testing::pages::rename_pass;
+    use tern_core::store::{ErrorKind, Store};
     use tern_integration_tests::mongodb::backend;
     use tern_mongodb::MongoStore;
+    use tern_testkit::conformance;
+    use tern_testkit::pages::rename_pass;
 
     /// A fresh store, a raw handle on its database, and its URL; `None` (printed)
     /// when no server is available.

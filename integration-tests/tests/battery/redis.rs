@@ -1,11 +1,11 @@
 //! The battery on Redis: the plain server, a container, and JSON-string kinds.
 
 mod server {
-    tern_core::battery_tests!("redis", tern_integration_tests::redis::backend());
+    tern_testkit::battery_tests!("redis", tern_integration_tests::redis::backend());
 }
 
 mod json_strings {
-    tern_core::battery_tests!("redis-json", async {
+    tern_testkit::battery_tests!("redis-json", async {
         tern_integration_tests::redis::backend()
             .await
             .map(|b| b.with_options("json=*"))
@@ -13,7 +13,7 @@ mod json_strings {
 }
 
 mod container {
-    tern_core::battery_tests!(
+    tern_testkit::battery_tests!(
         "redis-container",
         tern_integration_tests::redis::container_backend()
     );
@@ -23,14 +23,15 @@ mod container {
 mod specific {
     use std::collections::BTreeSet;
     use std::sync::Arc;
+    use tern_core::store::StoreExt;
 
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::{
         ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanRequest, Store, Write,
     };
-    use tern_core::testing::battery::or_skip;
-    use tern_core::testing::pages::{scan_pages, scan_pages_from};
     use tern_integration_tests::redis::backend;
+    use tern_testkit::battery::or_skip;
+    use tern_testkit::pages::{scan_pages, scan_pages_from};
 
     /// Writes `n` empty entities `item:0` ... `item:<n-1>`.
     async fn items(store: &dyn Store, n: i64) {
@@ -246,7 +247,7 @@ mod specific {
     fn rename_migrator(
         store: std::sync::Arc<dyn tern_core::store::Store>,
     ) -> tern_core::migrate::Migrator {
-        tern_core::testing::battery::migrator(store, &[(1, "rename kind user to member")], 2)
+        tern_testkit::battery::migrator(store, &[(1, "rename kind user to member")], 2)
     }
 
     /// Runs a command that answers nothing of interest.
@@ -346,7 +347,7 @@ mod specific {
             .await
             .unwrap();
         assert_eq!(left, vec![raw("user:queue")]);
-        let doc = tern_core::testing::battery::state_doc(store.as_ref()).await;
+        let doc = tern_testkit::battery::state_doc(store.as_ref()).await;
         assert_eq!(doc.former_kinds("member"), vec!["user".to_owned()]);
         assert_eq!(doc.kinds.get("member"), None, "user had no version step");
     }
@@ -380,7 +381,7 @@ mod specific {
             "{text}"
         );
         assert!(store.get(&key).await.unwrap().is_some(), "nothing moved");
-        let doc = tern_core::testing::battery::state_doc(store.as_ref()).await;
+        let doc = tern_testkit::battery::state_doc(store.as_ref()).await;
         assert!(doc.renames.is_empty() && doc.running.is_none());
 
         let url = format!("{}&json=user,member&sep=/", b.fresh_url());

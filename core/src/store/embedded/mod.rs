@@ -170,31 +170,28 @@ impl Store for EmbeddedStore {
         }
     }
 
-    /// - `scan_filter`: the "server" of the embedded store is this process; the
+    /// - filters: the "server" of the embedded store is this process; the
     ///   filter is evaluated next to the data, inside the read transaction, and
     ///   the version filter before the value is even decoded, so no
     ///   non-matching entity is materialized for the caller.
     /// - `scan_ordered`: scans follow the key order of the table (ids in
     ///   [`Value`](crate::model::Value) order), each entity once.
-    /// - `cas_compares_value`: a replace compares the stored bytes with the
+    /// - a replace compares the stored bytes with the
     ///   encoding of `expected`; the encoding is canonical, so that is exact
     ///   equality of version and value.
     /// - `update_pushdown`: each batch is one write transaction in this process.
     /// - `rename_kind`: each batch is one write transaction; the stored bytes
     ///   move to the new key unchanged.
-    /// - `transactions`: each `write_batch` and `update_in_place` call is
-    ///   atomic as a whole, not only per write.
+    /// - `atomic_batch_with_meta`: each `write_batch`, `write_batch_with_meta`
+    ///   and `update_in_place` call is one write transaction, atomic as a whole.
     /// - `server_clock`: false; [`Store::now`] is this machine's clock (the only
     ///   clock there is, since one process at a time opens the file).
     fn capability(&self) -> Capability {
         Capability {
-            scan_filter: true,
             scan_ordered: true,
-            cas_compares_value: true,
             update_pushdown: true,
-            transactions: true,
             server_clock: false,
-            write_batch_max: None,
+            atomic_batch_with_meta: true,
             rename_kind: true,
         }
     }
@@ -230,7 +227,6 @@ impl Store for EmbeddedStore {
     }
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        super::check_writes(&writes)?;
         if writes.is_empty() {
             return Ok(Vec::new());
         }
@@ -243,13 +239,8 @@ impl Store for EmbeddedStore {
         writes: Vec<Write>,
         meta: MetaUpdate,
     ) -> Result<BatchMetaOutcome> {
-        super::check_writes(&writes)?;
         self.blocking(move |inner| inner.write_batch_with_meta(&writes, &meta))
             .await
-    }
-
-    fn atomic_batch_with_meta(&self) -> bool {
-        true
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {

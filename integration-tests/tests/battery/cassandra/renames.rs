@@ -7,14 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tern_cassandra::{CassConfig, CassStore};
 use tern_core::model::{Entity, Key, Value};
-use tern_core::store::{
-    ErrorKind, Filter, RenameKindPage, RenameKindRequest, Store, Write, conformance,
-};
-use tern_core::testing::battery::{self, entity, report};
-use tern_core::testing::pages::rename_pass;
+use tern_core::store::{ErrorKind, Filter, RenameKindPage, RenameKindRequest, Store, Write};
 use tern_integration_tests::cassandra::CassBackend;
+use tern_testkit::battery::{self, entity, report};
+use tern_testkit::conformance;
+use tern_testkit::pages::rename_pass;
 
 use super::{backend_with, columns};
+use tern_core::store::StoreExt;
 
 /// A raw row of a document table: id, version, doc.
 type DocRow = (String, Option<i64>, Option<Vec<u8>>);

@@ -14,14 +14,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::migrate::{
+use tern_core::migrate::{
     FaultAt, FaultHook, FaultPoint, LeaseOptions, MigrateError, Migration, MigrationSet, Migrator,
     RunOptions, UpReport,
 };
-use crate::model::json::{entity_from_json_line, entity_to_json_line};
-use crate::model::{Entity, Key, Map, Value};
-use crate::store::memory::MemoryStore;
-use crate::store::{Filter, ScanRequest, Store, Write, WriteOutcome};
+use tern_core::model::json::{entity_from_json_line, entity_to_json_line};
+use tern_core::model::{Entity, Key, Map, Value};
+use tern_core::store::memory::MemoryStore;
+use tern_core::store::{Filter, ScanRequest, Store, StoreExt, Write, WriteOutcome};
 
 mod rename;
 
@@ -452,8 +452,8 @@ pub async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(backend
 }
 
 /// The counts of every migration in the ledger, in order.
-async fn ledger_counts(store: &dyn Store) -> Vec<(u32, crate::migrate::RunCounts)> {
-    crate::migrate::state::load(store)
+async fn ledger_counts(store: &dyn Store) -> Vec<(u32, tern_core::migrate::RunCounts)> {
+    tern_core::migrate::state::load(store)
         .await
         .unwrap()
         .doc
@@ -473,7 +473,7 @@ pub async fn counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_
     backend: &dyn Backend,
 ) -> Result<(), String> {
     let probe = backend.fresh().await;
-    if !probe.atomic_batch_with_meta() {
+    if !probe.capability().atomic_batch_with_meta {
         return Err(format!(
             "the {} store writes a batch and its checkpoint in two calls",
             probe.info().scheme
@@ -756,7 +756,7 @@ pub async fn a_runner_whose_lease_was_taken_over_stops_without_writing(backend: 
     // B starts once A holds the lease and has checkpointed (however slow the store).
     let mut a_started = false;
     for _ in 0..400 {
-        let doc = crate::migrate::state::load(store.as_ref())
+        let doc = tern_core::migrate::state::load(store.as_ref())
             .await
             .unwrap()
             .doc;
@@ -948,7 +948,7 @@ pub async fn dry_run_reports_counts_and_samples_without_writing(backend: &dyn Ba
 
 pub async fn code_migrations_run_as_version_steps_next_to_files(backend: &dyn Backend) {
     struct Upper;
-    impl crate::migrate::EntityMigration for Upper {
+    impl tern_core::migrate::EntityMigration for Upper {
         fn kind(&self) -> &str {
             "user"
         }
@@ -982,9 +982,9 @@ pub async fn code_migrations_run_as_version_steps_next_to_files(backend: &dyn Ba
     assert_eq!(u.get("active"), Some(&Value::Bool(true)));
 }
 
-/// The store contract itself ([`crate::store::conformance`]) on a fresh store.
+/// The store contract itself ([`crate::conformance`]) on a fresh store.
 pub async fn store_conformance(backend: &dyn Backend) {
-    if let Err(failures) = crate::store::conformance::run_all(backend.fresh().await).await {
+    if let Err(failures) = crate::conformance::run_all(backend.fresh().await).await {
         panic!("{failures}");
     }
 }
@@ -1072,12 +1072,12 @@ macro_rules! battery_tests {
         async fn $test() {
             let test = stringify!($test);
             let Some(backend) =
-                $crate::testing::battery::or_skip($backend, Some(($label, test))).await
+                $crate::battery::or_skip($backend, Some(($label, test))).await
             else {
                 return;
             };
-            let run = $crate::testing::battery::$test(&backend);
-            $crate::testing::battery::run_and_report($label, test, run).await;
+            let run = $crate::battery::$test(&backend);
+            $crate::battery::run_and_report($label, test, run).await;
         }
     };
     ($label:expr, $backend:expr) => {

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use super::{CheckResult, Failure, Namespace, clear_kinds, ensure, ensure_eq, entity, put_all};
-use crate::model::{Entity, Value};
-use crate::store::{
+use tern_core::model::{Entity, Value};
+use tern_core::store::{
     BatchMetaOutcome, Error, ErrorKind, MetaCas, MetaUpdate, MetaValueFn, Store, Write,
     WriteOutcome,
 };
@@ -46,7 +46,7 @@ pub async fn batch_with_meta(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
     let kind = ns.kind("batch_meta");
     let name = ns.meta("checkpoint");
-    let atomic = store.atomic_batch_with_meta();
+    let atomic = store.capability().atomic_batch_with_meta;
     let a = entity(&kind, 1, 0, &[("x", Value::Int(1))]);
     let b = entity(&kind, 2, 0, &[("x", Value::Int(2))]);
     put_all(store, &[a.clone(), b.clone()]).await?;

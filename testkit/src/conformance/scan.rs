@@ -6,11 +6,11 @@ use super::{
     CheckResult, Failure, Namespace, by_key, clear_kinds, ensure, ensure_eq, entity, map, put_all,
     scan_all,
 };
-use crate::model::{Key, Value};
-use crate::store::{Condition, Cursor, Filter, ScanRequest, Store, VersionFilter, Write};
+use tern_core::model::{Key, Value};
+use tern_core::store::{Condition, Cursor, Filter, ScanRequest, Store, VersionFilter, Write};
 
 /// Pages of every size visit every entity (exactly once and in id order with
-/// [`Capability::scan_ordered`](crate::store::Capability::scan_ordered)); a
+/// [`Capability::scan_ordered`](tern_core::store::Capability::scan_ordered)); a
 /// kind with no entities scans empty.
 pub async fn scan_pagination(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();

@@ -4,17 +4,17 @@ use super::{
     CheckResult, Failure, Namespace, by_key, clear_kinds, ensure, ensure_eq, entity, map, put_all,
     scan_all,
 };
-use crate::model::{Key, Value};
-use crate::store::{
+use tern_core::model::{Key, Value};
+use tern_core::store::{
     Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, Store, pushdown,
 };
 
-/// Without [`Capability::update_pushdown`](crate::store::Capability::update_pushdown),
+/// Without [`Capability::update_pushdown`](tern_core::store::Capability::update_pushdown),
 /// [`Store::update_in_place`] answers `Unsupported`. With it, a store may still
 /// decline (with `Unsupported`, writing nothing) steps it cannot run exactly —
 /// conditions or nested paths — but must run unconditional top-level steps
 /// ([`simple_steps`]). The steps it runs behave as
-/// [`pushdown`](crate::store::pushdown) defines: entities at `from + i` go
+/// [`pushdown`](tern_core::store::pushdown) defines: entities at `from + i` go
 /// through steps `i..`, conditions see earlier steps, nested sets create maps
 /// but never go through a non-map, renames of absent properties change
 /// nothing, entities at other versions are untouched; per-step counts and the

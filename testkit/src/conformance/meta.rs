@@ -1,8 +1,8 @@
 //! Checks of the metadata space.
 
 use super::{CheckResult, Failure, Namespace, clear_kinds, ensure, ensure_eq, entity, scan_all};
-use crate::model::Value;
-use crate::store::{Filter, MetaCas, MetaEntry, Store};
+use tern_core::model::Value;
+use tern_core::store::{Filter, MetaCas, MetaEntry, Store, StoreExt};
 
 /// Compares JSON texts as JSON: a store may keep a document in its own form.
 fn same_json(a: &str, b: &str) -> bool {

@@ -8,9 +8,9 @@ use proptest::test_runner::TestRunner;
 use super::{
     CheckResult, Failure, Namespace, clear_kinds, ensure, ensure_eq, entity, map, put_all,
 };
-use crate::model::arb::arb_map;
-use crate::model::{Entity, Key, Map, Value};
-use crate::store::{Store, Write, WriteOutcome, local_now_millis};
+use tern_core::model::arb::arb_map;
+use tern_core::model::{Entity, Key, Map, Value};
+use tern_core::store::{Store, StoreExt, Write, WriteOutcome, local_now_millis};
 
 /// Values of every type, with the edge cases a codec gets wrong.
 fn edge_values() -> Vec<(&'static str, Value)> {
@@ -184,13 +184,11 @@ pub async fn round_trip(store: &dyn Store) -> CheckResult {
 }
 
 /// One outcome per write, in order: insert conflicts when present, replace
-/// conflicts when the version changed (or, with
-/// [`Capability::cas_compares_value`](crate::store::Capability::cas_compares_value),
-/// the value), delete of a missing key applies; and the stored state agrees.
+/// conflicts when the version or the value changed, delete of a missing key
+/// applies; and the stored state agrees.
 pub async fn write_batch_outcomes(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
     let kind = ns.kind("batch");
-    let cas_value = store.capability().cas_compares_value;
     let e = |id: &str, version, n: i64| entity(&kind, id, version, &[("n", Value::Int(n))]);
 
     ensure_eq!(
@@ -235,14 +233,13 @@ pub async fn write_batch_outcomes(store: &dyn Store) -> CheckResult {
     ];
     let outcomes = store.write_batch(writes).await?;
     use WriteOutcome::{Applied, Conflict};
-    let d_outcome = if cas_value { Conflict } else { Applied };
     ensure_eq!(
         outcomes,
         vec![
-            Applied, Conflict, Applied, Applied, Conflict, d_outcome, Applied, Applied, Conflict
+            Applied, Conflict, Applied, Applied, Conflict, Conflict, Applied, Applied, Conflict
         ],
         "outcomes of [insert new, insert existing, put, replace current, replace stale version, \
-         replace stale value (cas_compares_value: {cas_value}), delete, delete missing, replace missing]"
+         replace stale value, delete, delete missing, replace missing]"
     );
 
     let expect: Vec<(&str, Option<Entity>)> = vec![
@@ -251,14 +248,7 @@ pub async fn write_batch_outcomes(store: &dyn Store) -> CheckResult {
         ("p", Some(e("p", 4, 4))),
         ("b", Some(e("b", 2, 2))),
         ("c", Some(e("c", 1, 1))),
-        (
-            "d",
-            Some(if cas_value {
-                e("d", 1, 1)
-            } else {
-                e("d", 2, 2)
-            }),
-        ),
+        ("d", Some(e("d", 1, 1))),
         ("x", None),
         ("never", None),
         ("gone", None),
@@ -300,7 +290,7 @@ pub async fn write_batch_outcomes(store: &dyn Store) -> CheckResult {
 
 /// Writers race to replace the same entity: in every round exactly one wins,
 /// and the stored entity is the winner's. With
-/// [`Capability::cas_compares_value`](crate::store::Capability::cas_compares_value),
+/// [`Capability::cas_compares_value`](tern_core::store::Capability::cas_compares_value),
 /// also when the writers keep the version and change only the value.
 pub async fn concurrent_replace(store: Arc<dyn Store>) -> CheckResult {
     const WRITERS: i64 = 8;
@@ -317,10 +307,8 @@ pub async fn concurrent_replace(store: Arc<dyn Store>) -> CheckResult {
             value: Map::new(),
         })
         .await?;
-    let cas_value = store.capability().cas_compares_value;
-
     for round in 0..12 {
-        let keep_version = cas_value && round % 2 == 1;
+        let keep_version = round % 2 == 1;
         let read = store
             .get(&key)
             .await?

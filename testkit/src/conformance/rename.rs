@@ -6,10 +6,10 @@ use super::{
     CheckResult, Failure, Namespace, by_key, clear_kinds, ensure, ensure_eq, entity, put_all,
     scan_all,
 };
-use crate::model::{Key, Value};
-use crate::store::{Cursor, ErrorKind, Filter, RenameKindRequest, Store};
+use tern_core::model::{Key, Value};
+use tern_core::store::{Cursor, ErrorKind, Filter, RenameKindRequest, Store};
 
-/// Without [`Capability::rename_kind`](crate::store::Capability::rename_kind),
+/// Without [`Capability::rename_kind`](tern_core::store::Capability::rename_kind),
 /// [`Store::rename_kind`] answers `Unsupported`. With it: `limit: 0` writes
 /// nothing; a pass in batches (cursors resumed from their serialized form)
 /// moves every entity of the old kind to the new one with the same id, version

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::model::{Entity, Key, Version};
-use crate::store::{
+use tern_core::model::{Entity, Key, Version};
+use tern_core::store::{
     BatchMetaOutcome, Capability, Filter, MetaCas, MetaEntry, MetaUpdate, PushdownPage,
     PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest,
     SchemaChange, Store, StoreInfo, Write, WriteOutcome,
@@ -53,8 +53,8 @@ pub trait Intercept: Send + Sync + Debug + 'static {
     /// [`Store::write_batch_with_meta`]. Forwards to the inner store's (atomic
     /// there, where it is), so a hook on [`Intercept::write_batch`] does not see
     /// these writes: override this too, or route it through the hooks with
-    /// [`write_then_meta_cas`](crate::store::write_then_meta_cas) and report
-    /// [`Intercept::atomic_batch_with_meta`] `false`.
+    /// [`write_then_meta_cas`](tern_core::store::write_then_meta_cas) and report
+    /// [`Capability::atomic_batch_with_meta`] `false` from [`Intercept::capability`].
     async fn write_batch_with_meta(
         &self,
         inner: &dyn Store,
@@ -62,10 +62,6 @@ pub trait Intercept: Send + Sync + Debug + 'static {
         meta: MetaUpdate,
     ) -> Result<BatchMetaOutcome> {
         inner.write_batch_with_meta(writes, meta).await
-    }
-    /// [`Store::atomic_batch_with_meta`].
-    fn atomic_batch_with_meta(&self, inner: &dyn Store) -> bool {
-        inner.atomic_batch_with_meta()
     }
     /// [`Store::meta_get`].
     async fn meta_get(&self, inner: &dyn Store, name: &str) -> Result<Option<MetaEntry>> {
@@ -184,9 +180,6 @@ impl<I: Intercept> Store for Intercepted<I> {
             .write_batch_with_meta(self.inner.as_ref(), writes, meta)
             .await
     }
-    fn atomic_batch_with_meta(&self) -> bool {
-        self.hooks.atomic_batch_with_meta(self.inner.as_ref())
-    }
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
         self.hooks.meta_get(self.inner.as_ref(), name).await
     }
@@ -234,7 +227,7 @@ impl<I: Intercept> Store for Intercepted<I> {
 }
 
 /// Hooks that make a store write a batch and its checkpoint in two calls
-/// ([`write_then_meta_cas`](crate::store::write_then_meta_cas)), as every store
+/// ([`write_then_meta_cas`](tern_core::store::write_then_meta_cas)), as every store
 /// without an atomic [`Store::write_batch_with_meta`] does: to keep the engine's
 /// path for such stores under test on a store that has the atomic call.
 #[derive(Debug, Clone, Copy, Default)]
@@ -245,12 +238,15 @@ impl Intercept for TwoCalls {
     async fn write_batch_with_meta(
         &self,
         inner: &dyn Store,
-        writes: Vec<crate::store::Write>,
-        meta: crate::store::MetaUpdate,
-    ) -> Result<crate::store::BatchMetaOutcome> {
-        crate::store::write_then_meta_cas(inner, writes, meta).await
+        writes: Vec<tern_core::store::Write>,
+        meta: tern_core::store::MetaUpdate,
+    ) -> Result<tern_core::store::BatchMetaOutcome> {
+        tern_core::store::write_then_meta_cas(inner, writes, meta).await
     }
-    fn atomic_batch_with_meta(&self, _inner: &dyn Store) -> bool {
-        false
+    fn capability(&self, inner: &dyn Store) -> Capability {
+        Capability {
+            atomic_batch_with_meta: false,
+            ..inner.capability()
+        }
     }
 }

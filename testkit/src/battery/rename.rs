@@ -13,17 +13,17 @@ use super::{
     Backend, add_a_hit, crash_once_then_resume, export, load, map, migrator, migrator_with,
     scan_kind, set, throttled,
 };
-use crate::lang::eval::{self, EvalOptions};
-use crate::migrate::{
+use tern_core::lang::eval::{self, EvalOptions};
+use tern_core::migrate::{
     FaultAt, FaultHook, FaultPoint, KindRename, MigrateError, Migrator, StateDoc,
 };
-use crate::model::json::entity_to_json_line;
-use crate::model::{Entity, Key, Value};
-use crate::store::{Filter, ScanRequest, Store, Write};
+use tern_core::model::json::entity_to_json_line;
+use tern_core::model::{Entity, Key, Value};
+use tern_core::store::{Filter, ScanRequest, Store, StoreExt, Write};
 
 /// The state document as stored.
 pub async fn state_doc(store: &dyn Store) -> StateDoc {
-    crate::migrate::state::load(store).await.unwrap().doc
+    tern_core::migrate::state::load(store).await.unwrap().doc
 }
 
 /// What applying `scripts` in order to `entities` gives by the reference
@@ -34,7 +34,7 @@ pub fn reference(entities: &[Entity], scripts: &[(u32, &str)]) -> String {
         .map(|e| (e.key.clone(), e.clone()))
         .collect();
     for (_, text) in scripts {
-        let script = crate::lang::parse(text).unwrap();
+        let script = tern_core::lang::parse(text).unwrap();
         eval::apply_script(script.statements(), &mut state, &EvalOptions::default()).unwrap();
     }
     let mut lines: Vec<String> = state.values().map(entity_to_json_line).collect();

@@ -1,5 +1,5 @@
 //! The store conformance battery: one set of checks of the [`Store`] contract
-//! (see the [store module docs](super)), run against every store.
+//! (see the [store module docs](tern_core::store)), run against every store.
 //!
 //! Each check is an async function that takes the store under test, chooses
 //! what to assert from [`Store::capability`] (a store without
@@ -10,18 +10,18 @@
 //! [`Namespace`], tolerates other data in the store, and deletes what it wrote
 //! when it passes. [`run_all`] runs every check and prints one line per check.
 //!
-//! Compiled for tern-core's own tests and with the `testing` feature, so that
-//! adapter crates run the very same battery:
+//! It lives in `tern-testkit`, so that tern-core's tests and every adapter's
+//! tests run the very same battery:
 //!
 //! ```no_run
 //! # async fn demo(store: std::sync::Arc<dyn tern_core::store::Store>) {
 //! // In an adapter's test, inside a multi-threaded tokio runtime:
-//! tern_core::store::conformance::run_all(store).await.unwrap();
+//! tern_testkit::conformance::run_all(store).await.unwrap();
 //! # }
 //! ```
 //!
-//! [`Capability::update_pushdown`]: super::Capability::update_pushdown
-//! [`Capability::scan_ordered`]: super::Capability::scan_ordered
+//! [`Capability::update_pushdown`]: tern_core::store::Capability::update_pushdown
+//! [`Capability::scan_ordered`]: tern_core::store::Capability::scan_ordered
 
 mod batch_meta;
 mod entities;
@@ -36,8 +36,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Filter, ScanRequest, Store, Write};
-use crate::model::{Entity, Key, Map, Value, Version};
+use tern_core::model::{Entity, Key, Map, Value, Version};
+use tern_core::store::{Filter, ScanRequest, Store, Write};
 
 pub use batch_meta::batch_with_meta;
 pub use entities::{clock, concurrent_replace, round_trip, write_batch_outcomes};
@@ -76,9 +76,9 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-impl From<super::Error> for Failure {
+impl From<tern_core::store::Error> for Failure {
     /// A store error where the check expected success: the error and its causes.
-    fn from(e: super::Error) -> Failure {
+    fn from(e: tern_core::store::Error) -> Failure {
         let mut message = format!("unexpected store error: {e}");
         let mut source = std::error::Error::source(&e);
         while let Some(s) = source {
@@ -122,7 +122,7 @@ impl std::error::Error for Failures {}
 macro_rules! ensure {
     ($cond:expr, $($fmt:tt)+) => {
         if !$cond {
-            return Err($crate::store::conformance::Failure::new(format!($($fmt)+)));
+            return Err($crate::conformance::Failure::new(format!($($fmt)+)));
         }
     };
 }
@@ -133,7 +133,7 @@ macro_rules! ensure_eq {
         match (&$left, &$right) {
             (left, right) => {
                 if left != right {
-                    return Err($crate::store::conformance::Failure::new(format!(
+                    return Err($crate::conformance::Failure::new(format!(
                         "{}\n    got:      {:?}\n    expected: {:?}",
                         format!($($fmt)+),
                         left,
@@ -300,12 +300,7 @@ pub(crate) fn map(props: &[(&str, Value)]) -> Value {
 
 /// Writes `entities` with unconditional puts, in batches.
 pub(crate) async fn put_all(store: &dyn Store, entities: &[Entity]) -> CheckResult {
-    let max = store
-        .capability()
-        .write_batch_max
-        .unwrap_or(100)
-        .clamp(1, 100);
-    for chunk in entities.chunks(max) {
+    for chunk in entities.chunks(100) {
         let outcomes = store
             .write_batch(chunk.iter().cloned().map(Write::Put).collect())
             .await?;
@@ -315,7 +310,9 @@ pub(crate) async fn put_all(store: &dyn Store, entities: &[Entity]) -> CheckResu
             "write_batch must give one outcome per write"
         );
         ensure!(
-            outcomes.iter().all(|o| *o == super::WriteOutcome::Applied),
+            outcomes
+                .iter()
+                .all(|o| *o == tern_core::store::WriteOutcome::Applied),
             "a put was not applied: {outcomes:?}"
         );
     }
@@ -328,7 +325,7 @@ pub(crate) async fn put_all(store: &dyn Store, entities: &[Entity]) -> CheckResu
 /// # Errors
 /// A [`Failure`] naming the first broken promise, or the store's error.
 ///
-/// With [`Capability::scan_ordered`](super::Capability::scan_ordered), also
+/// With [`Capability::scan_ordered`](tern_core::store::Capability::scan_ordered), also
 /// checks that ids strictly increase across the whole scan.
 pub async fn scan_all(
     store: &dyn Store,
@@ -413,12 +410,12 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use crate::store::memory::MemoryStore;
-    use crate::store::{
+    use crate::intercept::{Intercept, Intercepted};
+    use tern_core::store::memory::MemoryStore;
+    use tern_core::store::{
         BatchMetaOutcome, MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage,
         RenameKindRequest, Result, ScanPage, StoreInfo, WriteOutcome,
     };
-    use crate::testing::intercept::{Intercept, Intercepted};
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     enum Bug {
@@ -509,7 +506,7 @@ mod tests {
             meta: MetaUpdate,
         ) -> Result<BatchMetaOutcome> {
             if self.bug == Bug::BatchMetaNotAtomic {
-                return crate::store::write_then_meta_cas(inner, writes, meta).await;
+                return tern_core::store::write_then_meta_cas(inner, writes, meta).await;
             }
             inner.write_batch_with_meta(writes, meta).await
         }
@@ -526,7 +523,7 @@ mod tests {
             request: PushdownRequest,
         ) -> Result<PushdownPage> {
             if self.bug == Bug::NoPushdown {
-                return Err(crate::store::Error::unsupported(
+                return Err(tern_core::store::Error::unsupported(
                     "mutant",
                     "update_in_place",
                 ));

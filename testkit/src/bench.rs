@@ -6,9 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::migrate::{LeaseOptions, MigrateError, Migration, MigrationSet, Migrator, RunOptions};
-use crate::model::{Entity, Key, Map, Value};
-use crate::store::{Error as StoreError, Store, Write};
+use tern_core::migrate::{
+    LeaseOptions, MigrateError, Migration, MigrationSet, Migrator, RunOptions,
+};
+use tern_core::model::{Entity, Key, Map, Value};
+use tern_core::store::{Error as StoreError, Store, Write};
 
 /// The migration every eager benchmark runs.
 pub const SCRIPT: &str = "add blogpost.likes = 0\nrename blogpost.text to content\n";

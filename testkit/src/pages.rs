@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::model::{Entity, Value};
-use crate::store::{Cursor, Filter, ScanRequest, Store};
+use tern_core::model::{Entity, Value};
+use tern_core::store::{Cursor, Filter, ScanRequest, Store};
 
 /// What [`scan_pages`] read.
 #[derive(Debug, Clone)]
@@ -111,12 +111,12 @@ pub async fn rename_pass(
     from: &str,
     to: &str,
     limit: usize,
-) -> crate::store::Result<crate::store::RenameKindPage> {
-    let mut total = crate::store::RenameKindPage::default();
+) -> tern_core::store::Result<tern_core::store::RenameKindPage> {
+    let mut total = tern_core::store::RenameKindPage::default();
     let mut cursor = None;
     loop {
         let page = store
-            .rename_kind(crate::store::RenameKindRequest {
+            .rename_kind(tern_core::store::RenameKindRequest {
                 from: from.to_owned(),
                 to: to.to_owned(),
                 cursor,

@@ -1,0 +1,15 @@
+//! # tern-testkit
+//!
+//! Test support shared by tern's crates, kept out of the product crate
+//! `tern-core` (whose public API is all it uses): the store conformance
+//! battery ([`conformance`]), the engine battery that every store must pass
+//! ([`battery`]), what the benchmarks of every store share ([`bench`]), a store
+//! wrapper that intercepts chosen calls ([`intercept`]), a child-process
+//! killer for crash tests ([`child`]) and paging helpers ([`pages`]).
+
+pub mod battery;
+pub mod bench;
+pub mod child;
+pub mod conformance;
+pub mod intercept;
+pub mod pages;
