@@ -169,8 +169,8 @@ pub fn resolve(opt: &Opt) -> anyhow::Result<Settings> {
 /// A relative `embedded:` path in tern.toml is relative to the project folder;
 /// on the command line, to the current folder.
 fn resolve_embedded(url: &str, project_dir: &Path, from_command_line: bool) -> String {
-    match url.strip_prefix("embedded:") {
-        Some(path) if !from_command_line && Path::new(path).is_relative() => {
+    match crate::connect::embedded_path(url) {
+        Ok(Some(path)) if !from_command_line && Path::new(path).is_relative() => {
             format!("embedded:{}", project_dir.join(path).display())
         }
         _ => url.to_owned(),

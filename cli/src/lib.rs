@@ -58,7 +58,8 @@ impl Ctx {
     /// # Errors
     /// When none is configured or it cannot be opened.
     pub async fn store(&self) -> anyhow::Result<Arc<dyn Store>> {
-        connect::open(self.store_url()?).await
+        let create = self.opt.create_store || matches!(self.opt.command, Command::Import(_));
+        connect::open_with(self.store_url()?, create).await
     }
 
     /// Opens the store, waiting up to `wait` while another process has it

@@ -38,6 +38,11 @@ pub struct Opt {
     #[arg(short, long, global = true)]
     pub quiet: bool,
 
+    /// Create the embedded store file if it does not exist (without it, only
+    /// `tern import` creates one: a mistyped path is an error, not a new store).
+    #[arg(long, global = true)]
+    pub create_store: bool,
+
     /// The command.
     #[command(subcommand)]
     pub command: Command,

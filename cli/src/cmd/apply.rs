@@ -13,8 +13,8 @@ use crate::{Ctx, EXIT_OK};
 /// # Errors
 /// As `tern up` before it writes; unsafe statements are reported, not refused.
 pub async fn plan(ctx: &Ctx, run: &RunArgs, samples: usize) -> anyhow::Result<u8> {
-    let store = ctx.store().await?;
     let set = ctx.migrations()?;
+    let store = ctx.store().await?;
     let migrator = ctx.migrator(store, set, run);
     let dry = migrator.dry_run(run.to, samples).await?;
     print_dry_run(ctx, &dry);
@@ -107,10 +107,10 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
     if args.dry_run {
         return plan(ctx, &args.run, 3).await;
     }
+    let set = ctx.migrations()?;
     let store = ctx
         .store_waiting(args.wait.map(Duration::from_secs))
         .await?;
-    let set = ctx.migrations()?;
     let migrator = ctx
         .migrator(store, set, &args.run)
         .with_lease_options(LeaseOptions {
