@@ -203,6 +203,8 @@ fn join_messages<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 's
 
 /// Exit code: the lock is held by another runner (or the embedded store is open in another process).
 pub const EXIT_LOCKED: u8 = 3;
+/// Exit code: an unsafe move/copy (`check`, `plan`, and `up` without `--force-unsafe`).
+pub const EXIT_UNSAFE: u8 = 5;
 
 /// The exit code for an error: the library's own code where it has one; a
 /// store in use by another process counts as a held lock.

@@ -225,3 +225,234 @@ fn a_failed_import_says_what_it_already_wrote() {
     );
     assert_eq!(p.ok(&["export"]).lines().count(), 30);
 }
+
+// ---- False reports ----
+
+fn put_raw(p: &Project, entities: &[(&str, i64, u64)]) {
+    use tern_core::store::Store as _;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = tern_core::store::embedded::EmbeddedStore::open(p.path("store.redb")).unwrap();
+        let writes = entities
+            .iter()
+            .map(|(kind, id, version)| {
+                tern_core::store::Write::Put(tern_core::model::Entity {
+                    key: tern_core::model::Key::new(*kind, tern_core::model::Value::Int(*id))
+                        .unwrap(),
+                    version: *version,
+                    value: Default::default(),
+                })
+            })
+            .collect();
+        store.write_batch(writes).await.unwrap();
+    });
+}
+
+/// Item 5: import refuses a version above the kind's (tern would never
+/// migrate it), naming the line.
+#[test]
+fn import_refuses_versions_above_the_kinds_version() {
+    let p = Project::new(5_000);
+    p.write(
+        "v.jsonl",
+        "{\"kind\":\"user\",\"id\":1,\"value\":{}}\n{\"kind\":\"user\",\"id\":2,\"version\":99,\"value\":{}}\n",
+    );
+    let err = p.fails(&["import", "v.jsonl"], 1);
+    assert!(
+        err.contains("v.jsonl:2") && err.contains("version 99 is above kind user's version 0"),
+        "{err}"
+    );
+    // At the kind's version it is fine.
+    p.write("migrations/0001_a.tern", "add user.x = 1\n");
+    p.ok(&["up"]);
+    p.write(
+        "v1.jsonl",
+        "{\"kind\":\"user\",\"id\":3,\"version\":1,\"value\":{\"x\":1}}\n",
+    );
+    p.ok(&["import", "v1.jsonl"]);
+}
+
+/// Item 5: verify flags entities above their kind's version (exit 1).
+#[test]
+fn verify_flags_entities_above_their_kinds_version() {
+    let p = Project::new(5_000);
+    p.write("data.jsonl", &blog_lines(2, 1));
+    p.ok(&["import", "data.jsonl"]);
+    assert!(p.ok(&["verify"]).contains("verified"));
+    put_raw(&p, &[("user", 50, 99)]);
+    let out = p.run(&["verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("1 ABOVE v0") && !text.contains("verified"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&p.run(&["verify", "--json"]).stdout).unwrap();
+    assert_eq!(json["above"], 1);
+    assert_eq!(json["ok"], false);
+}
+
+/// Item 5: verify flags a migration interrupted halfway (some entities
+/// migrated, some not), naming it "in progress".
+#[test]
+fn verify_flags_an_interrupted_migration() {
+    let p = Project::new(5_000);
+    p.write("data.jsonl", &blog_lines(20, 0));
+    p.ok(&["import", "data.jsonl"]);
+    p.write("migrations/0001_a.tern", "add user.x = 1\n");
+    // Stop the run after its first checkpoint: a fault is not available to the
+    // binary, so write what an interrupted run leaves: half the entities at
+    // v1 and the run's checkpoint.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = tern_core::store::embedded::EmbeddedStore::open(p.path("store.redb")).unwrap();
+        let mut v = tern_core::migrate::state::load(&store).await.unwrap();
+        v.doc.running = Some(tern_core::migrate::RunState {
+            migration: 1,
+            checksum: "sha256:x".into(),
+            started_at: 0,
+            stage: 0,
+            phase: 0,
+            cursor: None,
+            counts: Default::default(),
+            checkpoints: 1,
+        });
+        tern_core::migrate::state::store_if(&store, v.revision, &v.doc)
+            .await
+            .unwrap();
+    });
+    put_raw(&p, &[("user", 0, 1), ("user", 1, 1)]);
+    let out = p.run(&["verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("migration 1 is in progress") && !text.contains("verified"),
+        "{text}"
+    );
+}
+
+/// Item 6: entities written below their kind's version after its last
+/// migration are brought forward by `tern up` with nothing pending.
+#[test]
+fn up_sweeps_late_entities_with_nothing_pending() {
+    let p = Project::new(5_000);
+    p.write("data.jsonl", &blog_lines(3, 1));
+    p.ok(&["import", "data.jsonl"]);
+    p.write("migrations/0001_a.tern", common::RELEASE2);
+    p.ok(&["up"]);
+    // Old application code writes a post of version 0.
+    p.write(
+        "late.jsonl",
+        "{\"kind\":\"blogpost\",\"id\":\"late\",\"value\":{\"title\":\"t\",\"text\":\"old\",\"author\":\"user1\"}}\n",
+    );
+    p.ok(&["import", "late.jsonl"]);
+    p.fails(&["verify"], 1);
+    let up = p.ok(&["up"]);
+    assert!(
+        up.contains("1 entities of blogpost") && up.contains("brought forward"),
+        "{up}"
+    );
+    assert!(p.ok(&["verify"]).contains("verified"));
+    let export = p.ok(&["export", "blogpost"]);
+    assert!(
+        export.contains("{\"kind\":\"blogpost\",\"id\":\"late\",\"version\":2,\"value\":{\"author\":\"user1\",\"content\":\"old\",\"likes\":0,\"title\":\"t\"}}"),
+        "{export}"
+    );
+}
+
+fn unsafe_project() -> Project {
+    let p = Project::new(5_000);
+    // Two users named twin (different email and url): the copy and the move
+    // conflict on twin's 3 posts. Two named pair (same email, different
+    // url): only the move conflicts on pair's 2 posts.
+    let mut lines = String::new();
+    for (id, name, email, url) in [
+        (100, "twin", "a@x", "ua"),
+        (101, "twin", "b@x", "ub"),
+        (102, "pair", "p@x", "pa"),
+        (103, "pair", "p@x", "pb"),
+    ] {
+        lines.push_str(&format!(
+            "{{\"kind\":\"user\",\"id\":{id},\"value\":{{\"name\":\"{name}\",\"email\":\"{email}\",\"url\":\"{url}\"}}}}\n"
+        ));
+    }
+    for (i, author) in ["twin", "twin", "twin", "pair", "pair"].iter().enumerate() {
+        lines.push_str(&format!(
+            "{{\"kind\":\"blogpost\",\"id\":{i},\"value\":{{\"author\":\"{author}\"}}}}\n"
+        ));
+    }
+    p.write("data.jsonl", &lines);
+    p.ok(&["import", "data.jsonl"]);
+    p.write("migrations/0001_r3.tern", common::RELEASE3);
+    p
+}
+
+/// Item 7: the refusal names the unsafe statement and counts conflicts per
+/// statement; `check --json` lists each conflict with its statement.
+#[test]
+fn unsafe_refusal_names_each_statement_with_its_own_count() {
+    let p = unsafe_project();
+    let err = p.fails(&["up"], 5);
+    assert!(
+        err.contains("`copy user.email to blogpost where user.name = blogpost.author` writes 3 target(s)")
+            && err.contains("also unsafe: `move user.url to blogpost where user.name = blogpost.author` writes 5 target(s)")
+            && !err.contains("pending migrations"),
+        "{err}"
+    );
+    let err = p.fails(&["check"], 5);
+    assert!(
+        err.contains("`copy user.email") && err.contains("writes 3 target(s)"),
+        "{err}"
+    );
+    let out = p.run(&["check", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let conflicts = json["unsafe_conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 8, "{conflicts:?}");
+    assert!(conflicts.iter().all(|c| {
+        c["statement"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("copy") || s.starts_with("move"))
+    }));
+    assert_eq!(
+        conflicts
+            .iter()
+            .filter(|c| c["statement"].as_str().unwrap().starts_with("move"))
+            .count(),
+        5
+    );
+}
+
+/// Item 7: with --force-unsafe, the overridden conflicts are in the report.
+#[test]
+fn force_unsafe_reports_the_overridden_conflicts() {
+    let p = unsafe_project();
+    let out = p.run(&["up", "--force-unsafe", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let forced = json["applied"][0]["forced_conflicts"].as_array().unwrap();
+    assert_eq!(forced.len(), 8, "{forced:?}");
+    assert!(
+        forced
+            .iter()
+            .any(|c| c["target"].as_str().unwrap().contains("user:100"))
+    );
+}
+
+/// Item 8: `tern plan` exits 5 when it prints UNSAFE, as check and up do.
+#[test]
+fn plan_exits_5_on_unsafe() {
+    let p = unsafe_project();
+    let out = p.run(&["plan"]);
+    assert_eq!(out.status.code(), Some(5));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("UNSAFE"));
+    p.fails(&["up", "--dry-run"], 5);
+}

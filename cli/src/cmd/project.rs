@@ -186,12 +186,8 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    if !conflicts.is_empty() {
-        return Err(MigrateError::Unsafe {
-            statement: "pending migrations".to_owned(),
-            conflicts,
-        }
-        .into());
+    if let Some(refused) = tern_core::migrate::conflict::refusal(&conflicts) {
+        return Err(refused.into());
     }
     Ok(EXIT_OK)
 }

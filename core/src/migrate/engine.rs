@@ -18,6 +18,8 @@ use super::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
 use crate::model::{Key, Version};
 use crate::store::{Filter, ScanRequest, Store, VersionFilter};
 
+mod late;
+
 /// A migration that is applied, pending, or half-applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MigrationStatus {
@@ -59,6 +61,9 @@ pub struct MigrationReport {
     pub resumed: bool,
     /// Milliseconds of this run.
     pub duration_ms: u64,
+    /// Unsafe targets this run wrote under `--force-unsafe` (the greatest
+    /// source key won), with their statements.
+    pub forced_conflicts: Vec<super::Conflict>,
 }
 
 /// What `tern up` did.
@@ -66,6 +71,9 @@ pub struct MigrationReport {
 pub struct UpReport {
     /// The migrations applied, in order.
     pub applied: Vec<MigrationReport>,
+    /// With nothing pending: kinds whose entities were below the kind's
+    /// version (written late by old code) and how many were brought forward.
+    pub swept_late: Vec<(String, u64)>,
 }
 
 /// What a dry run found for one stage.
@@ -87,7 +95,7 @@ pub struct DryRun {
     /// Sample changes (up to the requested number per kind), sorted by key.
     pub samples: Vec<(Key, Change)>,
     /// Conflicts of unsafe move/copy statements (empty when safe).
-    pub conflicts: Vec<String>,
+    pub conflicts: Vec<super::Conflict>,
     /// Total entities that would change.
     pub changed_entities: u64,
 }
@@ -330,7 +338,14 @@ impl Migrator {
                     run.migration
                 )));
             }
-            return Ok((UpReport::default(), dry_stages));
+            let swept_late = self.sweep_late_writes(&store, &doc, dry).await?;
+            return Ok((
+                UpReport {
+                    swept_late,
+                    ..UpReport::default()
+                },
+                dry_stages,
+            ));
         }
         let lease = Lease::acquire(Arc::clone(&store), &self.lease).await?;
         let result = self
@@ -573,8 +588,15 @@ impl Migrator {
                 m.id
             ));
         }
+        let mut forced_conflicts = Vec::new();
         if let Ok(mut c) = runner.conflicts.lock() {
-            dry_stages.conflicts.append(&mut c);
+            if dry {
+                dry_stages.conflicts.append(&mut c);
+                super::conflict::dedup(&mut dry_stages.conflicts);
+            } else {
+                forced_conflicts.append(&mut c);
+                super::conflict::dedup(&mut forced_conflicts);
+            }
         }
 
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -611,6 +633,7 @@ impl Migrator {
             counts: total,
             resumed,
             duration_ms,
+            forced_conflicts,
         })
     }
 
@@ -648,24 +671,9 @@ impl Migrator {
         let r = Box::pin(checker.run_one(&store, &lease, m, true, &mut stages)).await;
         let _ = lease.release().await;
         r?;
-        if stages.conflicts.is_empty() {
-            Ok(())
-        } else {
-            let statement =
-                match plan::plan(m, &BTreeMap::new())
-                    .stages
-                    .iter()
-                    .find_map(|s| match s {
-                        Stage::Transfer { text, .. } => Some(text.clone()),
-                        _ => None,
-                    }) {
-                    Some(t) => t,
-                    None => format!("migration {}", m.id),
-                };
-            Err(MigrateError::Unsafe {
-                statement,
-                conflicts: stages.conflicts,
-            })
+        match super::conflict::refusal(&stages.conflicts) {
+            None => Ok(()),
+            Some(refused) => Err(refused),
         }
     }
 
@@ -915,5 +923,5 @@ impl KindCensus {
 #[derive(Debug, Default)]
 struct DryStages {
     previews: Vec<StagePreview>,
-    conflicts: Vec<String>,
+    conflicts: Vec<super::Conflict>,
 }
