@@ -8,6 +8,7 @@ pub mod config;
 pub mod connect;
 pub mod opt;
 pub mod progress;
+pub mod signals;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -139,21 +140,7 @@ impl Ctx {
 pub async fn run(opt: Opt) -> ExitCode {
     init_tracing(opt.verbose);
     let cancel = CancelFlag::new();
-    {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!(
-                    "interrupt: finishing the current batch and writing its checkpoint (Ctrl-C again to stop at once)"
-                );
-                cancel.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("stopped; the last checkpoint holds, `tern up` resumes from it");
-                    std::process::exit(130);
-                }
-            }
-        });
-    }
+    signals::watch(cancel.clone());
     let result = match config::resolve(&opt) {
         Ok(settings) => {
             let ctx = Ctx {
@@ -234,6 +221,7 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
         Command::Lock(args) => cmd::info::lock(ctx, args).await,
         Command::Import(args) => cmd::data::import(ctx, args).await,
         Command::Export(args) => cmd::data::export(ctx, args).await.context("export failed"),
+        Command::Abandon => cmd::abandon::abandon(ctx).await,
     }
 }
 

@@ -71,6 +71,8 @@ pub enum Command {
     Import(ImportArgs),
     /// Write entities as JSON Lines, sorted by kind then id.
     Export(ExportArgs),
+    /// Drop the record of an interrupted migration that wrote nothing (refused once it has).
+    Abandon,
 }
 
 /// `tern init`.

@@ -1,5 +1,6 @@
 //! One module per group of commands.
 
+pub mod abandon;
 pub mod apply;
 pub mod data;
 pub mod info;

@@ -18,7 +18,10 @@ use super::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
 use crate::model::{Key, Version};
 use crate::store::{Filter, ScanRequest, Store, VersionFilter};
 
+mod abandon;
 mod late;
+
+pub use abandon::Abandoned;
 
 /// A migration that is applied, pending, or half-applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -380,12 +383,7 @@ impl Migrator {
         if let Some(run) = &doc.running {
             match fresh.first() {
                 Some(m) if m.id == run.migration && m.checksum != run.checksum => {
-                    return Err(MigrateError::ChecksumMismatch {
-                        id: m.id,
-                        name: m.name.clone(),
-                        applied: run.checksum.clone(),
-                        current: m.checksum.clone(),
-                    });
+                    self.restart_edited(store.as_ref(), lease, run).await?;
                 }
                 Some(m) if m.id == run.migration => {}
                 _ => {

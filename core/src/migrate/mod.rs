@@ -19,7 +19,8 @@ pub mod state;
 
 pub use conflict::Conflict;
 pub use engine::{
-    DryRun, KindCensus, MigrationReport, MigrationStatus, Migrator, StagePreview, Status, UpReport,
+    Abandoned, DryRun, KindCensus, MigrationReport, MigrationStatus, Migrator, StagePreview,
+    Status, UpReport,
 };
 pub use error::MigrateError;
 pub use lease::{Lease, LeaseOptions};
