@@ -620,3 +620,35 @@ fn a_dead_runners_lease_is_taken_over_at_once() {
     assert!(stderr.contains("taking over the lease at once"), "{stderr}");
     assert!(p.ok(&["verify"]).contains("verified"));
 }
+
+/// Item 9: `check --offline` refuses a path nested deeper than the store
+/// keeps (it used to pass, and `up` failed on its first batch, stuck).
+#[test]
+fn check_catches_nesting_depth_that_up_refuses() {
+    let p = Project::new(5_000);
+    let path = |n: usize| {
+        (0..n)
+            .map(|i| format!("p{i}"))
+            .collect::<Vec<_>>()
+            .join(".")
+    };
+    p.write(
+        "migrations/0001_deep.tern",
+        &format!("-- deep\nadd user.{} = 1\n", path(300)),
+    );
+    let err = p.fails(&["check", "--offline"], 1);
+    assert!(
+        err.contains("0001_deep.tern:2:") && err.contains("nested 299 levels"),
+        "{err}"
+    );
+    // The deepest the store keeps passes check and applies.
+    p.write(
+        "migrations/0001_deep.tern",
+        &format!("add user.{} = 1\n", path(257)),
+    );
+    p.ok(&["check", "--offline"]);
+    p.write("data.jsonl", &blog_lines(1, 0));
+    p.ok(&["import", "data.jsonl"]);
+    p.ok(&["up"]);
+    assert!(p.ok(&["verify"]).contains("verified"));
+}

@@ -76,6 +76,13 @@ impl Migration {
                 message: format!("{file} has no statements; add at least one or delete the file"),
             });
         }
+        if let Some((span, message)) = lang::limits::too_deep(&script) {
+            return Err(MigrateError::Invalid {
+                id,
+                name: name.to_owned(),
+                message: format!("{file}:{}:{}: {message}", span.line, span.col),
+            });
+        }
         let canonical = lang::print(&script);
         Ok(Migration {
             id,
