@@ -137,7 +137,17 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
         force_unsafe: args.force_unsafe,
         ..ctx.run_options(&args.run)
     });
-    let report = migrator.up(args.run.to).await?;
+    let report = migrator.up(args.run.to).await.map_err(|e| {
+        // A store that failed mid-run (a dropped connection, a restart): the
+        // last checkpoint holds and nothing is half-written.
+        let resumable = matches!(e, tern_core::migrate::MigrateError::Store { .. });
+        let e = anyhow::Error::from(e);
+        if resumable {
+            e.context("tern up stopped on a store error; progress is checkpointed: run `tern up` again to resume")
+        } else {
+            e
+        }
+    })?;
     print_up(ctx, &report);
     Ok(EXIT_OK)
 }
