@@ -112,10 +112,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub to: Option<u32>,
     /// Entities per batch and checkpoint (stages run inside the store: `run.pushdown_batch_size`).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub batch_size: Option<usize>,
     /// At most this many entities per second.
-    #[arg(long, value_name = "PER_SECOND")]
+    #[arg(long, value_name = "PER_SECOND", value_parser = positive_rate)]
     pub max_rate: Option<f64>,
 }
 
@@ -166,7 +166,7 @@ pub struct ImportArgs {
     /// The JSON Lines file, one `{"kind", "id", "version", "value"}` a line; `-` for stdin.
     pub file: PathBuf,
     /// Entities per write batch.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = at_least_one)]
     pub batch_size: usize,
 }
 
@@ -178,4 +178,22 @@ pub struct ExportArgs {
     /// Write to this file instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+/// A count of at least 1 (`--batch-size 0` is refused, as `batch_size = 0` in tern.toml is).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A rate above 0 (leave the option out for no limit).
+fn positive_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        Ok(_) => Err("must be a number above 0 (leave --max-rate out for no limit)".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
 }

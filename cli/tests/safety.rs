@@ -713,3 +713,205 @@ fn a_corrupted_store_file_never_panics_and_never_reports_wrong_data() {
         "no corruption was ever reported as such"
     );
 }
+
+// ---- Smaller ones ----
+
+/// `--batch-size 0` and `--max-rate 0` are usage errors (exit 2), as
+/// `batch_size = 0` in tern.toml is an error.
+#[test]
+fn batch_size_0_and_max_rate_0_are_refused_on_the_command_line() {
+    let p = Project::new(5_000);
+    let err = p.fails(&["up", "--batch-size", "0"], 2);
+    assert!(err.contains("at least 1"), "{err}");
+    p.fails(&["import", "--batch-size", "0", "x.jsonl"], 2);
+    let err = p.fails(&["up", "--max-rate", "0"], 2);
+    assert!(err.contains("above 0"), "{err}");
+    p.fails(&["plan", "--max-rate", "-3"], 2);
+}
+
+/// `--config` naming a missing file is an error naming it.
+#[test]
+fn config_naming_a_missing_file_is_reported() {
+    let p = Project::new(5_000);
+    let err = p.fails(
+        &[
+            "--config",
+            "nope.toml",
+            "--store",
+            "embedded:store.redb",
+            "status",
+        ],
+        1,
+    );
+    assert!(err.contains("nope.toml: no such file"), "{err}");
+}
+
+/// A `TERN_RUN__*` typo is an error, as an unknown tern.toml key is.
+#[test]
+fn tern_run_variable_typos_are_errors() {
+    let p = Project::new(5_000);
+    let out = p
+        .cmd(&["status"])
+        .env("TERN_RUN__BATCH_SIZ", "5")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("TERN_RUN__BATCH_SIZ") && err.contains("TERN_RUN__BATCH_SIZE"),
+        "{err}"
+    );
+    let out = p
+        .cmd(&["--create-store", "status"])
+        .env("TERN_RUN__BATCH_SIZE", "5")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `tern new` writes a comment-only file; `status` still shows the store and
+/// names the problem instead of failing.
+#[test]
+fn status_survives_a_comment_only_migration_from_tern_new() {
+    let p = Project::new(5_000);
+    p.write("data.jsonl", &blog_lines(1, 0));
+    p.ok(&["import", "data.jsonl"]);
+    p.ok(&["new", "next"]);
+    let out = p.ok(&["status"]);
+    assert!(
+        out.contains("problem:") && out.contains("no statements"),
+        "{out}"
+    );
+}
+
+/// Logs written to a file or a pipe carry no ANSI colour codes.
+#[test]
+fn logs_off_a_terminal_have_no_ansi_colours() {
+    let p = Project::new(5_000);
+    p.write("data.jsonl", &blog_lines(1, 0));
+    p.ok(&["import", "data.jsonl"]);
+    p.write("migrations/0001_a.tern", "add user.x = 1\n");
+    let out = p.run(&["-vv", "up"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.is_empty() && !err.contains('\u{1b}'), "{err:?}");
+}
+
+/// `tern export | head -1` ends quietly (exit 0), without a broken-pipe error.
+#[test]
+fn export_into_a_closed_pipe_is_not_an_error() {
+    use std::io::BufRead as _;
+    let p = Project::new(5_000);
+    p.write("data.jsonl", &blog_lines(300, 5));
+    p.ok(&["import", "data.jsonl"]);
+    let mut child = p
+        .cmd(&["export"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("{\"kind\""));
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.to_lowercase().contains("pipe"), "{err}");
+}
+
+/// `init --json` and `export -o FILE --json` print JSON.
+#[test]
+fn init_and_export_honour_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tern"))
+        .current_dir(dir.path())
+        .args(["init", "--json", "proj"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["created"], true, "{json}");
+    let p = Project::new(5_000);
+    p.write("data.jsonl", &blog_lines(2, 1));
+    p.ok(&["import", "data.jsonl"]);
+    let json: serde_json::Value =
+        serde_json::from_str(&p.ok(&["export", "--json", "-o", "out.jsonl"])).unwrap();
+    assert_eq!(json["exported"], 4, "{json}");
+    assert_eq!(json["kinds"]["user"], 2, "{json}");
+}
+
+/// An error about a 1 MB import line does not echo the line.
+#[test]
+fn an_error_on_a_huge_line_does_not_echo_it() {
+    let p = Project::new(5_000);
+    let huge = "x".repeat(1 << 20);
+    for line in [
+        format!("{{\"kind\":\"k\",\"id\":1,\"{huge}\":1}}"),
+        format!("{{\"kind\":\"k\",\"id\":1,\"value\":{{\"a\":\"{huge}}}}}"),
+        format!("{{\"kind\":\"{huge}\",\"id\":1,\"value\":{{}},\"value\":1}}"),
+        huge.clone(),
+    ] {
+        p.write("huge.jsonl", &format!("{line}\n"));
+        let err = p.fails(&["import", "huge.jsonl"], 1);
+        assert!(
+            err.len() < 2_000 && err.contains("huge.jsonl:1"),
+            "{} bytes: {}",
+            err.len(),
+            &err[..200.min(err.len())]
+        );
+    }
+}
+
+/// Invalid UTF-8 in an import file or a migration names the line (and column).
+#[test]
+fn invalid_utf8_names_its_line() {
+    let p = Project::new(5_000);
+    std::fs::write(
+        p.path("bad.jsonl"),
+        b"{\"kind\":\"k\",\"id\":1,\"value\":{}}\n{\"kind\":\"k\",\"id\":2,\"value\":{\"a\":\"\xff\"}}\n",
+    )
+    .unwrap();
+    let err = p.fails(&["import", "bad.jsonl"], 1);
+    assert!(
+        err.contains("bad.jsonl:2") && err.contains("UTF-8"),
+        "{err}"
+    );
+    std::fs::write(
+        p.path("migrations/0001_a.tern"),
+        b"add user.x = 1\nadd user.y = \"\xfe\"\n",
+    )
+    .unwrap();
+    let err = p.fails(&["check", "--offline"], 1);
+    assert!(
+        err.contains("0001_a.tern:2:15") && err.contains("UTF-8"),
+        "{err}"
+    );
+}
+
+/// A byte-order mark neither breaks an import nor shifts the columns of a
+/// migration's first line.
+#[test]
+fn a_byte_order_mark_is_ignored() {
+    let p = Project::new(5_000);
+    p.write(
+        "bom.jsonl",
+        "\u{feff}{\"kind\":\"k\",\"id\":1,\"value\":{}}\n",
+    );
+    p.ok(&["import", "bom.jsonl"]);
+    assert_eq!(p.ok(&["export"]).lines().count(), 1);
+    p.write("migrations/0001_a.tern", "\u{feff}add user.x = \n");
+    let err = p.fails(&["check", "--offline"], 1);
+    assert!(err.contains("0001_a.tern:1:14"), "{err}");
+}
+
+/// `tern help --help` shows the help (exit 0).
+#[test]
+fn help_help_exits_0() {
+    let p = Project::new(5_000);
+    let out = p.ok(&["help", "--help"]);
+    assert!(out.contains("Usage"), "{out}");
+}

@@ -20,15 +20,23 @@ fn no_overrides() -> RunArgs {
 /// A store error or an inconsistent migrations folder.
 pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
-    let set = ctx.migrations()?;
+    // A migration that does not load (e.g. `tern new`'s comment-only file) is
+    // a problem to show, not a reason to show nothing.
+    let (set, load_problem) = match ctx.migrations() {
+        Ok(set) => (set, None),
+        Err(e) => (Default::default(), Some(crate::render_error(&e))),
+    };
     let migrator = ctx.migrator(store, set, &no_overrides());
     let st = migrator.status().await?;
     // Report edits of applied migrations too, without failing the status itself.
-    let problem = migrator
-        .validate()
-        .await
-        .err()
-        .map(|e| crate::render_chain(&e));
+    let problem = match load_problem {
+        Some(p) => Some(p),
+        None => migrator
+            .validate()
+            .await
+            .err()
+            .map(|e| crate::render_chain(&e)),
+    };
     if ctx.opt.json {
         let migrations: Vec<serde_json::Value> = st
             .migrations
