@@ -233,3 +233,183 @@ async fn a_runner_cut_off_past_its_lease_on_mongodb_stops_and_a_second_completes
 async fn a_runner_cut_off_past_its_lease_on_cassandra_stops_and_a_second_completes() {
     cut_off_past_the_lease("cassandra", cassandra_url().await).await;
 }
+
+/// A server process of this test's own, on a free port, keeping its data in
+/// a folder of its own so that a restart keeps it.
+struct OwnServer {
+    program: std::path::PathBuf,
+    args: fn(u16, &std::path::Path) -> Vec<String>,
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl OwnServer {
+    fn start(
+        program: std::path::PathBuf,
+        args: fn(u16, &std::path::Path) -> Vec<String>,
+    ) -> Result<OwnServer, String> {
+        let port = tern_integration_tests::common::free_port()?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let mut s = OwnServer {
+            program,
+            args,
+            port,
+            dir,
+            child: None,
+        };
+        s.spawn()?;
+        Ok(s)
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let child = std::process::Command::new(&self.program)
+            .args((self.args)(self.port, self.dir.path()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "{} cannot start here ({e}); `scripts/servers.sh install` installs it",
+                    self.program.display()
+                )
+            })?;
+        self.child = Some(child);
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err(format!(
+                    "{} did not start within 60 s",
+                    self.program.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Kills the server (as a crash would) and starts it again on the same port.
+    fn crash_and_restart(&mut self) -> Result<(), String> {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        self.spawn()
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A restart of `server` (kill -9, start again) during `tern up` on `url`:
+/// the run survives or ends resumable; the rerun ends like an uninterrupted run.
+fn restart_during_up(backend: &str, mut server: OwnServer, url: &str) {
+    let expected = expected_export();
+    let p = Project::on(url, 3_000);
+    setup(&p);
+    p.ok(&["import", "data.jsonl"]);
+    let child = p
+        .cmd(&["up", "-q", "--max-rate", "300"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    server.crash_and_restart().unwrap();
+    let out = wait(child, Duration::from_secs(180));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let code = out.status.code();
+    assert!(
+        code.is_some() && code != Some(101),
+        "{backend}: {code:?}\n{stderr}"
+    );
+    if code != Some(0) {
+        assert!(
+            stderr.contains("tern up") && stderr.contains("resum"),
+            "{backend}: a failed run says it is resumable: {stderr}"
+        );
+    }
+    p.ok(&["up", "-q", "--wait", "60"]);
+    let verify: serde_json::Value = serde_json::from_str(&p.ok(&["verify", "--json"])).unwrap();
+    assert_eq!(verify["ok"], true, "{verify}");
+    assert_eq!(p.ok(&["export"]), expected, "{backend}");
+    eprintln!("{backend} restart: passed (first run exit {code:?})");
+}
+
+/// A Redis restart during `tern up` (its own redis-server, append-only file
+/// with fsync always).
+#[test]
+fn a_redis_restart_during_up_is_survived_or_resumable() {
+    let server = match OwnServer::start("redis-server".into(), |port, dir| {
+        vec![
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string(),
+            "--appendonly".into(),
+            "yes".into(),
+            "--appendfsync".into(),
+            "always".into(),
+            "--save".into(),
+            String::new(),
+            "--dir".into(),
+            dir.display().to_string(),
+        ]
+    }) {
+        Ok(s) => s,
+        Err(reason) => {
+            eprintln!("skipped: redis restart: {reason}");
+            return;
+        }
+    };
+    let url = format!("redis://127.0.0.1:{}", server.port);
+    restart_during_up("redis", server, &url);
+}
+
+/// A MongoDB (SecantusDB) restart during `tern up` (its own server from the
+/// venv `scripts/servers.sh install mongodb` makes, with a storage folder,
+/// syncing on commit).
+#[test]
+fn a_mongodb_restart_during_up_is_survived_or_resumable() {
+    let state = std::env::var_os("TERN_STATE_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tern-servers"),
+        std::path::PathBuf::from,
+    );
+    let program = state.join("venv/bin/secantusd-py");
+    if !program.exists() {
+        eprintln!(
+            "skipped: mongodb restart: {} not found (`scripts/servers.sh install mongodb`)",
+            program.display()
+        );
+        return;
+    }
+    let server = match OwnServer::start(program, |port, dir| {
+        vec![
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string(),
+            "--storage-path".into(),
+            dir.display().to_string(),
+            "--sync-on-commit".into(),
+        ]
+    }) {
+        Ok(s) => s,
+        Err(reason) => {
+            eprintln!("skipped: mongodb restart: {reason}");
+            return;
+        }
+    };
+    let url = format!(
+        "mongodb://127.0.0.1:{}/tern_restart?directConnection=true",
+        server.port
+    );
+    restart_during_up("mongodb", server, &url);
+}
