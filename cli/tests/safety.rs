@@ -915,3 +915,26 @@ fn help_help_exits_0() {
     let out = p.ok(&["help", "--help"]);
     assert!(out.contains("Usage"), "{out}");
 }
+
+/// A store file without write permission: the reading commands work, and a
+/// command that writes is refused naming the cause.
+#[test]
+fn a_read_only_store_can_be_read_and_refuses_writes_clearly() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let p = Project::new(5_000);
+    p.write("data.jsonl", &blog_lines(3, 1));
+    p.ok(&["import", "data.jsonl"]);
+    let before = p.ok(&["export"]);
+    std::fs::set_permissions(p.path("store.redb"), std::fs::Permissions::from_mode(0o444)).unwrap();
+    p.write("migrations/0001_a.tern", "add user.x = 1\n");
+    assert!(p.ok(&["status"]).contains("pending"));
+    assert_eq!(p.ok(&["export"]), before);
+    p.ok(&["export", "-o", "out.jsonl"]);
+    p.ok(&["verify"]);
+    p.ok(&["plan"]);
+    p.ok(&["lock"]);
+    let err = p.fails(&["up"], 1);
+    assert!(err.contains("read-only"), "{err}");
+    std::fs::set_permissions(p.path("store.redb"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    p.ok(&["up"]);
+}

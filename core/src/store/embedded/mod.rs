@@ -42,6 +42,7 @@
 
 mod guard;
 mod ops;
+mod readonly;
 
 pub use guard::quiet_panic_hook;
 
@@ -77,7 +78,7 @@ pub struct EmbeddedStore {
 }
 
 struct Inner {
-    db: Database,
+    db: readonly::Db,
     path: PathBuf,
     location: String,
 }
@@ -102,8 +103,12 @@ impl EmbeddedStore {
     pub fn open(path: impl AsRef<Path>) -> Result<EmbeddedStore> {
         let path = path.as_ref().to_path_buf();
         let location = format!("{EMBEDDED_SCHEME}:{}", path.display());
+        let read_only = readonly::file_is_read_only(&path);
         let db = guard::guarded(&location, || {
-            Database::create(&path).map_err(|e| {
+            if read_only {
+                return readonly::open(&path, &location);
+            }
+            Database::create(&path).map(readonly::Db::Writable).map_err(|e| {
                 let e = redb::Error::from(e);
                 // The location (in the context) names the file.
                 let message = match e {
@@ -117,7 +122,9 @@ impl EmbeddedStore {
             })
         })?;
         let inner = Inner { db, path, location };
-        guard::guarded(&inner.location, || inner.create_tables())?;
+        if !inner.db.is_read_only() {
+            guard::guarded(&inner.location, || inner.create_tables())?;
+        }
         Ok(EmbeddedStore {
             inner: Arc::new(inner),
         })
