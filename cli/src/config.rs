@@ -94,6 +94,33 @@ fn check_keys(table: &toml::Table, file: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `TERN_RUN__*` and `TERN_LEASE__*` variables must name a key of their
+/// section (a typo is an error, as an unknown key in tern.toml is).
+fn check_env_keys() -> anyhow::Result<()> {
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        let (section, known): (&str, &[&str]) = if name.starts_with("TERN_RUN__") {
+            ("TERN_RUN__", &KNOWN_RUN_KEYS)
+        } else if name.starts_with("TERN_LEASE__") {
+            ("TERN_LEASE__", &KNOWN_LEASE_KEYS)
+        } else {
+            continue;
+        };
+        let key = name[section.len()..].to_ascii_lowercase();
+        if !known.contains(&key.as_str()) {
+            bail!(
+                "environment variable {name}: unknown setting; {section}* knows {}",
+                known
+                    .iter()
+                    .map(|k| format!("{section}{}", k.to_ascii_uppercase()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Resolves the settings for `opt`.
 ///
 /// # Errors
@@ -105,7 +132,14 @@ pub fn resolve(opt: &Opt) -> anyhow::Result<Settings> {
         .map(Path::to_path_buf)
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| PathBuf::from("."));
+    check_env_keys()?;
     let mut builder = config::Config::builder();
+    if !file.exists() && file != Path::new("tern.toml") {
+        bail!(
+            "{}: no such file (--config names the project file; `tern init` creates one)",
+            file.display()
+        );
+    }
     if file.exists() {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read {}", file.display()))?;
@@ -177,8 +211,8 @@ pub fn resolve(opt: &Opt) -> anyhow::Result<Settings> {
 /// A relative `embedded:` path in tern.toml is relative to the project folder;
 /// on the command line, to the current folder.
 fn resolve_embedded(url: &str, project_dir: &Path, from_command_line: bool) -> String {
-    match url.strip_prefix("embedded:") {
-        Some(path) if !from_command_line && Path::new(path).is_relative() => {
+    match crate::connect::embedded_path(url) {
+        Ok(Some(path)) if !from_command_line && Path::new(path).is_relative() => {
             format!("embedded:{}", project_dir.join(path).display())
         }
         _ => url.to_owned(),

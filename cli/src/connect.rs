@@ -5,11 +5,56 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use tern_core::store::{Store, url};
 
-/// Opens the store named by `store_url`. Messages name the URL without its password.
+/// Opens the store named by `store_url`, creating a missing embedded store
+/// file. Messages name the URL without its password.
 ///
 /// # Errors
 /// An unknown scheme, or a store that cannot be opened or reached.
 pub async fn open(store_url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    open_with(store_url, true).await
+}
+
+/// The file of an `embedded:` URL (scheme in any case; `embedded:PATH`,
+/// `embedded://PATH` or `embedded:///ABSOLUTE`), or `None` for another scheme.
+///
+/// # Errors
+/// A URL naming no file, or one with a user or password (they would become
+/// part of the file name).
+pub fn embedded_path(store_url: &str) -> anyhow::Result<Option<&str>> {
+    if url::scheme(store_url).as_deref() != Some("embedded") {
+        return Ok(None);
+    }
+    let rest = &store_url["embedded:".len()..];
+    let path = match rest.strip_prefix("//") {
+        Some(after) => {
+            let authority = after.split('/').next().unwrap_or_default();
+            if authority.contains('@') {
+                bail!(
+                    "store URL {:?}: the embedded store takes no user or password; write embedded:PATH",
+                    url::redact(store_url)
+                );
+            }
+            after
+        }
+        None => rest,
+    };
+    if path.is_empty() {
+        bail!(
+            "store URL {:?} names no file; write embedded:PATH, e.g. embedded:tern.redb",
+            url::redact(store_url)
+        );
+    }
+    Ok(Some(path))
+}
+
+/// Opens the store named by `store_url`. An embedded store file that does not
+/// exist is created only when `create` is true; otherwise the error names the
+/// path, the `.redb` files beside it, and the ways to create it (a mistyped
+/// path must not become a new, empty store that `tern up` "migrates").
+///
+/// # Errors
+/// As [`open`], and a missing embedded file without `create`.
+pub async fn open_with(store_url: &str, create: bool) -> anyhow::Result<Arc<dyn Store>> {
     let shown = url::redact(store_url);
     let Some(scheme) = url::scheme(store_url) else {
         bail!(
@@ -18,13 +63,9 @@ pub async fn open(store_url: &str) -> anyhow::Result<Arc<dyn Store>> {
     };
     match scheme.as_str() {
         "embedded" => {
-            let path = store_url
-                .trim_start_matches("embedded:")
-                .trim_start_matches("//");
-            if path.is_empty() {
-                bail!(
-                    "store URL {shown:?} names no file; write embedded:PATH, e.g. embedded:tern.redb"
-                );
+            let path = embedded_path(store_url)?.unwrap_or_default();
+            if !create && !std::path::Path::new(path).exists() {
+                bail!("{}", missing_store_message(path));
             }
             let store = tern_core::store::embedded::EmbeddedStore::open(path)
                 .context("cannot open the embedded store")?;
@@ -45,4 +86,38 @@ pub async fn open(store_url: &str) -> anyhow::Result<Arc<dyn Store>> {
             "unknown store scheme {other:?} in {shown}; use embedded:, mongodb://, redis:// or cassandra://"
         ),
     }
+}
+
+/// Says that the embedded store at `path` does not exist, with the `.redb`
+/// files beside it (a typo's likely target) and how to create one.
+fn missing_store_message(path: &str) -> String {
+    let file = std::path::Path::new(path);
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let mut nearby: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.extension()
+                        .is_some_and(|x| x.eq_ignore_ascii_case("redb"))
+                })
+                .map(|p| format!("embedded:{}", p.display()))
+                .collect()
+        })
+        .unwrap_or_default();
+    nearby.sort();
+    nearby.truncate(5);
+    let hint = if nearby.is_empty() {
+        String::new()
+    } else {
+        format!(" (stores there: {})", nearby.join(", "))
+    };
+    format!(
+        "no embedded store at {path}{hint}; check the store URL, or create it: `tern import FILE` creates it, \
+         and --create-store lets any command start with a new, empty store"
+    )
 }

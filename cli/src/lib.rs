@@ -8,6 +8,7 @@ pub mod config;
 pub mod connect;
 pub mod opt;
 pub mod progress;
+pub mod signals;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -58,7 +59,8 @@ impl Ctx {
     /// # Errors
     /// When none is configured or it cannot be opened.
     pub async fn store(&self) -> anyhow::Result<Arc<dyn Store>> {
-        connect::open(self.store_url()?).await
+        let create = self.opt.create_store || matches!(self.opt.command, Command::Import(_));
+        connect::open_with(self.store_url()?, create).await
     }
 
     /// Opens the store, waiting up to `wait` while another process has it
@@ -138,21 +140,7 @@ impl Ctx {
 pub async fn run(opt: Opt) -> ExitCode {
     init_tracing(opt.verbose);
     let cancel = CancelFlag::new();
-    {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!(
-                    "interrupt: finishing the current batch and writing its checkpoint (Ctrl-C again to stop at once)"
-                );
-                cancel.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("stopped; the last checkpoint holds, `tern up` resumes from it");
-                    std::process::exit(130);
-                }
-            }
-        });
-    }
+    signals::watch(cancel.clone());
     let result = match config::resolve(&opt) {
         Ok(settings) => {
             let ctx = Ctx {
@@ -202,6 +190,8 @@ fn join_messages<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 's
 
 /// Exit code: the lock is held by another runner (or the embedded store is open in another process).
 pub const EXIT_LOCKED: u8 = tern_core::migrate::error::EXIT_LOCKED;
+/// Exit code: an unsafe move/copy (`check`, `plan`, and `up` without `--force-unsafe`).
+pub const EXIT_UNSAFE: u8 = tern_core::migrate::error::EXIT_UNSAFE;
 
 /// The exit code for an error: the library's own code where it has one; a
 /// store in use by another process counts as a held lock.
@@ -233,6 +223,7 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
         Command::Export(args) => cmd::data::export(ctx, args).await.context("export failed"),
         Command::Analyze(args) => cmd::analyze::run(ctx, args),
         Command::Advise(args) => cmd::advise::run(args),
+        Command::Abandon => cmd::abandon::abandon(ctx).await,
     }
 }
 
@@ -250,5 +241,7 @@ fn init_tracing(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only on a terminal, not in a log file or a pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }

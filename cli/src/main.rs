@@ -6,6 +6,15 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let opt = tern_cli::opt::Opt::parse();
+    // redb panics on some corrupted files; the embedded store turns those
+    // panics into a clear error, and this keeps their raw message off stderr.
+    tern_core::store::embedded::quiet_panic_hook();
+    // `tern help --help` means help about help: the main help (clap would exit 2).
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.len() == 3 && args[1] == "help" && (args[2] == "--help" || args[2] == "-h") {
+        args.truncate(1);
+        args.push("--help".into());
+    }
+    let opt = tern_cli::opt::Opt::parse_from(args);
     tern_cli::run(opt).await
 }

@@ -39,6 +39,11 @@ pub struct Opt {
     #[arg(short, long, global = true)]
     pub quiet: bool,
 
+    /// Create the embedded store file if it does not exist (without it, only
+    /// `tern import` creates one: a mistyped path is an error, not a new store).
+    #[arg(long, global = true)]
+    pub create_store: bool,
+
     /// The command.
     #[command(subcommand)]
     pub command: Command,
@@ -71,6 +76,8 @@ pub enum Command {
     Analyze(crate::cmd::analyze::AnalyzeArgs),
     /// Recommend column families for a weighted workload ([NoSE]); no store needed.
     Advise(crate::cmd::advise::AdviseArgs),
+    /// Drop the record of an interrupted migration that wrote nothing (refused once it has).
+    Abandon,
 }
 
 /// `tern init`.
@@ -110,10 +117,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub to: Option<u32>,
     /// Entities per batch and checkpoint (stages run inside the store: `run.pushdown_batch_size`).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub batch_size: Option<usize>,
     /// At most this many entities per second.
-    #[arg(long, value_name = "PER_SECOND")]
+    #[arg(long, value_name = "PER_SECOND", value_parser = positive_rate)]
     pub max_rate: Option<f64>,
 }
 
@@ -164,7 +171,7 @@ pub struct ImportArgs {
     /// The JSON Lines file, one `{"kind", "id", "version", "value"}` a line; `-` for stdin.
     pub file: PathBuf,
     /// Entities per write batch.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = at_least_one)]
     pub batch_size: usize,
 }
 
@@ -176,4 +183,22 @@ pub struct ExportArgs {
     /// Write to this file instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+/// A count of at least 1 (`--batch-size 0` is refused, as `batch_size = 0` in tern.toml is).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A rate above 0 (leave the option out for no limit).
+fn positive_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        Ok(_) => Err("must be a number above 0 (leave --max-rate out for no limit)".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
 }

@@ -98,7 +98,8 @@ fn exit_codes_and_messages_for_bad_input() {
     // Unknown store scheme; and no store at all.
     let err = p.fails(&["--store", "postgres://u:secret@127.0.0.1/x", "status"], 1);
     assert!(err.contains("postgres") && !err.contains("secret"), "{err}");
-    let err = p.fails(&["--config", "nope.toml", "status"], 1);
+    p.write("empty.toml", "");
+    let err = p.fails(&["--config", "empty.toml", "status"], 1);
     assert!(err.contains("no store given"), "{err}");
     // A typo in tern.toml.
     p.write("bad.toml", "stor_url = \"embedded:x\"\n");

@@ -12,5 +12,6 @@
 
 pub mod cassandra;
 pub mod common;
+pub mod fault_proxy;
 pub mod mongodb;
 pub mod redis;

@@ -10,15 +10,22 @@ use crate::{Ctx, EXIT_OK};
 
 /// `tern plan`: a dry run of the pending migrations.
 ///
+/// Exits 5 (as `check` and `up` do) when a move/copy is unsafe.
+///
 /// # Errors
 /// As `tern up` before it writes; unsafe statements are reported, not refused.
 pub async fn plan(ctx: &Ctx, run: &RunArgs, samples: usize) -> anyhow::Result<u8> {
-    let store = ctx.store().await?;
     let set = ctx.migrations()?;
+    let store = ctx.store().await?;
     let migrator = ctx.migrator(store, set, run);
     let dry = migrator.dry_run(run.to, samples).await?;
     print_dry_run(ctx, &dry);
-    Ok(EXIT_OK)
+    // The same verdict as `tern check` and `tern up`: unsafe is exit 5.
+    Ok(if dry.conflicts.is_empty() {
+        EXIT_OK
+    } else {
+        crate::EXIT_UNSAFE
+    })
 }
 
 fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
@@ -93,8 +100,16 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
             "UNSAFE: {} target(s) written by sources with different values; `tern up` refuses this:",
             dry.conflicts.len()
         );
-        for c in dry.conflicts.iter().take(20) {
-            println!("  {c}");
+        for (statement, n) in tern_core::migrate::conflict::per_statement(&dry.conflicts) {
+            println!("  `{statement}`: {n} target(s), e.g.");
+            for c in dry
+                .conflicts
+                .iter()
+                .filter(|c| c.statement == statement)
+                .take(10)
+            {
+                println!("    {c}");
+            }
         }
     }
 }
@@ -107,10 +122,10 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
     if args.dry_run {
         return plan(ctx, &args.run, 3).await;
     }
+    let set = ctx.migrations()?;
     let store = ctx
         .store_waiting(args.wait.map(Duration::from_secs))
         .await?;
-    let set = ctx.migrations()?;
     let migrator = ctx
         .migrator(store, set, &args.run)
         .with_lease_options(LeaseOptions {
@@ -122,7 +137,17 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
         force_unsafe: args.force_unsafe,
         ..ctx.run_options(&args.run)
     });
-    let report = migrator.up(args.run.to).await?;
+    let report = migrator.up(args.run.to).await.map_err(|e| {
+        // A store that failed mid-run (a dropped connection, a restart): the
+        // last checkpoint holds and nothing is half-written.
+        let resumable = matches!(e, tern_core::migrate::MigrateError::Store { .. });
+        let e = anyhow::Error::from(e);
+        if resumable {
+            e.context("tern up stopped on a store error; progress is checkpointed: run `tern up` again to resume")
+        } else {
+            e
+        }
+    })?;
     print_up(ctx, &report);
     Ok(EXIT_OK)
 }
@@ -136,11 +161,25 @@ fn print_up(ctx: &Ctx, report: &UpReport) {
                 serde_json::json!({"id": m.id, "name": m.name, "resumed": m.resumed, "duration_ms": m.duration_ms,
                     "processed": m.counts.processed, "changed": m.counts.changed, "conflicts": m.counts.conflicts,
                     "skipped": m.counts.skipped, "swept": m.counts.swept,
-                    "unmatched_sources": m.counts.unmatched_sources})
+                    "unmatched_sources": m.counts.unmatched_sources,
+                    "forced_conflicts": m.forced_conflicts})
             })
             .collect();
-        println!("{}", serde_json::json!({"applied": applied}));
+        let late: serde_json::Map<String, serde_json::Value> = report
+            .swept_late
+            .iter()
+            .map(|(k, n)| (k.clone(), serde_json::json!(n)))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"applied": applied, "swept_late": late})
+        );
         return;
+    }
+    for (kind, n) in &report.swept_late {
+        println!(
+            "{n} entities of {kind} were below the kind's version (written late by old code) and were brought forward"
+        );
     }
     if report.applied.is_empty() {
         println!("up to date: no pending migrations");
@@ -158,6 +197,19 @@ fn print_up(ctx: &Ctx, report: &UpReport) {
             m.counts.swept,
             m.duration_ms
         );
+        for (statement, n) in tern_core::migrate::conflict::per_statement(&m.forced_conflicts) {
+            println!(
+                "  --force-unsafe: `{statement}` wrote {n} target(s) whose sources disagree (the greatest source key won):"
+            );
+            for c in m
+                .forced_conflicts
+                .iter()
+                .filter(|c| c.statement == statement)
+                .take(20)
+            {
+                println!("    {c}");
+            }
+        }
         if m.counts.unmatched_sources > 0 {
             println!(
                 "  {} move source(s) matched no target and kept their property",

@@ -1,25 +1,39 @@
 //! `tern import` and `tern export`: JSON Lines, one entity a line.
 
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufWriter, Write as _};
+use std::path::Path;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use futures::TryStreamExt;
-use tern_core::model::Entity;
+use tern_core::migrate::state;
 use tern_core::model::json::{entity_from_json_line, entity_to_json_line};
-use tern_core::store::{Filter, Write, scan_pages};
+use tern_core::model::{Entity, Key};
+use tern_core::store::{Filter, Store, Write, scan_pages};
 
 use crate::opt::{ExportArgs, ImportArgs};
 use crate::{Ctx, EXIT_OK};
 
+/// The longest message about one import line (a line may be megabytes long,
+/// and its error must not echo it).
+const MAX_LINE_MESSAGE: usize = 300;
+
 /// `tern import FILE`: create-or-replace every entity of the file, in batches.
 ///
+/// A repeated (kind, id) is warned about and counted once (the later line
+/// wins, as it would in a re-run); a version above the kind's current version
+/// is refused (tern would never migrate such an entity).
+///
 /// # Errors
-/// A malformed line (named by file and line number) or a store error. Lines
-/// before the bad one's batch are written; the import can simply be re-run.
+/// A malformed line (named by file and line number) or a store error. Not all
+/// or nothing: the batches before the bad line are written, and the message
+/// says how many entities that is; fixing the line and re-running the import
+/// replaces them with the same values.
 pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
+    let kind_versions = state::load(store.as_ref()).await?.doc.kinds;
     let name = args.file.display().to_string();
-    let reader: Box<dyn BufRead> = if name == "-" {
+    let mut reader: Box<dyn BufRead> = if name == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
         let file =
@@ -28,40 +42,146 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
     };
     let batch_size = args.batch_size.max(1);
     let mut batch = Vec::with_capacity(batch_size);
-    let mut count = 0u64;
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.with_context(|| format!("cannot read {name}"))?;
-        if line.trim().is_empty() {
+    let mut written = 0u64;
+    let mut seen: HashMap<Key, u64> = HashMap::new();
+    let mut repeated = 0u64;
+    let mut raw = Vec::new();
+    let mut line_no = 0u64;
+    loop {
+        raw.clear();
+        let n = reader
+            .read_until(b'\n', &mut raw)
+            .with_context(|| format!("cannot read {name}"))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let fail =
+            |message: String, written: u64| partial_import_error(&name, line_no, &message, written);
+        let text = match std::str::from_utf8(&raw) {
+            Ok(text) => text,
+            Err(e) => {
+                return Err(fail(
+                    format!(
+                        "column {}: not valid UTF-8",
+                        String::from_utf8_lossy(&raw[..e.valid_up_to()])
+                            .chars()
+                            .count()
+                            + 1
+                    ),
+                    written,
+                ));
+            }
+        };
+        // A byte-order mark (editors on Windows write one) is not part of the data.
+        let text = if line_no == 1 {
+            text.strip_prefix('\u{feff}').unwrap_or(text)
+        } else {
+            text
+        };
+        if text.trim().is_empty() {
             continue;
         }
-        let entity =
-            entity_from_json_line(&line).map_err(|e| anyhow::anyhow!("{name}:{}: {e}", i + 1))?;
+        let entity = entity_from_json_line(text.trim_end_matches(['\n', '\r']))
+            .map_err(|e| fail(e.to_string(), written))?;
+        let kind_version = kind_versions.get(&entity.key.kind).copied().unwrap_or(0);
+        if entity.version > kind_version {
+            return Err(fail(
+                format!(
+                    "version {} is above kind {}'s version {kind_version}: tern would never migrate it; \
+                 give the version the data really has (0 if unsure, and `tern up` migrates it)",
+                    entity.version, entity.key.kind
+                ),
+                written,
+            ));
+        }
+        if let Some(first) = seen.insert(entity.key.clone(), line_no) {
+            repeated += 1;
+            if repeated <= 10 {
+                eprintln!(
+                    "warning: {name}:{line_no}: {} is also on line {first}; the later line wins",
+                    entity.key
+                );
+            }
+            // Written in a batch of its own order: flush first so the later line wins.
+            if batch
+                .iter()
+                .any(|w| matches!(w, Write::Put(e) if e.key == entity.key))
+            {
+                written += flush(store.as_ref(), &mut batch).await?;
+            }
+        }
         batch.push(Write::Put(entity));
         if batch.len() >= batch_size {
-            count += batch.len() as u64;
-            store
-                .write_batch(std::mem::take(&mut batch))
-                .await
-                .context("writing entities")?;
+            written += flush(store.as_ref(), &mut batch).await?;
         }
     }
-    if !batch.is_empty() {
-        count += batch.len() as u64;
-        store.write_batch(batch).await.context("writing entities")?;
+    written += flush(store.as_ref(), &mut batch).await?;
+    let count = written - repeated;
+    if repeated > 10 {
+        eprintln!("warning: {repeated} lines repeat an entity of an earlier line in all");
     }
     if ctx.opt.json {
-        println!("{}", serde_json::json!({"imported": count}));
+        println!(
+            "{}",
+            serde_json::json!({"imported": count, "repeated_lines": repeated})
+        );
     } else if !ctx.opt.quiet {
         eprintln!("imported {count} entities");
     }
     Ok(EXIT_OK)
 }
 
+/// Writes and empties `batch`; the number of entities written.
+async fn flush(store: &dyn Store, batch: &mut Vec<Write>) -> anyhow::Result<u64> {
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    let n = batch.len() as u64;
+    store
+        .write_batch(std::mem::take(batch))
+        .await
+        .context("writing entities")?;
+    Ok(n)
+}
+
+fn partial_import_error(name: &str, line: u64, message: &str, written: u64) -> anyhow::Error {
+    let message = if message.chars().count() > MAX_LINE_MESSAGE {
+        let head: String = message.chars().take(MAX_LINE_MESSAGE).collect();
+        format!("{head}...")
+    } else {
+        message.to_owned()
+    };
+    let partial = if written == 0 {
+        "nothing was imported".to_owned()
+    } else {
+        format!(
+            "the entities of the {written} lines before it were imported (an import is not all or nothing); \
+             fix the line and run the import again (it writes them again with the same values)"
+        )
+    };
+    anyhow::anyhow!("{name}:{line}: {message}; {partial}")
+}
+
 /// `tern export [KIND...]`: every entity, sorted by kind then id.
+///
+/// With `-o FILE` the export goes to a temporary file beside FILE, renamed
+/// over it once complete: FILE is never left half written, and an output
+/// path that is the open store file itself is refused.
 ///
 /// # Errors
 /// A store error or an unwritable output.
 pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
+    if let (Some(out), Ok(url)) = (&args.output, ctx.store_url()) {
+        if let Some(store_path) = crate::connect::embedded_path(url)? {
+            if same_file(Path::new(store_path), out) {
+                bail!(
+                    "refusing to write the export to {}: it is the store file itself (writing it would destroy the store); choose another file",
+                    out.display()
+                );
+            }
+        }
+    }
     let store = ctx.store().await?;
     let mut kinds = if args.kinds.is_empty() {
         store.kinds().await.context("listing kinds")?
@@ -70,18 +190,68 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
     };
     kinds.sort();
     kinds.dedup();
-    let out: Box<dyn std::io::Write> = match &args.output {
-        Some(path) => Box::new(
-            std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?,
-        ),
-        None => Box::new(std::io::stdout().lock()),
-    };
-    let mut out = BufWriter::new(out);
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    match &args.output {
+        Some(path) => {
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let tmp = tempfile::Builder::new()
+                .prefix(".tern-export-")
+                .tempfile_in(dir)
+                .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
+            let mut out = BufWriter::new(tmp.as_file());
+            write_kinds(store.as_ref(), &kinds, &mut out, &mut counts).await?;
+            out.flush()?;
+            drop(out);
+            tmp.as_file()
+                .sync_all()
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            tmp.persist(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+        }
+        None => {
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            let written = match write_kinds(store.as_ref(), &kinds, &mut out, &mut counts).await {
+                Ok(()) => out.flush().map_err(anyhow::Error::from),
+                Err(e) => Err(e),
+            };
+            // A reader that stops early (`tern export | head`) is not an error.
+            if let Err(e) = written {
+                let closed = e.chain().any(|c| {
+                    c.downcast_ref::<std::io::Error>()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                });
+                if !closed {
+                    return Err(e);
+                }
+                return Ok(EXIT_OK);
+            }
+        }
+    }
+    if ctx.opt.json && args.output.is_some() {
+        let total: u64 = counts.values().sum();
+        println!(
+            "{}",
+            serde_json::json!({"exported": total, "kinds": counts,
+                "file": args.output.as_ref().map(|p| p.display().to_string())})
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+async fn write_kinds(
+    store: &dyn Store,
+    kinds: &[String],
+    out: &mut dyn std::io::Write,
+    counts: &mut BTreeMap<String, u64>,
+) -> anyhow::Result<()> {
     let ordered = store.capability().scan_ordered;
     for kind in kinds {
         let mut buffered: Vec<Entity> = Vec::new();
-        let mut pages = std::pin::pin!(scan_pages(store.as_ref(), &kind, Filter::all(), 1000));
+        let mut n = 0u64;
+        let mut pages = std::pin::pin!(scan_pages(store, kind, Filter::all(), 1000));
         while let Some(page) = pages
             .try_next()
             .await
@@ -90,6 +260,7 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
             if ordered {
                 for e in &page.entities {
                     writeln!(out, "{}", entity_to_json_line(e))?;
+                    n += 1;
                 }
             } else {
                 buffered.extend(page.entities);
@@ -100,9 +271,26 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
             buffered.dedup_by(|a, b| a.key == b.key);
             for e in &buffered {
                 writeln!(out, "{}", entity_to_json_line(e))?;
+                n += 1;
             }
         }
+        counts.insert(kind.clone(), n);
     }
-    out.flush()?;
-    Ok(EXIT_OK)
+    Ok(())
+}
+
+/// Whether `a` and `b` name the same existing file (after links: the same
+/// device and inode on Unix, the same canonical path elsewhere).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        if let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return ma.dev() == mb.dev() && ma.ino() == mb.ino();
+        }
+    }
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(ca), Ok(cb)) => ca == cb,
+        _ => false,
+    }
 }

@@ -20,15 +20,23 @@ fn no_overrides() -> RunArgs {
 /// A store error or an inconsistent migrations folder.
 pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
-    let set = ctx.migrations()?;
+    // A migration that does not load (e.g. `tern new`'s comment-only file) is
+    // a problem to show, not a reason to show nothing.
+    let (set, load_problem) = match ctx.migrations() {
+        Ok(set) => (set, None),
+        Err(e) => (Default::default(), Some(crate::render_error(&e))),
+    };
     let migrator = ctx.migrator(store, set, &no_overrides());
     let st = migrator.status().await?;
     // Report edits of applied migrations too, without failing the status itself.
-    let problem = migrator
-        .validate()
-        .await
-        .err()
-        .map(|e| crate::render_chain(&e));
+    let problem = match load_problem {
+        Some(p) => Some(p),
+        None => migrator
+            .validate()
+            .await
+            .err()
+            .map(|e| crate::render_chain(&e)),
+    };
     if ctx.opt.json {
         let migrations: Vec<serde_json::Value> = st
             .migrations
@@ -100,7 +108,8 @@ pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-/// `tern verify`: the census. Exit 1 when entities are below their kind's version.
+/// `tern verify`: the census. Exit 1 when entities are below or above their
+/// kind's version, or a migration is in progress (interrupted).
 ///
 /// # Errors
 /// A store error.
@@ -113,18 +122,37 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
         .iter()
         .map(tern_core::migrate::KindCensus::behind)
         .sum();
+    // Entities above their kind's version were never written by tern's steps
+    // (an import with a made-up version, or a migration half done).
+    let above_of = |c: &tern_core::migrate::KindCensus| -> u64 {
+        c.versions
+            .range(c.expected.saturating_add(1)..)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let above: u64 = census.iter().map(above_of).sum();
+    let running = state::load(migrator.store().as_ref()).await?.doc.running;
+    let ok = behind == 0 && above == 0 && running.is_none();
     if ctx.opt.json {
         let kinds: Vec<serde_json::Value> = census
             .iter()
             .map(|c| {
-                let versions: serde_json::Map<String, serde_json::Value> =
-                    c.versions.iter().map(|(v, n)| (v.to_string(), serde_json::json!(n))).collect();
-                serde_json::json!({"kind": c.kind, "expected": c.expected, "versions": versions, "behind": c.behind()})
+                let versions: serde_json::Map<String, serde_json::Value> = c
+                    .versions
+                    .iter()
+                    .map(|(v, n)| (v.to_string(), serde_json::json!(n)))
+                    .collect();
+                serde_json::json!({"kind": c.kind, "expected": c.expected, "versions": versions,
+                    "behind": c.behind(), "above": above_of(c)})
             })
             .collect();
+        let in_progress = running.as_ref().map(|r| {
+            serde_json::json!({"migration": r.migration, "stage": r.stage, "processed": r.counts.processed})
+        });
         println!(
             "{}",
-            serde_json::json!({"kinds": kinds, "behind": behind, "ok": behind == 0})
+            serde_json::json!({"kinds": kinds, "behind": behind, "above": above,
+                "in_progress": in_progress, "ok": ok})
         );
     } else {
         for c in &census {
@@ -133,10 +161,17 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
                 .iter()
                 .map(|(v, n)| format!("v{v}: {n}"))
                 .collect();
-            let verdict = if c.behind() == 0 {
+            let mut verdicts = Vec::new();
+            if c.behind() > 0 {
+                verdicts.push(format!("{} BELOW v{}", c.behind(), c.expected));
+            }
+            if above_of(c) > 0 {
+                verdicts.push(format!("{} ABOVE v{}", above_of(c), c.expected));
+            }
+            let verdict = if verdicts.is_empty() {
                 "ok".to_owned()
             } else {
-                format!("{} BELOW v{}", c.behind(), c.expected)
+                verdicts.join(", ")
             };
             println!(
                 "  {:<30} expected v{:<4} {:<40} {verdict}",
@@ -145,15 +180,29 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
                 versions.join(", ")
             );
         }
-        if behind == 0 {
-            println!("verified: every entity is at its kind's version");
-        } else {
+        if let Some(r) = &running {
+            println!(
+                "migration {} is in progress (interrupted at stage {}, {} entities done): run `tern up` to finish it",
+                r.migration,
+                r.stage + 1,
+                r.counts.processed
+            );
+        }
+        if behind > 0 {
             println!(
                 "{behind} entities are below their kind's version: run `tern up` (it sweeps them) or check for old writers"
             );
         }
+        if above > 0 && running.is_none() {
+            println!(
+                "{above} entities are above their kind's version: no migration wrote them so (an import with a wrong version?); tern will never migrate them"
+            );
+        }
+        if ok {
+            println!("verified: every entity is at its kind's version");
+        }
     }
-    Ok(if behind == 0 { EXIT_OK } else { EXIT_BEHIND })
+    Ok(if ok { EXIT_OK } else { EXIT_BEHIND })
 }
 
 /// `tern lock`: show the lock, or release an expired one.

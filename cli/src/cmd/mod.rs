@@ -1,5 +1,6 @@
 //! One module per group of commands.
 
+pub mod abandon;
 pub mod advise;
 pub mod analyze;
 pub mod apply;

@@ -17,13 +17,16 @@ const EXAMPLE: &str = "-- Each line is one statement of tern's evolution languag
 ///
 /// # Errors
 /// When files cannot be written.
-pub fn init(_ctx: &Ctx, args: &InitArgs) -> anyhow::Result<u8> {
+pub fn init(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<u8> {
     let dir = &args.dir;
     std::fs::create_dir_all(dir.join("migrations"))
         .with_context(|| format!("cannot create {}", dir.join("migrations").display()))?;
     let file = dir.join("tern.toml");
-    if file.exists() {
-        println!("{} exists; left as it is", file.display());
+    let existed = file.exists();
+    if existed {
+        if !ctx.opt.json {
+            println!("{} exists; left as it is", file.display());
+        }
     } else {
         let text = format!(
             "# tern project settings. Environment variables TERN_* override them\n\
@@ -35,7 +38,17 @@ pub fn init(_ctx: &Ctx, args: &InitArgs) -> anyhow::Result<u8> {
             args.with_store
         );
         std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
-        println!("created {}", file.display());
+        if !ctx.opt.json {
+            println!("created {}", file.display());
+        }
+    }
+    if ctx.opt.json {
+        println!(
+            "{}",
+            serde_json::json!({"config": file.display().to_string(), "created": !existed,
+                "migrations": dir.join("migrations").display().to_string()})
+        );
+        return Ok(EXIT_OK);
     }
     println!(
         "migrations go in {}; create one with `tern new NAME`",
@@ -186,12 +199,8 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    if !conflicts.is_empty() {
-        return Err(MigrateError::Unsafe {
-            statement: "pending migrations".to_owned(),
-            conflicts,
-        }
-        .into());
+    if let Some(refused) = tern_core::migrate::conflict::refusal(&conflicts) {
+        return Err(refused.into());
     }
     Ok(EXIT_OK)
 }

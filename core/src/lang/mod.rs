@@ -13,6 +13,7 @@
 pub mod ast;
 pub mod error;
 pub mod eval;
+pub mod limits;
 pub mod parse;
 pub mod print;
 pub mod safety;

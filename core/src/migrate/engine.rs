@@ -22,6 +22,11 @@ use super::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
 use crate::model::{Key, Version};
 use crate::store::{Filter, Store, StoreExt, VersionFilter, scan_pages};
 
+mod abandon;
+mod late;
+
+pub use abandon::Abandoned;
+
 /// A migration that is applied, pending, or half-applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MigrationStatus {
@@ -63,6 +68,9 @@ pub struct MigrationReport {
     pub resumed: bool,
     /// Milliseconds of this run.
     pub duration_ms: u64,
+    /// Unsafe targets this run wrote under `--force-unsafe` (the greatest
+    /// source key won), with their statements.
+    pub forced_conflicts: Vec<super::Conflict>,
 }
 
 /// What `tern up` did.
@@ -70,6 +78,9 @@ pub struct MigrationReport {
 pub struct UpReport {
     /// The migrations applied, in order.
     pub applied: Vec<MigrationReport>,
+    /// With nothing pending: kinds whose entities were below the kind's
+    /// version (written late by old code) and how many were brought forward.
+    pub swept_late: Vec<(String, u64)>,
 }
 
 /// What a dry run found for one stage.
@@ -91,7 +102,7 @@ pub struct DryRun {
     /// Sample changes (up to the requested number per kind), sorted by key.
     pub samples: Vec<(Key, Change)>,
     /// Conflicts of unsafe move/copy statements (empty when safe).
-    pub conflicts: Vec<String>,
+    pub conflicts: Vec<super::Conflict>,
     /// Total entities that would change.
     pub changed_entities: u64,
 }
@@ -337,7 +348,14 @@ impl Migrator {
                     run.migration
                 )));
             }
-            return Ok((UpReport::default(), dry_stages));
+            let swept_late = self.sweep_late_writes(&store, &doc, dry).await?;
+            return Ok((
+                UpReport {
+                    swept_late,
+                    ..UpReport::default()
+                },
+                dry_stages,
+            ));
         }
         let lease = Lease::acquire(Arc::clone(&store), &self.lease).await?;
         let result = self
@@ -370,12 +388,7 @@ impl Migrator {
         if let Some(run) = &doc.running {
             match fresh.first() {
                 Some(m) if m.id == run.migration && m.checksum != run.checksum => {
-                    return Err(MigrateError::ChecksumMismatch {
-                        id: m.id,
-                        name: m.name.clone(),
-                        applied: run.checksum.clone(),
-                        current: m.checksum.clone(),
-                    });
+                    self.restart_edited(store.as_ref(), lease, run).await?;
                 }
                 Some(m) if m.id == run.migration => {}
                 _ => {
@@ -457,8 +470,15 @@ impl Migrator {
         // The census: no entity of any written kind may be left below its target.
         total.swept += self.census_and_sweep(&runner, &plan).await?;
         finish_schema(store.as_ref(), m, &plan, progress).await;
+        let mut forced_conflicts = Vec::new();
         if let Ok(mut c) = runner.conflicts.lock() {
-            dry_stages.conflicts.append(&mut c);
+            if dry {
+                dry_stages.conflicts.append(&mut c);
+                super::conflict::dedup(&mut dry_stages.conflicts);
+            } else {
+                forced_conflicts.append(&mut c);
+                super::conflict::dedup(&mut forced_conflicts);
+            }
         }
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         record_applied(store.as_ref(), lease, m, &plan, total, duration_ms).await?;
@@ -468,6 +488,7 @@ impl Migrator {
             counts: total,
             resumed,
             duration_ms,
+            forced_conflicts,
         })
     }
 
@@ -655,24 +676,9 @@ impl Migrator {
         let r = Box::pin(checker.run_one(&store, &lease, m, true, &mut stages)).await;
         let _ = lease.release().await;
         r?;
-        if stages.conflicts.is_empty() {
-            Ok(())
-        } else {
-            let statement =
-                match plan::plan(m, &BTreeMap::new())
-                    .stages
-                    .iter()
-                    .find_map(|s| match s {
-                        Stage::Transfer { text, .. } => Some(text.clone()),
-                        _ => None,
-                    }) {
-                    Some(t) => t,
-                    None => format!("migration {}", m.id),
-                };
-            Err(MigrateError::Unsafe {
-                statement,
-                conflicts: stages.conflicts,
-            })
+        match super::conflict::refusal(&stages.conflicts) {
+            None => Ok(()),
+            Some(refused) => Err(refused),
         }
     }
 
@@ -907,7 +913,7 @@ impl KindCensus {
 #[derive(Debug, Default)]
 struct DryStages {
     previews: Vec<StagePreview>,
-    conflicts: Vec<String>,
+    conflicts: Vec<super::Conflict>,
 }
 
 /// Every entity is at its target: a fixed-schema store may drop emptied columns. The data

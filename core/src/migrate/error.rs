@@ -113,12 +113,15 @@ pub enum MigrateError {
         token: u64,
     },
     /// A move/copy would write one target from sources with different values.
-    #[error("{}", unsafe_message(.statement, .conflicts))]
+    #[error("{}", unsafe_message(.statement, .conflicts, .others))]
     Unsafe {
         /// The statement, as text.
         statement: String,
-        /// Conflicting targets, `key: source=value, source=value`.
+        /// Its conflicting targets, `key: source=value, source=value`.
         conflicts: Vec<String>,
+        /// Other unsafe statements of the same check, with their number of
+        /// conflicting targets.
+        others: Vec<(String, usize)>,
     },
     /// The run was interrupted (Ctrl-C); the last checkpoint holds.
     #[error("interrupted; progress is checkpointed: run `tern up` again to resume")]
@@ -176,7 +179,7 @@ pub enum MigrateError {
     },
 }
 
-fn unsafe_message(statement: &str, conflicts: &[String]) -> String {
+fn unsafe_message(statement: &str, conflicts: &[String], others: &[(String, usize)]) -> String {
     let shown: Vec<&str> = conflicts.iter().take(10).map(String::as_str).collect();
     let more = conflicts.len().saturating_sub(shown.len());
     let mut msg = format!(
@@ -186,6 +189,11 @@ fn unsafe_message(statement: &str, conflicts: &[String]) -> String {
     );
     if more > 0 {
         msg.push_str(&format!("\n  ... and {more} more"));
+    }
+    for (other, n) in others {
+        msg.push_str(&format!(
+            "\nalso unsafe: `{other}` writes {n} target(s) from sources with different values"
+        ));
     }
     msg.push_str("\nmake the join select one source per target, or pass --force-unsafe to let the greatest source key win");
     msg

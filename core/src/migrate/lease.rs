@@ -45,9 +45,16 @@ impl Default for LeaseOptions {
     }
 }
 
+mod dead;
+
 /// Who is running this process, for people reading `tern lock`.
 fn holder() -> String {
-    let host = std::env::var("HOSTNAME")
+    format!("{} pid {}", host_name(), std::process::id())
+}
+
+/// This host's name, as recorded in a lease's holder.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
         .ok()
         .or_else(|| {
             std::fs::read_to_string("/etc/hostname")
@@ -55,8 +62,7 @@ fn holder() -> String {
                 .map(|s| s.trim().to_owned())
         })
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned());
-    format!("{host} pid {}", std::process::id())
+        .unwrap_or_else(|| "unknown-host".to_owned())
 }
 
 struct Shared {
@@ -107,8 +113,12 @@ impl Lease {
                 .now()
                 .await
                 .map_err(MigrateError::store("reading the clock"))?;
+            let dead = doc
+                .lease
+                .as_ref()
+                .and_then(|held| dead::provably_dead(held, store.as_ref()));
             match &doc.lease {
-                Some(held) if held.expires_at > now => {
+                Some(held) if held.expires_at > now && dead.is_none() => {
                     let err = MigrateError::LockHeld {
                         owner: held.holder.clone(),
                         token: held.token,
@@ -125,7 +135,16 @@ impl Lease {
                     }
                 }
                 previous => {
-                    if let Some(expired) = previous {
+                    if let (Some(held), Some(why)) = (previous, &dead) {
+                        if held.expires_at > now {
+                            tracing::warn!(
+                                holder = %held.holder,
+                                token = held.token,
+                                "taking over the lease at once: {why}"
+                            );
+                        }
+                    }
+                    if let Some(expired) = previous.as_ref().filter(|h| h.expires_at <= now) {
                         tracing::warn!(
                             holder = %expired.holder,
                             token = expired.token,

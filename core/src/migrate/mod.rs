@@ -5,6 +5,7 @@
 //! [`Migrator::up`]. See the README's "Concepts" for the guarantees.
 
 mod changelog;
+pub mod conflict;
 pub mod engine;
 pub mod error;
 pub mod lease;
@@ -16,8 +17,10 @@ mod run;
 pub mod source;
 pub mod state;
 
+pub use conflict::Conflict;
 pub use engine::{
-    DryRun, KindCensus, MigrationReport, MigrationStatus, Migrator, StagePreview, Status, UpReport,
+    Abandoned, DryRun, KindCensus, MigrationReport, MigrationStatus, Migrator, StagePreview,
+    Status, UpReport,
 };
 pub use error::MigrateError;
 pub use lease::{Lease, LeaseOptions};

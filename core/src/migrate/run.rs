@@ -130,8 +130,9 @@ pub(crate) struct Runner<'a> {
     pub(crate) faults: Option<&'a FaultHook>,
     /// Every step of every kind (applied migrations and the running one).
     pub(crate) history: &'a BTreeMap<String, Vec<Step>>,
-    /// Conflicts found by an unsafe move/copy (filled when `collect_conflicts`).
-    pub(crate) conflicts: std::sync::Mutex<Vec<String>>,
+    /// Conflicts found by an unsafe move/copy (filled when `collect_conflicts`
+    /// or `options.force_unsafe`: the report lists what was overridden).
+    pub(crate) conflicts: std::sync::Mutex<Vec<super::Conflict>>,
     /// Collect unsafe conflicts instead of failing (dry runs).
     pub(crate) collect_conflicts: bool,
     /// When the run started, for the rate limit.
@@ -839,9 +840,12 @@ impl Runner<'_> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        if self.collect_conflicts {
+        if self.collect_conflicts || self.options.force_unsafe {
             if let Ok(mut c) = self.conflicts.lock() {
-                c.push(description.clone());
+                c.push(super::Conflict {
+                    statement: text.to_owned(),
+                    target: description.clone(),
+                });
             }
         }
         if self.options.force_unsafe || self.collect_conflicts {
@@ -850,6 +854,7 @@ impl Runner<'_> {
             Err(MigrateError::Unsafe {
                 statement: text.to_owned(),
                 conflicts: vec![description],
+                others: Vec::new(),
             })
         }
     }

@@ -76,6 +76,13 @@ impl Migration {
                 message: format!("{file} has no statements; add at least one or delete the file"),
             });
         }
+        if let Some((span, message)) = lang::limits::too_deep(&script) {
+            return Err(MigrateError::Invalid {
+                id,
+                name: name.to_owned(),
+                message: format!("{file}:{}:{}: {message}", span.line, span.col),
+            });
+        }
         let canonical = lang::print(&script);
         Ok(Migration {
             id,
@@ -181,11 +188,30 @@ impl MigrationSet {
         for (file_name, path) in files {
             let (id, name) = parse_file_name(&file_name)
                 .ok_or_else(|| MigrateError::BadFileName(path.clone()))?;
-            let text = std::fs::read_to_string(&path).map_err(|e| MigrateError::Io {
+            let bytes = std::fs::read(&path).map_err(|e| MigrateError::Io {
                 path: path.clone(),
                 source: e,
             })?;
-            let mut m = Migration::from_script(id, &name, &path.display().to_string(), &text)?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+                let line = valid.iter().filter(|b| **b == b'\n').count() + 1;
+                let line_start = valid.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+                let col = String::from_utf8_lossy(&valid[line_start..])
+                    .chars()
+                    .count()
+                    + 1;
+                MigrateError::Invalid {
+                    id,
+                    name: name.clone(),
+                    message: format!(
+                        "{}:{line}:{col}: not valid UTF-8; save the file as UTF-8",
+                        path.display()
+                    ),
+                }
+            })?;
+            // A byte-order mark (some editors write one) is not part of the script.
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+            let mut m = Migration::from_script(id, &name, &path.display().to_string(), text)?;
             m.path = Some(path);
             set.add(m)?;
         }

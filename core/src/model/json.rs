@@ -209,8 +209,8 @@ pub fn entity_to_json_line(entity: &Entity) -> String {
 /// # Errors
 /// When the line is not JSON, or lacks `kind`, `id` or `value`, or a field has the wrong shape.
 pub fn entity_from_json_line(line: &str) -> Result<Entity, JsonError> {
-    let json: Json =
-        serde_json::from_str(line).map_err(|e| JsonError::new(format!("not valid JSON: {e}")))?;
+    let json = super::json_read::parse_strict(line)
+        .map_err(|e| JsonError::new(format!("not valid JSON at {e}")))?;
     let obj = json.as_object().ok_or_else(|| {
         JsonError::new(format!(
             "expected a JSON object, found {}",
@@ -242,12 +242,39 @@ pub fn entity_from_json_line(line: &str) -> Result<Entity, JsonError> {
         obj.get("value")
             .ok_or_else(|| JsonError::new("missing \"value\" (an object)"))?,
     )?;
+    if depth_of_map(&value) > super::codec::MAX_DEPTH {
+        return Err(JsonError::new(format!(
+            "\"value\" is nested deeper than {} arrays and maps, the most a store keeps",
+            super::codec::MAX_DEPTH
+        )));
+    }
     let key = Key::new(kind, id).map_err(|e| JsonError::new(e.to_string()))?;
     Ok(Entity {
         key,
         version,
         value,
     })
+}
+
+/// The nesting of arrays and maps below the properties of `map` (a map of
+/// scalars is 0), as the store's codec counts it.
+pub(crate) fn depth_of_map(map: &Map) -> usize {
+    let mut deepest = 0;
+    let mut todo: Vec<(&Value, usize)> = map.values().map(|v| (v, 0)).collect();
+    while let Some((v, depth)) = todo.pop() {
+        match v {
+            Value::Array(items) => {
+                deepest = deepest.max(depth + 1);
+                todo.extend(items.iter().map(|i| (i, depth + 1)));
+            }
+            Value::Map(m) => {
+                deepest = deepest.max(depth + 1);
+                todo.extend(m.values().map(|i| (i, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod value;
 
 pub mod codec;
 pub mod json;
+pub mod json_read;
 pub mod keycode;
 
 #[cfg(any(test, feature = "arbitrary"))]

@@ -40,7 +40,11 @@
 //! blocking redb calls run on tokio's blocking thread pool when called inside
 //! a tokio runtime (and inline otherwise), so they never stall the async workers.
 
+mod guard;
 mod ops;
+mod readonly;
+
+pub use guard::quiet_panic_hook;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -74,7 +78,7 @@ pub struct EmbeddedStore {
 }
 
 struct Inner {
-    db: Database,
+    db: readonly::Db,
     path: PathBuf,
     location: String,
 }
@@ -99,20 +103,28 @@ impl EmbeddedStore {
     pub fn open(path: impl AsRef<Path>) -> Result<EmbeddedStore> {
         let path = path.as_ref().to_path_buf();
         let location = format!("{EMBEDDED_SCHEME}:{}", path.display());
-        let db = Database::create(&path).map_err(|e| {
-            let e = redb::Error::from(e);
-            // The location (in the context) names the file.
-            let message = match e {
-                redb::Error::DatabaseAlreadyOpen => {
-                    "cannot open the file: it is in use by another process (a running tern?); \
+        let read_only = readonly::file_is_read_only(&path);
+        let db = guard::guarded(&location, || {
+            if read_only {
+                return readonly::open(&path, &location);
+            }
+            Database::create(&path).map(readonly::Db::Writable).map_err(|e| {
+                let e = redb::Error::from(e);
+                // The location (in the context) names the file.
+                let message = match e {
+                    redb::Error::DatabaseAlreadyOpen => {
+                        "cannot open the file: it is in use by another process (a running tern?); \
                      the embedded store admits one process at a time"
-                }
-                _ => "cannot open the file",
-            };
-            map_redb(e, message, &location)
+                    }
+                    _ => "cannot open the file",
+                };
+                map_redb(e, message, &location)
+            })
         })?;
         let inner = Inner { db, path, location };
-        inner.create_tables()?;
+        if !inner.db.is_read_only() {
+            guard::guarded(&inner.location, || inner.create_tables())?;
+        }
         Ok(EmbeddedStore {
             inner: Arc::new(inner),
         })
@@ -132,14 +144,14 @@ impl EmbeddedStore {
         let inner = Arc::clone(&self.inner);
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => handle
-                .spawn_blocking(move || f(&inner))
+                .spawn_blocking(move || guard::guarded(&inner.location.clone(), || f(&inner)))
                 .await
                 .map_err(|e| {
                     Error::new(ErrorKind::Unexpected, "an embedded store task failed")
                         .with_context("store", self.inner.location.clone())
                         .with_source(e)
                 })?,
-            Err(_) => f(&inner),
+            Err(_) => guard::guarded(&inner.location.clone(), || f(&inner)),
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use std::ops::Bound;
 
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableTable;
 
 use super::{ENTITIES, Inner, META, map_redb};
 use crate::model::codec::{CodecError, decode_entity, decode_version, encode_entity};
@@ -72,6 +72,7 @@ impl Inner {
 
     fn begin_write(&self) -> Result<redb::WriteTransaction> {
         self.db
+            .writable(&self.location)?
             .begin_write()
             .map_err(self.fail("begin a write transaction"))
     }

@@ -304,7 +304,13 @@ async fn corrupt_entities_are_invalid_data_naming_the_key() {
     let (_dir, store) = temp_store();
     let key = Key::new("user", "ann").unwrap();
     {
-        let txn = store.inner.db.begin_write().unwrap();
+        let txn = store
+            .inner
+            .db
+            .writable("test")
+            .unwrap()
+            .begin_write()
+            .unwrap();
         {
             let mut table = txn.open_table(ENTITIES).unwrap();
             table

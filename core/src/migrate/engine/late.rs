@@ -1,0 +1,90 @@
+//! `tern up` with nothing pending still brings late entities forward.
+//!
+//! Old application code may write entities of an old version after their
+//! kind's last migration was applied. A run with a pending migration of that
+//! kind sweeps them; with nothing pending, `tern up` does it here, so that
+//! `tern verify`'s advice ("run `tern up`") is true.
+
+use std::sync::Arc;
+
+use super::{Migrator, Progress};
+use crate::migrate::error::{MigrateError, Result};
+use crate::migrate::lease::Lease;
+use crate::migrate::plan;
+use crate::migrate::run::Runner;
+use crate::migrate::state::StateDoc;
+use crate::store::{Filter, Store, VersionFilter};
+
+impl Migrator {
+    /// Brings every entity below its kind's version forward (by the steps of
+    /// the applied migrations), under the lease. Returns the kinds swept and
+    /// how many entities each. Costs one count per versioned kind when
+    /// nothing is late.
+    pub(super) async fn sweep_late_writes(
+        &self,
+        store: &Arc<dyn Store>,
+        doc: &StateDoc,
+        dry: bool,
+    ) -> Result<Vec<(String, u64)>> {
+        let mut late = Vec::new();
+        for (kind, &version) in &doc.kinds {
+            if version == 0 {
+                continue;
+            }
+            let below = store
+                .count(
+                    kind,
+                    Filter {
+                        version: VersionFilter::Below(version),
+                        conditions: vec![],
+                    },
+                )
+                .await
+                .map_err(MigrateError::store(
+                    "counting entities below their kind's version",
+                ))?;
+            if below > 0 {
+                late.push((kind.clone(), version, below));
+            }
+        }
+        if late.is_empty() || dry {
+            return Ok(late.into_iter().map(|(k, _, n)| (k, n)).collect());
+        }
+        let lease = Lease::acquire(Arc::clone(store), &self.lease).await?;
+        let last = doc.applied.last().map_or(0, |e| e.id);
+        let history = plan::history(&self.set, last);
+        let progress: &dyn Progress = self.progress.as_ref();
+        let runner = Runner {
+            store: store.as_ref(),
+            migration: last,
+            migration_name: "late writes",
+            lease: &lease,
+            options: &self.run,
+            progress,
+            cancel: &self.cancel,
+            faults: self.faults.as_ref(),
+            history: &history,
+            conflicts: std::sync::Mutex::new(Vec::new()),
+            collect_conflicts: false,
+            started: std::time::Instant::now(),
+            processed_in_run: std::sync::atomic::AtomicU64::new(0),
+            unmatched: std::sync::atomic::AtomicU64::new(0),
+        };
+        let mut out = Vec::new();
+        let mut result = Ok(());
+        for (kind, version, _) in late {
+            match self.sweep_below(&runner, &kind, version).await {
+                Ok(n) => out.push((kind, n)),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        drop(runner);
+        if let Err(e) = lease.release().await {
+            tracing::warn!(error = %e, "could not release the lease; it expires by itself");
+        }
+        result.map(|()| out)
+    }
+}

@@ -1,0 +1,192 @@
+//! A fault-injecting TCP proxy on 127.0.0.1, for tests of tern against a
+//! server whose connections fail mid-run.
+//!
+//! Clients connect to [`FaultProxy::addr`]; every connection is forwarded to
+//! the upstream server until a fault is injected:
+//! - [`FaultProxy::drop_connections`]: every open connection is closed at once
+//!   (a server restart or a network reset, as the client sees it); new
+//!   connections are forwarded again;
+//! - [`FaultProxy::set_delay`]: every chunk waits this long before it is
+//!   forwarded (a slow network);
+//! - [`FaultProxy::blackhole`]: nothing is forwarded any more, in either
+//!   direction, and new connections are accepted but stall (a partition); a
+//!   later [`FaultProxy::heal`] closes the stalled connections and forwards
+//!   again.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Mode {
+    delay: Duration,
+    blackhole: bool,
+    /// Bumped by every drop: connections of an older generation close.
+    generation: u64,
+}
+
+/// A running proxy; stops when dropped.
+#[derive(Debug)]
+pub struct FaultProxy {
+    addr: SocketAddr,
+    mode: watch::Sender<Mode>,
+    accept: JoinHandle<()>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl FaultProxy {
+    /// Starts a proxy on a free port of 127.0.0.1 forwarding to `upstream`.
+    ///
+    /// # Errors
+    /// When no port can be bound.
+    pub async fn start(upstream: SocketAddr) -> std::io::Result<FaultProxy> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (mode, _) = watch::channel(Mode {
+            delay: Duration::ZERO,
+            blackhole: false,
+            generation: 0,
+        });
+        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let accept = {
+            let mode = mode.clone();
+            let connections = Arc::clone(&connections);
+            tokio::spawn(async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    let rx = mode.subscribe();
+                    let task = tokio::spawn(forward(client, upstream, rx));
+                    if let Ok(mut list) = connections.lock() {
+                        list.retain(|t| !t.is_finished());
+                        list.push(task);
+                    }
+                }
+            })
+        };
+        Ok(FaultProxy {
+            addr,
+            mode,
+            accept,
+            connections,
+        })
+    }
+
+    /// Where clients connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Closes every open connection; later ones are forwarded again.
+    pub fn drop_connections(&self) {
+        self.mode.send_modify(|m| m.generation += 1);
+        if let Ok(mut list) = self.connections.lock() {
+            for t in list.drain(..) {
+                t.abort();
+            }
+        }
+    }
+
+    /// Delays every forwarded chunk by `delay` (zero: no delay).
+    pub fn set_delay(&self, delay: Duration) {
+        self.mode.send_modify(|m| m.delay = delay);
+    }
+
+    /// Stops forwarding anything, on open and new connections.
+    pub fn blackhole(&self) {
+        self.mode.send_modify(|m| m.blackhole = true);
+    }
+
+    /// Ends a blackhole: the stalled connections are closed, new ones forwarded.
+    pub fn heal(&self) {
+        self.mode.send_modify(|m| m.blackhole = false);
+        self.drop_connections();
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        if let Ok(mut list) = self.connections.lock() {
+            for t in list.drain(..) {
+                t.abort();
+            }
+        }
+    }
+}
+
+async fn forward(client: TcpStream, upstream: SocketAddr, mode: watch::Receiver<Mode>) {
+    let generation = mode.borrow().generation;
+    let Ok(server) = TcpStream::connect(upstream).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (cr, cw) = client.into_split();
+    let (sr, sw) = server.into_split();
+    let up = pump(cr, sw, mode.clone(), generation);
+    let down = pump(sr, cw, mode, generation);
+    tokio::select! {
+        () = up => {},
+        () = down => {},
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut mode: watch::Receiver<Mode>,
+    generation: u64,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        // Stall while blackholed; close when a drop happened meanwhile.
+        loop {
+            let m = *mode.borrow();
+            if m.generation != generation {
+                return;
+            }
+            if !m.blackhole {
+                break;
+            }
+            if mode.changed().await.is_err() {
+                return;
+            }
+        }
+        let n = tokio::select! {
+            r = from.read(&mut buf) => match r {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            },
+            changed = mode.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let m = *mode.borrow();
+        if !m.delay.is_zero() {
+            tokio::time::sleep(m.delay).await;
+        }
+        // Data read just before a blackhole began is held until it ends.
+        loop {
+            let m = *mode.borrow();
+            if m.generation != generation {
+                return;
+            }
+            if !m.blackhole {
+                break;
+            }
+            if mode.changed().await.is_err() {
+                return;
+            }
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
