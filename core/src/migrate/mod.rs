@@ -7,6 +7,7 @@
 mod changelog;
 pub mod engine;
 pub mod error;
+pub mod lazy_install;
 pub mod lease;
 pub mod overlay;
 pub mod plan;
@@ -24,4 +25,5 @@ pub use lease::{Lease, LeaseOptions};
 pub use progress::{CancelFlag, FaultAt, FaultHook, FaultPoint, NoProgress, Progress};
 pub use run::RunOptions;
 pub use source::{Body, EntityMigration, Migration, MigrationSet};
-pub use state::{KindRename, LedgerEntry, RunCounts, RunState, StateDoc};
+pub use state::{KindRename, LazyRecord, LedgerEntry, RunCounts, RunState, StateDoc, SweepState};
+pub(crate) use run::apply_per_entity;

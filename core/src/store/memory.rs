@@ -222,6 +222,42 @@ impl Store for MemoryStore {
         true
     }
 
+    /// Under the store's lock: guards checked, writes applied, undone on a conflict.
+    async fn write_atomic(
+        &self,
+        guards: Vec<super::Guard>,
+        writes: Vec<Write>,
+    ) -> Result<WriteOutcome> {
+        check_writes(&writes)?;
+        let mut inner = self.lock();
+        let holds = guards.iter().all(|g| {
+            let stored = inner.entities.get(&encode_key(g.key()));
+            match g {
+                super::Guard::Absent(_) => stored.is_none(),
+                super::Guard::Unchanged(e) => stored == Some(e),
+            }
+        });
+        if !holds {
+            return Ok(WriteOutcome::Conflict);
+        }
+        let mut undo = Vec::new();
+        let outcomes = inner.apply(writes, Some(&mut undo));
+        if outcomes.contains(&WriteOutcome::Conflict) {
+            for (k, before) in undo.into_iter().rev() {
+                match before {
+                    Some(e) => inner.entities.insert(k, e),
+                    None => inner.entities.remove(&k),
+                };
+            }
+            return Ok(WriteOutcome::Conflict);
+        }
+        Ok(WriteOutcome::Applied)
+    }
+
+    fn atomic_writes(&self) -> bool {
+        true
+    }
+
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
         Ok(self.lock().meta.get(name).cloned())
     }

@@ -60,6 +60,7 @@
 //! necessarily the same text). Deleting a missing document with `expected:
 //! None` succeeds (`Applied(0)`).
 
+mod atomic;
 mod error;
 mod filter;
 
@@ -79,6 +80,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Entity, Key, Value, Version};
 
+pub use atomic::Guard;
 pub use error::{DriverError, Error, ErrorKind, Result};
 pub use filter::{Condition, Filter, VersionFilter, lookup};
 
@@ -532,6 +534,22 @@ pub trait Store: Send + Sync + Debug + 'static {
                 self.info().scheme
             ),
         ))
+    }
+
+    /// Applies `writes` (each with its own condition, as in [`Store::write_batch`])
+    /// all together, in one atomic step, if every guard holds and every write
+    /// applies; otherwise writes nothing and answers [`WriteOutcome::Conflict`].
+    /// Used by lazy migration across keys (a kind rename on access: the entity
+    /// under the new name and the stale copy under the old one). Requires
+    /// [`Store::atomic_writes`]; the default answers `Unsupported`.
+    async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome> {
+        let _ = (guards, writes);
+        Err(Error::unsupported(self.info().scheme, "write_atomic"))
+    }
+
+    /// Whether [`Store::write_atomic`] is implemented. No I/O. Default: `false`.
+    fn atomic_writes(&self) -> bool {
+        false
     }
 
     /// The current time in milliseconds since the Unix epoch: the server's clock

@@ -252,6 +252,21 @@ impl Store for EmbeddedStore {
         true
     }
 
+    /// One redb write transaction: guards checked, writes applied, aborted on a conflict.
+    async fn write_atomic(
+        &self,
+        guards: Vec<crate::store::Guard>,
+        writes: Vec<Write>,
+    ) -> Result<WriteOutcome> {
+        super::check_writes(&writes)?;
+        self.blocking(move |inner| inner.write_atomic(&guards, &writes))
+            .await
+    }
+
+    fn atomic_writes(&self) -> bool {
+        true
+    }
+
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
         let name = name.to_owned();
         self.blocking(move |inner| inner.meta_get(&name)).await
