@@ -300,7 +300,10 @@ impl LazyClient {
                 writes.extend(Self::former_deletes(chain, &new.key, Some(&old.key.kind)));
                 self.store
                     .write_atomic(
-                        vec![Guard::Absent(new.key.clone()), Guard::Unchanged(old.clone())],
+                        vec![
+                            Guard::Absent(new.key.clone()),
+                            Guard::Unchanged(old.clone()),
+                        ],
                         writes,
                     )
                     .await?
@@ -477,7 +480,9 @@ impl LazyClient {
     pub async fn delete(&self, key: &Key) -> Result<()> {
         let chain = self.chain(&key.kind).await?;
         if chain.formers.is_empty() {
-            self.store.write_batch(vec![Write::Delete(key.clone())]).await?;
+            self.store
+                .write_batch(vec![Write::Delete(key.clone())])
+                .await?;
             return Ok(());
         }
         self.need_atomic()?;

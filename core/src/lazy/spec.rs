@@ -165,7 +165,11 @@ impl Spec {
                     Some(m) if m.checksum == entry.checksum => m.clone(),
                     _ => {
                         missing_code.insert(entry.id, entry.name.clone());
-                        let kind = entry.steps.first().map(|(k, _)| k.clone()).unwrap_or_default();
+                        let kind = entry
+                            .steps
+                            .first()
+                            .map(|(k, _)| k.clone())
+                            .unwrap_or_default();
                         Migration::from_code(entry.id, &entry.name, "", Arc::new(Missing { kind }))
                     }
                 }
@@ -195,7 +199,11 @@ impl Spec {
             }
         }
         let mut renamed_away = BTreeMap::new();
-        for r in doc.renames.iter().filter(|r| pending.contains(&r.migration)) {
+        for r in doc
+            .renames
+            .iter()
+            .filter(|r| pending.contains(&r.migration))
+        {
             if !doc.kinds.contains_key(&r.from) {
                 renamed_away.insert(r.from.clone(), forward(doc, r.migration, &r.to));
             }

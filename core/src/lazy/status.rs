@@ -46,7 +46,9 @@ pub async fn status(store: &dyn Store, exact: bool) -> Result<Vec<KindLazyStatus
             .iter()
             .filter(|r| r.completed_at.is_none())
             .filter(|r| {
-                r.kinds.keys().any(|k| forward(&doc, r.migration, k) == *kind)
+                r.kinds
+                    .keys()
+                    .any(|k| forward(&doc, r.migration, k) == *kind)
             })
             .map(|r| r.migration)
             .collect();

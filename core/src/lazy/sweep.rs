@@ -14,9 +14,7 @@ use super::error::Result;
 use super::spec::{KindChain, Spec, forward};
 use crate::migrate::{Lease, LeaseOptions, Migration, SweepState};
 use crate::model::{Entity, Key};
-use crate::store::{
-    Filter, Guard, ScanRequest, Store, VersionFilter, Write, WriteOutcome,
-};
+use crate::store::{Filter, Guard, ScanRequest, Store, VersionFilter, Write, WriteOutcome};
 
 /// How to sweep.
 #[derive(Debug, Clone)]
@@ -97,7 +95,8 @@ pub async fn sweep_under(
     let mut report = SweepReport::default();
     // A client that declares every kind at its logical version, for the
     // per-entity path (kind renames, conflicts): the same code applications run.
-    let mut builder = LazyClient::builder(Arc::clone(shared)).refresh_every(Duration::from_secs(3600));
+    let mut builder =
+        LazyClient::builder(Arc::clone(shared)).refresh_every(Duration::from_secs(3600));
     for (k, v) in &spec.kinds {
         builder = builder.declare(k, *v);
     }
@@ -227,7 +226,9 @@ fn stale_filter(chain: &KindChain, name: &str) -> Filter {
 
 /// How many entities of the kind are still stale (under its name and former names).
 pub async fn census(store: &dyn Store, chain: &KindChain) -> Result<u64> {
-    let mut n = store.count(&chain.kind, stale_filter(chain, &chain.kind)).await?;
+    let mut n = store
+        .count(&chain.kind, stale_filter(chain, &chain.kind))
+        .await?;
     for f in &chain.formers {
         n += store.count(f, Filter::all()).await?;
     }
@@ -269,7 +270,10 @@ async fn migrate_batch(
             client.get(&key).await?;
             // The copy under the old name is dead once the new name holds the entity.
             if store
-                .write_atomic(vec![Guard::Unchanged(e.clone())], vec![Write::Delete(e.key.clone())])
+                .write_atomic(
+                    vec![Guard::Unchanged(e.clone())],
+                    vec![Write::Delete(e.key.clone())],
+                )
                 .await?
                 == WriteOutcome::Applied
             {

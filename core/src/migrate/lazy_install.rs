@@ -46,7 +46,7 @@ pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<
     }
     let mut kinds_after = plan.kinds_after.clone();
     let mut record_kinds: BTreeMap<String, u64> = plan.targets.clone();
-    for r in &plan.renames {
+    for (i, r) in plan.renames.iter().enumerate() {
         if !store.atomic_writes() {
             return Err(invalid(format!(
                 "`rename kind {} to {}` cannot be lazy on the {} store: it has no atomic write of \
@@ -58,8 +58,12 @@ pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<
             )));
         }
         check_target(store, &doc, &r.from, &r.to).await?;
-        let v = *kinds_after.entry(r.to.clone()).or_insert(0);
-        record_kinds.insert(r.to.clone(), v);
+        // The final name of a renamed kind has a version (0 if it had none),
+        // so clients can declare it; a name renamed again in this migration has none.
+        if !plan.renames[i + 1..].iter().any(|later| later.from == r.to) {
+            let v = *kinds_after.entry(r.to.clone()).or_insert(0);
+            record_kinds.insert(r.to.clone(), v);
+        }
     }
     // Only the kinds' names after the migration (a renamed-away name has none).
     record_kinds.retain(|k, _| kinds_after.contains_key(k));

@@ -24,6 +24,6 @@ pub use error::MigrateError;
 pub use lease::{Lease, LeaseOptions};
 pub use progress::{CancelFlag, FaultAt, FaultHook, FaultPoint, NoProgress, Progress};
 pub use run::RunOptions;
+pub(crate) use run::apply_per_entity;
 pub use source::{Body, EntityMigration, Migration, MigrationSet};
 pub use state::{KindRename, LazyRecord, LedgerEntry, RunCounts, RunState, StateDoc, SweepState};
-pub(crate) use run::apply_per_entity;

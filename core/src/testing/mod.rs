@@ -6,4 +6,5 @@ pub mod battery;
 pub mod bench;
 pub mod child;
 pub mod intercept;
+pub mod lazy;
 pub mod pages;

@@ -372,7 +372,9 @@ impl Inner {
             let mut buf = Vec::with_capacity(256);
             for guard in guards {
                 let k = encode_key(guard.key());
-                let stored = table.get(k.as_slice()).map_err(self.fail("check a guard"))?;
+                let stored = table
+                    .get(k.as_slice())
+                    .map_err(self.fail("check a guard"))?;
                 holds &= match guard {
                     crate::store::Guard::Absent(_) => stored.is_none(),
                     crate::store::Guard::Unchanged(e) => {
@@ -384,9 +386,17 @@ impl Inner {
                     break;
                 }
             }
-            holds && !self.apply_writes(&mut table, writes)?.contains(&WriteOutcome::Conflict)
+            holds
+                && !self
+                    .apply_writes(&mut table, writes)?
+                    .contains(&WriteOutcome::Conflict)
         };
-        self.end(txn, applied, "commit an atomic write", "end an atomic write")?;
+        self.end(
+            txn,
+            applied,
+            "commit an atomic write",
+            "end an atomic write",
+        )?;
         Ok(if applied {
             WriteOutcome::Applied
         } else {
