@@ -18,9 +18,10 @@ fn no_overrides() -> RunArgs {
 ///
 /// # Errors
 /// A store error or an inconsistent migrations folder.
-pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
+pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
     let set = ctx.migrations()?;
+    let lazy = tern_core::lazy::status(store.as_ref(), exact).await?;
     let migrator = ctx.migrator(store, set, &no_overrides());
     let st = migrator.status().await?;
     // Report edits of applied migrations too, without failing the status itself.
@@ -50,7 +51,8 @@ pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
         println!(
             "{}",
             serde_json::json!({"store": ctx.store_url().map(tern_core::store::url::redact).unwrap_or_default(),
-                "migrations": migrations, "kinds": st.kinds, "lock": lease, "running": running, "problem": problem})
+                "migrations": migrations, "kinds": st.kinds, "lock": lease, "running": running, "problem": problem,
+                "lazy": crate::cmd::sweep::lazy_json(&lazy)})
         );
         return Ok(EXIT_OK);
     }
@@ -79,6 +81,7 @@ pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
             println!("  {k:<30} v{v}");
         }
     }
+    crate::cmd::sweep::print_lazy(&lazy);
     if let Some(l) = &st.lease {
         if l.expires_at > st.now {
             println!(

@@ -4,3 +4,4 @@ pub mod apply;
 pub mod data;
 pub mod info;
 pub mod project;
+pub mod sweep;

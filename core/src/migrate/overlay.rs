@@ -191,6 +191,12 @@ impl Store for OverlayStore {
         })
     }
 
+    /// As the base store: a dry run checks a lazy install against the real store's capability
+    /// (an install writes no entity, so the overlay never needs the call itself).
+    fn atomic_writes(&self) -> bool {
+        self.base.atomic_writes()
+    }
+
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
         if let Some(record) = self.log.get(key)? {
             return Ok(record.current);
