@@ -161,7 +161,7 @@ async fn main() -> Result<(), Error> {
             .await?
             .ok_or("a user vanished")?;
         let want = expected.get(&i).copied().unwrap_or(0);
-        if e.version != 2 || hits(&e.value, "hits") != want || e.value.get("plan").is_none() {
+        if e.version != 2 || hits(&e.value, "hits") != want || !e.value.contains_key("plan") {
             lost += 1;
             println!("WRONG: {e:?}, expected {want} hits");
         }
