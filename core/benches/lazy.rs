@@ -30,8 +30,13 @@ async fn fresh(dir: &tempfile::TempDir, name: &str, n: usize) -> Arc<dyn Store> 
 async fn install(store: Arc<dyn Store>) -> Duration {
     let mut set = MigrationSet::new();
     set.add(
-        Migration::from_script(1, "release2", "0001_release2.tern", &format!("lazy\n{SCRIPT}"))
-            .expect("script"),
+        Migration::from_script(
+            1,
+            "release2",
+            "0001_release2.tern",
+            &format!("lazy\n{SCRIPT}"),
+        )
+        .expect("script"),
     )
     .expect("set");
     let (r, t) = bench::timed(Migrator::new(store, set).up(None)).await;
@@ -67,7 +72,10 @@ async fn main() {
             .await
             .expect("connect");
         let keys: Vec<Key> = (0..reads)
-            .map(|i| Key { kind: "blogpost".into(), id: Value::Int((i * 7919 % n) as i64) })
+            .map(|i| Key {
+                kind: "blogpost".into(),
+                id: Value::Int((i * 7919 % n) as i64),
+            })
             .collect();
         let raw = async {
             for k in &keys {
