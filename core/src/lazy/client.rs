@@ -181,7 +181,7 @@ impl LazyClient {
     }
 
     /// The chain of `kind`, after re-reading the state when it is due.
-    async fn chain(&self, kind: &str) -> Result<KindChain> {
+    async fn chain(&self, kind: &str) -> Result<Arc<KindChain>> {
         let due = self
             .checked
             .lock()
@@ -193,7 +193,7 @@ impl LazyClient {
         self.chain_now(kind)
     }
 
-    fn chain_now(&self, kind: &str) -> Result<KindChain> {
+    fn chain_now(&self, kind: &str) -> Result<Arc<KindChain>> {
         let view = self.view();
         let spec = &view.spec;
         let current = spec.version(kind);
@@ -212,7 +212,7 @@ impl LazyClient {
                     });
                 }
                 if current == 0 {
-                    Ok(KindChain::untouched(kind))
+                    Ok(Arc::new(KindChain::untouched(kind)))
                 } else {
                     Err(LazyError::UndeclaredKind {
                         kind: kind.to_owned(),

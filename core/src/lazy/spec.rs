@@ -145,7 +145,7 @@ impl EntityMigration for Missing {
 pub struct Spec {
     /// Each kind's logical version.
     pub kinds: BTreeMap<String, Version>,
-    chains: BTreeMap<String, KindChain>,
+    chains: BTreeMap<String, Arc<KindChain>>,
     /// Former names of pending kind renames, with the kind's name now.
     renamed_away: BTreeMap<String, String>,
 }
@@ -213,14 +213,14 @@ impl Spec {
             let formers = pending_formers(doc, kind, &pending);
             chains.insert(
                 kind.clone(),
-                KindChain {
+                Arc::new(KindChain {
                     kind: kind.clone(),
                     version: *version,
                     pending: pending_kinds.contains(kind) || !formers.is_empty(),
                     formers,
                     steps: history.remove(kind).unwrap_or_default(),
                     missing_code: missing_code.clone(),
-                },
+                }),
             );
         }
         Ok(Spec {
@@ -231,11 +231,11 @@ impl Spec {
     }
 
     /// The chain of `kind` (an untouched kind's when it has none).
-    pub fn chain(&self, kind: &str) -> KindChain {
+    pub fn chain(&self, kind: &str) -> Arc<KindChain> {
         self.chains
             .get(kind)
             .cloned()
-            .unwrap_or_else(|| KindChain::untouched(kind))
+            .unwrap_or_else(|| Arc::new(KindChain::untouched(kind)))
     }
 
     /// The logical version of `kind` (0 when no migration touched it).
@@ -250,7 +250,11 @@ impl Spec {
 
     /// The kinds with a pending lazy migration.
     pub fn pending_kinds(&self) -> Vec<&KindChain> {
-        self.chains.values().filter(|c| c.pending).collect()
+        self.chains
+            .values()
+            .map(AsRef::as_ref)
+            .filter(|c| c.pending)
+            .collect()
     }
 }
 
