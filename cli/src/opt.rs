@@ -62,8 +62,12 @@ pub enum Command {
     Plan(PlanArgs),
     /// Apply pending migrations in checkpointed, version-scoped batches.
     Up(UpArgs),
-    /// Show applied and pending migrations, kind versions and the lock.
-    Status,
+    /// Show applied and pending migrations, kind versions, lazy migrations and the lock.
+    Status(crate::cmd::sweep::StatusArgs),
+    /// Complete pending lazy migrations: migrate the remaining stale entities while clients work.
+    Sweep(crate::cmd::sweep::SweepArgs),
+    /// Retire the specs of completed lazy migrations.
+    Gc(crate::cmd::sweep::GcArgs),
     /// Count entities per kind per version and report any below their kind's version.
     Verify,
     /// Show the migration lock; release it once expired.

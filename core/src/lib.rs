@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod lang;
+pub mod lazy;
 pub mod migrate;
 pub mod model;
 pub mod store;

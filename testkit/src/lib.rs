@@ -12,4 +12,5 @@ pub mod bench;
 pub mod child;
 pub mod conformance;
 pub mod intercept;
+pub mod lazy;
 pub mod pages;

@@ -468,6 +468,7 @@ impl Store for CassStore {
             server_clock: self.server_clock,
             atomic_batch_with_meta: false,
             rename_kind: true,
+            atomic_writes: false,
         }
     }
 

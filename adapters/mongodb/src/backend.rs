@@ -240,6 +240,7 @@ impl Store for MongoStore {
             server_clock: true,
             atomic_batch_with_meta: false,
             rename_kind: true,
+            atomic_writes: false,
         }
     }
 
@@ -529,46 +530,4 @@ impl MongoStore {
         }
         Ok(census)
     }
-}
-
-/// Lazy migration's read-transform-write primitive: reads the entity at `key`,
-/// applies `transform` and writes the result back with a compare-and-set on the
-/// version and the whole value ([`Write::Replace`]), retrying up to `attempts`
-/// times when another writer got there first.
-///
-/// Returns the entity as written, or `None` when the key does not exist or
-/// `transform` returns `None` (nothing to do).
-///
-/// # Errors
-/// Store errors; [`ErrorKind::Busy`] when every attempt lost the race.
-pub async fn lazy_update<F>(
-    store: &dyn Store,
-    key: &Key,
-    attempts: usize,
-    mut transform: F,
-) -> Result<Option<Entity>>
-where
-    F: FnMut(&Entity) -> Option<Entity> + Send,
-{
-    for _ in 0..attempts.max(1) {
-        let Some(current) = store.get(key).await? else {
-            return Ok(None);
-        };
-        let Some(new) = transform(&current) else {
-            return Ok(None);
-        };
-        let outcome = store
-            .write_batch(vec![Write::Replace {
-                expected: current,
-                new: new.clone(),
-            }])
-            .await?;
-        if outcome.first() == Some(&WriteOutcome::Applied) {
-            return Ok(Some(new));
-        }
-    }
-    Err(Error::new(
-        ErrorKind::Busy,
-        format!("lazy update of {key}: every attempt met a concurrent write"),
-    ))
 }

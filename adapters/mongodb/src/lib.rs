@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use tern_core::store::{Error, Store};
 
-pub use backend::{MongoStore, lazy_update};
+pub use backend::MongoStore;
 
 /// The URL scheme of this adapter.
 pub const MONGO_SCHEME: &str = "mongodb";

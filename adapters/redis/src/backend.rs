@@ -19,6 +19,8 @@ use crate::core::{META_CAS_SCRIPT, RENAME_KIND_SCRIPT, WRITE_SCRIPT, map_redis_e
 use crate::pushdown;
 use crate::scanpos::{MAX_PENDING, ScanPos};
 
+mod atomic;
+
 /// Writes per script call: bounds how long one call holds the server.
 const WRITES_PER_CALL: usize = 500;
 
@@ -380,6 +382,7 @@ impl Store for RedisStore {
             server_clock: true,
             atomic_batch_with_meta: false,
             rename_kind: true,
+            atomic_writes: true,
         }
     }
 
@@ -454,6 +457,15 @@ impl Store for RedisStore {
             outcomes.extend(self.write_chunk(chunk).await?);
         }
         Ok(outcomes)
+    }
+
+    /// One Lua script: every condition checked, then every write applied.
+    async fn write_atomic(
+        &self,
+        guards: Vec<tern_core::store::Guard>,
+        writes: Vec<Write>,
+    ) -> Result<WriteOutcome> {
+        self.write_atomic_script(guards, writes).await
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {

@@ -56,7 +56,9 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
         return;
     }
     if dry.stages.is_empty() {
-        println!("nothing to do: no pending migrations");
+        println!(
+            "nothing to do: no pending migration changes an entity (lazy ones are installed without touching any)"
+        );
         return;
     }
     println!("dry run: nothing was written");

@@ -18,7 +18,7 @@ fn no_overrides() -> RunArgs {
 ///
 /// # Errors
 /// A store error or an inconsistent migrations folder.
-pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
+pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
     // A migration that does not load (e.g. `tern new`'s comment-only file) is
     // a problem to show, not a reason to show nothing.
@@ -26,6 +26,7 @@ pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
         Ok(set) => (set, None),
         Err(e) => (Default::default(), Some(crate::render_error(&e))),
     };
+    let lazy = tern_core::lazy::status(store.as_ref(), exact).await?;
     let migrator = ctx.migrator(store, set, &no_overrides());
     let st = migrator.status().await?;
     // Report edits of applied migrations too, without failing the status itself.
@@ -58,7 +59,8 @@ pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
         println!(
             "{}",
             serde_json::json!({"store": ctx.store_url().map(tern_core::store::url::redact).unwrap_or_default(),
-                "migrations": migrations, "kinds": st.kinds, "lock": lease, "running": running, "problem": problem})
+                "migrations": migrations, "kinds": st.kinds, "lock": lease, "running": running, "problem": problem,
+                "lazy": crate::cmd::sweep::lazy_json(&lazy)})
         );
         return Ok(EXIT_OK);
     }
@@ -87,6 +89,7 @@ pub async fn status(ctx: &Ctx) -> anyhow::Result<u8> {
             println!("  {k:<30} v{v}");
         }
     }
+    crate::cmd::sweep::print_lazy(&lazy);
     if let Some(l) = &st.lease {
         if l.expires_at > st.now {
             println!(

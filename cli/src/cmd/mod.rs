@@ -7,3 +7,4 @@ pub mod apply;
 pub mod data;
 pub mod info;
 pub mod project;
+pub mod sweep;

@@ -410,7 +410,12 @@ impl Migrator {
                     token: lease.token(),
                 });
             }
-            let r = self.run_one(store, lease, m, dry, dry_stages).await?;
+            let r = if m.lazy {
+                super::lazy_install::install(store.as_ref(), lease, m).await?
+            } else {
+                super::lazy_install::complete_pending(store, lease, &self.set).await?;
+                self.run_one(store, lease, m, dry, dry_stages).await?
+            };
             report.applied.push(r);
         }
         Ok(report)

@@ -57,6 +57,9 @@ pub struct Migration {
     pub checksum: String,
     /// The file it came from, if any.
     pub path: Option<PathBuf>,
+    /// Installed lazily (the `lazy` directive; see `tern_core::lazy`): no entity
+    /// is touched by `tern up`, each migrates on access.
+    pub lazy: bool,
 }
 
 impl Migration {
@@ -68,7 +71,8 @@ impl Migration {
     /// # Errors
     /// The parse error, with file, line and column.
     pub fn from_script(id: u32, name: &str, file: &str, text: &str) -> Result<Migration> {
-        let script = lang::parse_file(file, text)?;
+        let (lazy, text) = crate::lazy::directive::strip(text);
+        let script = lang::parse_file(file, &text)?;
         if script.statements.is_empty() {
             return Err(MigrateError::Invalid {
                 id,
@@ -83,13 +87,23 @@ impl Migration {
                 message: format!("{file}:{}:{}: {message}", span.line, span.col),
             });
         }
-        let canonical = lang::print(&script);
+        if lazy {
+            crate::lazy::directive::check_script(file, &script).map_err(|message| {
+                MigrateError::Invalid {
+                    id,
+                    name: name.to_owned(),
+                    message,
+                }
+            })?;
+        }
+        let canonical = crate::lazy::directive::canonical(lazy, &lang::print(&script));
         Ok(Migration {
             id,
             name: name.to_owned(),
             checksum: checksum(canonical.as_bytes()),
             body: Body::Script(script),
             path: None,
+            lazy,
         })
     }
 
@@ -108,13 +122,26 @@ impl Migration {
             checksum: checksum(text.as_bytes()),
             body: Body::Code(code),
             path: None,
+            lazy: false,
         }
+    }
+
+    /// This code migration, installed lazily (see `tern_core::lazy`): its
+    /// checksum changes, and lazy clients must register it
+    /// (`LazyClientBuilder::code`) to migrate entities through it.
+    #[must_use]
+    pub fn into_lazy(mut self) -> Migration {
+        if !self.lazy {
+            self.lazy = true;
+            self.checksum = checksum(format!("lazy\n{}", self.checksum).as_bytes());
+        }
+        self
     }
 
     /// The canonical text of a script migration (empty for code).
     pub fn canonical_text(&self) -> String {
         match &self.body {
-            Body::Script(s) => lang::print(s),
+            Body::Script(s) => crate::lazy::directive::canonical(self.lazy, &lang::print(s)),
             Body::Code(_) => String::new(),
         }
     }

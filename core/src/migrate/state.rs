@@ -145,6 +145,43 @@ pub struct StateDoc {
     /// before kind renames existed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub renames: Vec<KindRename>,
+    /// Every lazy migration installed, oldest first (see `tern_core::lazy`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lazy: Vec<LazyRecord>,
+    /// The checkpoint of a running or interrupted `tern sweep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepState>,
+}
+
+/// An installed lazy migration: its steps are in the ledger (its canonical
+/// text), its entities migrate on access until a sweep completes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LazyRecord {
+    /// The migration.
+    pub migration: u32,
+    /// When it was installed (ms since the epoch, the store's clock).
+    pub installed_at: i64,
+    /// The kinds it steps or renames to, by their name after it, with their version after it.
+    pub kinds: BTreeMap<String, u64>,
+    /// When a sweep's census found no entity below it, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<i64>,
+    /// When its spec was retired (`tern gc`), if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<i64>,
+}
+
+/// Where a sweep stopped: the kind, the name it scans (the kind or a former name) and the cursor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepState {
+    /// The kind being swept (its current name).
+    pub kind: String,
+    /// The name whose entities are scanned: the kind, or one of its former names.
+    pub name: String,
+    /// Where the scan continues.
+    pub cursor: Option<Cursor>,
+    /// Entities migrated so far by this sweep.
+    pub migrated: u64,
 }
 
 impl StateDoc {

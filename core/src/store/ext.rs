@@ -76,6 +76,20 @@ pub trait StoreExt: Store {
         self.write_batch(writes).await
     }
 
+    /// [`Store::write_atomic`] after [`check_writes`].
+    ///
+    /// # Errors
+    /// A replace that changes its key (nothing is written), `Unsupported` where
+    /// [`Capability::atomic_writes`](super::Capability::atomic_writes) is false, or the store's errors.
+    async fn write_atomic_checked(
+        &self,
+        guards: Vec<super::Guard>,
+        writes: Vec<Write>,
+    ) -> Result<WriteOutcome> {
+        check_writes(&writes)?;
+        self.write_atomic(guards, writes).await
+    }
+
     /// [`Store::write_batch_with_meta`] after [`check_writes`].
     ///
     /// # Errors

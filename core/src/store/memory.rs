@@ -111,6 +111,7 @@ impl Store for MemoryStore {
             server_clock: false,
             atomic_batch_with_meta: true,
             rename_kind: true,
+            atomic_writes: true,
         }
     }
 
@@ -211,6 +212,37 @@ impl Store for MemoryStore {
             writes: outcomes,
             revision,
         })
+    }
+
+    /// Under the store's lock: guards checked, writes applied, undone on a conflict.
+    async fn write_atomic(
+        &self,
+        guards: Vec<super::Guard>,
+        writes: Vec<Write>,
+    ) -> Result<WriteOutcome> {
+        let mut inner = self.lock();
+        let holds = guards.iter().all(|g| {
+            let stored = inner.entities.get(&encode_key(g.key()));
+            match g {
+                super::Guard::Absent(_) => stored.is_none(),
+                super::Guard::Unchanged(e) => stored == Some(e),
+            }
+        });
+        if !holds {
+            return Ok(WriteOutcome::Conflict);
+        }
+        let mut undo = Vec::new();
+        let outcomes = inner.apply(writes, Some(&mut undo));
+        if outcomes.contains(&WriteOutcome::Conflict) {
+            for (k, before) in undo.into_iter().rev() {
+                match before {
+                    Some(e) => inner.entities.insert(k, e),
+                    None => inner.entities.remove(&k),
+                };
+            }
+            return Ok(WriteOutcome::Conflict);
+        }
+        Ok(WriteOutcome::Applied)
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {

@@ -61,6 +61,7 @@
 //! necessarily the same text). Deleting a missing document with `expected:
 //! None` succeeds (`Applied(0)`).
 
+mod atomic;
 mod error;
 mod ext;
 mod filter;
@@ -79,6 +80,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Entity, Key, Value, Version};
 
+pub use atomic::Guard;
 pub use error::{DriverError, Error, ErrorKind, Result};
 pub use ext::{StoreExt, scan_pages};
 pub use filter::{Condition, Filter, VersionFilter, lookup};
@@ -100,6 +102,9 @@ pub struct Capability {
     pub atomic_batch_with_meta: bool,
     /// [`Store::rename_kind`] is implemented (`rename kind a to b`).
     pub rename_kind: bool,
+    /// [`Store::write_atomic`] is implemented: writes to several keys, with
+    /// guards, applied all together or not at all (lazy kind renames need it).
+    pub atomic_writes: bool,
 }
 
 /// Which store this is, for messages. Never holds a password.
@@ -521,6 +526,18 @@ pub trait Store: Send + Sync + Debug + 'static {
                 self.info().scheme
             ),
         ))
+    }
+
+    /// Applies `writes` (each with its own condition, as in [`Store::write_batch`])
+    /// all together, in one atomic step, if every guard holds and every write
+    /// applies; otherwise writes nothing and answers [`WriteOutcome::Conflict`].
+    /// Used by lazy migration across keys (a kind rename on access: the entity
+    /// under the new name and the stale copy under the old one). Requires
+    /// [`Capability::atomic_writes`]; the default answers `Unsupported`.
+    /// Callers go through [`StoreExt::write_atomic_checked`].
+    async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome> {
+        let _ = (guards, writes);
+        Err(Error::unsupported(self.info().scheme, "write_atomic"))
     }
 
     /// The current time in milliseconds since the Unix epoch: the server's clock

@@ -205,6 +205,7 @@ impl Store for EmbeddedStore {
             server_clock: false,
             atomic_batch_with_meta: true,
             rename_kind: true,
+            atomic_writes: true,
         }
     }
 
@@ -252,6 +253,16 @@ impl Store for EmbeddedStore {
         meta: MetaUpdate,
     ) -> Result<BatchMetaOutcome> {
         self.blocking(move |inner| inner.write_batch_with_meta(&writes, &meta))
+            .await
+    }
+
+    /// One redb write transaction: guards checked, writes applied, aborted on a conflict.
+    async fn write_atomic(
+        &self,
+        guards: Vec<crate::store::Guard>,
+        writes: Vec<Write>,
+    ) -> Result<WriteOutcome> {
+        self.blocking(move |inner| inner.write_atomic(&guards, &writes))
             .await
     }
 

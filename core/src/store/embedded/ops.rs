@@ -357,6 +357,54 @@ impl Inner {
         Ok(outcome)
     }
 
+    /// Guards and writes in one write transaction, committed only when every
+    /// guard holds and every write applies ([`crate::store::Store::write_atomic`]).
+    pub(super) fn write_atomic(
+        &self,
+        guards: &[crate::store::Guard],
+        writes: &[Write],
+    ) -> Result<WriteOutcome> {
+        let txn = self.begin_write()?;
+        let applied = {
+            let mut table = txn
+                .open_table(ENTITIES)
+                .map_err(self.fail("open the entity table"))?;
+            let mut holds = true;
+            let mut buf = Vec::with_capacity(256);
+            for guard in guards {
+                let k = encode_key(guard.key());
+                let stored = table
+                    .get(k.as_slice())
+                    .map_err(self.fail("check a guard"))?;
+                holds &= match guard {
+                    crate::store::Guard::Absent(_) => stored.is_none(),
+                    crate::store::Guard::Unchanged(e) => {
+                        encode_entity(&e.key.id, e.version, &e.value, &mut buf).is_ok()
+                            && stored.is_some_and(|s| s.value() == buf.as_slice())
+                    }
+                };
+                if !holds {
+                    break;
+                }
+            }
+            holds
+                && !self
+                    .apply_writes(&mut table, writes)?
+                    .contains(&WriteOutcome::Conflict)
+        };
+        self.end(
+            txn,
+            applied,
+            "commit an atomic write",
+            "end an atomic write",
+        )?;
+        Ok(if applied {
+            WriteOutcome::Applied
+        } else {
+            WriteOutcome::Conflict
+        })
+    }
+
     /// The revision a document at `expected` gets when written.
     fn next_revision(&self, name: &str, expected: Option<u64>) -> Result<u64> {
         expected.unwrap_or(0).checked_add(1).ok_or_else(|| {

@@ -1,0 +1,168 @@
+//! `tern sweep` (complete lazy migrations), `tern gc` (retire a completed
+//! lazy migration's spec) and the lazy part of `tern status`.
+
+use std::sync::Arc;
+
+use clap::Args;
+use tern_core::lazy::{self, KindLazyStatus, SweepOptions};
+use tern_core::migrate::lazy_install::code_migrations;
+use tern_core::migrate::{Lease, LeaseOptions};
+
+use crate::{Ctx, EXIT_BEHIND, EXIT_OK};
+
+/// `tern status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Count the stale entities of kinds with a pending lazy migration exactly
+    /// (a scan of each); by default only the store's cheap figures are shown.
+    #[arg(long)]
+    pub exact: bool,
+}
+
+/// `tern sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// The kinds to sweep (default: every kind with a pending lazy migration).
+    pub kinds: Vec<String>,
+    /// Entities per batch and checkpoint.
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// At most this many entities per second.
+    #[arg(long)]
+    pub max_rate: Option<f64>,
+    /// Wait up to this many seconds for a lock held by another runner.
+    #[arg(long)]
+    pub wait: Option<u64>,
+}
+
+/// `tern gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// The lazy migrations whose specs to retire (default: every completed one).
+    pub migrations: Vec<u32>,
+}
+
+fn lease_options(ctx: &Ctx, wait: Option<u64>) -> LeaseOptions {
+    LeaseOptions {
+        ttl: ctx.settings.lease_ttl,
+        wait: wait.map(std::time::Duration::from_secs),
+        ..LeaseOptions::default()
+    }
+}
+
+/// `tern sweep [KIND...]`: migrates the entities still stale under pending lazy
+/// migrations in checkpointed batches while clients keep working (resumes an
+/// interrupted sweep); records each lazy migration complete once the census
+/// finds none below it. Exit 1 when entities are still stale.
+///
+/// # Errors
+/// The lock is held; store errors.
+pub async fn sweep(ctx: &Ctx, args: &SweepArgs) -> anyhow::Result<u8> {
+    let store = ctx.store().await?;
+    let code = ctx
+        .migrations()
+        .map(|s| code_migrations(&s))
+        .unwrap_or_default();
+    let options = SweepOptions {
+        kinds: args.kinds.clone(),
+        batch_size: args.batch_size.unwrap_or(ctx.settings.batch_size).max(1),
+        max_rate: args.max_rate.or(ctx.settings.max_rate).filter(|r| *r > 0.0),
+        ..SweepOptions::default()
+    };
+    let report = lazy::sweep::sweep(store, &lease_options(ctx, args.wait), &code, &options).await?;
+    if ctx.opt.json {
+        println!(
+            "{}",
+            serde_json::json!({"migrated": report.migrated, "stale": report.stale,
+                "completed": report.completed, "resumed": report.resumed})
+        );
+    } else {
+        if report.migrated.is_empty() {
+            println!("no lazy migration is pending");
+        }
+        for (kind, n) in &report.migrated {
+            let stale = report.stale.get(kind).copied().unwrap_or(0);
+            println!("  {kind:<30} {n} migrated, {stale} still stale");
+        }
+        for id in &report.completed {
+            println!("lazy migration {id} complete");
+        }
+    }
+    Ok(if report.remaining() > 0 {
+        EXIT_BEHIND
+    } else {
+        EXIT_OK
+    })
+}
+
+/// `tern gc [N...]`: retires the specs of completed lazy migrations; refused
+/// while any entity is still below one.
+///
+/// # Errors
+/// A migration not complete (run `tern sweep`), the lock is held, store errors.
+pub async fn gc(ctx: &Ctx, args: &GcArgs) -> anyhow::Result<u8> {
+    let store = ctx.store().await?;
+    let lease = Lease::acquire(Arc::clone(&store), &lease_options(ctx, None)).await?;
+    let doc = lease.snapshot().await;
+    let ids: Vec<u32> = if args.migrations.is_empty() {
+        doc.lazy
+            .iter()
+            .filter(|r| r.completed_at.is_some() && r.retired_at.is_none())
+            .map(|r| r.migration)
+            .collect()
+    } else {
+        args.migrations.clone()
+    };
+    let mut result = Ok(());
+    for id in &ids {
+        match lazy::retire(store.as_ref(), &lease, *id).await {
+            Ok(true) => println!("lazy migration {id}: spec retired"),
+            Ok(false) => println!("lazy migration {id}: already retired"),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    if let Err(e) = lease.release().await {
+        tracing::warn!(error = %e, "could not release the lease; it expires by itself");
+    }
+    result?;
+    if ids.is_empty() {
+        println!("nothing to retire");
+    }
+    Ok(EXIT_OK)
+}
+
+/// The per-kind lazy status as JSON.
+pub fn lazy_json(st: &[KindLazyStatus]) -> serde_json::Value {
+    serde_json::to_value(st).unwrap_or_default()
+}
+
+/// Prints the per-kind lazy status (kinds with a lazy migration only).
+pub fn print_lazy(st: &[KindLazyStatus]) {
+    let shown: Vec<&KindLazyStatus> = st
+        .iter()
+        .filter(|k| !k.pending.is_empty() || !k.former_names.is_empty())
+        .collect();
+    if shown.is_empty() {
+        return;
+    }
+    println!("lazy migrations pending:");
+    for k in shown {
+        let stale = match (k.stale, k.exact) {
+            (Some(n), true) => format!("{n} stale"),
+            (Some(n), false) => format!("~{n} stale"),
+            (None, _) => "stale: unknown (--exact counts)".to_owned(),
+        };
+        let former = if k.former_names.is_empty() {
+            String::new()
+        } else {
+            format!(", also under {}", k.former_names.join(", "))
+        };
+        println!(
+            "  {:<30} v{} lazy {:?}, {stale}{former}; `tern sweep {}` completes it",
+            k.kind, k.version, k.pending, k.kind
+        );
+    }
+}

@@ -1,0 +1,571 @@
+//! The client library: reads and writes that migrate stale entities on access.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use super::error::{LazyError, Result};
+use super::spec::{KindChain, Spec};
+use crate::migrate::{Migration, state};
+use crate::model::{Entity, Key, Map, Version};
+use crate::store::{Condition, Filter, Guard, ScanRequest, Store, StoreExt, Write, WriteOutcome};
+
+/// How often a client re-reads tern's state by default, to notice an install
+/// (the bound on how long a fenced client may keep working).
+pub const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
+
+/// How many times an operation re-reads an entity that others keep changing.
+const MAX_ATTEMPTS: u32 = 64;
+
+/// Builds a [`LazyClient`]: the kinds and versions the application code was
+/// written for, Rust transforms, the refresh interval.
+#[derive(Debug)]
+pub struct LazyClientBuilder {
+    store: Arc<dyn Store>,
+    declared: BTreeMap<String, Version>,
+    code: BTreeMap<u32, Migration>,
+    refresh: Duration,
+}
+
+impl LazyClientBuilder {
+    /// Declares that the code reads and writes `kind` in the format of `version`.
+    #[must_use]
+    pub fn declare(mut self, kind: &str, version: Version) -> LazyClientBuilder {
+        self.declared.insert(kind.to_owned(), version);
+        self
+    }
+
+    /// Registers a migration written in Rust, so entities below it can be migrated.
+    #[must_use]
+    pub fn code(mut self, migration: Migration) -> LazyClientBuilder {
+        self.code.insert(migration.id, migration);
+        self
+    }
+
+    /// How often the client re-reads tern's state to notice an install
+    /// (default [`DEFAULT_REFRESH`]; `Duration::ZERO`: before every operation).
+    #[must_use]
+    pub fn refresh_every(mut self, every: Duration) -> LazyClientBuilder {
+        self.refresh = every;
+        self
+    }
+
+    /// Loads the installed spec from the store and checks the declaration.
+    ///
+    /// # Errors
+    /// [`LazyError::ClientOutdated`] (an older declaration than the store's),
+    /// [`LazyError::ClientAhead`], [`LazyError::KindRenamedAway`], store errors.
+    pub async fn connect(self) -> Result<LazyClient> {
+        let loaded = state::load(self.store.as_ref()).await?;
+        let spec = Spec::from_state(&loaded.doc, &self.code)?;
+        for (kind, declared) in &self.declared {
+            if let Some(to) = spec.renamed_to(kind) {
+                return Err(LazyError::KindRenamedAway {
+                    kind: kind.clone(),
+                    to: to.to_owned(),
+                });
+            }
+            let current = spec.version(kind);
+            if *declared < current {
+                return Err(LazyError::ClientOutdated {
+                    kind: kind.clone(),
+                    declared: *declared,
+                    current,
+                });
+            }
+            if *declared > current {
+                return Err(LazyError::ClientAhead {
+                    kind: kind.clone(),
+                    declared: *declared,
+                    current,
+                });
+            }
+        }
+        Ok(LazyClient {
+            store: self.store,
+            declared: self.declared,
+            code: self.code,
+            refresh: self.refresh,
+            view: RwLock::new(Arc::new(View {
+                revision: loaded.revision,
+                spec,
+            })),
+            checked: Mutex::new(Instant::now()),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct View {
+    revision: Option<u64>,
+    spec: Spec,
+}
+
+/// Where an entity was found.
+enum Found {
+    /// Under the kind's name.
+    Here(Entity),
+    /// Under a former name (a kind rename still pending).
+    Former(Entity),
+}
+
+/// Reads and writes entities at the versions the application declared,
+/// migrating stale ones on access, atomically with the access.
+///
+/// - A stale entity gets every pending step, oldest first, in one write: a
+///   compare-and-set on what was read; a raced write is never lost (the loser
+///   re-reads).
+/// - Writes are stamped with the declared version.
+/// - Kind renames: a miss falls back through every former name; a write
+///   under the new name removes the stale copies under the old ones in the
+///   same atomic write.
+/// - An entity newer than declared, an unknown tag, a kind migrated since
+///   connecting: typed errors, never data.
+///
+/// Installs are noticed within [`LazyClientBuilder::refresh_every`]; see the
+/// "Lazy migration" chapter of the docs.
+#[derive(Debug)]
+pub struct LazyClient {
+    store: Arc<dyn Store>,
+    declared: BTreeMap<String, Version>,
+    code: BTreeMap<u32, Migration>,
+    refresh: Duration,
+    view: RwLock<Arc<View>>,
+    checked: Mutex<Instant>,
+}
+
+impl LazyClient {
+    /// Starts a client of `store`; declare kinds, then [`LazyClientBuilder::connect`].
+    pub fn builder(store: Arc<dyn Store>) -> LazyClientBuilder {
+        LazyClientBuilder {
+            store,
+            declared: BTreeMap::new(),
+            code: BTreeMap::new(),
+            refresh: DEFAULT_REFRESH,
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Re-reads tern's state now (otherwise done at most every refresh interval).
+    ///
+    /// # Errors
+    /// Store errors, an unreadable state.
+    pub async fn refresh(&self) -> Result<()> {
+        let loaded = state::load(self.store.as_ref()).await?;
+        let current = self.view().revision;
+        if loaded.revision != current {
+            let spec = Spec::from_state(&loaded.doc, &self.code)?;
+            let view = Arc::new(View {
+                revision: loaded.revision,
+                spec,
+            });
+            if let Ok(mut v) = self.view.write() {
+                *v = view;
+            }
+        }
+        if let Ok(mut c) = self.checked.lock() {
+            *c = Instant::now();
+        }
+        Ok(())
+    }
+
+    fn view(&self) -> Arc<View> {
+        match self.view.read() {
+            Ok(v) => Arc::clone(&v),
+            Err(p) => Arc::clone(&p.into_inner()),
+        }
+    }
+
+    /// The chain of `kind`, after re-reading the state when it is due.
+    async fn chain(&self, kind: &str) -> Result<Arc<KindChain>> {
+        let due = self
+            .checked
+            .lock()
+            .map(|c| c.elapsed() >= self.refresh)
+            .unwrap_or(true);
+        if due {
+            self.refresh().await?;
+        }
+        self.chain_now(kind)
+    }
+
+    fn chain_now(&self, kind: &str) -> Result<Arc<KindChain>> {
+        let view = self.view();
+        let spec = &view.spec;
+        let current = spec.version(kind);
+        match self.declared.get(kind) {
+            Some(declared) if *declared != current => Err(LazyError::KindMigratedSinceConnect {
+                kind: kind.to_owned(),
+                declared: *declared,
+                current,
+            }),
+            Some(_) => Ok(spec.chain(kind)),
+            None => {
+                if let Some(to) = spec.renamed_to(kind) {
+                    return Err(LazyError::KindRenamedAway {
+                        kind: kind.to_owned(),
+                        to: to.to_owned(),
+                    });
+                }
+                if current == 0 {
+                    Ok(Arc::new(KindChain::untouched(kind)))
+                } else {
+                    Err(LazyError::UndeclaredKind {
+                        kind: kind.to_owned(),
+                        current,
+                    })
+                }
+            }
+        }
+    }
+
+    /// On an entity newer than the chain: a kind migrated since connecting if
+    /// the state says so, else the entity's own error.
+    async fn newer(&self, chain: &KindChain, err: LazyError) -> LazyError {
+        if let Err(e) = self.refresh().await {
+            return e;
+        }
+        match self.chain_now(&chain.kind) {
+            Err(e) => e,
+            Ok(_) => err,
+        }
+    }
+
+    fn key_under(name: &str, key: &Key) -> Key {
+        Key {
+            kind: name.to_owned(),
+            id: key.id.clone(),
+        }
+    }
+
+    async fn locate(&self, chain: &KindChain, key: &Key) -> Result<Option<Found>> {
+        if let Some(e) = self.store.get(key).await? {
+            return Ok(Some(Found::Here(e)));
+        }
+        for name in &chain.formers {
+            if let Some(e) = self.store.get(&Self::key_under(name, key)).await? {
+                return Ok(Some(Found::Former(e)));
+            }
+        }
+        Ok(None)
+    }
+
+    fn migrate(chain: &KindChain, e: &Entity) -> Result<Entity> {
+        chain.migrate(e)
+    }
+
+    fn need_atomic(&self) -> Result<()> {
+        if self.store.capability().atomic_writes {
+            Ok(())
+        } else {
+            Err(LazyError::NoAtomicWrites {
+                store: self.store.info().scheme.to_owned(),
+            })
+        }
+    }
+
+    /// Deletes of the copies under every former name but `except`.
+    fn former_deletes(chain: &KindChain, key: &Key, except: Option<&str>) -> Vec<Write> {
+        chain
+            .formers
+            .iter()
+            .filter(|n| Some(n.as_str()) != except)
+            .map(|n| Write::Delete(Self::key_under(n, key)))
+            .collect()
+    }
+
+    /// Writes `new` in place of `found` (compare-and-set on what was read; a
+    /// copy under a former name is removed in the same atomic write).
+    async fn replace_found(&self, chain: &KindChain, found: &Found, new: Entity) -> Result<bool> {
+        let outcome = match found {
+            Found::Here(e) => {
+                let w = Write::Replace {
+                    expected: e.clone(),
+                    new,
+                };
+                self.store
+                    .write_checked(vec![w])
+                    .await?
+                    .first()
+                    .copied()
+                    .unwrap_or(WriteOutcome::Conflict)
+            }
+            Found::Former(old) => {
+                self.need_atomic()?;
+                let mut writes = vec![Write::Put(new.clone()), Write::Delete(old.key.clone())];
+                writes.extend(Self::former_deletes(chain, &new.key, Some(&old.key.kind)));
+                self.store
+                    .write_atomic_checked(
+                        vec![
+                            Guard::Absent(new.key.clone()),
+                            Guard::Unchanged(old.clone()),
+                        ],
+                        writes,
+                    )
+                    .await?
+            }
+        };
+        Ok(outcome == WriteOutcome::Applied)
+    }
+
+    fn check_kind(key: &Key, chain: &KindChain) {
+        debug_assert_eq!(key.kind, chain.kind);
+    }
+
+    /// The entity with this key at the declared version, migrating (and
+    /// writing back) a stale one. `None` when absent under every name.
+    ///
+    /// # Errors
+    /// See [`LazyError`].
+    pub async fn get(&self, key: &Key) -> Result<Option<Entity>> {
+        let chain = self.chain(&key.kind).await?;
+        Self::check_kind(key, &chain);
+        self.get_with(&chain, key).await
+    }
+
+    async fn get_with(&self, chain: &KindChain, key: &Key) -> Result<Option<Entity>> {
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(found) = self.locate(chain, key).await? else {
+                return Ok(None);
+            };
+            let stored = match &found {
+                Found::Here(e) | Found::Former(e) => e,
+            };
+            if matches!(found, Found::Here(_)) && stored.version == chain.version {
+                return Ok(Some(stored.clone()));
+            }
+            let new = match Self::migrate(chain, stored) {
+                Ok(new) => new,
+                Err(e @ LazyError::EntityNewer { .. }) => return Err(self.newer(chain, e).await),
+                Err(e) => return Err(e),
+            };
+            if self.replace_found(chain, &found, new.clone()).await? {
+                return Ok(Some(new));
+            }
+        }
+        Err(LazyError::Contention {
+            key: key.clone(),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// [`LazyClient::get`] for several keys, each resolved by its own kind.
+    ///
+    /// # Errors
+    /// The first error.
+    pub async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            out.push(self.get(key).await?);
+        }
+        Ok(out)
+    }
+
+    fn stamped(chain: &KindChain, key: &Key, value: Map) -> Entity {
+        Entity {
+            key: key.clone(),
+            version: chain.version,
+            value,
+        }
+    }
+
+    /// Creates or replaces the entity, stamped with the declared version;
+    /// stale copies under former names are removed in the same atomic write.
+    ///
+    /// # Errors
+    /// See [`LazyError`].
+    pub async fn put(&self, key: &Key, value: Map) -> Result<()> {
+        let chain = self.chain(&key.kind).await?;
+        let new = Self::stamped(&chain, key, value);
+        if chain.formers.is_empty() {
+            self.store.write_checked(vec![Write::Put(new)]).await?;
+            return Ok(());
+        }
+        self.need_atomic()?;
+        let mut writes = vec![Write::Put(new)];
+        writes.extend(Self::former_deletes(&chain, key, None));
+        self.store.write_atomic_checked(Vec::new(), writes).await?;
+        Ok(())
+    }
+
+    /// Creates the entity only if none exists under its name or a former one.
+    /// `true` when created.
+    ///
+    /// # Errors
+    /// See [`LazyError`].
+    pub async fn insert(&self, key: &Key, value: Map) -> Result<bool> {
+        let chain = self.chain(&key.kind).await?;
+        let new = Self::stamped(&chain, key, value);
+        let outcome = if chain.formers.is_empty() {
+            self.store
+                .write_checked(vec![Write::Insert(new)])
+                .await?
+                .first()
+                .copied()
+                .unwrap_or(WriteOutcome::Conflict)
+        } else {
+            self.need_atomic()?;
+            let mut guards = vec![Guard::Absent(key.clone())];
+            guards.extend(
+                chain
+                    .formers
+                    .iter()
+                    .map(|n| Guard::Absent(Self::key_under(n, key))),
+            );
+            self.store
+                .write_atomic_checked(guards, vec![Write::Put(new)])
+                .await?
+        };
+        Ok(outcome == WriteOutcome::Applied)
+    }
+
+    /// Replaces the entity only if it exists (under its name or a former one).
+    /// `true` when replaced.
+    ///
+    /// # Errors
+    /// See [`LazyError`].
+    pub async fn update(&self, key: &Key, value: Map) -> Result<bool> {
+        Ok(self
+            .modify(key, |v| {
+                v.clone_from(&value);
+            })
+            .await?
+            .is_some())
+    }
+
+    /// Read-modify-write: reads the entity (migrated), lets `change` edit its
+    /// value, and writes it back with a compare-and-set on what was read,
+    /// re-reading and re-applying `change` when another writer came first.
+    /// `None` when the entity does not exist.
+    ///
+    /// # Errors
+    /// See [`LazyError`].
+    pub async fn modify(
+        &self,
+        key: &Key,
+        mut change: impl FnMut(&mut Map),
+    ) -> Result<Option<Entity>> {
+        let chain = self.chain(&key.kind).await?;
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(found) = self.locate(&chain, key).await? else {
+                return Ok(None);
+            };
+            let stored = match &found {
+                Found::Here(e) | Found::Former(e) => e,
+            };
+            let mut new = match Self::migrate(&chain, stored) {
+                Ok(new) => new,
+                Err(e @ LazyError::EntityNewer { .. }) => return Err(self.newer(&chain, e).await),
+                Err(e) => return Err(e),
+            };
+            change(&mut new.value);
+            if self.replace_found(&chain, &found, new.clone()).await? {
+                return Ok(Some(new));
+            }
+        }
+        Err(LazyError::Contention {
+            key: key.clone(),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// Deletes the entity under its name and every former one, atomically.
+    ///
+    /// # Errors
+    /// See [`LazyError`].
+    pub async fn delete(&self, key: &Key) -> Result<()> {
+        let chain = self.chain(&key.kind).await?;
+        if chain.formers.is_empty() {
+            self.store
+                .write_checked(vec![Write::Delete(key.clone())])
+                .await?;
+            return Ok(());
+        }
+        self.need_atomic()?;
+        let mut writes = vec![Write::Delete(key.clone())];
+        writes.extend(Self::former_deletes(&chain, key, None));
+        self.store.write_atomic_checked(Vec::new(), writes).await?;
+        Ok(())
+    }
+
+    /// Every entity of `kind` whose migrated value meets all `conditions`,
+    /// at the declared version, ordered by key. Entities under former names
+    /// are included (mapped to the kind's name, an id under the new name
+    /// winning); values come back migrated, but nothing is written: a listing
+    /// never renames or rewrites as a side effect.
+    ///
+    /// # Errors
+    /// See [`LazyError`].
+    pub async fn scan(&self, kind: &str, conditions: &[Condition]) -> Result<Vec<Entity>> {
+        let chain = self.chain(kind).await?;
+        let filter = Filter {
+            version: crate::store::VersionFilter::Any,
+            conditions: conditions.to_vec(),
+        };
+        if !chain.pending {
+            // Nothing stale: the store may filter.
+            let mut out = Vec::new();
+            for e in scan_all(self.store.as_ref(), kind, filter.clone()).await? {
+                let e = self.checked_entity(&chain, &e).await?;
+                if filter.matches(&e) {
+                    out.push(e);
+                }
+            }
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+            out.dedup_by(|a, b| a.key == b.key);
+            return Ok(out);
+        }
+        let mut by_id: BTreeMap<Key, Entity> = BTreeMap::new();
+        for name in std::iter::once(&chain.kind).chain(chain.formers.iter()) {
+            for e in scan_all(self.store.as_ref(), name, Filter::all()).await? {
+                let key = Self::key_under(&chain.kind, &e.key);
+                if by_id.contains_key(&key) {
+                    continue;
+                }
+                let e = self.checked_entity(&chain, &e).await?;
+                by_id.insert(key, e);
+            }
+        }
+        Ok(by_id.into_values().filter(|e| filter.matches(e)).collect())
+    }
+
+    async fn checked_entity(&self, chain: &KindChain, e: &Entity) -> Result<Entity> {
+        match Self::migrate(chain, e) {
+            Ok(e) => Ok(e),
+            Err(err @ LazyError::EntityNewer { .. }) => Err(self.newer(chain, err).await),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// Every entity of `kind` that passes `filter` (a repeated key once).
+pub(crate) async fn scan_all(store: &dyn Store, kind: &str, filter: Filter) -> Result<Vec<Entity>> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .scan(
+                kind,
+                ScanRequest {
+                    filter: filter.clone(),
+                    cursor,
+                    limit: 1000,
+                },
+            )
+            .await?;
+        out.extend(page.entities);
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    if !store.capability().scan_ordered {
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out.dedup_by(|a, b| a.key == b.key);
+    }
+    Ok(out)
+}

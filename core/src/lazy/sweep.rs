@@ -1,0 +1,299 @@
+//! Completing lazy migrations: the sweep (`tern sweep`), the hybrid of
+//! \[KV\] and \[SE\]. While clients keep working, the entities still stale are
+//! migrated in checkpointed, rate-limited batches, each write a
+//! compare-and-set on what was read (an entity a client migrated or wrote
+//! meanwhile is left as the client left it). When the census finds no entity
+//! below a lazy migration, it is recorded complete.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::client::LazyClient;
+use super::error::Result;
+use super::spec::{KindChain, Spec, forward};
+use crate::migrate::{Lease, LeaseOptions, Migration, SweepState};
+use crate::model::{Entity, Key};
+use crate::store::{
+    Filter, Guard, ScanRequest, Store, StoreExt, VersionFilter, Write, WriteOutcome,
+};
+
+/// How to sweep.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// Only these kinds (all kinds with a pending lazy migration when empty).
+    pub kinds: Vec<String>,
+    /// Entities per batch (and per checkpoint).
+    pub batch_size: usize,
+    /// At most this many entities per second, if set.
+    pub max_rate: Option<f64>,
+    /// How many census passes before giving up on entities that keep appearing.
+    pub passes: u32,
+}
+
+impl Default for SweepOptions {
+    fn default() -> Self {
+        SweepOptions {
+            kinds: Vec::new(),
+            batch_size: 1000,
+            max_rate: None,
+            passes: 3,
+        }
+    }
+}
+
+/// What a sweep did, per kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Per kind: entities migrated by the sweep.
+    pub migrated: BTreeMap<String, u64>,
+    /// Per kind: entities still stale after the last census (0 when clean).
+    pub stale: BTreeMap<String, u64>,
+    /// The lazy migrations recorded complete by this sweep.
+    pub completed: Vec<u32>,
+    /// Whether it resumed an interrupted sweep.
+    pub resumed: bool,
+}
+
+impl SweepReport {
+    /// Entities still stale in the kinds swept.
+    pub fn remaining(&self) -> u64 {
+        self.stale.values().sum()
+    }
+}
+
+/// Takes the lease and sweeps (see [`sweep_under`]).
+///
+/// # Errors
+/// The lease is held by another runner; store and migration errors.
+pub async fn sweep(
+    store: Arc<dyn Store>,
+    lease: &LeaseOptions,
+    code: &BTreeMap<u32, Migration>,
+    options: &SweepOptions,
+) -> Result<SweepReport> {
+    let lease = Lease::acquire(Arc::clone(&store), lease).await?;
+    let result = sweep_under(&store, &lease, code, options).await;
+    if let Err(e) = lease.release().await {
+        tracing::warn!(error = %e, "could not release the lease; it expires by itself");
+    }
+    result
+}
+
+/// Sweeps the kinds with a pending lazy migration under a lease already held,
+/// resuming from the checkpoint of an interrupted sweep.
+///
+/// # Errors
+/// Lease lost, store and migration errors.
+pub async fn sweep_under(
+    shared: &Arc<dyn Store>,
+    lease: &Lease,
+    code: &BTreeMap<u32, Migration>,
+    options: &SweepOptions,
+) -> Result<SweepReport> {
+    let store = shared.as_ref();
+    let doc = lease.snapshot().await;
+    let spec = Spec::from_state(&doc, code)?;
+    let mut report = SweepReport::default();
+    // A client that declares every kind at its logical version, for the
+    // per-entity path (kind renames, conflicts): the same code applications run.
+    let mut builder =
+        LazyClient::builder(Arc::clone(shared)).refresh_every(Duration::from_secs(3600));
+    for (k, v) in &spec.kinds {
+        builder = builder.declare(k, *v);
+    }
+    for m in code.values() {
+        builder = builder.code(m.clone());
+    }
+    let client = builder.connect().await?;
+    let mut chains: Vec<KindChain> = spec
+        .pending_kinds()
+        .into_iter()
+        .filter(|c| options.kinds.is_empty() || options.kinds.contains(&c.kind))
+        .cloned()
+        .collect();
+    chains.sort_by(|a, b| a.kind.cmp(&b.kind));
+    let mut resume = doc.sweep.clone();
+    report.resumed = resume.is_some();
+    if let Some(r) = &resume {
+        if !chains.iter().any(|c| c.kind == r.kind) {
+            resume = None;
+        }
+    }
+    let started = Instant::now();
+    let mut processed = 0u64;
+    let mut clean = BTreeSet::new();
+    for chain in &chains {
+        if let Some(r) = &resume {
+            if r.kind != chain.kind {
+                continue;
+            }
+        }
+        let mut migrated = resume.as_ref().map_or(0, |r| r.migrated);
+        let names: Vec<String> = std::iter::once(chain.kind.clone())
+            .chain(chain.formers.iter().cloned())
+            .collect();
+        let mut stale = 0;
+        for _ in 0..options.passes.max(1) {
+            for name in &names {
+                let mut cursor = None;
+                if let Some(r) = resume.take() {
+                    if &r.name != name {
+                        resume = Some(r);
+                        continue;
+                    }
+                    cursor = r.cursor;
+                }
+                loop {
+                    let page = store
+                        .scan(
+                            name,
+                            ScanRequest {
+                                filter: stale_filter(chain, name),
+                                cursor: cursor.clone(),
+                                limit: options.batch_size.max(1),
+                            },
+                        )
+                        .await?;
+                    let n = page.entities.len() as u64;
+                    migrated += migrate_batch(store, &client, chain, name, page.entities).await?;
+                    processed += n;
+                    let (kind, at, next) = (chain.kind.clone(), name.clone(), page.cursor.clone());
+                    lease
+                        .update(move |doc| {
+                            doc.sweep = Some(SweepState {
+                                kind,
+                                name: at,
+                                cursor: next,
+                                migrated,
+                            });
+                        })
+                        .await?;
+                    throttle(options.max_rate, started, processed).await;
+                    match page.cursor {
+                        Some(c) => cursor = Some(c),
+                        None => break,
+                    }
+                }
+            }
+            stale = census(store, chain).await?;
+            if stale == 0 {
+                break;
+            }
+        }
+        report.migrated.insert(chain.kind.clone(), migrated);
+        report.stale.insert(chain.kind.clone(), stale);
+        if stale == 0 {
+            clean.insert(chain.kind.clone());
+        }
+    }
+    let now = store.now().await?;
+    let done: Vec<u32> = doc
+        .lazy
+        .iter()
+        .filter(|r| r.completed_at.is_none())
+        .filter(|r| {
+            r.kinds
+                .keys()
+                .all(|k| clean.contains(&forward(&doc, r.migration, k)))
+        })
+        .map(|r| r.migration)
+        .collect();
+    report.completed.clone_from(&done);
+    lease
+        .update(move |doc| {
+            doc.sweep = None;
+            for r in doc.lazy.iter_mut() {
+                if done.contains(&r.migration) {
+                    r.completed_at = Some(now);
+                }
+            }
+        })
+        .await?;
+    Ok(report)
+}
+
+/// What is stale under `name`: below the version under the kind's own name;
+/// everything under a former name.
+fn stale_filter(chain: &KindChain, name: &str) -> Filter {
+    if name == chain.kind {
+        Filter {
+            version: VersionFilter::Below(chain.version),
+            conditions: Vec::new(),
+        }
+    } else {
+        Filter::all()
+    }
+}
+
+/// How many entities of the kind are still stale (under its name and former names).
+pub async fn census(store: &dyn Store, chain: &KindChain) -> Result<u64> {
+    let mut n = store
+        .count(&chain.kind, stale_filter(chain, &chain.kind))
+        .await?;
+    for f in &chain.formers {
+        n += store.count(f, Filter::all()).await?;
+    }
+    Ok(n)
+}
+
+/// Migrates one batch read under `name`; returns how many entities it migrated.
+async fn migrate_batch(
+    store: &dyn Store,
+    client: &LazyClient,
+    chain: &KindChain,
+    name: &str,
+    entities: Vec<Entity>,
+) -> Result<u64> {
+    let mut migrated = 0;
+    if name == chain.kind {
+        let mut writes = Vec::with_capacity(entities.len());
+        for e in &entities {
+            writes.push(Write::Replace {
+                expected: e.clone(),
+                new: chain.migrate(e)?,
+            });
+        }
+        let outcomes = store.write_checked(writes).await?;
+        for (e, o) in entities.iter().zip(outcomes) {
+            if o == WriteOutcome::Applied {
+                migrated += 1;
+            } else {
+                // Changed meanwhile: the client path re-reads and migrates it if still stale.
+                client.get(&e.key).await?;
+            }
+        }
+    } else {
+        for e in entities {
+            let key = Key {
+                kind: chain.kind.clone(),
+                id: e.key.id.clone(),
+            };
+            client.get(&key).await?;
+            // The copy under the old name is dead once the new name holds the entity.
+            if store
+                .write_atomic_checked(
+                    vec![Guard::Unchanged(e.clone())],
+                    vec![Write::Delete(e.key.clone())],
+                )
+                .await?
+                == WriteOutcome::Applied
+            {
+                tracing::debug!(key = %e.key, "removed a stale copy under a former kind name");
+            } else {
+                migrated += 1;
+            }
+        }
+    }
+    Ok(migrated)
+}
+
+async fn throttle(max_rate: Option<f64>, started: Instant, processed: u64) {
+    if let Some(rate) = max_rate.filter(|r| *r > 0.0) {
+        let due = Duration::from_secs_f64(processed as f64 / rate);
+        let elapsed = started.elapsed();
+        if due > elapsed {
+            tokio::time::sleep(due - elapsed).await;
+        }
+    }
+}
