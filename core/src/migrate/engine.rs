@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::error::{MigrateError, Result};
+use super::join_index;
 use super::lease::{Lease, LeaseOptions};
 use super::overlay::{Change, OverlayStore};
 use super::plan::{self, Plan, Stage};
@@ -421,6 +422,7 @@ impl Migrator {
             .await
             .map_err(MigrateError::store("reading the clock"))?;
 
+        let mut prebuilt = None;
         if !dry
             && !self.run.force_unsafe
             && plan
@@ -429,7 +431,18 @@ impl Migrator {
                 .any(|s| matches!(s, Stage::Transfer { .. }))
             && doc.running.is_none()
         {
-            self.safety_precheck(m).await?;
+            match join_index::direct_check(&plan) {
+                Some((t, text)) => {
+                    let r = join_index::Reading {
+                        store: store.as_ref(),
+                        page: self.run.batch_size,
+                        estimate: self.run.estimate_totals,
+                        progress,
+                    };
+                    prebuilt = Some(join_index::precheck(r, t, text, self.run.join_memory).await?);
+                }
+                None => self.safety_precheck(m).await?,
+            }
         }
 
         if doc.running.is_none() {
@@ -490,13 +503,19 @@ impl Migrator {
             started,
             processed_in_run: std::sync::atomic::AtomicU64::new(0),
             unmatched: std::sync::atomic::AtomicU64::new(0),
+            prebuilt: std::sync::Mutex::new(prebuilt),
         };
 
         let mut total = pos.counts;
         while stage_index < plan.stages.len() {
             let stage = &plan.stages[stage_index];
             // Entities written late (old versions) must catch up before a stage that reads them.
+            let swept = total.swept;
             self.catch_up_before(&runner, stage, &mut total).await?;
+            if total.swept != swept {
+                // Late entities changed: the prebuilt index may not describe them.
+                runner.prebuilt.lock().ok().and_then(|mut p| p.take());
+            }
             let estimate = if self.run.estimate_totals {
                 self.estimate(store.as_ref(), stage).await?
             } else {

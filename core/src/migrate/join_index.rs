@@ -23,6 +23,7 @@ use crate::model::{Entity, Key, Map, Value};
 use crate::store::{Filter, ScanRequest, Store, VersionFilter};
 
 use super::error::{MigrateError, Result};
+use super::plan::Stage;
 use super::progress::Progress;
 
 /// The memory the index of one move or copy may take before it spills to disk.
@@ -807,6 +808,10 @@ impl super::run::Runner<'_> {
             force: self.options.force_unsafe,
             ..EvalOptions::default()
         };
+        if let Some(index) = self.prebuilt.lock().ok().and_then(|mut p| p.take()) {
+            // Built and checked before the run was recorded (`precheck`).
+            return Ok(index);
+        }
         let index = build(self.reading(), t, &opts, self.options.join_memory).await?;
         if index.spills() > 0 {
             tracing::info!(
@@ -828,6 +833,39 @@ impl super::run::Runner<'_> {
             }
             return Ok(index);
         }
+        Err(MigrateError::Unsafe {
+            statement: text.to_owned(),
+            conflicts: found.conflicts,
+        })
+    }
+}
+
+/// The stage whose move or copy [`precheck`] can check on the store itself:
+/// the first stage, when no other stage is a move or copy (no earlier stage
+/// changes what it reads, and no later one needs a simulation). Other
+/// migrations are checked by a dry run on an overlay.
+pub(crate) fn direct_check(plan: &super::plan::Plan) -> Option<(&Transfer, &str)> {
+    let mut transfers = plan
+        .stages
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s, Stage::Transfer { .. }));
+    match (transfers.next(), transfers.next()) {
+        (Some((0, Stage::Transfer { transfer, text, .. })), None) => Some((transfer, text)),
+        _ => None,
+    }
+}
+
+/// Builds the index of a migration's only move or copy and runs its safety
+/// check on the store, before the run is recorded: an unsafe statement is
+/// refused with nothing written and nothing to resume. The index is handed to
+/// the stage, which then neither rebuilds nor re-checks it.
+pub(crate) async fn precheck(r: Reading<'_>, t: &Transfer, text: &str, budget: usize) -> Result<JoinIndex> {
+    let index = build(r, t, &EvalOptions::default(), budget).await?;
+    let found = check(r, &index).await?;
+    if found.conflict_count == 0 {
+        Ok(index)
+    } else {
         Err(MigrateError::Unsafe {
             statement: text.to_owned(),
             conflicts: found.conflicts,

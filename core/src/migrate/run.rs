@@ -142,6 +142,8 @@ pub(crate) struct Runner<'a> {
     pub(crate) processed_in_run: std::sync::atomic::AtomicU64,
     /// Move sources of the current batch that matched no target.
     pub(crate) unmatched: std::sync::atomic::AtomicU64,
+    /// The index of the first stage's move or copy, built and checked before the run.
+    pub(crate) prebuilt: std::sync::Mutex<Option<JoinIndex>>,
 }
 
 fn store_err(context: &str) -> impl FnOnce(crate::store::Error) -> MigrateError + '_ {
