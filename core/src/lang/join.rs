@@ -162,9 +162,7 @@ impl Group {
             sources: 1,
             with_value: u64::from(value.is_some()),
             mixed: false,
-            last: opts
-                .literal_transfer
-                .then(|| (id.clone(), value.cloned())),
+            last: opts.literal_transfer.then(|| (id.clone(), value.cloned())),
             first_some: if opts.literal_transfer {
                 some.clone()
             } else {
@@ -253,7 +251,10 @@ impl Group {
 
     /// A rough count of the bytes the summary takes in memory, for a budget.
     pub fn approx_bytes(&self) -> usize {
-        let pair = |p: &Option<(Value, Value)>| p.as_ref().map_or(0, |(a, b)| approx_bytes(a) + approx_bytes(b));
+        let pair = |p: &Option<(Value, Value)>| {
+            p.as_ref()
+                .map_or(0, |(a, b)| approx_bytes(a) + approx_bytes(b))
+        };
         64 + pair(&self.last_some)
             + pair(&self.first_some)
             + self.last.as_ref().map_or(0, |(a, b)| {
@@ -268,7 +269,10 @@ pub fn approx_bytes(value: &Value) -> usize {
         Value::String(s) => s.len(),
         Value::Bytes(b) => b.len(),
         Value::Array(items) => items.iter().map(approx_bytes).sum(),
-        Value::Map(map) => map.iter().map(|(k, v)| 48 + k.len() + approx_bytes(v)).sum(),
+        Value::Map(map) => map
+            .iter()
+            .map(|(k, v)| 48 + k.len() + approx_bytes(v))
+            .sum(),
         _ => 0,
     }
 }

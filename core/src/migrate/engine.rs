@@ -694,12 +694,12 @@ impl Migrator {
     /// checks again when it starts). A refusal here leaves no interrupted run
     /// behind, so the migration can still be edited.
     async fn rename_precheck(&self, store: &dyn Store, m: &Migration, plan: &Plan) -> Result<()> {
-        let mut touched: Vec<&str> = Vec::new();
+        let mut touched: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for r in &plan.renames {
-            let target_empty = !touched.contains(&r.to.as_str());
+            let target_empty = !touched.contains(r.to.as_str());
             rename::check_rename(store, m.id, &m.name, &r.from, &r.to, target_empty).await?;
-            touched.push(&r.from);
-            touched.push(&r.to);
+            touched.insert(&r.from);
+            touched.insert(&r.to);
         }
         Ok(())
     }

@@ -521,7 +521,8 @@ impl Reading<'_> {
         description: String,
         mut each: impl FnMut(Vec<Entity>) -> Result<()>,
     ) -> Result<()> {
-        let mut pass = Pass::start(self.progress, self.store, description, kind, self.estimate).await;
+        let mut pass =
+            Pass::start(self.progress, self.store, description, kind, self.estimate).await;
         let mut cursor = None;
         loop {
             let page = self
@@ -860,7 +861,12 @@ pub(crate) fn direct_check(plan: &super::plan::Plan) -> Option<(&Transfer, &str)
 /// check on the store, before the run is recorded: an unsafe statement is
 /// refused with nothing written and nothing to resume. The index is handed to
 /// the stage, which then neither rebuilds nor re-checks it.
-pub(crate) async fn precheck(r: Reading<'_>, t: &Transfer, text: &str, budget: usize) -> Result<JoinIndex> {
+pub(crate) async fn precheck(
+    r: Reading<'_>,
+    t: &Transfer,
+    text: &str,
+    budget: usize,
+) -> Result<JoinIndex> {
     let index = build(r, t, &EvalOptions::default(), budget).await?;
     let found = check(r, &index).await?;
     if found.conflict_count == 0 {
@@ -871,4 +877,46 @@ pub(crate) async fn precheck(r: Reading<'_>, t: &Transfer, text: &str, budget: u
             conflicts: found.conflicts,
         })
     }
+}
+
+/// What [`check_on_store`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreCheck {
+    /// Entities of the source kind read to build the index.
+    pub sources_read: u64,
+    /// How many times the index spilled to its scratch file.
+    pub spills: u64,
+    /// Targets whose sources would write different values.
+    pub conflict_count: u64,
+    /// The first of them with their writes (see `MigrateError::Unsafe`).
+    pub conflicts: Vec<String>,
+}
+
+/// The safety check of a move or copy (\[SE\] Proposition 2) on the data a
+/// store holds now, without writing: the join index is built in one scan of
+/// the source kind (within `run.join_memory`, spilling past it) and every
+/// target is checked against it in one scan of the target kind.
+///
+/// # Errors
+/// A store error, or a failure of the index's scratch file.
+pub async fn check_on_store(
+    store: &dyn Store,
+    t: &Transfer,
+    run: &super::RunOptions,
+    progress: &dyn Progress,
+) -> Result<StoreCheck> {
+    let r = Reading {
+        store,
+        page: run.batch_size,
+        estimate: run.estimate_totals,
+        progress,
+    };
+    let index = build(r, t, &EvalOptions::default(), run.join_memory).await?;
+    let found = check(r, &index).await?;
+    Ok(StoreCheck {
+        sources_read: index.sources_read,
+        spills: index.spills(),
+        conflict_count: found.conflict_count,
+        conflicts: found.conflicts,
+    })
 }

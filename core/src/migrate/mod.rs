@@ -21,6 +21,7 @@ pub use engine::{
     DryRun, KindCensus, MigrationReport, MigrationStatus, Migrator, StagePreview, Status, UpReport,
 };
 pub use error::MigrateError;
+pub use join_index::{StoreCheck, check_on_store};
 pub use lease::{Lease, LeaseOptions};
 pub use progress::{CancelFlag, FaultAt, FaultHook, FaultPoint, NoProgress, Progress};
 pub use run::RunOptions;

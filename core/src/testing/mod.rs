@@ -6,4 +6,5 @@ pub mod battery;
 pub mod bench;
 pub mod child;
 pub mod intercept;
+pub mod join_bench;
 pub mod pages;

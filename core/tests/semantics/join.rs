@@ -8,7 +8,9 @@ use tern_core::lang::Statement;
 use tern_core::lang::eval::{EvalError, EvalOptions, State, apply_statement};
 use tern_core::lang::join::{canonical, check_transfer_indexed};
 use tern_core::lang::safety::check_transfer_with;
-use tern_core::migrate::{LeaseOptions, MigrateError, Migration, MigrationSet, Migrator, RunOptions};
+use tern_core::migrate::{
+    LeaseOptions, MigrateError, Migration, MigrationSet, Migrator, RunOptions,
+};
 use tern_core::model::Entity;
 use tern_core::model::arb::arb_value;
 use tern_core::store::memory::MemoryStore;
@@ -30,7 +32,14 @@ async fn dump(store: &dyn Store) -> State {
         let mut cursor = None;
         loop {
             let page = store
-                .scan(&kind, ScanRequest { filter: Filter::all(), cursor, limit: 100 })
+                .scan(
+                    &kind,
+                    ScanRequest {
+                        filter: Filter::all(),
+                        cursor,
+                        limit: 100,
+                    },
+                )
                 .await
                 .unwrap();
             out.extend(page.entities.into_iter().map(|e| (e.key.clone(), e)));
