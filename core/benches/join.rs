@@ -49,7 +49,7 @@ fn plot(path: &str, points: &[JoinTimes]) {
     let max_n = points.iter().map(|p| p.n).max().unwrap_or(1) as f64;
     let max_t = points
         .iter()
-        .map(|p| p.mv.max(p.copy).max(p.add).as_secs_f64())
+        .map(|p| p.mv.max(p.copy).max(p.add).max(p.add_client).as_secs_f64())
         .fold(0.0, f64::max)
         * 1.1;
     let mut chart = ChartBuilder::on(&root)

@@ -449,19 +449,26 @@ impl JoinIndex {
         keys.sort_unstable();
         keys.dedup();
         let found = self.groups.get_many(&keys)?;
-        let by_key: HashMap<GroupKey, Group> = keys
+        let by_key: HashMap<&GroupKey, Group> = keys
             .into_iter()
             .zip(found)
-            .filter_map(|(k, g)| Some((k.clone(), g?)))
+            .filter_map(|(k, g)| Some((k, g?)))
             .collect();
+        let verdicts: Vec<Option<(TargetResolution, bool)>> = per_target
+            .iter()
+            .map(|groups| {
+                let groups = groups.as_ref()?;
+                Some(join::union(groups.iter().filter_map(|k| by_key.get(k))).resolve(&self.opts))
+            })
+            .collect();
+        drop(by_key);
         Ok(per_target
             .into_iter()
-            .map(|groups| {
-                let groups = groups?;
-                let (resolution, conflict) =
-                    join::union(groups.iter().filter_map(|k| by_key.get(k))).resolve(&self.opts);
+            .zip(verdicts)
+            .map(|(groups, verdict)| {
+                let (resolution, conflict) = verdict?;
                 Some(Resolved {
-                    groups,
+                    groups: groups.unwrap_or_default(),
                     resolution,
                     conflict,
                 })

@@ -16,6 +16,9 @@ use crate::store::{Error as StoreError, Store, Write};
 
 /// The baseline: every post written once.
 pub const ADD: &str = "add blogpost.likes = 0";
+/// The baseline through the client path (no pushdown): every post read and
+/// written back through the store interface, as the copy's target phase does.
+pub const ADD_CLIENT: &str = "add blogpost.views = 0";
 /// The copy measured.
 pub const COPY: &str = "copy user.email to blogpost where user.name = blogpost.author";
 /// The matching move.
@@ -77,16 +80,21 @@ pub async fn load(store: &dyn Store, n: usize) -> Result<(), StoreError> {
 pub struct JoinTimes {
     /// Entities per kind.
     pub n: usize,
-    /// `tern up` of [`ADD`].
+    /// `tern up` of [`ADD`] (with the store's pushdown, when it has one).
     pub add: Duration,
+    /// `tern up` of [`ADD_CLIENT`] without pushdown.
+    pub add_client: Duration,
     /// The safety check of [`COPY`] alone ([`check_on_store`]).
     pub check: Duration,
     /// `tern up` of [`COPY`] (its check included).
     pub copy: Duration,
     /// `tern up` of [`MOVE`] (its check included).
     pub mv: Duration,
-    /// Peak resident memory of the process so far, in bytes (Linux), if known.
-    pub max_rss: Option<u64>,
+    /// Peak resident memory of the process during each of add, add (client),
+    /// check, copy and move, in bytes (Linux), if known. The peak is reset
+    /// before each ([`reset_peak`]), so each shows what that phase needed,
+    /// the store's own cache included.
+    pub max_rss: [Option<u64>; 5],
 }
 
 impl JoinTimes {
@@ -94,20 +102,35 @@ impl JoinTimes {
     pub fn print(&self) {
         let s = |d: Duration| d.as_secs_f64();
         let r = |d: Duration| s(d) / s(self.add).max(f64::MIN_POSITIVE);
+        let rc = |d: Duration| s(d) / s(self.add_client).max(f64::MIN_POSITIVE);
         println!(
-            "n={:>8}  add {:>7.2}s  check {:>7.2}s ({:.2}x)  copy {:>7.2}s ({:.2}x)  move {:>7.2}s ({:.2}x)  max RSS {}",
+            "n={:>8}  add {:>6.2}s  add(client) {:>6.2}s  check {:>6.2}s ({:.2}x add, {:.2}x client)  copy {:>6.2}s ({:.2}x, {:.2}x)  move {:>6.2}s ({:.2}x, {:.2}x)  peak RSS MB (add/client/check/copy/move) {}",
             self.n,
             s(self.add),
+            s(self.add_client),
             s(self.check),
             r(self.check),
+            rc(self.check),
             s(self.copy),
             r(self.copy),
+            rc(self.copy),
             s(self.mv),
             r(self.mv),
+            rc(self.mv),
             self.max_rss
-                .map_or_else(|| "?".to_owned(), |b| format!("{} MB", b >> 20)),
+                .iter()
+                .map(|m| m.map_or_else(|| "?".to_owned(), |b| format!("{}", b >> 20)))
+                .collect::<Vec<_>>()
+                .join("/"),
         );
     }
+}
+
+/// Resets the peak resident memory of this process to its current size
+/// (Linux: `5` into `/proc/self/clear_refs`), so that [`max_rss`] then tells
+/// the peak of what follows.
+pub fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// The peak resident memory of this process (`VmHWM`), where `/proc` tells.
@@ -122,7 +145,8 @@ fn migration(id: u32, text: &str) -> Result<Migration, MigrateError> {
     Migration::from_script(id, "bench", "bench.tern", text)
 }
 
-/// On a store holding [`load`]`(n)`: `tern up` of [`ADD`], then the safety
+/// On a store holding [`load`]`(n)`: `tern up` of [`ADD`], of [`ADD_CLIENT`]
+/// without pushdown, then the safety
 /// check of [`COPY`] alone, then `tern up` of [`COPY`] and of [`MOVE`], each timed.
 ///
 /// # Errors
@@ -134,20 +158,33 @@ pub async fn run(
 ) -> Result<JoinTimes, MigrateError> {
     let mut set = MigrationSet::new();
     set.add(migration(1, ADD)?)?;
-    set.add(migration(2, COPY)?)?;
-    set.add(migration(3, MOVE)?)?;
-    let migrator = Migrator::new(Arc::clone(&store), set)
+    set.add(migration(2, ADD_CLIENT)?)?;
+    set.add(migration(3, COPY)?)?;
+    set.add(migration(4, MOVE)?)?;
+    let migrator = Migrator::new(Arc::clone(&store), set.clone())
         .with_run_options(options.clone())
         .with_lease_options(LeaseOptions::default());
-    let timed_up = |to: u32| {
-        let migrator = &migrator;
+    let client = Migrator::new(Arc::clone(&store), set)
+        .with_run_options(RunOptions {
+            pushdown: false,
+            ..options.clone()
+        })
+        .with_lease_options(LeaseOptions::default());
+    let timed_up = |to: u32, client_path: bool| {
+        let migrator = if client_path { &client } else { &migrator };
         async move {
             let t = Instant::now();
             migrator.up(Some(to)).await?;
             Ok::<_, MigrateError>(t.elapsed())
         }
     };
-    let add = timed_up(1).await?;
+    let mut max = [None; 5];
+    reset_peak();
+    let add = timed_up(1, false).await?;
+    max[0] = max_rss();
+    reset_peak();
+    let add_client = timed_up(2, true).await?;
+    max[1] = max_rss();
     let copy_stmt = parse(COPY)
         .ok()
         .and_then(|s| s.statements.into_iter().next())
@@ -157,22 +194,29 @@ pub async fn run(
             "the benchmark's copy does not parse".into(),
         ));
     };
+    reset_peak();
     let started = Instant::now();
     let found = check_on_store(store.as_ref(), &t, &options, &NoProgress).await?;
     let check = started.elapsed();
+    max[2] = max_rss();
     if found.conflict_count > 0 {
         return Err(MigrateError::Dirty(format!(
             "the benchmark's copy is unsafe: {found:?}"
         )));
     }
-    let copy = timed_up(2).await?;
-    let mv = timed_up(3).await?;
+    reset_peak();
+    let copy = timed_up(3, false).await?;
+    max[3] = max_rss();
+    reset_peak();
+    let mv = timed_up(4, false).await?;
+    max[4] = max_rss();
     Ok(JoinTimes {
         n,
         add,
+        add_client,
         check,
         copy,
         mv,
-        max_rss: max_rss(),
+        max_rss: max,
     })
 }
