@@ -21,7 +21,10 @@ async fn main() {
     let a = BenchArgs::parse(100_000, 1);
     let base = std::env::var("TERN_BENCH_MONGODB_URL")
         .unwrap_or_else(|_| "mongodb://127.0.0.1:27017".to_owned());
-    assert!(base.contains("127.0.0.1"), "benchmarks talk to 127.0.0.1 only");
+    assert!(
+        base.contains("127.0.0.1"),
+        "benchmarks talk to 127.0.0.1 only"
+    );
     let db = format!("tern_join_bench_{}", std::process::id());
     let url = format!("{}/{db}", base.trim_end_matches('/'));
     println!("MongoDB at {url}, batch {}", a.batch);

@@ -53,7 +53,10 @@ async fn main() {
     let a = BenchArgs::parse(100_000, 1);
     let base = std::env::var("TERN_BENCH_REDIS_URL")
         .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
-    assert!(base.contains("127.0.0.1"), "benchmarks talk to 127.0.0.1 only");
+    assert!(
+        base.contains("127.0.0.1"),
+        "benchmarks talk to 127.0.0.1 only"
+    );
     let base = format!("{}/0", base.trim_end_matches('/'));
     let prefix = format!("tjoin{}", std::process::id());
     let url = format!("{base}?prefix={prefix}");

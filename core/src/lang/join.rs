@@ -128,12 +128,19 @@ pub struct Group {
     /// value (the forced winner under tern's semantics; also the value all of
     /// them write when not `mixed`).
     pub last_some: Option<(Value, Value)>,
-    /// With [`EvalOptions::literal_transfer`] only: the source with the
-    /// greatest id and its value, if any (the forced winner).
-    pub last: Option<(Value, Option<Value>)>,
-    /// With [`EvalOptions::literal_transfer`] only: the source with the least
-    /// id among those with the property, and its value (what the paper's loop
-    /// sets before a winner without the property removes it).
+    /// With [`EvalOptions::literal_transfer`] only (boxed: it costs the
+    /// default semantics one pointer).
+    pub literal: Option<Box<LiteralEnds>>,
+}
+
+/// What the paper's literal semantics also needs of a group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiteralEnds {
+    /// The source with the greatest id and its value, if any (the forced winner).
+    pub last: (Value, Option<Value>),
+    /// The source with the least id among those with the property, and its
+    /// value (what the paper's loop sets before a winner without the property
+    /// removes it).
     pub first_some: Option<(Value, Value)>,
 }
 
@@ -162,12 +169,12 @@ impl Group {
             sources: 1,
             with_value: u64::from(value.is_some()),
             mixed: false,
-            last: opts.literal_transfer.then(|| (id.clone(), value.cloned())),
-            first_some: if opts.literal_transfer {
-                some.clone()
-            } else {
-                None
-            },
+            literal: opts.literal_transfer.then(|| {
+                Box::new(LiteralEnds {
+                    last: (id.clone(), value.cloned()),
+                    first_some: some.clone(),
+                })
+            }),
             last_some: some,
         }
     }
@@ -180,8 +187,17 @@ impl Group {
         self.sources += other.sources;
         self.with_value += other.with_value;
         keep_greater(&mut self.last_some, other.last_some);
-        keep_greater(&mut self.last, other.last);
-        keep_less(&mut self.first_some, other.first_some);
+        match (&mut self.literal, other.literal) {
+            (Some(mine), Some(theirs)) => {
+                let theirs = *theirs;
+                if theirs.last.0 > mine.last.0 {
+                    mine.last = theirs.last;
+                }
+                keep_less(&mut mine.first_some, theirs.first_some);
+            }
+            (mine @ None, theirs) => *mine = theirs,
+            (Some(_), None) => {}
+        }
     }
 
     /// Do the writes disagree (the target would be unsafe)?
@@ -232,12 +248,18 @@ impl Group {
                 },
             }
         } else {
-            match (&self.last, &self.first_some) {
-                (Some((_, Some(value))), _) => TargetResolution::Set {
+            match self.literal.as_deref() {
+                Some(LiteralEnds {
+                    last: (_, Some(value)),
+                    ..
+                }) => TargetResolution::Set {
                     value: value.clone(),
                     sources: Vec::new(),
                 },
-                (_, Some((_, earlier))) => TargetResolution::RemoveAfterSet {
+                Some(LiteralEnds {
+                    first_some: Some((_, earlier)),
+                    ..
+                }) => TargetResolution::RemoveAfterSet {
                     earlier: earlier.clone(),
                     sources: Vec::new(),
                 },
@@ -249,29 +271,35 @@ impl Group {
         (resolution, conflict)
     }
 
-    /// A rough count of the bytes the summary takes in memory, for a budget.
+    /// A rough count of the bytes the summary takes in memory (inline and on
+    /// the heap), for a budget.
     pub fn approx_bytes(&self) -> usize {
         let pair = |p: &Option<(Value, Value)>| {
-            p.as_ref()
-                .map_or(0, |(a, b)| approx_bytes(a) + approx_bytes(b))
+            p.as_ref().map_or(0, |(a, b)| heap_bytes(a) + heap_bytes(b))
         };
-        64 + pair(&self.last_some)
-            + pair(&self.first_some)
-            + self.last.as_ref().map_or(0, |(a, b)| {
-                approx_bytes(a) + b.as_ref().map_or(0, approx_bytes)
+        std::mem::size_of::<Group>()
+            + pair(&self.last_some)
+            + self.literal.as_ref().map_or(0, |l| {
+                std::mem::size_of::<LiteralEnds>()
+                    + 16
+                    + heap_bytes(&l.last.0)
+                    + l.last.1.as_ref().map_or(0, heap_bytes)
+                    + pair(&l.first_some)
             })
     }
 }
 
-/// A rough count of the bytes a value takes in memory.
-pub fn approx_bytes(value: &Value) -> usize {
-    32 + match value {
-        Value::String(s) => s.len(),
-        Value::Bytes(b) => b.len(),
-        Value::Array(items) => items.iter().map(approx_bytes).sum(),
+/// A rough count of the heap bytes a value owns (its allocations, each with
+/// the allocator's overhead), for a budget.
+pub fn heap_bytes(value: &Value) -> usize {
+    const VALUE: usize = std::mem::size_of::<Value>();
+    match value {
+        Value::String(s) => 16 + s.len().next_multiple_of(16),
+        Value::Bytes(b) => 16 + b.len().next_multiple_of(16),
+        Value::Array(items) => 16 + items.iter().map(|v| VALUE + heap_bytes(v)).sum::<usize>(),
         Value::Map(map) => map
             .iter()
-            .map(|(k, v)| 48 + k.len() + approx_bytes(v))
+            .map(|(k, v)| 64 + k.len() + VALUE + heap_bytes(v))
             .sum(),
         _ => 0,
     }

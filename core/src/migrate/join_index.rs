@@ -92,11 +92,11 @@ impl Summary for Group {
         if let Some((id, v)) = &self.last_some {
             m.insert("ls".into(), pair(id, Some(v)));
         }
-        if let Some((id, v)) = &self.last {
-            m.insert("l".into(), pair(id, v.as_ref()));
-        }
-        if let Some((id, v)) = &self.first_some {
-            m.insert("fs".into(), pair(id, Some(v)));
+        if let Some(l) = &self.literal {
+            m.insert("l".into(), pair(&l.last.0, l.last.1.as_ref()));
+            if let Some((id, v)) = &l.first_some {
+                m.insert("fs".into(), pair(id, Some(v)));
+            }
         }
         m
     }
@@ -110,8 +110,13 @@ impl Summary for Group {
             with_value: int("w")?,
             mixed: matches!(map.get("m"), Some(Value::Bool(true))),
             last_some: some_pair(map.get("ls"))?,
-            last: unpair(map.get("l"))?,
-            first_some: some_pair(map.get("fs"))?,
+            literal: match unpair(map.get("l"))? {
+                None => None,
+                Some(last) => Some(Box::new(join::LiteralEnds {
+                    last,
+                    first_some: some_pair(map.get("fs"))?,
+                })),
+            },
         })
     }
 }
@@ -129,7 +134,12 @@ impl Summary for Values {
         }
     }
     fn approx_bytes(&self) -> usize {
-        24 + self.0.iter().map(join::approx_bytes).sum::<usize>()
+        std::mem::size_of::<Values>()
+            + self
+                .0
+                .iter()
+                .map(|v| std::mem::size_of::<Value>() + join::heap_bytes(v))
+                .sum::<usize>()
     }
     fn to_map(&self) -> Map {
         Map::from([("v".to_owned(), Value::Array(self.0.clone()))])
@@ -315,7 +325,12 @@ impl<V: Summary> SpillMap<V> {
                 self.bytes = (self.bytes + existing.approx_bytes()).saturating_sub(before);
             }
             None => {
-                self.bytes += key.len() + 48 + v.approx_bytes();
+                // The entry inline (a hash table is up to half empty: twice
+                // its size), the key's allocation, the summary's heap.
+                self.bytes += 2 * std::mem::size_of::<(GroupKey, V)>()
+                    + 16
+                    + key.len().next_multiple_of(16)
+                    + v.approx_bytes();
                 self.memory.insert(key, v);
             }
         }

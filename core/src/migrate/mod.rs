@@ -7,7 +7,7 @@
 mod changelog;
 pub mod engine;
 pub mod error;
-mod join_index;
+pub(crate) mod join_index;
 pub mod lease;
 pub mod overlay;
 pub mod plan;

@@ -220,3 +220,71 @@ pub async fn run(
         max_rss: max,
     })
 }
+
+/// What [`index_only`] measured.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexProbe {
+    /// Sources indexed (and targets looked up).
+    pub n: usize,
+    /// Time to build the index.
+    pub build: Duration,
+    /// Time to resolve every target against it.
+    pub lookup: Duration,
+    /// How many times it spilled to its scratch file.
+    pub spills: u64,
+    /// Peak resident memory of the process during the probe, if known.
+    pub max_rss: Option<u64>,
+}
+
+/// The join index of [`COPY`] alone, without a store: [`user`]`(0..n)` indexed
+/// within `budget` bytes, then [`post`]`(0..n)` resolved against it in pages of
+/// 10,000, each checked to get its user's email. Shows the memory bound at
+/// sizes no store in a test run holds.
+///
+/// # Errors
+/// A failure of the scratch file, or a wrong resolution.
+pub fn index_only(n: usize, budget: usize) -> Result<IndexProbe, MigrateError> {
+    use crate::lang::eval::{EvalOptions, TargetResolution};
+    use crate::migrate::join_index::JoinIndex;
+    let Some(Statement::Copy(t)) = parse(COPY)
+        .ok()
+        .and_then(|s| s.statements.into_iter().next())
+        .map(|s| s.statement)
+    else {
+        return Err(MigrateError::Dirty(
+            "the benchmark's copy does not parse".into(),
+        ));
+    };
+    reset_peak();
+    let started = Instant::now();
+    let mut index = JoinIndex::new(&t, &EvalOptions::default(), budget);
+    for i in 0..n {
+        index.add_source(&user(i))?;
+    }
+    index.finish()?;
+    let build = started.elapsed();
+    let started = Instant::now();
+    const PAGE: usize = 10_000;
+    let mut start = 0;
+    while start < n {
+        let page: Vec<Entity> = (start..(start + PAGE).min(n)).map(post).collect();
+        let refs: Vec<&Entity> = page.iter().collect();
+        for (i, resolved) in (start..).zip(index.resolve(&refs)?) {
+            let ok = matches!(
+                resolved.map(|r| r.resolution),
+                Some(TargetResolution::Set { value: Value::String(ref s), .. }) if *s == format!("user{i}@example.com")
+            );
+            if !ok {
+                return Err(MigrateError::Dirty(format!("post {i} resolved wrongly")));
+            }
+        }
+        start += PAGE;
+    }
+    Ok(IndexProbe {
+        n,
+        build,
+        lookup: started.elapsed(),
+        spills: index.spills(),
+        max_rss: max_rss(),
+    })
+}
