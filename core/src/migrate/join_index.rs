@@ -730,13 +730,16 @@ pub(crate) async fn deliveries(
     Ok(delivered)
 }
 
+/// The new state of each entity of a page: `(new, data changed)`.
+pub(crate) type Computed = Vec<Option<(Entity, bool)>>;
+
 /// The new state of a page of targets: `(new, data changed)` each, and the
 /// first conflict (a target whose sources disagree) when not `forced`.
 pub(crate) fn compute_targets(
     index: &JoinIndex,
     batch: &[Entity],
     forced: bool,
-) -> Result<(Vec<Option<(Entity, bool)>>, Option<String>)> {
+) -> Result<(Computed, Option<String>)> {
     let refs: Vec<&Entity> = batch.iter().collect();
     let mut out = Vec::with_capacity(batch.len());
     let mut conflict = None;
@@ -764,7 +767,7 @@ pub(crate) fn compute_sources(
     t: &Transfer,
     delivered: &SpillMap<Values>,
     batch: &[Entity],
-) -> Result<(Vec<Option<(Entity, bool)>>, u64)> {
+) -> Result<(Computed, u64)> {
     let groups: Vec<Option<GroupKey>> = batch
         .iter()
         .map(|s| {
