@@ -36,7 +36,39 @@ impl Mode {
 pub struct CliProgress {
     mode: Mode,
     bar: Mutex<Option<ProgressBar>>,
+    /// The bar of a pass that reads without writing (a move/copy's index, its safety check).
+    pass: Mutex<Option<ProgressBar>>,
     stage: Mutex<String>,
+}
+
+/// A bar with rate and ETA when `total` is known, else a counter with the rate.
+fn new_bar(label: String, total: Option<u64>, unit: &str) -> ProgressBar {
+    let (bar, template) = match total {
+        Some(t) => (
+            ProgressBar::new(t),
+            format!(
+                "{{msg}}\n  [{{bar:40}}] {{human_pos}}/{{human_len}} {unit}  {{rate}}  ETA {{eta}}"
+            ),
+        ),
+        None => (
+            ProgressBar::no_length(),
+            format!("{{msg}}\n  {{spinner}} {{human_pos}} {unit}  {{rate}}  {{elapsed}}"),
+        ),
+    };
+    bar.set_draw_target(ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template(&template)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .with_key(
+            "rate",
+            |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0}/s", state.per_sec());
+            },
+        )
+        .progress_chars("=> ");
+    bar.set_style(style);
+    bar.set_message(label);
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
 }
 
 impl CliProgress {
@@ -45,12 +77,19 @@ impl CliProgress {
         CliProgress {
             mode,
             bar: Mutex::new(None),
+            pass: Mutex::new(None),
             stage: Mutex::new(String::new()),
         }
     }
 
     fn bar(&self) -> std::sync::MutexGuard<'_, Option<ProgressBar>> {
         self.bar
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn pass(&self) -> std::sync::MutexGuard<'_, Option<ProgressBar>> {
+        self.pass
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -78,30 +117,7 @@ impl Progress for CliProgress {
             Mode::Bar => {
                 // The total is the store's estimate (an upper bound at the
                 // start of a stage); a store without one gets a counter.
-                let (bar, template) = match total {
-                    Some(t) => (
-                        ProgressBar::new(t),
-                        "{msg}\n  [{bar:40}] {human_pos}/{human_len} entities  {rate}  ETA {eta}",
-                    ),
-                    None => (
-                        ProgressBar::no_length(),
-                        "{msg}\n  {spinner} {human_pos} entities  {rate}  {elapsed}",
-                    ),
-                };
-                bar.set_draw_target(ProgressDrawTarget::stderr());
-                let style = ProgressStyle::with_template(template)
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .with_key(
-                        "rate",
-                        |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                            let _ = write!(w, "{:.0}/s", state.per_sec());
-                        },
-                    )
-                    .progress_chars("=> ");
-                bar.set_style(style);
-                bar.set_message(label);
-                bar.enable_steady_tick(Duration::from_millis(200));
-                *self.bar() = Some(bar);
+                *self.bar() = Some(new_bar(label, total, "entities"));
             }
             Mode::Lines => {
                 eprintln!(
@@ -141,6 +157,56 @@ impl Progress for CliProgress {
     fn stage_finished(&self, _counts: &RunCounts) {
         if let Some(bar) = self.bar().take() {
             bar.finish();
+        }
+    }
+
+    fn pass_started(&self, description: &str, total: Option<u64>) {
+        match self.mode {
+            Mode::Bar => {
+                // The stage's bar steps aside while the pass reads.
+                if let Some(bar) = self.bar().as_ref() {
+                    bar.set_draw_target(ProgressDrawTarget::hidden());
+                }
+                let stage = self.stage.lock().map(|s| s.clone()).unwrap_or_default();
+                let label = if stage.is_empty() {
+                    description.to_owned()
+                } else {
+                    format!("{stage}: {description}")
+                };
+                *self.pass() = Some(new_bar(label, total, "read"));
+            }
+            Mode::Lines => eprintln!(
+                "{}",
+                serde_json::json!({"event": "pass", "description": description, "total": total})
+            ),
+            Mode::Quiet => {}
+        }
+    }
+
+    fn pass_progress(&self, done: u64) {
+        if let Some(bar) = self.pass().as_ref() {
+            if bar.length().is_some_and(|len| done > len) {
+                bar.set_length(done);
+            }
+            bar.set_position(done);
+        }
+    }
+
+    fn pass_finished(&self, done: u64) {
+        match self.mode {
+            Mode::Bar => {
+                if let Some(bar) = self.pass().take() {
+                    bar.finish_and_clear();
+                }
+                if let Some(bar) = self.bar().as_ref() {
+                    bar.set_draw_target(ProgressDrawTarget::stderr());
+                }
+            }
+            Mode::Lines => eprintln!(
+                "{}",
+                serde_json::json!({"event": "pass_finished", "read": done})
+            ),
+            Mode::Quiet => {}
         }
     }
 

@@ -12,5 +12,6 @@ pub mod bench;
 pub mod child;
 pub mod conformance;
 pub mod intercept;
+pub mod join_bench;
 pub mod lazy;
 pub mod pages;

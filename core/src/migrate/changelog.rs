@@ -114,7 +114,7 @@ fn kind_end(kind: &str) -> Vec<u8> {
 }
 
 #[cfg(feature = "embedded")]
-mod backing {
+pub(super) mod backing {
     //! A redb file in the temporary folder, without durability (it is scratch).
 
     use std::ops::Bound;
@@ -133,9 +133,21 @@ mod backing {
     /// redb's page cache for the scratch file (its default is 1 GiB).
     const CACHE_BYTES: usize = 32 << 20;
 
-    /// Removes the scratch files of processes that no longer run (a dry run
-    /// killed with `kill -9` cannot remove its own). Only where `/proc` tells.
-    fn remove_orphans(dir: &std::path::Path) {
+    /// A fresh scratch file name `<prefix><pid>-<uuid>.redb` in the temporary
+    /// folder, after removing the files of that prefix left by processes that
+    /// no longer run (a run killed with `kill -9` cannot remove its own; only
+    /// where `/proc` tells). Also for the join index's spill (`join_index`).
+    pub(in crate::migrate) fn scratch_path(prefix: &str) -> PathBuf {
+        let dir = std::env::temp_dir();
+        remove_orphans(&dir, prefix);
+        dir.join(format!(
+            "{prefix}{}-{}.redb",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ))
+    }
+
+    fn remove_orphans(dir: &std::path::Path, prefix: &str) {
         if !std::path::Path::new("/proc/self").exists() {
             return;
         }
@@ -146,7 +158,7 @@ mod backing {
             let name = entry.file_name();
             let Some(pid) = name
                 .to_str()
-                .and_then(|n| n.strip_prefix(PREFIX))
+                .and_then(|n| n.strip_prefix(prefix))
                 .and_then(|rest| rest.split('-').next())
                 .and_then(|pid| pid.parse::<u32>().ok())
             else {
@@ -165,13 +177,7 @@ mod backing {
 
     impl Backing {
         pub(super) fn new() -> Result<Backing> {
-            let dir = std::env::temp_dir();
-            remove_orphans(&dir);
-            let path = dir.join(format!(
-                "{PREFIX}{}-{}.redb",
-                std::process::id(),
-                uuid::Uuid::new_v4().simple()
-            ));
+            let path = scratch_path(PREFIX);
             let db = redb::Builder::new()
                 .set_cache_size(CACHE_BYTES)
                 .create(&path)

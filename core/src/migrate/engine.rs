@@ -9,6 +9,7 @@ use std::time::Instant;
 use futures::TryStreamExt;
 
 use super::error::{MigrateError, Result};
+use super::join_index;
 use super::lease::{Lease, LeaseOptions};
 use super::overlay::{Change, OverlayStore};
 use super::plan::{self, Plan, Stage};
@@ -439,9 +440,12 @@ impl Migrator {
         let doc = lease.snapshot().await;
         let plan = plan::plan(m, &doc.kinds);
         let history = plan::history(&self.set, m.id);
-        if doc.running.is_none() {
-            self.prechecks(store.as_ref(), m, &plan, dry).await?;
-        }
+        let prebuilt = if doc.running.is_none() {
+            self.prechecks(store.as_ref(), m, &plan, dry, progress)
+                .await?
+        } else {
+            None
+        };
         let (stage_index, pos, resumed) = self
             .begin_or_resume(store.as_ref(), lease, m, &doc, progress)
             .await?;
@@ -461,6 +465,7 @@ impl Migrator {
             started,
             processed_in_run: std::sync::atomic::AtomicU64::new(0),
             unmatched: std::sync::atomic::AtomicU64::new(0),
+            prebuilt: std::sync::Mutex::new(prebuilt),
         };
         let mut total = self
             .run_stages(
@@ -499,13 +504,17 @@ impl Migrator {
 
     /// What is checked before a migration starts (not when it resumes): an unsafe
     /// move/copy (unless forced, and not in a dry run) and a kind rename's target.
+    /// A migration whose only move/copy is its first stage is checked in one pass
+    /// over the store, and the join index that pass built is returned for the stage.
     async fn prechecks(
         &self,
         store: &dyn Store,
         m: &Migration,
         plan: &Plan,
         dry: bool,
-    ) -> Result<()> {
+        progress: &dyn Progress,
+    ) -> Result<Option<join_index::JoinIndex>> {
+        let mut prebuilt = None;
         if !dry
             && !self.run.force_unsafe
             && plan
@@ -513,9 +522,21 @@ impl Migrator {
                 .iter()
                 .any(|s| matches!(s, Stage::Transfer { .. }))
         {
-            self.safety_precheck(m).await?;
+            match join_index::direct_check(plan) {
+                Some((t, text)) => {
+                    let r = join_index::Reading {
+                        store,
+                        page: self.run.batch_size,
+                        estimate: self.run.estimate_totals,
+                        progress,
+                    };
+                    prebuilt = Some(join_index::precheck(r, t, text, self.run.join_memory).await?);
+                }
+                None => self.safety_precheck(m).await?,
+            }
         }
-        self.rename_precheck(store, m, plan).await
+        self.rename_precheck(store, m, plan).await?;
+        Ok(prebuilt)
     }
 
     /// Where `m` starts: at its checkpoint when an interrupted run of it is
@@ -583,7 +604,12 @@ impl Migrator {
         while stage_index < plan.stages.len() {
             let stage = &plan.stages[stage_index];
             // Entities written late (old versions) must catch up before a stage that reads them.
+            let swept = total.swept;
             self.catch_up_before(runner, stage, &mut total).await?;
+            if total.swept != swept {
+                // Late entities changed: the prebuilt index may not describe them.
+                runner.prebuilt.lock().ok().and_then(|mut p| p.take());
+            }
             let estimate = if self.run.estimate_totals {
                 self.estimate(runner.store, stage).await?
             } else {
@@ -693,12 +719,12 @@ impl Migrator {
     /// checks again when it starts). A refusal here leaves no interrupted run
     /// behind, so the migration can still be edited.
     async fn rename_precheck(&self, store: &dyn Store, m: &Migration, plan: &Plan) -> Result<()> {
-        let mut touched: Vec<&str> = Vec::new();
+        let mut touched: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for r in &plan.renames {
-            let target_empty = !touched.contains(&r.to.as_str());
+            let target_empty = !touched.contains(r.to.as_str());
             rename::check_rename(store, m.id, &m.name, &r.from, &r.to, target_empty).await?;
-            touched.push(&r.from);
-            touched.push(&r.to);
+            touched.insert(&r.from);
+            touched.insert(&r.to);
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ mod changelog;
 pub mod conflict;
 pub mod engine;
 pub mod error;
+pub(crate) mod join_index;
 pub mod lazy_install;
 pub mod lease;
 pub mod overlay;
@@ -24,6 +25,7 @@ pub use engine::{
     Status, UpReport,
 };
 pub use error::MigrateError;
+pub use join_index::{JoinIndex, Resolved, StoreCheck, check_on_store};
 pub use lease::{Lease, LeaseOptions};
 #[cfg(feature = "fault-injection")]
 pub use progress::FaultHook;

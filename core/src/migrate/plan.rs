@@ -140,8 +140,10 @@ impl Stage {
 /// [`SchemaChange::Versioned`] (what they write is not known in advance).
 pub fn schema_changes(stage: &Stage) -> Vec<SchemaChange> {
     let mut out = Vec::new();
+    // A set, not `out.contains`: a stage of N steps would cost N² comparisons.
+    let mut seen = std::collections::HashSet::new();
     let mut push = |change: SchemaChange| {
-        if !out.contains(&change) {
+        if seen.insert(change.clone()) {
             out.push(change);
         }
     };

@@ -25,6 +25,20 @@ pub trait Progress: Send + Sync {
     fn stage_finished(&self, counts: &RunCounts);
     /// A line of information (census results, sweeps, resumption).
     fn note(&self, text: &str);
+    /// A pass that reads a whole kind without writing starts: the index build
+    /// of a move or copy, its safety check. `total` is the store's estimate of
+    /// the entities it reads, when asked for and known.
+    fn pass_started(&self, description: &str, total: Option<u64>) {
+        let _ = (description, total);
+    }
+    /// The pass has read `done` entities so far.
+    fn pass_progress(&self, done: u64) {
+        let _ = done;
+    }
+    /// The pass finished after reading `done` entities.
+    fn pass_finished(&self, done: u64) {
+        let _ = done;
+    }
 }
 
 /// Reports nothing.

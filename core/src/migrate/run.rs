@@ -13,17 +13,18 @@
 //! crashed run already wrote is at its new version and no longer matches, so
 //! replaying a batch is harmless.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::error::{MigrateError, Result};
+use super::join_index::{self, JoinIndex, SpillMap, Values};
 use super::lease::Lease;
 use super::plan::{Stage, Step, StepOp};
 #[cfg(feature = "fault-injection")]
 use super::progress::FaultHook;
 use super::progress::{CancelFlag, FaultAt, FaultPoint, Progress};
 use super::state::RunCounts;
-use crate::lang::eval::{self, EvalOptions, SourceOutcome, TargetResolution};
+use crate::lang::eval::{self, TargetResolution};
 use crate::lang::{Statement, Transfer};
 use crate::model::{Entity, Key, Map, Value, Version};
 use crate::store::{
@@ -55,6 +56,9 @@ pub struct RunOptions {
     /// Ask the store for a cheap estimate of each stage's entities, for the
     /// progress bar's total ([`Store::estimate_count`](crate::store::Store::estimate_count): never a scan).
     pub estimate_totals: bool,
+    /// Bytes of memory the index of a move or copy may take before it spills
+    /// to a scratch file (docs/design.md, "Move and copy by index").
+    pub join_memory: usize,
 }
 
 impl Default for RunOptions {
@@ -68,6 +72,7 @@ impl Default for RunOptions {
             census_passes: 3,
             pushdown: true,
             estimate_totals: true,
+            join_memory: super::join_index::DEFAULT_JOIN_MEMORY,
         }
     }
 }
@@ -141,6 +146,8 @@ pub(crate) struct Runner<'a> {
     pub(crate) processed_in_run: std::sync::atomic::AtomicU64,
     /// Move sources of the current batch that matched no target.
     pub(crate) unmatched: std::sync::atomic::AtomicU64,
+    /// The index of the first stage's move or copy, built and checked before the run.
+    pub(crate) prebuilt: std::sync::Mutex<Option<JoinIndex>>,
 }
 
 fn store_err(context: &str) -> impl FnOnce(crate::store::Error) -> MigrateError + '_ {
@@ -258,7 +265,8 @@ impl Runner<'_> {
                 text,
             } => {
                 if pos.phase == 0 {
-                    self.run_transfer_targets(index, transfer, *target_from, text, pos)
+                    let join = self.transfer_index(transfer, text).await?;
+                    self.run_transfer_targets(index, transfer, *target_from, text, &join, pos)
                         .await?;
                     pos.phase = 1;
                     pos.cursor = None;
@@ -267,7 +275,10 @@ impl Runner<'_> {
                     }
                 }
                 if *is_move && pos.phase == 1 {
-                    self.run_move_sources(index, transfer, *source_version, pos)
+                    let delivered =
+                        join_index::deliveries(self.reading(), transfer, self.options.join_memory)
+                            .await?;
+                    self.run_move_sources(index, transfer, *source_version, &delivered, pos)
                         .await?;
                 }
                 Ok(())
@@ -626,6 +637,7 @@ impl Runner<'_> {
         transfer: &Transfer,
         target_from: Version,
         text: &str,
+        join: &JoinIndex,
         pos: &mut Position,
     ) -> Result<()> {
         self.batched(
@@ -633,7 +645,7 @@ impl Runner<'_> {
             &transfer.to_kind,
             target_from,
             pos,
-            Compute::Target { transfer, text },
+            Compute::Target { text, index: join },
         )
         .await
     }
@@ -643,6 +655,7 @@ impl Runner<'_> {
         index: usize,
         transfer: &Transfer,
         from: Version,
+        delivered: &SpillMap<Values>,
         pos: &mut Position,
     ) -> Result<()> {
         self.batched(
@@ -650,7 +663,7 @@ impl Runner<'_> {
             &transfer.prop.kind,
             from,
             pos,
-            Compute::Source(transfer),
+            Compute::Source(transfer, delivered),
         )
         .await
     }
@@ -690,57 +703,6 @@ impl Runner<'_> {
                 self.scan_all(&transfer.prop.kind, conditions).await
             }
         }
-    }
-
-    /// The targets that may have received the given move sources' values.
-    async fn fetch_targets(&self, transfer: &Transfer, sources: &[&Entity]) -> Result<Vec<Entity>> {
-        let mut conditions: Vec<Condition> = transfer
-            .target_conditions
-            .iter()
-            .map(atom_condition)
-            .collect();
-        let name = transfer.prop.name().to_owned();
-        let mut moved: Vec<Value> = sources
-            .iter()
-            .filter_map(|s| s.value.get(&name).cloned())
-            .collect();
-        moved.sort();
-        moved.dedup();
-        if moved.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut out = Vec::new();
-        if let Some(join) = &transfer.join {
-            let mut keys: Vec<Value> = sources
-                .iter()
-                .filter_map(|s| crate::store::lookup(&s.value, &join.source.path).cloned())
-                .collect();
-            keys.sort();
-            keys.dedup();
-            if keys.is_empty() {
-                return Ok(Vec::new());
-            }
-            for chunk in keys.chunks(500) {
-                let mut conds = conditions.clone();
-                conds.push(Condition {
-                    path: join.target.path.clone(),
-                    values: chunk.to_vec(),
-                });
-                out.extend(self.scan_all(&transfer.to_kind, conds).await?);
-            }
-        } else {
-            for chunk in moved.chunks(500) {
-                let mut conds = conditions.clone();
-                conds.push(Condition {
-                    path: vec![name.clone()],
-                    values: chunk.to_vec(),
-                });
-                out.extend(self.scan_all(&transfer.to_kind, conds).await?);
-            }
-        }
-        conditions.clear();
-        dedup_by_key(&mut out);
-        Ok(out)
     }
 
     async fn scan_all(&self, kind: &str, conditions: Vec<Condition>) -> Result<Vec<Entity>> {
@@ -948,13 +910,13 @@ pub(crate) enum Compute<'s> {
     Local(&'s [Step]),
     /// The target side of a move or copy.
     Target {
-        /// The statement.
-        transfer: &'s Transfer,
         /// Its text, for messages.
         text: &'s str,
+        /// The index of its sources.
+        index: &'s JoinIndex,
     },
-    /// The source side of a move.
-    Source(&'s Transfer),
+    /// The source side of a move, with what the targets received.
+    Source(&'s Transfer, &'s SpillMap<Values>),
 }
 
 impl Compute<'_> {
@@ -980,114 +942,27 @@ impl Compute<'_> {
                     })
                     .collect()
             }
-            Compute::Target { transfer, text } => {
-                compute_targets(runner, transfer, text, batch).await
-            }
-            Compute::Source(transfer) => compute_sources(runner, transfer, batch).await,
-        }
-    }
-}
-
-async fn compute_targets(
-    runner: &Runner<'_>,
-    t: &Transfer,
-    text: &str,
-    batch: &[Entity],
-) -> Result<Vec<Option<(Entity, bool)>>> {
-    let matching: Vec<&Entity> = batch
-        .iter()
-        .filter(|e| eval::target_matches(t, e))
-        .collect();
-    let sources = if matching.is_empty() {
-        Vec::new()
-    } else {
-        runner.fetch_sources(t, &matching).await?
-    };
-    let sources: Vec<&Entity> = sources
-        .iter()
-        .filter(|s| eval::source_matches(t, s))
-        .collect();
-    // Index the sources by their (normalized) join value.
-    let mut index: HashMap<Value, Vec<&Entity>> = HashMap::new();
-    if let Some(join) = &t.join {
-        for s in &sources {
-            if let Some(v) = crate::store::lookup(&s.value, &join.source.path) {
-                index.entry(normalize(v)).or_default().push(s);
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(batch.len());
-    for target in batch {
-        let mut new = target.clone();
-        new.version += 1;
-        let mut changed = false;
-        if eval::target_matches(t, target) {
-            let candidates: Vec<&Entity> = match &t.join {
-                Some(_) => {
-                    let mut c: Vec<&Entity> = eval::lookup_values(t, target)
-                        .unwrap_or_default()
-                        .iter()
-                        .flat_map(|v| index.get(&normalize(v)).cloned().unwrap_or_default())
-                        .filter(|s| eval::joins(t, s, target))
-                        .collect();
-                    c.sort_by(|a, b| a.key.cmp(&b.key));
-                    c.dedup_by(|a, b| a.key == b.key);
-                    c
+            Compute::Target { index, text } => {
+                let forced = runner.options.force_unsafe || runner.collect_conflicts;
+                let (out, conflict) = join_index::compute_targets(index, batch, forced)?;
+                match conflict {
+                    None => Ok(out),
+                    Some(target) => Err(MigrateError::Unsafe {
+                        statement: (*text).to_owned(),
+                        conflicts: vec![format!(
+                            "{target}: its sources write different values (the data changed since the safety check)"
+                        )],
+                        others: Vec::new(),
+                    }),
                 }
-                None => sources.clone(),
-            };
-            let resolution = runner.resolve(t, target, &candidates, text)?;
-            changed = resolution
-                .apply(t, &mut new.value)
-                .is_some_and(|eff| eff.is_changed());
+            }
+            Compute::Source(transfer, delivered) => {
+                let (out, kept) = join_index::compute_sources(transfer, delivered, batch)?;
+                runner
+                    .unmatched
+                    .fetch_add(kept, std::sync::atomic::Ordering::SeqCst);
+                Ok(out)
+            }
         }
-        out.push(Some((new, changed)));
-    }
-    Ok(out)
-}
-
-async fn compute_sources(
-    runner: &Runner<'_>,
-    t: &Transfer,
-    batch: &[Entity],
-) -> Result<Vec<Option<(Entity, bool)>>> {
-    let movers: Vec<&Entity> = batch
-        .iter()
-        .filter(|e| eval::source_matches(t, e) && eval::transfer_value(t, e).is_some())
-        .collect();
-    let targets = if movers.is_empty() {
-        Vec::new()
-    } else {
-        runner.fetch_targets(t, &movers).await?
-    };
-    let targets: Vec<&Entity> = targets.iter().collect();
-    let options = EvalOptions::default();
-    let mut out = Vec::with_capacity(batch.len());
-    let mut unmatched = 0u64;
-    for source in batch {
-        let mut new = source.clone();
-        new.version += 1;
-        let outcome = eval::move_source_outcome(t, source, &targets, &options);
-        if outcome == SourceOutcome::Kept {
-            unmatched += 1;
-        }
-        let changed = outcome.apply(t, &mut new.value);
-        out.push(Some((new, changed)));
-    }
-    runner
-        .unmatched
-        .fetch_add(unmatched, std::sync::atomic::Ordering::SeqCst);
-    Ok(out)
-}
-
-/// Integral floats as ints, recursively, so that hash lookups agree with `1 = 1.0`.
-fn normalize(v: &Value) -> Value {
-    match v {
-        Value::Float(f) if f.fract() == 0.0 && *f >= -(2f64.powi(63)) && *f < 2f64.powi(63) => {
-            Value::Int(*f as i64)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),
-        Value::Map(m) => Value::Map(m.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
-        other => other.clone(),
     }
 }

@@ -342,7 +342,7 @@ pub struct PushdownPage {
 /// (Cassandra tables with native columns) needs to know to add columns before the stage
 /// ([`Store::prepare_schema`]) and to drop emptied ones after the census
 /// ([`Store::finish_schema`]). Schema-less stores ignore it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SchemaChange {
     /// The stage writes entities of `kind` (and so their versions).
     Versioned {

@@ -9,6 +9,7 @@
 
 mod build;
 mod corners;
+mod join;
 mod naive;
 mod paper;
 mod props;

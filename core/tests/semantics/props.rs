@@ -80,7 +80,7 @@ fn props() -> impl Strategy<Value = tern_core::model::Map> {
         })
 }
 
-fn state() -> impl Strategy<Value = State> {
+pub(crate) fn state() -> impl Strategy<Value = State> {
     let kind = |k: &'static str| {
         prop::collection::btree_map(0i64..6, (0u64..3, props()), 1..=6).prop_map(move |m| {
             m.into_iter()
@@ -122,7 +122,7 @@ fn local_statement() -> impl Strategy<Value = Statement> {
     })
 }
 
-fn transfer() -> impl Strategy<Value = Transfer> {
+pub(crate) fn transfer() -> impl Strategy<Value = Transfer> {
     prop::bool::ANY.prop_flat_map(|flip| {
         let (s, t) = if flip { ("p", "u") } else { ("u", "p") };
         let moved = prop_oneof![5 => name().prop_map(|n| vec![n]), 1 => path()];
@@ -146,7 +146,7 @@ fn transfer() -> impl Strategy<Value = Transfer> {
     })
 }
 
-fn transfer_statement() -> impl Strategy<Value = Statement> {
+pub(crate) fn transfer_statement() -> impl Strategy<Value = Statement> {
     (prop::bool::ANY, transfer()).prop_map(|(is_move, t)| {
         if is_move {
             Statement::Move(t)
@@ -160,7 +160,7 @@ fn any_statement() -> impl Strategy<Value = Statement> {
     prop_oneof![local_statement(), transfer_statement()]
 }
 
-fn modes() -> impl Strategy<Value = (EvalOptions, Mode)> {
+pub(crate) fn modes() -> impl Strategy<Value = (EvalOptions, Mode)> {
     (prop::bool::ANY, prop::bool::ANY).prop_map(|(r, t)| {
         (
             EvalOptions {
@@ -192,7 +192,7 @@ fn naive_run(stmt: &Statement, s: &State, mode: Mode, order: Order) -> NState {
     n
 }
 
-fn transfer_of(stmt: &Statement) -> Option<&Transfer> {
+pub(crate) fn transfer_of(stmt: &Statement) -> Option<&Transfer> {
     match stmt {
         Statement::Move(t) | Statement::Copy(t) => Some(t),
         _ => None,
@@ -366,7 +366,7 @@ proptest! {
     }
 }
 
-fn static_reads_moved(t: &Transfer) -> bool {
+pub(crate) fn static_reads_moved(t: &Transfer) -> bool {
     tern_core::lang::safety::static_warnings(t)
         .iter()
         .any(|w| matches!(w, StaticWarning::ReadsTransferredProperty { .. }))

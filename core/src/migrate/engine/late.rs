@@ -69,6 +69,7 @@ impl Migrator {
             started: std::time::Instant::now(),
             processed_in_run: std::sync::atomic::AtomicU64::new(0),
             unmatched: std::sync::atomic::AtomicU64::new(0),
+            prebuilt: std::sync::Mutex::new(None),
         };
         let mut out = Vec::new();
         let mut result = Ok(());

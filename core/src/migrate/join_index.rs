@@ -1,0 +1,950 @@
+//! The index of a move or copy: one summary per join value of the sources
+//! ([`crate::lang::join`]), built in one scan of the source kind, kept in
+//! memory up to a byte budget and spilled past it to a redb scratch file (as
+//! the dry run's change log does), then looked up a page of targets at a time.
+//!
+//! With it a move or copy reads each kind a fixed number of times and writes
+//! each entity once:
+//!
+//! | pass | reads | writes |
+//! |---|---|---|
+//! | index build | the sources | - |
+//! | safety check (\[SE\] Proposition 2) | the targets (and, only when one conflicts, the sources again for the detail) | - |
+//! | target step | the targets | each target once |
+//! | move: deliveries | the targets (after their step) | - |
+//! | move: source step | the sources | each source once |
+
+use std::collections::HashMap;
+
+use crate::lang::Transfer;
+use crate::lang::eval::{self, EvalOptions, SourceOutcome, TargetResolution};
+use crate::lang::join::{self, Group, GroupKey};
+use crate::model::{Entity, Key, Map, Value};
+use crate::store::{Filter, ScanRequest, Store, VersionFilter};
+
+use super::error::{MigrateError, Result};
+use super::plan::Stage;
+use super::progress::Progress;
+
+/// The memory the index of one move or copy may take before it spills to disk.
+pub(crate) const DEFAULT_JOIN_MEMORY: usize = 64 << 20;
+
+/// How many conflicting targets a refusal or a dry run lists in detail (all are counted).
+pub(crate) const CONFLICT_DETAIL: usize = 20;
+
+/// How many writes of one conflicting target are listed (a cross product can have millions).
+const WRITES_DETAIL: usize = 20;
+
+fn spill_err(what: &str, e: impl std::fmt::Display) -> MigrateError {
+    MigrateError::Store {
+        context: format!("the join index's scratch file: {what}"),
+        source: crate::store::Error::new(crate::store::ErrorKind::Unexpected, e.to_string()),
+    }
+}
+
+/// A summary the index keeps per group: mergeable, sized, and storable.
+pub(crate) trait Summary: Sized + Clone {
+    /// Merges the summary of other entities into this one.
+    fn merge(&mut self, other: Self);
+    /// A rough count of its bytes in memory.
+    fn approx_bytes(&self) -> usize;
+    /// As a map, for the scratch file.
+    fn to_map(&self) -> Map;
+    /// Back from [`Summary::to_map`].
+    fn from_map(map: Map) -> Option<Self>;
+}
+
+fn pair(id: &Value, v: Option<&Value>) -> Value {
+    Value::Array(std::iter::once(id.clone()).chain(v.cloned()).collect())
+}
+
+fn unpair(v: Option<&Value>) -> Option<Option<(Value, Option<Value>)>> {
+    match v {
+        None => Some(None),
+        Some(Value::Array(items)) => {
+            let mut items = items.iter().cloned();
+            let id = items.next()?;
+            Some(Some((id, items.next())))
+        }
+        Some(_) => None,
+    }
+}
+
+fn some_pair(v: Option<&Value>) -> Option<Option<(Value, Value)>> {
+    Some(match unpair(v)? {
+        None => None,
+        Some((id, value)) => Some((id, value?)),
+    })
+}
+
+impl Summary for Group {
+    fn merge(&mut self, other: Self) {
+        Group::merge(self, other);
+    }
+    fn approx_bytes(&self) -> usize {
+        Group::approx_bytes(self)
+    }
+    fn to_map(&self) -> Map {
+        let mut m = Map::new();
+        m.insert("n".into(), Value::Int(self.sources as i64));
+        m.insert("w".into(), Value::Int(self.with_value as i64));
+        m.insert("m".into(), Value::Bool(self.mixed));
+        if let Some((id, v)) = &self.last_some {
+            m.insert("ls".into(), pair(id, Some(v)));
+        }
+        if let Some(l) = &self.literal {
+            m.insert("l".into(), pair(&l.last.0, l.last.1.as_ref()));
+            if let Some((id, v)) = &l.first_some {
+                m.insert("fs".into(), pair(id, Some(v)));
+            }
+        }
+        m
+    }
+    fn from_map(map: Map) -> Option<Self> {
+        let int = |k: &str| match map.get(k) {
+            Some(Value::Int(i)) => u64::try_from(*i).ok(),
+            _ => None,
+        };
+        Some(Group {
+            sources: int("n")?,
+            with_value: int("w")?,
+            mixed: matches!(map.get("m"), Some(Value::Bool(true))),
+            last_some: some_pair(map.get("ls"))?,
+            literal: match unpair(map.get("l"))? {
+                None => None,
+                Some(last) => Some(Box::new(join::LiteralEnds {
+                    last,
+                    first_some: some_pair(map.get("fs"))?,
+                })),
+            },
+        })
+    }
+}
+
+/// The values delivered to the targets of a group (a move's deliveries).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Values(Vec<Value>);
+
+impl Summary for Values {
+    fn merge(&mut self, other: Self) {
+        for v in other.0 {
+            if !self.0.contains(&v) {
+                self.0.push(v);
+            }
+        }
+    }
+    fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Values>()
+            + self
+                .0
+                .iter()
+                .map(|v| std::mem::size_of::<Value>() + join::heap_bytes(v))
+                .sum::<usize>()
+    }
+    fn to_map(&self) -> Map {
+        Map::from([("v".to_owned(), Value::Array(self.0.clone()))])
+    }
+    fn from_map(mut map: Map) -> Option<Self> {
+        match map.remove("v") {
+            Some(Value::Array(items)) => Some(Values(items)),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(feature = "embedded")]
+mod scratch {
+    //! The spill: a redb file without durability, removed when dropped.
+
+    use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+
+    use super::{Result, spill_err};
+
+    const TABLE: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("groups");
+    /// `tern-join-<pid>-<uuid>.redb` in the temporary folder.
+    const PREFIX: &str = "tern-join-";
+    /// redb's page cache (its default is 1 GiB).
+    const CACHE_BYTES: usize = 16 << 20;
+
+    pub(super) struct Scratch {
+        db: Database,
+        path: std::path::PathBuf,
+    }
+
+    impl Scratch {
+        pub(super) fn new() -> Result<Scratch> {
+            let path = super::super::changelog::backing::scratch_path(PREFIX);
+            let db = redb::Builder::new()
+                .set_cache_size(CACHE_BYTES)
+                .create(&path)
+                .map_err(|e| spill_err(&format!("creating {}", path.display()), e))?;
+            Ok(Scratch { db, path })
+        }
+
+        /// Merges `rows` (sorted by key) into the table: `merge(old, new)` gives the stored bytes.
+        pub(super) fn merge_all(
+            &self,
+            rows: Vec<(Vec<u8>, Vec<u8>)>,
+            mut merge: impl FnMut(&[u8], Vec<u8>) -> Result<Vec<u8>>,
+        ) -> Result<()> {
+            let mut txn = self.db.begin_write().map_err(|e| spill_err("writing", e))?;
+            txn.set_durability(Durability::None)
+                .map_err(|e| spill_err("writing", e))?;
+            {
+                let mut table = txn.open_table(TABLE).map_err(|e| spill_err("writing", e))?;
+                for (k, v) in rows {
+                    let old = table
+                        .get(k.as_slice())
+                        .map_err(|e| spill_err("reading", e))?
+                        .map(|g| g.value().to_vec());
+                    let v = match old {
+                        Some(old) => merge(&old, v)?,
+                        None => v,
+                    };
+                    table
+                        .insert(k.as_slice(), v.as_slice())
+                        .map_err(|e| spill_err("writing", e))?;
+                }
+            }
+            txn.commit().map_err(|e| spill_err("writing", e))
+        }
+
+        /// The stored bytes of `keys`, in one read transaction.
+        pub(super) fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+            let txn = self.db.begin_read().map_err(|e| spill_err("reading", e))?;
+            let table = match txn.open_table(TABLE) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(vec![None; keys.len()]),
+                Err(e) => return Err(spill_err("reading", e)),
+            };
+            keys.iter()
+                .map(|k| {
+                    Ok(table
+                        .get(*k)
+                        .map_err(|e| spill_err("reading", e))?
+                        .map(|v| v.value().to_vec()))
+                })
+                .collect()
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+#[cfg(not(feature = "embedded"))]
+mod scratch {
+    //! Without redb there is nowhere to spill: everything stays in memory.
+
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use super::Result;
+
+    pub(super) struct Scratch(Mutex<BTreeMap<Vec<u8>, Vec<u8>>>);
+
+    impl Scratch {
+        pub(super) fn new() -> Result<Scratch> {
+            Ok(Scratch(Mutex::new(BTreeMap::new())))
+        }
+
+        pub(super) fn merge_all(
+            &self,
+            rows: Vec<(Vec<u8>, Vec<u8>)>,
+            mut merge: impl FnMut(&[u8], Vec<u8>) -> Result<Vec<u8>>,
+        ) -> Result<()> {
+            let mut map = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for (k, v) in rows {
+                let v = match map.remove(&k) {
+                    Some(old) => merge(&old, v)?,
+                    None => v,
+                };
+                map.insert(k, v);
+            }
+            Ok(())
+        }
+
+        pub(super) fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+            let map = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            Ok(keys.iter().map(|k| map.get(*k).cloned()).collect())
+        }
+    }
+}
+
+/// A map from group keys to summaries: a hash map up to `budget` bytes, then
+/// spilled (merged) into a scratch file; after [`SpillMap::finish`] every
+/// entry is in exactly one of the two.
+pub(crate) struct SpillMap<V: Summary> {
+    memory: HashMap<GroupKey, V>,
+    bytes: usize,
+    budget: usize,
+    scratch: Option<scratch::Scratch>,
+    spills: u64,
+}
+
+fn encode_summary<V: Summary>(v: &V) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    crate::model::codec::encode_entity(&Value::Null, 0, &v.to_map(), &mut out)
+        .map_err(|e| spill_err("encoding", e))?;
+    Ok(out)
+}
+
+fn decode_summary<V: Summary>(bytes: &[u8]) -> Result<V> {
+    let (_, _, map) =
+        crate::model::codec::decode_entity(bytes).map_err(|e| spill_err("decoding", e))?;
+    V::from_map(map).ok_or_else(|| spill_err("decoding", "a malformed summary"))
+}
+
+impl<V: Summary> SpillMap<V> {
+    /// An empty map that keeps at most about `budget` bytes in memory.
+    pub(crate) fn new(budget: usize) -> SpillMap<V> {
+        SpillMap {
+            memory: HashMap::new(),
+            bytes: 0,
+            budget,
+            scratch: None,
+            spills: 0,
+        }
+    }
+
+    /// Merges `v` into the entry of `key`.
+    pub(crate) fn add(&mut self, key: GroupKey, v: V) -> Result<()> {
+        match self.memory.get_mut(&key) {
+            Some(existing) => {
+                let before = existing.approx_bytes();
+                existing.merge(v);
+                self.bytes = (self.bytes + existing.approx_bytes()).saturating_sub(before);
+            }
+            None => {
+                // The entry inline (a hash table is up to half empty: twice
+                // its size), the key's allocation, the summary's heap.
+                self.bytes += 2 * std::mem::size_of::<(GroupKey, V)>()
+                    + 16
+                    + key.len().next_multiple_of(16)
+                    + v.approx_bytes();
+                self.memory.insert(key, v);
+            }
+        }
+        if self.bytes > self.budget {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// Moves the entries in memory to the scratch file, merging them with those already there.
+    fn spill(&mut self) -> Result<()> {
+        if self.memory.is_empty() {
+            return Ok(());
+        }
+        if self.scratch.is_none() {
+            self.scratch = Some(scratch::Scratch::new()?);
+        }
+        let mut rows = self
+            .memory
+            .drain()
+            .map(|(k, v)| Ok((k, encode_summary(&v)?)))
+            .collect::<Result<Vec<_>>>()?;
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        self.bytes = 0;
+        self.spills += 1;
+        if let Some(scratch) = &self.scratch {
+            scratch.merge_all(rows, |old, new| {
+                let mut old: V = decode_summary(old)?;
+                old.merge(decode_summary(&new)?);
+                encode_summary(&old)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Ends the building: once anything spilled, everything goes to the scratch file.
+    pub(crate) fn finish(&mut self) -> Result<()> {
+        if self.scratch.is_some() {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    /// How many times the map spilled to disk.
+    pub(crate) fn spills(&self) -> u64 {
+        self.spills
+    }
+
+    /// The summaries of `keys` (after [`SpillMap::finish`]).
+    pub(crate) fn get_many(&self, keys: &[&GroupKey]) -> Result<Vec<Option<V>>> {
+        match &self.scratch {
+            None => Ok(keys.iter().map(|k| self.memory.get(*k).cloned()).collect()),
+            Some(scratch) => {
+                let raw: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+                scratch
+                    .get_many(&raw)?
+                    .into_iter()
+                    .map(|b| b.as_deref().map(decode_summary).transpose())
+                    .collect()
+            }
+        }
+    }
+}
+
+/// A move or copy's index of its sources: one [`Group`] per join value.
+pub struct JoinIndex {
+    transfer: Transfer,
+    opts: EvalOptions,
+    groups: SpillMap<Group>,
+    /// Sources read while building.
+    pub(crate) sources_read: u64,
+}
+
+/// What the index says about one target of a page.
+pub struct Resolved {
+    /// The groups the target meets.
+    pub(crate) groups: Vec<GroupKey>,
+    /// What it becomes (forced when it conflicts); source lists are empty.
+    pub resolution: TargetResolution,
+    /// Do its sources disagree?
+    pub conflict: bool,
+}
+
+impl JoinIndex {
+    /// An empty index for `t`.
+    pub fn new(t: &Transfer, opts: &EvalOptions, budget: usize) -> JoinIndex {
+        JoinIndex {
+            transfer: t.clone(),
+            opts: *opts,
+            groups: SpillMap::new(budget),
+            sources_read: 0,
+        }
+    }
+
+    /// Adds one entity of the source kind (ignored unless θ1 holds and it can join).
+    pub fn add_source(&mut self, source: &Entity) -> Result<()> {
+        self.sources_read += 1;
+        if !eval::source_matches(&self.transfer, source) {
+            return Ok(());
+        }
+        if let Some(g) = join::source_group(&self.transfer, source) {
+            let one = Group::of_source(
+                &source.key.id,
+                eval::transfer_value(&self.transfer, source),
+                &self.opts,
+            );
+            self.groups.add(g, one)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the building.
+    pub fn finish(&mut self) -> Result<()> {
+        self.groups.finish()
+    }
+
+    /// How many times the index spilled to disk.
+    pub fn spills(&self) -> u64 {
+        self.groups.spills()
+    }
+
+    /// Resolves a page of targets (as they are before the statement): `None`
+    /// for a target θ2 rejects.
+    pub fn resolve(&self, targets: &[&Entity]) -> Result<Vec<Option<Resolved>>> {
+        let t = &self.transfer;
+        let per_target: Vec<Option<Vec<GroupKey>>> = targets
+            .iter()
+            .map(|e| eval::target_matches(t, e).then(|| join::target_groups(t, e)))
+            .collect();
+        let mut keys: Vec<&GroupKey> = per_target.iter().flatten().flatten().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let found = self.groups.get_many(&keys)?;
+        let by_key: HashMap<&GroupKey, Group> = keys
+            .into_iter()
+            .zip(found)
+            .filter_map(|(k, g)| Some((k, g?)))
+            .collect();
+        let verdicts: Vec<Option<(TargetResolution, bool)>> = per_target
+            .iter()
+            .map(|groups| {
+                let groups = groups.as_ref()?;
+                Some(join::union(groups.iter().filter_map(|k| by_key.get(k))).resolve(&self.opts))
+            })
+            .collect();
+        drop(by_key);
+        Ok(per_target
+            .into_iter()
+            .zip(verdicts)
+            .map(|(groups, verdict)| {
+                let (resolution, conflict) = verdict?;
+                Some(Resolved {
+                    groups: groups.unwrap_or_default(),
+                    resolution,
+                    conflict,
+                })
+            })
+            .collect())
+    }
+}
+
+/// Reports a pass that reads a whole kind, as the stages do.
+struct Pass<'a> {
+    progress: &'a dyn Progress,
+    done: u64,
+}
+
+impl<'a> Pass<'a> {
+    async fn start(
+        progress: &'a dyn Progress,
+        store: &dyn Store,
+        description: String,
+        kind: &str,
+        estimate: bool,
+    ) -> Pass<'a> {
+        let total = if estimate {
+            store.estimate_count(kind).await.ok().flatten()
+        } else {
+            None
+        };
+        progress.pass_started(&description, total);
+        Pass { progress, done: 0 }
+    }
+
+    fn page(&mut self, n: usize) {
+        self.done += n as u64;
+        self.progress.pass_progress(self.done);
+    }
+
+    fn finish(self) {
+        self.progress.pass_finished(self.done);
+    }
+}
+
+/// How a pass reads: page size, whether to ask for estimates, the progress receiver.
+#[derive(Clone, Copy)]
+pub(crate) struct Reading<'a> {
+    pub(crate) store: &'a dyn Store,
+    pub(crate) page: usize,
+    pub(crate) estimate: bool,
+    pub(crate) progress: &'a dyn Progress,
+}
+
+impl Reading<'_> {
+    /// Calls `each` with every page of the entities of `kind` that pass `filter`.
+    async fn scan(
+        &self,
+        kind: &str,
+        filter: Filter,
+        description: String,
+        mut each: impl FnMut(Vec<Entity>) -> Result<()>,
+    ) -> Result<()> {
+        let mut pass =
+            Pass::start(self.progress, self.store, description, kind, self.estimate).await;
+        let mut cursor = None;
+        loop {
+            let page = self
+                .store
+                .scan(
+                    kind,
+                    ScanRequest {
+                        filter: filter.clone(),
+                        cursor,
+                        limit: self.page.max(100),
+                    },
+                )
+                .await
+                .map_err(MigrateError::store("reading a kind for a move or copy"))?;
+            pass.page(page.entities.len());
+            each(page.entities)?;
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        pass.finish();
+        Ok(())
+    }
+}
+
+/// Builds the index of `t`'s sources in one scan of the source kind.
+pub(crate) async fn build(
+    r: Reading<'_>,
+    t: &Transfer,
+    opts: &EvalOptions,
+    budget: usize,
+) -> Result<JoinIndex> {
+    let mut index = JoinIndex::new(t, opts, budget);
+    let filter = Filter {
+        version: VersionFilter::Any,
+        conditions: eval::conditions(&t.source_conditions),
+    };
+    r.scan(
+        &t.prop.kind,
+        filter,
+        format!("indexing {} by its join value", t.prop.kind),
+        |page| page.iter().try_for_each(|s| index.add_source(s)),
+    )
+    .await?;
+    index.finish()?;
+    Ok(index)
+}
+
+/// What the safety check found.
+#[derive(Debug, Default)]
+pub(crate) struct Check {
+    /// Conflicting targets.
+    pub(crate) conflict_count: u64,
+    /// The first [`CONFLICT_DETAIL`] of them, described with their writes.
+    pub(crate) conflicts: Vec<String>,
+}
+
+/// Describes a conflicting target and its writes (at most [`WRITES_DETAIL`] of them).
+pub(crate) fn describe_conflict(target: &Key, writes: &[(Key, Option<Value>)]) -> String {
+    let mut parts: Vec<String> = writes
+        .iter()
+        .take(WRITES_DETAIL)
+        .map(|(k, v)| match v {
+            Some(v) => format!("{k}={v}"),
+            None => format!("{k}=(absent)"),
+        })
+        .collect();
+    if writes.len() > WRITES_DETAIL {
+        parts.push(format!("and {} more", writes.len() - WRITES_DETAIL));
+    }
+    format!("{target}: {}", parts.join(", "))
+}
+
+/// The safety check of \[SE\] Proposition 2 over the store: one scan of the
+/// targets against the index; when a target conflicts, one more scan of the
+/// sources lists the writes of the first [`CONFLICT_DETAIL`].
+pub(crate) async fn check(r: Reading<'_>, index: &JoinIndex) -> Result<Check> {
+    let t = &index.transfer;
+    let mut out = Check::default();
+    let mut detailed: Vec<(Key, Vec<GroupKey>)> = Vec::new();
+    let filter = Filter {
+        version: VersionFilter::Any,
+        conditions: eval::target_query(t),
+    };
+    r.scan(
+        &t.to_kind,
+        filter,
+        format!("checking {} for conflicting writes (safety)", t.to_kind),
+        |page| {
+            let refs: Vec<&Entity> = page.iter().collect();
+            for (target, resolved) in page.iter().zip(index.resolve(&refs)?) {
+                if let Some(resolved) = resolved.filter(|r| r.conflict) {
+                    out.conflict_count += 1;
+                    if detailed.len() < CONFLICT_DETAIL {
+                        detailed.push((target.key.clone(), resolved.groups));
+                    }
+                }
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    if detailed.is_empty() {
+        return Ok(out);
+    }
+    let wanted: std::collections::HashSet<&GroupKey> =
+        detailed.iter().flat_map(|(_, g)| g).collect();
+    let mut entries: HashMap<GroupKey, Vec<(Key, Option<Value>)>> = HashMap::new();
+    let filter = Filter {
+        version: VersionFilter::Any,
+        conditions: eval::conditions(&t.source_conditions),
+    };
+    r.scan(
+        &t.prop.kind,
+        filter,
+        format!("listing the conflicting writes of {}", t.prop.kind),
+        |page| {
+            for s in page.iter().filter(|s| eval::source_matches(t, s)) {
+                if let Some(g) = join::source_group(t, s).filter(|g| wanted.contains(g)) {
+                    entries
+                        .entry(g)
+                        .or_default()
+                        .push((s.key.clone(), eval::transfer_value(t, s).cloned()));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    for (target, groups) in &detailed {
+        let writes = join::conflict_writes(
+            groups
+                .iter()
+                .filter_map(|g| entries.get(g))
+                .flatten()
+                .cloned(),
+            &index.opts,
+        );
+        out.conflicts.push(describe_conflict(target, &writes));
+    }
+    if out.conflict_count > out.conflicts.len() as u64 {
+        out.conflicts.push(format!(
+            "... and {} more conflicting targets",
+            out.conflict_count - out.conflicts.len() as u64
+        ));
+    }
+    Ok(out)
+}
+
+/// A move's deliveries: for each group, the values its targets hold after the
+/// target step. A source is delivered when its group's targets hold its value
+/// ([`eval::move_source_outcome`]: θ2 and the join evaluated on the targets as
+/// they are after the step).
+pub(crate) async fn deliveries(
+    r: Reading<'_>,
+    t: &Transfer,
+    budget: usize,
+) -> Result<SpillMap<Values>> {
+    let mut delivered = SpillMap::new(budget);
+    let filter = Filter {
+        version: VersionFilter::Any,
+        conditions: eval::target_query(t),
+    };
+    r.scan(
+        &t.to_kind,
+        filter,
+        format!("finding what {} received", t.to_kind),
+        |page| {
+            for target in page.iter().filter(|e| eval::target_matches(t, e)) {
+                let Some(held) = eval::transfer_value(t, target) else {
+                    continue;
+                };
+                for g in join::target_groups(t, target) {
+                    delivered.add(g, Values(vec![held.clone()]))?;
+                }
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    delivered.finish()?;
+    Ok(delivered)
+}
+
+/// The new state of each entity of a page: `(new, data changed)`.
+pub(crate) type Computed = Vec<Option<(Entity, bool)>>;
+
+/// The new state of a page of targets: `(new, data changed)` each, and the
+/// first conflict (a target whose sources disagree) when not `forced`.
+pub(crate) fn compute_targets(
+    index: &JoinIndex,
+    batch: &[Entity],
+    forced: bool,
+) -> Result<(Computed, Option<String>)> {
+    let refs: Vec<&Entity> = batch.iter().collect();
+    let mut out = Vec::with_capacity(batch.len());
+    let mut conflict = None;
+    for (target, resolved) in batch.iter().zip(index.resolve(&refs)?) {
+        let mut new = target.clone();
+        new.version += 1;
+        let mut changed = false;
+        if let Some(resolved) = resolved {
+            if resolved.conflict && !forced && conflict.is_none() {
+                conflict = Some(target.key.to_string());
+            }
+            changed = resolved
+                .resolution
+                .apply(&index.transfer, &mut new.value)
+                .is_some_and(|e| e.is_changed());
+        }
+        out.push(Some((new, changed)));
+    }
+    Ok((out, conflict))
+}
+
+/// The new state of a page of a move's sources: each loses the property when
+/// delivered. Also returns how many kept it ([`SourceOutcome::Kept`]).
+pub(crate) fn compute_sources(
+    t: &Transfer,
+    delivered: &SpillMap<Values>,
+    batch: &[Entity],
+) -> Result<(Computed, u64)> {
+    let groups: Vec<Option<GroupKey>> = batch
+        .iter()
+        .map(|s| {
+            (eval::source_matches(t, s) && eval::transfer_value(t, s).is_some())
+                .then(|| join::source_group(t, s))
+                .flatten()
+        })
+        .collect();
+    let mut keys: Vec<&GroupKey> = groups.iter().flatten().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let found = delivered.get_many(&keys)?;
+    let by_key: HashMap<&GroupKey, Values> = keys
+        .into_iter()
+        .zip(found)
+        .filter_map(|(k, v)| Some((k, v?)))
+        .collect();
+    let mut kept = 0;
+    let mut out = Vec::with_capacity(batch.len());
+    for (source, group) in batch.iter().zip(&groups) {
+        let outcome = if !eval::source_matches(t, source) {
+            SourceOutcome::Unmatched
+        } else {
+            match eval::transfer_value(t, source) {
+                None => SourceOutcome::Lacking,
+                Some(v) => {
+                    let got = group
+                        .as_ref()
+                        .and_then(|g| by_key.get(g))
+                        .is_some_and(|vals| vals.0.contains(v));
+                    if got {
+                        SourceOutcome::Delivered
+                    } else {
+                        SourceOutcome::Kept
+                    }
+                }
+            }
+        };
+        kept += u64::from(outcome == SourceOutcome::Kept);
+        let mut new = source.clone();
+        new.version += 1;
+        let changed = outcome.apply(t, &mut new.value);
+        out.push(Some((new, changed)));
+    }
+    Ok((out, kept))
+}
+
+impl super::run::Runner<'_> {
+    /// How this run's passes read.
+    pub(crate) fn reading(&self) -> Reading<'_> {
+        Reading {
+            store: self.store,
+            page: self.options.batch_size,
+            estimate: self.options.estimate_totals,
+            progress: self.progress,
+        }
+    }
+
+    /// Builds the index of a move or copy and, before anything is written,
+    /// runs the safety check: an unsafe statement fails (a dry run records its
+    /// conflicts instead; a forced run skips the check).
+    pub(crate) async fn transfer_index(&self, t: &Transfer, text: &str) -> Result<JoinIndex> {
+        let opts = EvalOptions {
+            force: self.options.force_unsafe,
+            ..EvalOptions::default()
+        };
+        if let Some(index) = self.prebuilt.lock().ok().and_then(|mut p| p.take()) {
+            // Built and checked before the run was recorded (`precheck`).
+            return Ok(index);
+        }
+        let index = build(self.reading(), t, &opts, self.options.join_memory).await?;
+        if index.spills() > 0 {
+            tracing::info!(
+                spills = index.spills(),
+                sources = index.sources_read,
+                "the join index outgrew its memory budget and spilled to a scratch file"
+            );
+        }
+        // Also under `--force-unsafe`: the report lists the targets it forced.
+        let found = check(self.reading(), &index).await?;
+        if found.conflict_count == 0 {
+            return Ok(index);
+        }
+        if self.collect_conflicts || self.options.force_unsafe {
+            if let Ok(mut c) = self.conflicts.lock() {
+                c.extend(found.conflicts.into_iter().map(|target| super::Conflict {
+                    statement: text.to_owned(),
+                    target,
+                }));
+            }
+            return Ok(index);
+        }
+        Err(MigrateError::Unsafe {
+            statement: text.to_owned(),
+            conflicts: found.conflicts,
+            others: Vec::new(),
+        })
+    }
+}
+
+/// The stage whose move or copy [`precheck`] can check on the store itself:
+/// the first stage, when no other stage is a move or copy (no earlier stage
+/// changes what it reads, and no later one needs a simulation). Other
+/// migrations are checked by a dry run on an overlay.
+pub(crate) fn direct_check(plan: &super::plan::Plan) -> Option<(&Transfer, &str)> {
+    let mut transfers = plan
+        .stages
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| matches!(s, Stage::Transfer { .. }));
+    match (transfers.next(), transfers.next()) {
+        (Some((0, Stage::Transfer { transfer, text, .. })), None) => Some((transfer, text)),
+        _ => None,
+    }
+}
+
+/// Builds the index of a migration's only move or copy and runs its safety
+/// check on the store, before the run is recorded: an unsafe statement is
+/// refused with nothing written and nothing to resume. The index is handed to
+/// the stage, which then neither rebuilds nor re-checks it.
+pub(crate) async fn precheck(
+    r: Reading<'_>,
+    t: &Transfer,
+    text: &str,
+    budget: usize,
+) -> Result<JoinIndex> {
+    let index = build(r, t, &EvalOptions::default(), budget).await?;
+    let found = check(r, &index).await?;
+    if found.conflict_count == 0 {
+        Ok(index)
+    } else {
+        Err(MigrateError::Unsafe {
+            statement: text.to_owned(),
+            conflicts: found.conflicts,
+            others: Vec::new(),
+        })
+    }
+}
+
+/// What [`check_on_store`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreCheck {
+    /// Entities of the source kind read to build the index.
+    pub sources_read: u64,
+    /// How many times the index spilled to its scratch file.
+    pub spills: u64,
+    /// Targets whose sources would write different values.
+    pub conflict_count: u64,
+    /// The first of them with their writes (see `MigrateError::Unsafe`).
+    pub conflicts: Vec<String>,
+}
+
+/// The safety check of a move or copy (\[SE\] Proposition 2) on the data a
+/// store holds now, without writing: the join index is built in one scan of
+/// the source kind (within `run.join_memory`, spilling past it) and every
+/// target is checked against it in one scan of the target kind.
+///
+/// # Errors
+/// A store error, or a failure of the index's scratch file.
+pub async fn check_on_store(
+    store: &dyn Store,
+    t: &Transfer,
+    run: &super::RunOptions,
+    progress: &dyn Progress,
+) -> Result<StoreCheck> {
+    let r = Reading {
+        store,
+        page: run.batch_size,
+        estimate: run.estimate_totals,
+        progress,
+    };
+    let index = build(r, t, &EvalOptions::default(), run.join_memory).await?;
+    let found = check(r, &index).await?;
+    Ok(StoreCheck {
+        sources_read: index.sources_read,
+        spills: index.spills(),
+        conflict_count: found.conflict_count,
+        conflicts: found.conflicts,
+    })
+}
