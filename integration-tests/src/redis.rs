@@ -56,8 +56,17 @@ impl RedisBackend {
     /// # Errors
     /// When the server cannot be reached.
     pub async fn try_fresh(&self) -> Result<Arc<dyn Store>, tern_core::store::Error> {
-        tern_redis::open(&self.fresh_url()).await
+        open(&self.fresh_url()).await
     }
+}
+
+/// Opens the Redis store named by `url` (`RedisConfig::from_url`, then `RedisStore::connect`).
+///
+/// # Errors
+/// A bad URL, or a server that does not answer.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>, tern_core::store::Error> {
+    let config = tern_redis::RedisConfig::from_url(url)?;
+    Ok(Arc::new(tern_redis::RedisStore::connect(config).await?))
 }
 
 #[async_trait]

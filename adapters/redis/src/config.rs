@@ -58,7 +58,7 @@ impl RedisConfig {
     /// # Errors
     /// [`ErrorKind::ConfigInvalid`] for another scheme, an unknown option, or an
     /// empty separator.
-    pub fn parse(store_url: &str) -> Result<RedisConfig> {
+    pub fn from_url(store_url: &str) -> Result<Self, Error> {
         let redacted = url::redact(store_url);
         let invalid = |message: String| {
             Error::new(ErrorKind::ConfigInvalid, message).with_context("url", redacted.clone())
@@ -133,7 +133,7 @@ mod tests {
     #[test]
     fn options_are_parsed_and_stripped() {
         let c =
-            RedisConfig::parse("redis://:pw@127.0.0.1:6379/2?prefix=ns&json=a,b&sep=/").unwrap();
+            RedisConfig::from_url("redis://:pw@127.0.0.1:6379/2?prefix=ns&json=a,b&sep=/").unwrap();
         assert_eq!(c.connection, "redis://:pw@127.0.0.1:6379/2");
         assert_eq!(c.prefix.as_deref(), Some("ns"));
         assert_eq!(c.separator, "/");
@@ -144,9 +144,9 @@ mod tests {
 
     #[test]
     fn bad_urls_are_config_errors_without_password() {
-        let e = RedisConfig::parse("redis://:pw@127.0.0.1/?bogus=1").unwrap_err();
+        let e = RedisConfig::from_url("redis://:pw@127.0.0.1/?bogus=1").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::ConfigInvalid);
         assert!(!e.to_string().contains("pw"));
-        assert!(RedisConfig::parse("mongodb://h").is_err());
+        assert!(RedisConfig::from_url("mongodb://h").is_err());
     }
 }

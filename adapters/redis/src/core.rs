@@ -1,11 +1,362 @@
-//! Driver calls shared by the store: error mapping and the Lua scripts.
+//! The store's connection and the driver calls every feature shares: the
+//! single error mapper ([`driver_error`]), SCAN pages, reads and the write script.
 
-use tern_core::store::{Error, ErrorKind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tern_core::model::Entity;
+use tern_core::store::{Cursor, Error, ErrorKind, Result, Write, WriteOutcome, url};
+
+use crate::codec::{self, Keys};
+use crate::config::{KindLayout, RedisConfig};
+use crate::scanpos::{MAX_PENDING, ScanPos};
+
+/// Writes per script call: bounds how long one call holds the server.
+pub(crate) const WRITES_PER_CALL: usize = 500;
+
+/// The COUNT of every SCAN step: buckets visited per round trip.
+pub(crate) const SCAN_COUNT: usize = 1000;
+
+/// The most SCAN steps one page issues before it returns short.
+pub(crate) const SCAN_STEPS_PER_PAGE: usize = 64;
+
+/// The most keys one server-side batch script touches: Redis runs a script
+/// alone, so a larger `pushdown_batch_size` is split into pages of this size
+/// (each checkpointed by the engine) instead of blocking the server longer.
+pub const MAX_KEYS_PER_SCRIPT: usize = 1000;
+
+/// The COUNT of a SCAN step of a page with `room` keys left: `room` (so that
+/// Redis returns hardly more than the page takes), but [`SCAN_COUNT`] for a
+/// small room (tests, tiny batches: a step then visits enough of a big
+/// database, and is cut) and at least `floor` (raised after steps that found
+/// few keys of the pattern).
+fn scan_count(room: usize, floor: usize) -> usize {
+    if room < 2 * MAX_PENDING {
+        SCAN_COUNT
+    } else {
+        room.max(floor).min(SCAN_COUNT)
+    }
+}
+
+/// The most keys one call of the count script examines (a few milliseconds of the server).
+pub(crate) const COUNT_KEYS_PER_CALL: usize = 5000;
+
+/// A tern store in a Redis database (see the crate docs for the layout).
+#[derive(Clone)]
+pub struct RedisStore {
+    pub(crate) config: Arc<RedisConfig>,
+    pub(crate) keys: Keys,
+    conn: ConnectionManager,
+    pub(crate) write_script: Arc<redis::Script>,
+    pub(crate) meta_script: Arc<redis::Script>,
+    /// Scripts of the feature files and generated pushdown scripts, by text
+    /// (one per stage shape), each made once.
+    pub(crate) scripts:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<redis::Script>>>>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to the server named by `config` and checks that it answers.
+    ///
+    /// # Errors
+    /// [`ErrorKind::ConfigInvalid`] for a URL the driver refuses,
+    /// [`ErrorKind::Unavailable`] (temporary) when the server does not answer.
+    /// Messages name the URL without its password.
+    pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
+        let client = redis::Client::open(config.connection.as_str()).map_err(|e| {
+            Error::new(ErrorKind::ConfigInvalid, "the Redis URL is not valid")
+                .with_context("url", config.redacted.clone())
+                .with_driver_error(url::scrub(&e.to_string(), &config.connection))
+        })?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(2);
+        let unavailable = |e: redis::RedisError| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!("cannot connect to Redis at {}", config.redacted),
+            )
+            .with_driver_error(url::scrub(&e.to_string(), &config.connection))
+            .set_temporary()
+        };
+        let mut conn = ConnectionManager::new_with_config(client, manager_config)
+            .await
+            .map_err(unavailable)?;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(RedisStore {
+            keys: Keys::new(&config),
+            config: Arc::new(config),
+            conn,
+            write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
+            meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
+            scripts: Arc::default(),
+        })
+    }
+
+    /// The script of a Lua text, made once per text.
+    pub(crate) fn script(&self, text: &str) -> Arc<redis::Script> {
+        let mut cache = self
+            .scripts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(
+            cache
+                .entry(text.to_owned())
+                .or_insert_with(|| Arc::new(redis::Script::new(text))),
+        )
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RedisConfig {
+        &self.config
+    }
+
+    pub(crate) fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    pub(crate) fn err(&self, operation: &str, e: redis::RedisError) -> Error {
+        driver_error(operation, e).with_context("store", self.config.redacted.clone())
+    }
+
+    /// One SCAN step over `pattern`: the next cursor and the keys.
+    pub(crate) async fn scan_keys(
+        &self,
+        cursor: u64,
+        pattern: &str,
+        count: usize,
+        type_name: Option<&str>,
+    ) -> Result<(u64, Vec<String>)> {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count.max(1));
+        if let Some(t) = type_name {
+            cmd.arg("TYPE").arg(t);
+        }
+        cmd.query_async(&mut self.conn())
+            .await
+            .map_err(|e| self.err("scanning keys", e))
+    }
+
+    /// The next keys matching `pattern` (of Redis type `type_name`), at most
+    /// `limit`, from `cursor`; and where to continue (`None`: done).
+    ///
+    /// Returns the keys the cursor carries first, then issues SCAN steps until
+    /// it has `limit` keys, the iteration ends, or [`SCAN_STEPS_PER_PAGE`] steps
+    /// were issued (a page may then be short or empty). A step asks for about
+    /// as many keys as the page has room for ([`scan_count`]), and Redis
+    /// returns at most a few more: those ride in the cursor to the next page,
+    /// so no step is issued twice. A step that overflows the page by more than
+    /// [`MAX_PENDING`] keys (a small page) is cut in sorted order and repeated,
+    /// with the same COUNT, by the next page.
+    pub(crate) async fn scan_page(
+        &self,
+        pattern: &str,
+        type_name: Option<&str>,
+        cursor: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<String>, Option<Cursor>)> {
+        let limit = limit.max(1);
+        let mut pos = ScanPos::parse(cursor)?;
+        if let Some(after) = pos.after.take() {
+            // Repeat the step that was cut, with the COUNT it had.
+            let count = pos.count.take().unwrap_or(SCAN_COUNT);
+            let (next, mut keys) = self
+                .scan_keys(pos.cursor, pattern, count, type_name)
+                .await?;
+            keys.sort_unstable();
+            keys.dedup();
+            keys.retain(|k| *k > after);
+            pos.pending = keys;
+            pos.cursor = next;
+            pos.done = next == 0;
+        }
+        let mut out = std::mem::take(&mut pos.pending);
+        let mut floor = 1;
+        let mut steps = 0;
+        while out.len() < limit && !pos.done && steps < SCAN_STEPS_PER_PAGE {
+            let room = limit - out.len();
+            let ask = scan_count(room, floor);
+            let step_cursor = pos.cursor;
+            let (next, mut keys) = self.scan_keys(step_cursor, pattern, ask, type_name).await?;
+            steps += 1;
+            if keys.len() < ask / 2 {
+                // Few keys of the pattern here: visit more per step.
+                floor = (ask * 2).min(SCAN_COUNT);
+            }
+            if keys.len() > room + MAX_PENDING {
+                keys.sort_unstable();
+                keys.dedup();
+                if keys.len() > room + MAX_PENDING {
+                    keys.truncate(room);
+                    pos.after = keys.last().cloned();
+                    pos.count = Some(ask);
+                    pos.cursor = step_cursor;
+                    out.extend(keys);
+                    return Ok((out, pos.to_cursor()));
+                }
+            }
+            out.extend(keys);
+            pos.cursor = next;
+            pos.done = next == 0;
+        }
+        if out.len() > limit {
+            pos.pending = out.split_off(limit);
+        }
+        Ok((out, pos.to_cursor()))
+    }
+
+    /// Reads the entities at `redis_keys` (all of `kind`); vanished keys are skipped.
+    pub(crate) async fn fetch(&self, kind: &str, redis_keys: &[String]) -> Result<Vec<Entity>> {
+        if redis_keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let layout = self.config.layout(kind);
+        let vf = self.config.version_field.as_str();
+        let mut pipe = redis::pipe();
+        for k in redis_keys {
+            match layout {
+                KindLayout::Hash => pipe.cmd("HGETALL").arg(k),
+                KindLayout::Json => pipe.cmd("GET").arg(k),
+            };
+        }
+        let mut out = Vec::with_capacity(redis_keys.len());
+        match layout {
+            KindLayout::Hash => {
+                let rows: Vec<Vec<(String, String)>> = pipe
+                    .query_async(&mut self.conn())
+                    .await
+                    .map_err(|e| self.err("reading entities", e).with_context("kind", kind))?;
+                for (k, fields) in redis_keys.iter().zip(rows) {
+                    let key = self.keys.parse_entity_key(kind, k)?;
+                    if let Some(e) = codec::entity_from_hash(key, fields, vf)? {
+                        out.push(e);
+                    }
+                }
+            }
+            KindLayout::Json => {
+                let rows: Vec<Option<String>> = pipe
+                    .query_async(&mut self.conn())
+                    .await
+                    .map_err(|e| self.err("reading entities", e).with_context("kind", kind))?;
+                for (k, text) in redis_keys.iter().zip(rows) {
+                    if let Some(text) = text {
+                        let key = self.keys.parse_entity_key(kind, k)?;
+                        out.push(codec::entity_from_json(key, &text, vf)?);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The payload of an entity for the write script: `[count, items...]`.
+    pub(crate) fn payload(&self, entity: &Entity, args: &mut Vec<String>) -> Result<()> {
+        let vf = self.config.version_field.as_str();
+        match self.config.layout(&entity.key.kind) {
+            KindLayout::Hash => {
+                let items = codec::entity_to_hash(entity, vf)?;
+                args.push(items.len().to_string());
+                args.extend(items);
+            }
+            KindLayout::Json => {
+                args.push("1".to_owned());
+                args.push(codec::entity_to_json(entity, vf)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// The Redis type of the keys of `kind` (for SCAN ... TYPE).
+    pub(crate) fn type_name(&self, kind: &str) -> &'static str {
+        match self.config.layout(kind) {
+            KindLayout::Hash => "hash",
+            KindLayout::Json => "string",
+        }
+    }
+
+    pub(crate) fn layout_code(&self, kind: &str) -> &'static str {
+        match self.config.layout(kind) {
+            KindLayout::Hash => "h",
+            KindLayout::Json => "j",
+        }
+    }
+
+    pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
+        let mut keys = Vec::with_capacity(writes.len());
+        let mut args = vec![self.config.version_field.clone()];
+        for w in writes {
+            let (op, key) = match w {
+                Write::Put(e) => ("P", &e.key),
+                Write::Insert(e) => ("I", &e.key),
+                Write::Replace { expected, .. } => ("R", &expected.key),
+                Write::Delete(k) => ("D", k),
+            };
+            keys.push(self.keys.entity_key(key)?);
+            args.push(op.to_owned());
+            args.push(self.layout_code(&key.kind).to_owned());
+            match w {
+                Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
+                Write::Replace { expected, new } => {
+                    self.payload(expected, &mut args)?;
+                    self.payload(new, &mut args)?;
+                }
+                Write::Delete(_) => {}
+            }
+        }
+        let mut invocation = self.write_script.prepare_invoke();
+        for k in &keys {
+            invocation.key(k);
+        }
+        for a in &args {
+            invocation.arg(a);
+        }
+        let codes: Vec<i64> = invocation
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.err("writing entities", e))?;
+        if codes.len() != writes.len() {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "the write script answered {} outcomes for {} writes",
+                    codes.len(),
+                    writes.len()
+                ),
+            ));
+        }
+        Ok(codes
+            .into_iter()
+            .map(|c| {
+                if c == 1 {
+                    WriteOutcome::Applied
+                } else {
+                    WriteOutcome::Conflict
+                }
+            })
+            .collect())
+    }
+}
 
 /// Maps a driver error to a store error naming `operation`; connection
 /// failures are `Unavailable` and temporary. The driver's text is the cause
 /// (its own chain repeats that text, so it is not chained).
-pub(crate) fn map_redis_error(operation: &str, e: redis::RedisError) -> Error {
+pub(crate) fn driver_error(operation: &str, e: redis::RedisError) -> Error {
     let temporary =
         e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout();
     if temporary {
@@ -121,23 +472,13 @@ redis.call('HSET', KEYS[1], 'rev', rev, 'doc', ARGV[3])
 return {'applied', rev}
 "#;
 
-/// One batch of a kind rename: KEYS are the batch's old keys, then (in the same
-/// order) their new keys; `ARGV[1]` is the Redis type of the kind's entities.
-/// Each key moves with `RENAMENX`, so an existing new key (an entity or any
-/// other key) is never overwritten. Returns one integer per key: 1 renamed,
-/// 0 left in place (the new key exists), -1 gone or not an entity meanwhile.
-pub(crate) const RENAME_KIND_SCRIPT: &str = r"
-local n = #KEYS / 2
-local out = {}
-for i = 1, n do
-  local src = KEYS[i]
-  if redis.call('TYPE', src).ok ~= ARGV[1] then
-    out[i] = -1
-  elseif redis.call('RENAMENX', src, KEYS[n + i]) == 1 then
-    out[i] = 1
-  else
-    out[i] = 0
-  end
-end
-return out
-";
+pub(crate) fn parse_revision(name: &str, text: &str) -> Result<u64> {
+    text.parse().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("metadata revision {text:?} is not an integer"),
+        )
+        .with_context("name", name)
+        .with_source(e)
+    })
+}

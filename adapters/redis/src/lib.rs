@@ -13,26 +13,11 @@ mod codec;
 mod config;
 mod core;
 mod pushdown;
+mod rename;
 mod scanpos;
 
-use std::sync::Arc;
-
-use tern_core::store::{Error, Store};
-
-pub use backend::{MAX_KEYS_PER_SCRIPT, RedisStore};
+pub use crate::core::{MAX_KEYS_PER_SCRIPT, RedisStore};
 pub use config::{KindLayout, REDIS_SCHEME, RedisConfig};
-
-/// Opens the store named by `url`
-/// (`redis://[user:pass@]host:port[/db][?prefix=ns&sep=:&json=k1,k2&version_field=_v]`).
-///
-/// # Errors
-/// [`ErrorKind::ConfigInvalid`](tern_core::store::ErrorKind::ConfigInvalid) for a bad URL,
-/// [`ErrorKind::Unavailable`](tern_core::store::ErrorKind::Unavailable) when the server
-/// does not answer; the message names the URL without its password.
-pub async fn open(url: &str) -> Result<Arc<dyn Store>, Error> {
-    let config = RedisConfig::parse(url)?;
-    Ok(Arc::new(RedisStore::connect(config).await?))
-}
 
 #[cfg(test)]
 mod tests {

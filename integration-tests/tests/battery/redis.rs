@@ -90,7 +90,7 @@ mod specific {
     async fn unreachable_url_is_unavailable_and_hides_the_password() {
         let port = tern_integration_tests::common::free_port().unwrap();
         let url = format!("redis://app:s3cret@127.0.0.1:{port}/0?prefix=x");
-        let err = tern_redis::open(&url).await.unwrap_err();
+        let err = tern_integration_tests::redis::open(&url).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unavailable);
         assert!(err.is_temporary());
         let text = format!("{err} {err:?}");
@@ -105,7 +105,7 @@ mod specific {
         };
         let url = b.fresh_url();
         let ns = prefix_of(&url);
-        let store = tern_redis::open(&url).await.unwrap();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let mut value = Map::new();
         value.insert("name".into(), "Ann".into());
         value.insert("n".into(), Value::from("5"));
@@ -269,7 +269,7 @@ mod specific {
         };
         let url = b.fresh_url();
         let ns = prefix_of(&url);
-        let store = tern_redis::open(&url).await.unwrap();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         for i in 0..5 {
             let mut e = Entity::new(
                 Key::new("user", format!("u{i}")).unwrap(),
@@ -360,7 +360,7 @@ mod specific {
             return;
         };
         let url = format!("{}&json=member", b.fresh_url());
-        let store = tern_redis::open(&url).await.unwrap();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let key = Key::new("user", "u1").unwrap();
         store
             .put(Entity::new(
@@ -385,7 +385,7 @@ mod specific {
 
         let url = format!("{}&json=user,member&sep=/", b.fresh_url());
         let ns = prefix_of(&url);
-        let store = tern_redis::open(&url).await.unwrap();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         store
             .put(Entity::new(
                 key.clone(),
@@ -432,7 +432,7 @@ mod specific {
         let client = redis::Client::open(format!("{}/9", b.url())).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let _: () = redis::cmd("FLUSHDB").query_async(&mut conn).await.unwrap();
-        let store = tern_redis::open(&url).await.unwrap();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let n = 3000i64;
         items(store.as_ref(), n).await;
         let all: BTreeSet<Key> = (0..n).map(|i| Key::new("item", i).unwrap()).collect();
