@@ -69,6 +69,11 @@ impl Store for RedisStore {
                 request.limit,
             )
             .await?;
+        // Keys of a longer declared kind match the pattern too: not ours.
+        let keys: Vec<String> = keys
+            .into_iter()
+            .filter(|k| self.keys.owns(kind, k))
+            .collect();
         let mut entities = self.fetch(kind, &keys).await?;
         entities.retain(|e| request.filter.matches(e));
         Ok(ScanPage { entities, cursor })
@@ -101,6 +106,10 @@ impl Store for RedisStore {
                 text.map(|t| codec::entity_from_json(key.clone(), &t, vf))
                     .transpose()
             }
+            _ => Ok(self
+                .fetch(&key.kind, std::slice::from_ref(&redis_key))
+                .await?
+                .pop()),
         }
     }
 

@@ -10,6 +10,7 @@ use tern_core::store::{Cursor, Error, ErrorKind, Result, Write, WriteOutcome, ur
 
 use crate::codec::{self, Keys};
 use crate::config::{KindLayout, RedisConfig};
+use crate::containers;
 use crate::scanpos::{MAX_PENDING, ScanPos};
 
 /// Writes per script call: bounds how long one call holds the server.
@@ -221,7 +222,10 @@ impl RedisStore {
         Ok((out, pos.to_cursor()))
     }
 
-    /// Reads the entities at `redis_keys` (all of `kind`); vanished keys are skipped.
+    /// Reads the entities at `redis_keys` (all of `kind`); vanished keys, and
+    /// keys of another Redis type, are skipped. One pipeline: `HGETALL` or
+    /// `GET` per key, or for containers one call of the read script per key
+    /// (the container and its version tag, atomically).
     pub(crate) async fn fetch(&self, kind: &str, redis_keys: &[String]) -> Result<Vec<Entity>> {
         if redis_keys.is_empty() {
             return Ok(Vec::new());
@@ -233,16 +237,26 @@ impl RedisStore {
             match layout {
                 KindLayout::Hash => pipe.cmd("HGETALL").arg(k),
                 KindLayout::Json => pipe.cmd("GET").arg(k),
+                _ => pipe
+                    .cmd("EVAL")
+                    .arg(containers::READ_SCRIPT)
+                    .arg(2)
+                    .arg(k)
+                    .arg(self.keys.version_key(k))
+                    .arg(layout.code()),
             };
         }
+        let failed = |e| self.err("reading entities", e).with_context("kind", kind);
         let mut out = Vec::with_capacity(redis_keys.len());
         match layout {
             KindLayout::Hash => {
-                let rows: Vec<Vec<(String, String)>> = pipe
-                    .query_async(&mut self.conn())
-                    .await
-                    .map_err(|e| self.err("reading entities", e).with_context("kind", kind))?;
-                for (k, fields) in redis_keys.iter().zip(rows) {
+                let rows: Vec<redis::Value> =
+                    pipe.query_async(&mut self.conn()).await.map_err(failed)?;
+                for (k, row) in redis_keys.iter().zip(rows) {
+                    // A key of another type (WRONGTYPE) is not an entity of the kind.
+                    let Ok(fields) = redis::from_redis_value::<Vec<(String, String)>>(row) else {
+                        continue;
+                    };
                     let key = self.keys.parse_entity_key(kind, k)?;
                     if let Some(e) = codec::entity_from_hash(key, fields, vf)? {
                         out.push(e);
@@ -250,14 +264,23 @@ impl RedisStore {
                 }
             }
             KindLayout::Json => {
-                let rows: Vec<Option<String>> = pipe
-                    .query_async(&mut self.conn())
-                    .await
-                    .map_err(|e| self.err("reading entities", e).with_context("kind", kind))?;
-                for (k, text) in redis_keys.iter().zip(rows) {
-                    if let Some(text) = text {
-                        let key = self.keys.parse_entity_key(kind, k)?;
-                        out.push(codec::entity_from_json(key, &text, vf)?);
+                let rows: Vec<redis::Value> =
+                    pipe.query_async(&mut self.conn()).await.map_err(failed)?;
+                for (k, row) in redis_keys.iter().zip(rows) {
+                    let Ok(Some(text)) = redis::from_redis_value::<Option<String>>(row) else {
+                        continue;
+                    };
+                    let key = self.keys.parse_entity_key(kind, k)?;
+                    out.push(codec::entity_from_json(key, &text, vf)?);
+                }
+            }
+            _ => {
+                let rows: Vec<Option<Vec<Vec<u8>>>> =
+                    pipe.query_async(&mut self.conn()).await.map_err(failed)?;
+                for (k, row) in redis_keys.iter().zip(rows) {
+                    let key = self.keys.parse_entity_key(kind, k)?;
+                    if let Some(e) = containers::from_items(key, layout, row)? {
+                        out.push(e);
                     }
                 }
             }
@@ -266,40 +289,31 @@ impl RedisStore {
     }
 
     /// The payload of an entity for the write script: `[count, items...]`.
-    pub(crate) fn payload(&self, entity: &Entity, args: &mut Vec<String>) -> Result<()> {
+    pub(crate) fn payload(&self, entity: &Entity, args: &mut Vec<Vec<u8>>) -> Result<()> {
         let vf = self.config.version_field.as_str();
-        match self.config.layout(&entity.key.kind) {
-            KindLayout::Hash => {
-                let items = codec::entity_to_hash(entity, vf)?;
-                args.push(items.len().to_string());
-                args.extend(items);
-            }
-            KindLayout::Json => {
-                args.push("1".to_owned());
-                args.push(codec::entity_to_json(entity, vf)?);
-            }
-        }
+        let items = match self.config.layout(&entity.key.kind) {
+            KindLayout::Hash => codec::entity_to_hash(entity, vf)?
+                .into_iter()
+                .map(String::into_bytes)
+                .collect(),
+            KindLayout::Json => vec![codec::entity_to_json(entity, vf)?.into_bytes()],
+            layout => containers::to_items(entity, layout)?,
+        };
+        args.push(items.len().to_string().into_bytes());
+        args.extend(items);
         Ok(())
     }
 
     /// The Redis type of the keys of `kind` (for SCAN ... TYPE).
     pub(crate) fn type_name(&self, kind: &str) -> &'static str {
-        match self.config.layout(kind) {
-            KindLayout::Hash => "hash",
-            KindLayout::Json => "string",
-        }
+        self.config.layout(kind).type_name()
     }
 
-    pub(crate) fn layout_code(&self, kind: &str) -> &'static str {
-        match self.config.layout(kind) {
-            KindLayout::Hash => "h",
-            KindLayout::Json => "j",
-        }
-    }
-
+    /// Writes one chunk in one call of the write script: KEYS are each
+    /// write's key and its version key (see [`WRITE_SCRIPT`]).
     pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
-        let mut keys = Vec::with_capacity(writes.len());
-        let mut args = vec![self.config.version_field.clone()];
+        let mut keys = Vec::with_capacity(writes.len() * 2);
+        let mut args = vec![self.config.version_field.clone().into_bytes()];
         for w in writes {
             let (op, key) = match w {
                 Write::Put(e) => ("P", &e.key),
@@ -307,9 +321,13 @@ impl RedisStore {
                 Write::Replace { expected, .. } => ("R", &expected.key),
                 Write::Delete(k) => ("D", k),
             };
-            keys.push(self.keys.entity_key(key)?);
-            args.push(op.to_owned());
-            args.push(self.layout_code(&key.kind).to_owned());
+            let redis_key = self.keys.entity_key(key)?;
+            keys.push(self.keys.version_key(&redis_key));
+            keys.push(redis_key);
+            let n = keys.len();
+            keys.swap(n - 2, n - 1);
+            args.push(op.as_bytes().to_vec());
+            args.push(self.config.layout(&key.kind).code().as_bytes().to_vec());
             match w {
                 Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
                 Write::Replace { expected, new } => {
@@ -385,14 +403,20 @@ pub(crate) fn driver_error(operation: &str, e: redis::RedisError) -> Error {
 
 /// One batch of writes, each atomic (the whole call is, in fact).
 ///
-/// `ARGV[1]` is the version field; then per key: op (`P`ut, `I`nsert,
-/// `R`eplace, `D`elete), layout (`h` hash, `j` JSON string), and payloads, each
-/// a count followed by that many strings (field/value pairs for a hash, the
-/// JSON text for a string). `R` has two payloads: the expected entity, then the
-/// new one. Returns one integer per key: 1 applied, 0 conflict.
+/// KEYS: per write, the entity's key and its version key (used by containers
+/// only; it shares the key's cluster slot). `ARGV[1]` is the version field;
+/// then per write: op (`P`ut, `I`nsert, `R`eplace, `D`elete), layout code
+/// (`h` hash, `j` JSON string, `t` plain string, `s` set, `l` list, `z`
+/// sorted set), and payloads, each a count followed by that many strings
+/// (field/value pairs for a hash; the JSON text; for containers the version,
+/// then the value, members, items or score/member pairs). `R` has two
+/// payloads: the expected entity, then the new one. A replaced key keeps its
+/// TTL (and the version key gets it). Returns one integer per write: 1
+/// applied, 0 conflict.
 pub(crate) const WRITE_SCRIPT: &str = r#"
 local vf = ARGV[1]
 local a = 2
+local types = { h = 'hash', j = 'string', t = 'string', s = 'set', l = 'list', z = 'zset' }
 local function payload()
   local n = tonumber(ARGV[a]); a = a + 1
   local t = {}
@@ -400,23 +424,39 @@ local function payload()
   a = a + n
   return t
 end
-local function store(k, lay, t)
-  redis.call('DEL', k)
-  if lay == 'h' then
-    local i = 1
-    while i <= #t do
-      local last = math.min(i + 999, #t)
-      redis.call('HSET', k, unpack(t, i, last))
-      i = last + 1
-    end
-  else
-    redis.call('SET', k, t[1])
+local function add(cmd, k, t, from)
+  local i = from
+  while i <= #t do
+    local last = math.min(i + 999, #t)
+    redis.call(cmd, k, unpack(t, i, last))
+    i = last + 1
   end
 end
-local function same(k, lay, t)
-  local ty = redis.call('TYPE', k).ok
+local function store(k, vk, lay, t)
+  local ttl = redis.call('PTTL', k)
+  redis.call('DEL', k)
   if lay == 'h' then
-    if ty ~= 'hash' then return false end
+    add('HSET', k, t, 1)
+  elseif lay == 'j' then
+    redis.call('SET', k, t[1])
+  else
+    if lay == 't' then redis.call('SET', k, t[2])
+    elseif lay == 's' then add('SADD', k, t, 2)
+    elseif lay == 'l' then add('RPUSH', k, t, 2)
+    else add('ZADD', k, t, 2) end
+    if t[1] == '0' then
+      redis.call('DEL', vk)
+    else
+      redis.call('SET', vk, t[1])
+      if ttl > 0 then redis.call('PEXPIRE', vk, ttl) end
+    end
+  end
+  if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
+end
+local function same(k, vk, lay, t)
+  local ty = redis.call('TYPE', k).ok
+  if ty ~= types[lay] then return false end
+  if lay == 'h' then
     local cur = redis.call('HGETALL', k)
     local m = {}
     local n = 0
@@ -428,24 +468,46 @@ local function same(k, lay, t)
     end
     return true
   end
-  if ty ~= 'string' then return false end
-  return redis.call('GET', k) == t[1]
+  if lay == 'j' then return redis.call('GET', k) == t[1] end
+  if (redis.call('GET', vk) or '0') ~= t[1] then return false end
+  if lay == 't' then return redis.call('GET', k) == t[2] end
+  if lay == 's' then
+    if redis.call('SCARD', k) ~= #t - 1 then return false end
+    for j = 2, #t do
+      if redis.call('SISMEMBER', k, t[j]) == 0 then return false end
+    end
+    return true
+  end
+  if lay == 'l' then
+    local cur = redis.call('LRANGE', k, 0, -1)
+    if #cur ~= #t - 1 then return false end
+    for j = 2, #t do
+      if cur[j - 1] ~= t[j] then return false end
+    end
+    return true
+  end
+  if redis.call('ZCARD', k) * 2 ~= #t - 1 then return false end
+  for j = 2, #t, 2 do
+    local s = redis.call('ZSCORE', k, t[j + 1])
+    if not s or tonumber(s) ~= tonumber(t[j]) then return false end
+  end
+  return true
 end
 local out = {}
-for i = 1, #KEYS do
-  local k = KEYS[i]
+for i = 1, #KEYS / 2 do
+  local k, vk = KEYS[2 * i - 1], KEYS[2 * i]
   local op = ARGV[a]; local lay = ARGV[a + 1]; a = a + 2
   if op == 'D' then
-    redis.call('DEL', k); out[i] = 1
+    redis.call('DEL', k, vk); out[i] = 1
   elseif op == 'P' then
-    store(k, lay, payload()); out[i] = 1
+    store(k, vk, lay, payload()); out[i] = 1
   elseif op == 'I' then
     local t = payload()
-    if redis.call('EXISTS', k) == 1 then out[i] = 0 else store(k, lay, t); out[i] = 1 end
+    if redis.call('EXISTS', k) == 1 then out[i] = 0 else store(k, vk, lay, t); out[i] = 1 end
   elseif op == 'R' then
     local e = payload()
     local t = payload()
-    if same(k, lay, e) then store(k, lay, t); out[i] = 1 else out[i] = 0 end
+    if same(k, vk, lay, e) then store(k, vk, lay, t); out[i] = 1 else out[i] = 0 end
   else
     return redis.error_reply('tern: unknown write op ' .. tostring(op))
   end

@@ -11,6 +11,7 @@
 mod backend;
 mod codec;
 mod config;
+mod containers;
 mod core;
 mod pushdown;
 mod rename;

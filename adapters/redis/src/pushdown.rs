@@ -323,7 +323,10 @@ impl RedisStore {
         self.keys.check_kind(kind)?;
         let pattern = self.keys.kind_pattern(kind);
         let mut seen = std::collections::HashSet::new();
-        if filter.conditions.is_empty() && self.config.layout(kind) == KindLayout::Hash {
+        if filter.conditions.is_empty()
+            && self.config.layout(kind) == KindLayout::Hash
+            && !self.keys.has_subkinds(kind)
+        {
             let (mode, x) = match filter.version {
                 VersionFilter::Any => ("any", 0),
                 VersionFilter::Exactly(v) => ("eq", v),
@@ -359,7 +362,7 @@ impl RedisStore {
                 .await?;
             let fresh: Vec<String> = keys
                 .into_iter()
-                .filter(|k| seen.insert(k.clone()))
+                .filter(|k| self.keys.owns(kind, k) && seen.insert(k.clone()))
                 .collect();
             let entities = self.fetch(kind, &fresh).await?;
             total += entities.iter().filter(|e| filter.matches(e)).count() as u64;
@@ -377,7 +380,14 @@ impl RedisStore {
         if self.config.layout(&request.kind) != KindLayout::Hash {
             return Err(Error::new(
                 ErrorKind::Unsupported,
-                "the Redis store runs steps of JSON-string kinds on the client",
+                "the Redis store runs steps of kinds other than hashes on the client",
+            ));
+        }
+        if self.keys.has_subkinds(&request.kind) {
+            // The script's SCAN would also take the keys of the longer kinds.
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the Redis store runs steps of a kind that longer declared kinds extend on the client",
             ));
         }
         tern_core::store::pushdown::target_version(&request)?;

@@ -6,19 +6,25 @@ use tern_core::store::{Error, ErrorKind, RenameKindPage, RenameKindRequest, Resu
 use crate::config::KindLayout;
 use crate::core::RedisStore;
 
-/// One batch of a kind rename: KEYS are the batch's old keys, then (in the same
-/// order) their new keys; `ARGV[1]` is the Redis type of the kind's entities.
-/// Each key moves with `RENAMENX`, so an existing new key (an entity or any
-/// other key) is never overwritten. Returns one integer per key: 1 renamed,
-/// 0 left in place (the new key exists), -1 gone or not an entity meanwhile.
+/// One batch of a kind rename: KEYS are, per key, the old key, the new key,
+/// the old version key and the new version key; `ARGV[1]` is the Redis type
+/// of the kind's entities. Each key moves with `RENAMENX`, so an existing new
+/// key (an entity or any other key) is never overwritten; its version tag (a
+/// container's companion key) moves with it in the same call, TTL included.
+/// Returns one integer per key: 1 renamed, 0 left in place (the new key
+/// exists), -1 gone or not an entity meanwhile.
 pub(crate) const RENAME_KIND_SCRIPT: &str = r"
-local n = #KEYS / 2
 local out = {}
-for i = 1, n do
-  local src = KEYS[i]
+for i = 1, #KEYS / 4 do
+  local src, dst, vsrc, vdst = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
   if redis.call('TYPE', src).ok ~= ARGV[1] then
     out[i] = -1
-  elseif redis.call('RENAMENX', src, KEYS[n + i]) == 1 then
+  elseif redis.call('RENAMENX', src, dst) == 1 then
+    if redis.call('EXISTS', vsrc) == 1 then
+      redis.call('RENAME', vsrc, vdst)
+    else
+      redis.call('DEL', vdst)
+    end
     out[i] = 1
   else
     out[i] = 0
@@ -38,17 +44,31 @@ impl RedisStore {
         let (from, to) = (request.from.as_str(), request.to.as_str());
         self.keys.check_kind(from)?;
         self.keys.check_kind(to)?;
+        // The renamed keys must read as the new kind (KVolve's `amico:followers`
+        // -> `amico:followers:default` needs the new kind declared), or a later
+        // scan of the old kind would take them again.
+        let probe = format!("{}x", self.keys.kind_prefix(to));
+        if self.keys.kind_of(&probe) != Some(to) {
+            return Err(Error::new(
+                ErrorKind::ConfigInvalid,
+                format!(
+                    "the keys of kind {to} would read as kind {:?} after the rename: declare                      {to} in the store URL (?kinds={to})",
+                    self.keys.kind_of(&probe).unwrap_or_default()
+                ),
+            )
+            .with_context("store", self.config.redacted.clone()));
+        }
         let (layout_from, layout_to) = (self.config.layout(from), self.config.layout(to));
         if layout_from != layout_to {
             let name = |l: KindLayout| match l {
-                KindLayout::Hash => "a hash",
-                KindLayout::Json => "a JSON string",
+                KindLayout::Hash => "hash (the default)".to_owned(),
+                other => format!("{}=", other.option()),
             };
             return Err(Error::new(
                 ErrorKind::ConfigInvalid,
                 format!(
-                    "kind {from} is stored as {} but kind {to} as {} (the json= option of the store \
-                     URL): renamed keys keep their Redis type, so list both kinds in json= or neither",
+                    "kind {from} is stored as {} but kind {to} as {} (options of the store URL): \
+                     renamed keys keep their Redis type, so name both kinds in the same option",
                     name(layout_from),
                     name(layout_to)
                 ),
@@ -67,6 +87,13 @@ impl RedisStore {
                 request.limit,
             )
             .await?;
+        // Keys of a longer declared kind (`from:sub:id`, the new kind of an
+        // extending rename included) match the pattern but are not `from`'s:
+        // nothing is renamed twice.
+        let keys: Vec<String> = keys
+            .into_iter()
+            .filter(|k| self.keys.owns(from, k))
+            .collect();
         let mut page = RenameKindPage {
             cursor,
             ..RenameKindPage::default()
@@ -78,9 +105,6 @@ impl RedisStore {
         let script = self.script(RENAME_KIND_SCRIPT);
         let mut invocation = script.prepare_invoke();
         for k in &keys {
-            invocation.key(k);
-        }
-        for k in &keys {
             let id = k.strip_prefix(old_prefix.as_str()).ok_or_else(|| {
                 Error::new(
                     ErrorKind::InvalidData,
@@ -88,7 +112,12 @@ impl RedisStore {
                 )
                 .with_context("key", k.clone())
             })?;
-            invocation.key(format!("{new_prefix}{id}"));
+            let new_key = format!("{new_prefix}{id}");
+            invocation
+                .key(k)
+                .key(&new_key)
+                .key(self.keys.version_key(k))
+                .key(self.keys.version_key(&new_key));
         }
         invocation.arg(type_name);
         let codes: Vec<i64> = invocation

@@ -5,3 +5,4 @@
 mod cassandra;
 mod mongodb;
 mod redis;
+mod redis_types;
