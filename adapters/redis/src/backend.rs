@@ -31,7 +31,7 @@ impl Store for RedisStore {
             cas_compares_value: true,
             // Hash kinds run unconditional steps in the server; with every kind a
             // JSON string (`json=*`) there is nothing to push down.
-            update_pushdown: !self.config.json_all,
+            update_pushdown: !self.config.json_all && !self.config.cluster,
             transactions: false,
             server_clock: true,
             write_batch_max: None,
@@ -42,21 +42,24 @@ impl Store for RedisStore {
     async fn kinds(&self) -> Result<Vec<String>> {
         let pattern = format!("{}*", codec::glob_escape(self.keys.namespace()));
         let mut kinds = BTreeSet::new();
-        let mut cursor = 0;
-        loop {
-            let (next, keys) = self.scan_keys(cursor, &pattern, 1000, None).await?;
-            for k in &keys {
-                if let Some(kind) = self.keys.kind_of(k) {
-                    if !kinds.contains(kind) {
-                        kinds.insert(kind.to_owned());
+        for node in self.each_node() {
+            let mut cursor = 0;
+            loop {
+                let (next, keys) = self.scan_keys(node, cursor, &pattern, 1000, None).await?;
+                for k in &keys {
+                    if let Some(kind) = self.keys.kind_of(k) {
+                        if !kinds.contains(kind) {
+                            kinds.insert(kind.to_owned());
+                        }
                     }
                 }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            if next == 0 {
-                return Ok(kinds.into_iter().collect());
-            }
-            cursor = next;
         }
+        Ok(kinds.into_iter().collect())
     }
 
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
@@ -175,19 +178,22 @@ impl Store for RedisStore {
         let meta_prefix = self.keys.meta_prefix();
         let pattern = format!("{}*", codec::glob_escape(&format!("{meta_prefix}{prefix}")));
         let mut names = BTreeSet::new();
-        let mut cursor = 0;
-        loop {
-            let (next, keys) = self.scan_keys(cursor, &pattern, 1000, None).await?;
-            names.extend(
-                keys.iter()
-                    .filter_map(|k| k.strip_prefix(meta_prefix.as_str()))
-                    .map(str::to_owned),
-            );
-            if next == 0 {
-                return Ok(names.into_iter().collect());
+        for node in self.each_node() {
+            let mut cursor = 0;
+            loop {
+                let (next, keys) = self.scan_keys(node, cursor, &pattern, 1000, None).await?;
+                names.extend(
+                    keys.iter()
+                        .filter_map(|k| k.strip_prefix(meta_prefix.as_str()))
+                        .map(str::to_owned),
+                );
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            cursor = next;
         }
+        Ok(names.into_iter().collect())
     }
 
     async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {

@@ -96,6 +96,9 @@ pub struct RedisConfig {
     pub json_all: bool,
     /// The name of the version field (default `_v`).
     pub version_field: String,
+    /// The server is a node of a Redis Cluster (`?cluster=1`): the driver's
+    /// cluster client, SCAN on every master.
+    pub cluster: bool,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -109,6 +112,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("declared", &self.declared)
             .field("json_all", &self.json_all)
             .field("version_field", &self.version_field)
+            .field("cluster", &self.cluster)
             .finish()
     }
 }
@@ -143,6 +147,7 @@ impl RedisConfig {
             declared: BTreeSet::new(),
             json_all: false,
             version_field: tern_core::model::DEFAULT_VERSION_PROPERTY.to_owned(),
+            cluster: false,
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -185,9 +190,20 @@ impl RedisConfig {
                     );
                 }
                 "version_field" => config.version_field = value.to_owned(),
+                "cluster" => {
+                    config.cluster = match value {
+                        "" | "1" | "true" | "yes" => true,
+                        "0" | "false" | "no" => false,
+                        other => {
+                            return Err(invalid(format!(
+                                "cluster={other:?}: write cluster=1 (a Redis Cluster) or cluster=0"
+                            )));
+                        }
+                    };
+                }
                 other => {
                     return Err(invalid(format!(
-                        "unknown option {other:?}; known: prefix, sep, json, string, set, list, zset, kinds, version_field"
+                        "unknown option {other:?}; known: prefix, sep, json, string, set, list, zset, kinds, version_field, cluster"
                     )));
                 }
             }

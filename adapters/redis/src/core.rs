@@ -10,6 +10,7 @@ use tern_core::store::{Cursor, Error, ErrorKind, Result, Write, WriteOutcome, ur
 
 use crate::codec::{self, Keys};
 use crate::config::{KindLayout, RedisConfig};
+use crate::conn::{Conn, Node};
 use crate::containers;
 use crate::scanpos::{MAX_PENDING, ScanPos};
 
@@ -48,7 +49,9 @@ pub(crate) const COUNT_KEYS_PER_CALL: usize = 5000;
 pub struct RedisStore {
     pub(crate) config: Arc<RedisConfig>,
     pub(crate) keys: Keys,
-    conn: ConnectionManager,
+    conn: Conn,
+    /// The masters of the cluster, in address order (empty: one server).
+    pub(crate) nodes: Arc<Vec<Node>>,
     pub(crate) write_script: Arc<redis::Script>,
     pub(crate) meta_script: Arc<redis::Script>,
     /// Scripts of the feature files and generated pushdown scripts, by text
@@ -89,17 +92,37 @@ impl RedisStore {
             .with_driver_error(url::scrub(&e.to_string(), &config.connection))
             .set_temporary()
         };
-        let mut conn = ConnectionManager::new_with_config(client, manager_config)
-            .await
-            .map_err(unavailable)?;
+        let mut conn = if config.cluster {
+            let cluster =
+                redis::cluster::ClusterClientBuilder::new(vec![config.connection.as_str()])
+                    .connection_timeout(Duration::from_secs(5))
+                    .build()
+                    .map_err(|e| {
+                        Error::new(
+                            ErrorKind::ConfigInvalid,
+                            "the Redis cluster URL is not valid",
+                        )
+                        .with_context("url", config.redacted.clone())
+                        .with_driver_error(url::scrub(&e.to_string(), &config.connection))
+                    })?;
+            Conn::Cluster(cluster.get_async_connection().await.map_err(unavailable)?)
+        } else {
+            Conn::Single(
+                ConnectionManager::new_with_config(client, manager_config)
+                    .await
+                    .map_err(unavailable)?,
+            )
+        };
         let _: String = redis::cmd("PING")
             .query_async(&mut conn)
             .await
             .map_err(unavailable)?;
+        let nodes = conn.masters().await.map_err(unavailable)?;
         Ok(RedisStore {
             keys: Keys::new(&config),
             config: Arc::new(config),
             conn,
+            nodes: Arc::new(nodes),
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
             scripts: Arc::default(),
@@ -124,7 +147,16 @@ impl RedisStore {
         &self.config
     }
 
-    pub(crate) fn conn(&self) -> ConnectionManager {
+    /// Where a full SCAN goes: the server, or every master of the cluster.
+    pub(crate) fn each_node(&self) -> Vec<Option<&Node>> {
+        if self.nodes.is_empty() {
+            vec![None]
+        } else {
+            self.nodes.iter().map(Some).collect()
+        }
+    }
+
+    pub(crate) fn conn(&self) -> Conn {
         self.conn.clone()
     }
 
@@ -135,6 +167,7 @@ impl RedisStore {
     /// One SCAN step over `pattern`: the next cursor and the keys.
     pub(crate) async fn scan_keys(
         &self,
+        node: Option<&Node>,
         cursor: u64,
         pattern: &str,
         count: usize,
@@ -149,7 +182,8 @@ impl RedisStore {
         if let Some(t) = type_name {
             cmd.arg("TYPE").arg(t);
         }
-        cmd.query_async(&mut self.conn())
+        self.conn()
+            .on_node(node, cmd)
             .await
             .map_err(|e| self.err("scanning keys", e))
     }
@@ -172,13 +206,72 @@ impl RedisStore {
         cursor: Option<&Cursor>,
         limit: usize,
     ) -> Result<(Vec<String>, Option<Cursor>)> {
+        if self.nodes.is_empty() {
+            return self
+                .scan_node_page(None, pattern, type_name, cursor, limit)
+                .await;
+        }
+        // A cluster: the masters one after the other, `@<node>/<its cursor>`.
+        let invalid = |text: &str| {
+            Error::new(
+                ErrorKind::InvalidCursor,
+                format!("cursor {text:?} is not a Redis Cluster SCAN position"),
+            )
+        };
+        let (mut node, mut inner) = match cursor {
+            None => (0, None),
+            Some(c) => {
+                let (n, rest) =
+                    c.0.strip_prefix('@')
+                        .and_then(|t| t.split_once('/'))
+                        .ok_or_else(|| invalid(&c.0))?;
+                let n: usize = n.parse().map_err(|_| invalid(&c.0))?;
+                if n >= self.nodes.len() {
+                    return Err(invalid(&c.0));
+                }
+                (n, (!rest.is_empty()).then(|| Cursor(rest.to_owned())))
+            }
+        };
+        loop {
+            let (keys, next) = self
+                .scan_node_page(
+                    Some(&self.nodes[node]),
+                    pattern,
+                    type_name,
+                    inner.as_ref(),
+                    limit,
+                )
+                .await?;
+            match next {
+                Some(c) => return Ok((keys, Some(Cursor(format!("@{node}/{}", c.0))))),
+                None if node + 1 == self.nodes.len() => return Ok((keys, None)),
+                None => {
+                    node += 1;
+                    inner = None;
+                    if !keys.is_empty() {
+                        return Ok((keys, Some(Cursor(format!("@{node}/")))));
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Self::scan_page`] on one server, or one master of a cluster.
+    pub(crate) async fn scan_node_page(
+        &self,
+        node: Option<&Node>,
+        pattern: &str,
+        type_name: Option<&str>,
+        cursor: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<String>, Option<Cursor>)> {
         let limit = limit.max(1);
         let mut pos = ScanPos::parse(cursor)?;
         if let Some(after) = pos.after.take() {
             // Repeat the step that was cut, with the COUNT it had.
             let count = pos.count.take().unwrap_or(SCAN_COUNT);
             let (next, mut keys) = self
-                .scan_keys(pos.cursor, pattern, count, type_name)
+                .scan_keys(node, pos.cursor, pattern, count, type_name)
                 .await?;
             keys.sort_unstable();
             keys.dedup();
@@ -194,7 +287,9 @@ impl RedisStore {
             let room = limit - out.len();
             let ask = scan_count(room, floor);
             let step_cursor = pos.cursor;
-            let (next, mut keys) = self.scan_keys(step_cursor, pattern, ask, type_name).await?;
+            let (next, mut keys) = self
+                .scan_keys(node, step_cursor, pattern, ask, type_name)
+                .await?;
             steps += 1;
             if keys.len() < ask / 2 {
                 // Few keys of the pattern here: visit more per step.
@@ -232,26 +327,34 @@ impl RedisStore {
         }
         let layout = self.config.layout(kind);
         let vf = self.config.version_field.as_str();
-        let mut pipe = redis::pipe();
+        let mut cmds = Vec::with_capacity(redis_keys.len());
         for k in redis_keys {
+            let mut cmd;
             match layout {
-                KindLayout::Hash => pipe.cmd("HGETALL").arg(k),
-                KindLayout::Json => pipe.cmd("GET").arg(k),
-                _ => pipe
-                    .cmd("EVAL")
-                    .arg(containers::READ_SCRIPT)
-                    .arg(2)
-                    .arg(k)
-                    .arg(self.keys.version_key(k))
-                    .arg(layout.code()),
-            };
+                KindLayout::Hash => {
+                    cmd = redis::cmd("HGETALL");
+                    cmd.arg(k);
+                }
+                KindLayout::Json => {
+                    cmd = redis::cmd("GET");
+                    cmd.arg(k);
+                }
+                _ => {
+                    cmd = redis::cmd("EVAL");
+                    cmd.arg(containers::READ_SCRIPT)
+                        .arg(2)
+                        .arg(k)
+                        .arg(self.keys.version_key(k))
+                        .arg(layout.code());
+                }
+            }
+            cmds.push(cmd);
         }
         let failed = |e| self.err("reading entities", e).with_context("kind", kind);
         let mut out = Vec::with_capacity(redis_keys.len());
         match layout {
             KindLayout::Hash => {
-                let rows: Vec<redis::Value> =
-                    pipe.query_async(&mut self.conn()).await.map_err(failed)?;
+                let rows: Vec<redis::Value> = self.conn().many(cmds).await.map_err(failed)?;
                 for (k, row) in redis_keys.iter().zip(rows) {
                     // A key of another type (WRONGTYPE) is not an entity of the kind.
                     let Ok(fields) = redis::from_redis_value::<Vec<(String, String)>>(row) else {
@@ -264,8 +367,7 @@ impl RedisStore {
                 }
             }
             KindLayout::Json => {
-                let rows: Vec<redis::Value> =
-                    pipe.query_async(&mut self.conn()).await.map_err(failed)?;
+                let rows: Vec<redis::Value> = self.conn().many(cmds).await.map_err(failed)?;
                 for (k, row) in redis_keys.iter().zip(rows) {
                     let Ok(Some(text)) = redis::from_redis_value::<Option<String>>(row) else {
                         continue;
@@ -276,7 +378,7 @@ impl RedisStore {
             }
             _ => {
                 let rows: Vec<Option<Vec<Vec<u8>>>> =
-                    pipe.query_async(&mut self.conn()).await.map_err(failed)?;
+                    self.conn().many(cmds).await.map_err(failed)?;
                 for (k, row) in redis_keys.iter().zip(rows) {
                     let key = self.keys.parse_entity_key(kind, k)?;
                     if let Some(e) = containers::from_items(key, layout, row)? {
@@ -312,8 +414,8 @@ impl RedisStore {
     /// Writes one chunk in one call of the write script: KEYS are each
     /// write's key and its version key (see [`WRITE_SCRIPT`]).
     pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
-        let mut keys = Vec::with_capacity(writes.len() * 2);
-        let mut args = vec![self.config.version_field.clone().into_bytes()];
+        // Per write: its two keys and its arguments.
+        let mut each = Vec::with_capacity(writes.len());
         for w in writes {
             let (op, key) = match w {
                 Write::Put(e) => ("P", &e.key),
@@ -322,12 +424,11 @@ impl RedisStore {
                 Write::Delete(k) => ("D", k),
             };
             let redis_key = self.keys.entity_key(key)?;
-            keys.push(self.keys.version_key(&redis_key));
-            keys.push(redis_key);
-            let n = keys.len();
-            keys.swap(n - 2, n - 1);
-            args.push(op.as_bytes().to_vec());
-            args.push(self.config.layout(&key.kind).code().as_bytes().to_vec());
+            let version_key = self.keys.version_key(&redis_key);
+            let mut args = vec![
+                op.as_bytes().to_vec(),
+                self.config.layout(&key.kind).code().as_bytes().to_vec(),
+            ];
             match w {
                 Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
                 Write::Replace { expected, new } => {
@@ -336,18 +437,56 @@ impl RedisStore {
                 }
                 Write::Delete(_) => {}
             }
+            each.push(([redis_key, version_key], args));
         }
-        let mut invocation = self.write_script.prepare_invoke();
-        for k in &keys {
-            invocation.key(k);
-        }
-        for a in &args {
-            invocation.arg(a);
-        }
-        let codes: Vec<i64> = invocation
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|e| self.err("writing entities", e))?;
+        let vf = self.config.version_field.as_bytes();
+        let failed = |e| self.err("writing entities", e);
+        let codes: Vec<i64> = if self.nodes.is_empty() {
+            let mut invocation = self.write_script.prepare_invoke();
+            for (keys, _) in &each {
+                invocation.key(&keys[0]).key(&keys[1]);
+            }
+            invocation.arg(vf);
+            for (_, args) in &each {
+                for a in args {
+                    invocation.arg(a);
+                }
+            }
+            invocation
+                .invoke_async(&mut self.conn())
+                .await
+                .map_err(failed)?
+        } else {
+            // A cluster: one call per write, each in its key's slot.
+            let cmds: Vec<redis::Cmd> = each
+                .iter()
+                .map(|(keys, args)| {
+                    let mut cmd = redis::cmd("EVALSHA");
+                    cmd.arg(self.write_script.get_hash())
+                        .arg(2)
+                        .arg(&keys[0])
+                        .arg(&keys[1])
+                        .arg(vf)
+                        .arg(args);
+                    cmd
+                })
+                .collect();
+            let mut conn = self.conn();
+            let replies: Vec<Vec<i64>> = match conn.many(cmds.clone()).await {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    // Load the script on every master (a node restarted), and try again once.
+                    self.write_script
+                        .load_async(&mut conn)
+                        .await
+                        .map_err(failed)?;
+                    conn.many(cmds).await.map_err(failed)?
+                }
+                other => other.map_err(failed)?,
+            };
+            replies.into_iter().flatten().collect()
+        };
         if codes.len() != writes.len() {
             return Err(Error::new(
                 ErrorKind::Unexpected,

@@ -11,6 +11,7 @@
 mod backend;
 mod codec;
 mod config;
+mod conn;
 mod containers;
 mod core;
 mod pushdown;

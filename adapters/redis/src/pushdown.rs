@@ -324,6 +324,7 @@ impl RedisStore {
         let pattern = self.keys.kind_pattern(kind);
         let mut seen = std::collections::HashSet::new();
         if filter.conditions.is_empty()
+            && self.nodes.is_empty()
             && self.config.layout(kind) == KindLayout::Hash
             && !self.keys.has_subkinds(kind)
         {
@@ -381,6 +382,13 @@ impl RedisStore {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 "the Redis store runs steps of kinds other than hashes on the client",
+            ));
+        }
+        if !self.nodes.is_empty() {
+            // The script's SCAN would see one master only.
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the Redis store runs steps on the client on a Redis Cluster",
             ));
         }
         if self.keys.has_subkinds(&request.kind) {

@@ -1,4 +1,4 @@
-//! The battery on Redis: the plain server, a container, and JSON-string kinds.
+//! The battery on Redis: the plain server, a 3-master cluster, a container, and JSON-string kinds.
 
 mod server {
     tern_core::battery_tests!("redis", tern_integration_tests::redis::backend());
@@ -10,6 +10,13 @@ mod json_strings {
             .await
             .map(|b| b.with_options("json=*"))
     });
+}
+
+mod cluster {
+    tern_core::battery_tests!(
+        "redis-cluster",
+        tern_integration_tests::redis::cluster_backend()
+    );
 }
 
 mod container {
@@ -375,7 +382,7 @@ mod specific {
             .unwrap_err();
         let text = err.to_string();
         assert!(
-            text.contains("kind user is stored as a hash but kind member as a JSON string")
+            text.contains("kind user is stored as hash (the default) but kind member as json=")
                 && text.contains("json="),
             "{text}"
         );

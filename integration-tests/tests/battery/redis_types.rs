@@ -301,3 +301,28 @@ mod server {
         super::every_type_migrates_whole_with_its_ttl(store, &ns, &mut conn).await;
     }
 }
+
+mod cluster {
+    use tern_core::testing::battery::or_skip;
+    use tern_integration_tests::redis::cluster_backend;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_type_migrates_whole_with_its_ttl() {
+        let Some(b) = or_skip(cluster_backend(), None).await else {
+            return;
+        };
+        let b = b.with_options(super::OPTIONS);
+        let url = b.fresh_url();
+        let ns = url
+            .split("prefix=")
+            .nth(1)
+            .and_then(|rest| rest.split('&').next())
+            .unwrap()
+            .to_owned();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
+        let seed = b.url().split('?').next().unwrap().to_owned();
+        let client = redis::cluster::ClusterClient::new(vec![seed]).unwrap();
+        let mut conn = client.get_async_connection().await.unwrap();
+        super::every_type_migrates_whole_with_its_ttl(store, &ns, &mut conn).await;
+    }
+}
