@@ -232,24 +232,29 @@ impl RedisStore {
                 (n, (!rest.is_empty()).then(|| Cursor(rest.to_owned())))
             }
         };
+        // Fill the page from the masters in turn: a short page only where one
+        // master's SCAN steps returned short, never at a master's end.
+        let mut out = Vec::new();
         loop {
+            let room = limit.max(1) - out.len();
             let (keys, next) = self
                 .scan_node_page(
                     Some(&self.nodes[node]),
                     pattern,
                     type_name,
                     inner.as_ref(),
-                    limit,
+                    room,
                 )
                 .await?;
+            out.extend(keys);
             match next {
-                Some(c) => return Ok((keys, Some(Cursor(format!("@{node}/{}", c.0))))),
-                None if node + 1 == self.nodes.len() => return Ok((keys, None)),
+                Some(c) => return Ok((out, Some(Cursor(format!("@{node}/{}", c.0))))),
+                None if node + 1 == self.nodes.len() => return Ok((out, None)),
                 None => {
                     node += 1;
                     inner = None;
-                    if !keys.is_empty() {
-                        return Ok((keys, Some(Cursor(format!("@{node}/")))));
+                    if out.len() >= limit.max(1) {
+                        return Ok((out, Some(Cursor(format!("@{node}/")))));
                     }
                 }
             }
