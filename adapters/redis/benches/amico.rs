@@ -64,9 +64,9 @@ async fn flush(conn: &mut MultiplexedConnection) {
 /// The members and scores of sorted set `i`.
 fn members(i: usize) -> [(f64, String); 3] {
     [
-        (i as f64, format!("u{}", i * 7 % 1_000_003)),
-        (1.5, format!("u{}", i + 1)),
-        (1e9 + i as f64, format!("u{}", i * 13 % 999_983)),
+        (i as f64, format!("a{}", i * 7 % 1_000_003)),
+        (1.5, format!("b{}", i + 1)),
+        (1e9 + i as f64, format!("c{}", i * 13 % 999_983)),
     ]
 }
 

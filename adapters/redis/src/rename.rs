@@ -76,6 +76,9 @@ end
 return 0
 ";
 
+/// What step 1 read of one key: its `DUMP`, `PTTL` and version tag (`''` for none).
+type Dumped = (Vec<u8>, i64, Vec<u8>);
+
 /// One call of `script` with a key and its version key, then `args`.
 fn eval(script: &str, key: &str, version_key: &str, args: &[&[u8]]) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
@@ -102,7 +105,7 @@ impl RedisStore {
     ) -> Result<Vec<i64>> {
         let failed = |e| self.err("renaming a kind", e);
         let mut conn = self.conn();
-        let dumps: Vec<Option<(Vec<u8>, i64, Vec<u8>)>> = conn
+        let dumps: Vec<Option<Dumped>> = conn
             .many(
                 pairs
                     .iter()

@@ -15,7 +15,7 @@ use tern_core::store::Store;
 /// A Rust transform of one kind.
 struct Transform {
     kind: &'static str,
-    f: fn(&mut Map),
+    f: Edit,
 }
 
 impl EntityMigration for Transform {
@@ -35,6 +35,9 @@ fn array(value: &mut Map, name: &str) -> Vec<Value> {
     }
 }
 
+/// An edit of an entity's value.
+type Edit = fn(&mut Map);
+
 /// The URL options of the test's kinds.
 pub(crate) const OPTIONS: &str =
     "string=blob&set=tags&list=queue&zset=amico:followers,amico:followers:default";
@@ -42,7 +45,7 @@ pub(crate) const OPTIONS: &str =
 /// The migrations: one transform per container type, then the Amico rename.
 fn migrations() -> MigrationSet {
     let mut set = MigrationSet::new();
-    let code: [(&str, fn(&mut Map)); 4] = [
+    let code: [(&str, Edit); 4] = [
         ("blob", |v| {
             let Some(Value::String(s)) = v.get("value") else {
                 panic!("blob {v:?}")
