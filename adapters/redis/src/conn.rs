@@ -78,6 +78,9 @@ impl Conn {
     /// server; concurrent requests on a cluster, whose pipelines must stay in
     /// one slot (the cluster client multiplexes them per node).
     pub(crate) async fn many<T: FromRedisValue>(&mut self, cmds: Vec<Cmd>) -> RedisResult<Vec<T>> {
+        if cmds.is_empty() {
+            return Ok(Vec::new());
+        }
         match self {
             Conn::Single(c) => {
                 let mut pipe = redis::pipe();
