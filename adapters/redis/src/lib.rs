@@ -1,5 +1,7 @@
 //! tern adapter for Redis: [`RedisStore`] keeps each entity under the key
-//! `[ns:]kind:id`, as a hash (default) or as a JSON string, per kind.
+//! `[ns:]kind:id`, as a hash (default), a JSON string, a plain string, a set,
+//! a list or a sorted set, per kind; kinds may be prefix hierarchies
+//! (`amico:followers`), and the server may be a Redis Cluster.
 //!
 //! The one choice to know: Redis has no ordered scan, so scans use `SCAN`,
 //! which may return a key twice and may miss keys written meanwhile; tern's
