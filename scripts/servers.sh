@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs, starts, stops and reports tern's integration-test servers, on 127.0.0.1 only.
 #
-#   scripts/servers.sh install|start|stop|restart|status|env [redis|mongodb|cassandra|all]...
+#   scripts/servers.sh install|start|stop|restart|status|env [redis|cluster|mongodb|cassandra|all]...
 #
 #   redis      the real redis-server (Debian package), daemonized on 127.0.0.1:6379
+#   cluster    a Redis Cluster of 3 masters (same package) on 127.0.0.1:7001-7003
 #   mongodb    SecantusDB (MongoDB wire protocol over WiredTiger, Python build in a venv), :27017
 #   cassandra  tern-cql-server (in-memory CQL v4 stand-in, built from this workspace), :9042
 #
@@ -14,6 +15,7 @@
 # `status` exits 3 when a requested server does not answer.
 #
 # Environment: TERN_STATE_DIR (default: <repo>/.tern-servers), TERN_REDIS_PORT (6379),
+# TERN_REDIS_CLUSTER_PORT (7001: the first of three),
 # TERN_MONGODB_PORT (27017), TERN_CASSANDRA_PORT (9042), TERN_SERVER_TIMEOUT (60 s per start),
 # TERN_MONGODB_STORAGE (default: $TERN_STATE_DIR/mongo-data; ':memory:' for a throwaway store),
 # TERN_SECANTUS_SPEC (SecantusDB==0.7.0b3), TERN_PYTHON (python3), CARGO_TARGET_DIR.
@@ -26,6 +28,8 @@ source "$REPO/scripts/lib/common.sh"
 
 STATE=${TERN_STATE_DIR:-$REPO/.tern-servers}
 REDIS_PORT=${TERN_REDIS_PORT:-6379}
+CLUSTER_PORT=${TERN_REDIS_CLUSTER_PORT:-7001}
+CLUSTER_PORTS=("$CLUSTER_PORT" "$((CLUSTER_PORT + 1))" "$((CLUSTER_PORT + 2))")
 MONGODB_PORT=${TERN_MONGODB_PORT:-27017}
 CASSANDRA_PORT=${TERN_CASSANDRA_PORT:-9042}
 TIMEOUT=${TERN_SERVER_TIMEOUT:-60}
@@ -101,6 +105,56 @@ redis_start() {
 
 redis_stop() { stop_pidfile redis "$STATE/redis.pid" redis-server; }
 
+# --- cluster (Redis Cluster, 3 masters) ---------------------------------------------------------
+
+cluster_install() { redis_install; }
+
+# cluster_ok: the cluster answers on its first port and every slot is served.
+cluster_ok() {
+    redis-cli -h 127.0.0.1 -p "$CLUSTER_PORT" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
+}
+
+cluster_start() {
+    if cluster_ok; then
+        log "cluster: already answering on 127.0.0.1:${CLUSTER_PORTS[0]}-${CLUSTER_PORTS[2]}"
+        return 0
+    fi
+    local port dir
+    for port in "${CLUSTER_PORTS[@]}"; do
+        dir=$STATE/cluster/$port
+        mkdir -p "$dir"
+        if probe redis "$port" 2>/dev/null; then
+            continue
+        fi
+        refuse_if_running "cluster:$port" "$dir/redis.pid" redis-server
+        # A fresh node each time: a node file of an earlier cluster would make it
+        # refuse to join the new one.
+        rm -f "$dir/redis.pid" "$dir/nodes.conf"
+        # shellcheck disable=SC2094
+        redis-server --bind 127.0.0.1 --port "$port" --daemonize yes --save '' \
+            --appendonly no --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
+            --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
+            --cluster-node-timeout 5000 </dev/null >>"$dir/redis.log" 2>&1
+        wait_ready "cluster:$port" "$dir/redis.log" "$dir/redis.pid" redis-server "$TIMEOUT" \
+            probe redis "$port"
+    done
+    local nodes=()
+    for port in "${CLUSTER_PORTS[@]}"; do nodes+=("127.0.0.1:$port"); done
+    redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >&2
+    local waited=0
+    until cluster_ok; do
+        ((waited++ < TIMEOUT * 10)) || die "cluster: slots not served after ${TIMEOUT}s"
+        sleep 0.1
+    done
+}
+
+cluster_stop() {
+    local port
+    for port in "${CLUSTER_PORTS[@]}"; do
+        stop_pidfile "cluster:$port" "$STATE/cluster/$port/redis.pid" redis-server
+    done
+}
+
 # --- mongodb (SecantusDB) -------------------------------------------------------------------------
 
 mongodb_install() {
@@ -170,6 +224,15 @@ cassandra_stop() { stop_pidfile cassandra "$STATE/cassandra.pid" tern-cql-server
 
 status_of() {
     local svc=$1 kind port pidfile pid=""
+    if [[ $svc == cluster ]]; then
+        if cluster_ok; then
+            printf '%-9s up    127.0.0.1:%s-%s\n' "$svc" "${CLUSTER_PORTS[0]}" "${CLUSTER_PORTS[2]}"
+        else
+            printf '%-9s down  127.0.0.1:%s-%s\n' "$svc" "${CLUSTER_PORTS[0]}" "${CLUSTER_PORTS[2]}"
+            return 3
+        fi
+        return 0
+    fi
     case $svc in
         redis) kind=redis port=$REDIS_PORT ;;
         mongodb) kind=mongodb port=$MONGODB_PORT ;;
@@ -192,6 +255,9 @@ print_env() {
     for svc in "$@"; do
         case $svc in
             redis) printf 'export TERN_IT_REDIS_URL=%q\n' "redis://127.0.0.1:$REDIS_PORT" ;;
+            cluster)
+                printf 'export TERN_IT_REDIS_CLUSTER_URL=%q\n' \
+                    "redis://127.0.0.1:$CLUSTER_PORT/?cluster=1" ;;
             mongodb) printf 'export TERN_IT_MONGODB_URL=%q\n' "mongodb://127.0.0.1:$MONGODB_PORT" ;;
             cassandra)
                 printf 'export TERN_IT_CASSANDRA_URL=%q\n' \
@@ -208,8 +274,8 @@ main() {
     shift
     for svc in "${@:-all}"; do
         case $svc in
-            all) services+=(redis mongodb cassandra) ;;
-            redis | mongodb | cassandra) services+=("$svc") ;;
+            all) services+=(redis cluster mongodb cassandra) ;;
+            redis | cluster | mongodb | cassandra) services+=("$svc") ;;
             *) log "unknown server: $svc" && usage ;;
         esac
     done

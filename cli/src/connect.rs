@@ -79,9 +79,14 @@ pub async fn open_with(store_url: &str, create: bool) -> anyhow::Result<Arc<dyn 
         "mongodb" | "mongodb+srv" => Box::pin(tern_mongodb::open(store_url))
             .await
             .context("cannot open the mongodb store"),
-        "redis" | "rediss" => Box::pin(tern_redis::open(store_url))
-            .await
-            .context("cannot open the redis store"),
+        "redis" | "rediss" => {
+            let config = tern_redis::RedisConfig::from_url(store_url)
+                .context("cannot open the redis store")?;
+            let store = Box::pin(tern_redis::RedisStore::connect(config))
+                .await
+                .context("cannot open the redis store")?;
+            Ok(Arc::new(store))
+        }
         other => bail!(
             "unknown store scheme {other:?} in {shown}; use embedded:, mongodb://, redis:// or cassandra://"
         ),

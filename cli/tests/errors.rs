@@ -104,7 +104,8 @@ async fn a_driver_refusing_the_url_is_said_once() {
 
 #[tokio::test]
 async fn a_migration_error_over_a_store_error_says_each_layer_once() {
-    let store_err = match tern_redis::open("redis://:s3cret@127.0.0.1:1").await {
+    let config = tern_redis::RedisConfig::from_url("redis://:s3cret@127.0.0.1:1").unwrap();
+    let store_err = match tern_redis::RedisStore::connect(config).await {
         Ok(_) => panic!("something listens on port 1 of 127.0.0.1"),
         Err(e) => e,
     };

@@ -183,7 +183,9 @@ async fn open(name: &str) -> Result<(Arc<dyn Store>, String), String> {
         "redis" => {
             let b = tern_integration_tests::redis::backend().await?;
             let url = b.fresh_url();
-            let s = tern_redis::open(&url).await.map_err(|e| e.to_string())?;
+            let s = tern_integration_tests::redis::open(&url)
+                .await
+                .map_err(|e| e.to_string())?;
             Ok((s, url))
         }
         "cassandra" => {

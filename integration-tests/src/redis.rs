@@ -1,6 +1,7 @@
 //! The Redis fixture.
 //!
 //! - [`backend`]: the server at `TERN_IT_REDIS_URL` (`scripts/servers.sh`);
+//! - [`cluster_backend`]: the Redis Cluster at `TERN_IT_REDIS_CLUSTER_URL`;
 //! - [`container_backend`]: a container of `TERN_IT_REDIS_IMAGE` (default
 //!   `redis:7`; `scripts/redis-image.sh` builds `local/tern-redis:7`), host
 //!   networking on a free port of 127.0.0.1.
@@ -56,8 +57,17 @@ impl RedisBackend {
     /// # Errors
     /// When the server cannot be reached.
     pub async fn try_fresh(&self) -> Result<Arc<dyn Store>, tern_core::store::Error> {
-        tern_redis::open(&self.fresh_url()).await
+        open(&self.fresh_url()).await
     }
+}
+
+/// Opens the Redis store named by `url` (`RedisConfig::from_url`, then `RedisStore::connect`).
+///
+/// # Errors
+/// A bad URL, or a server that does not answer.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>, tern_core::store::Error> {
+    let config = tern_redis::RedisConfig::from_url(url)?;
+    Ok(Arc::new(tern_redis::RedisStore::connect(config).await?))
 }
 
 #[async_trait]
@@ -87,6 +97,28 @@ pub async fn backend() -> Result<RedisBackend, String> {
     // caller asked for this server.
     if let Err(e) = backend.try_fresh().await {
         panic!("TERN_IT_REDIS_URL is set but unusable: {e}");
+    }
+    Ok(backend)
+}
+
+/// The Redis Cluster at `TERN_IT_REDIS_CLUSTER_URL` (`redis://127.0.0.1:7001/?cluster=1`,
+/// `scripts/servers.sh start cluster`), or why it is not available here.
+///
+/// # Errors
+/// The skip reason.
+pub async fn cluster_backend() -> Result<RedisBackend, String> {
+    let url = common::env("TERN_IT_REDIS_CLUSTER_URL").ok_or_else(|| {
+        "TERN_IT_REDIS_CLUSTER_URL is not set (run `scripts/servers.sh start cluster` and \
+         `eval \"$(scripts/servers.sh env cluster)\"`)"
+            .to_owned()
+    })?;
+    let backend = RedisBackend {
+        url,
+        query: String::new(),
+        _container: None,
+    };
+    if let Err(e) = backend.try_fresh().await {
+        panic!("TERN_IT_REDIS_CLUSTER_URL is set but unusable: {e}");
     }
     Ok(backend)
 }

@@ -32,6 +32,11 @@ fn base_url() -> String {
     url.trim_end_matches('/').to_owned()
 }
 
+async fn open(url: &str) -> Arc<dyn tern_core::store::Store> {
+    let config = tern_redis::RedisConfig::from_url(url).expect("url");
+    Arc::new(tern_redis::RedisStore::connect(config).await.expect("open"))
+}
+
 async fn flush(url: &str) {
     let client = redis::Client::open(url).expect("url");
     let mut conn = client
@@ -111,8 +116,8 @@ async fn main() {
     for round in 0..a.rounds {
         flush(&tern_url).await;
         flush(&loop_url).await;
-        let tern_store = tern_redis::open(&tern_url).await.expect("open");
-        let loop_store = tern_redis::open(&loop_url).await.expect("open");
+        let tern_store = open(&tern_url).await;
+        let loop_store = open(&loop_url).await;
         bench::load(tern_store.as_ref(), a.entities)
             .await
             .expect("load");

@@ -61,7 +61,9 @@ async fn main() {
     let prefix = format!("tjoin{}", std::process::id());
     let url = format!("{base}?prefix={prefix}");
     println!("Redis hashes at {url}, batch {}", a.batch);
-    let store = tern_redis::open(&url).await.expect("open");
+    let config = tern_redis::RedisConfig::from_url(&url).expect("url");
+    let store: std::sync::Arc<dyn tern_core::store::Store> =
+        std::sync::Arc::new(tern_redis::RedisStore::connect(config).await.expect("open"));
     join_bench::load(store.as_ref(), a.entities)
         .await
         .expect("load");

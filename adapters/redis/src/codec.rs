@@ -16,6 +16,8 @@ pub(crate) struct Keys {
     /// `ns:` or empty.
     ns: String,
     sep: String,
+    /// The declared kinds (`?kinds=` and the layout options), longest first.
+    declared: Vec<String>,
 }
 
 impl Keys {
@@ -27,6 +29,11 @@ impl Keys {
                 .map(|p| format!("{p}{}", config.separator))
                 .unwrap_or_default(),
             sep: config.separator.clone(),
+            declared: {
+                let mut d: Vec<String> = config.declared.iter().cloned().collect();
+                d.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+                d
+            },
         }
     }
 
@@ -35,13 +42,16 @@ impl Keys {
         &self.ns
     }
 
-    /// Checks that `kind` can name a key prefix of its own.
+    /// Checks that `kind` can name a key prefix of its own: a kind that holds
+    /// the separator must be declared (`?kinds=`), and a key of the kind must
+    /// not read as a longer declared kind.
     pub(crate) fn check_kind(&self, kind: &str) -> Result<()> {
-        if kind.contains(self.sep.as_str()) {
+        if kind.contains(self.sep.as_str()) && !self.declared.iter().any(|d| d == kind) {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 format!(
-                    "kind {kind:?} contains the key separator {:?}; choose another separator with ?sep=",
+                    "kind {kind:?} contains the key separator {:?}: declare it in the store URL \
+                     (?kinds={kind}) or choose another separator with ?sep=",
                     self.sep
                 ),
             )
@@ -69,11 +79,48 @@ impl Keys {
     /// The Redis key of an entity: `ns:kind:id`.
     pub(crate) fn entity_key(&self, key: &Key) -> Result<String> {
         self.check_kind(&key.kind)?;
-        Ok(format!(
-            "{}{}",
-            self.kind_prefix(&key.kind),
-            encode_id(&key.id)
-        ))
+        let redis_key = format!("{}{}", self.kind_prefix(&key.kind), encode_id(&key.id));
+        match self.kind_of(&redis_key) {
+            Some(kind) if kind == key.kind => Ok(redis_key),
+            other => Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "the Redis key {redis_key:?} of this entity would read as an entity of kind \
+                     {:?} (the longest declared kind it starts with, ?kinds=): choose another id \
+                     or declare the kinds differently",
+                    other.unwrap_or_default()
+                ),
+            )
+            .with_context("key", key.to_string())),
+        }
+    }
+
+    /// The declared kinds that extend `kind` (`kind:sub...`): their keys match
+    /// the SCAN pattern of `kind` but are not entities of it.
+    pub(crate) fn has_subkinds(&self, kind: &str) -> bool {
+        let prefix = format!("{kind}{}", self.sep);
+        self.declared.iter().any(|d| d.starts_with(prefix.as_str()))
+    }
+
+    /// Is `redis_key` (found by a scan of `kind`) an entity key of `kind`, and
+    /// not of a longer declared kind? Resolved per key.
+    pub(crate) fn owns(&self, kind: &str, redis_key: &str) -> bool {
+        self.kind_of(redis_key) == Some(kind)
+    }
+
+    /// The version tag of a container (set, list, sorted set, plain string)
+    /// at `redis_key`: a string key in the same cluster slot (hash tags), so a
+    /// script can touch both: `ns:__tern:v:{<key>}`, or `ns:__tern:v:<key>`
+    /// when the key holds braces (then its own hash tag, if any, decides).
+    pub(crate) fn version_key(&self, redis_key: &str) -> String {
+        if redis_key.contains(['{', '}']) {
+            format!("{}{META_KIND}{}v{}{redis_key}", self.ns, self.sep, self.sep)
+        } else {
+            format!(
+                "{}{META_KIND}{}v{}{{{redis_key}}}",
+                self.ns, self.sep, self.sep
+            )
+        }
     }
 
     /// The key of a Redis key name found by a scan of `kind`, if it is one.
@@ -107,9 +154,16 @@ impl Keys {
         format!("{}{name}", self.meta_prefix())
     }
 
-    /// The kind of a key found by a namespace-wide SCAN, if it is an entity key.
+    /// The kind of a Redis key, if it is an entity key: the longest declared
+    /// kind it starts with (followed by the separator), else its first segment
+    /// (KVolve's namespace resolution, per key).
     pub(crate) fn kind_of<'a>(&self, redis_key: &'a str) -> Option<&'a str> {
         let rest = redis_key.strip_prefix(self.ns.as_str())?;
+        for d in &self.declared {
+            if rest.starts_with(d.as_str()) && rest[d.len()..].starts_with(self.sep.as_str()) {
+                return Some(&rest[..d.len()]);
+            }
+        }
         let (kind, _) = rest.split_once(self.sep.as_str())?;
         (!kind.is_empty() && kind != META_KIND).then_some(kind)
     }
@@ -362,6 +416,54 @@ pub(crate) fn entity_from_json(key: Key, text: &str, version_field: &str) -> Res
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kind_of_a_key_is_its_longest_declared_prefix() {
+        let config = RedisConfig::from_url(
+            "redis://127.0.0.1/?prefix=ns&kinds=amico:followers,amico:followers:default",
+        )
+        .unwrap();
+        let keys = Keys::new(&config);
+        assert_eq!(
+            keys.kind_of("ns:amico:followers:7"),
+            Some("amico:followers")
+        );
+        assert_eq!(
+            keys.kind_of("ns:amico:followers:default:7"),
+            Some("amico:followers:default")
+        );
+        assert_eq!(keys.kind_of("ns:amico:blocked:7"), Some("amico"));
+        assert_eq!(keys.kind_of("ns:user:7"), Some("user"));
+        assert_eq!(keys.kind_of("ns:__tern:v:{ns:user:7}"), None);
+        assert!(keys.owns("amico:followers", "ns:amico:followers:7"));
+        assert!(!keys.owns("amico:followers", "ns:amico:followers:default:7"));
+        assert!(keys.has_subkinds("amico:followers"));
+        assert!(!keys.has_subkinds("amico:followers:default"));
+        // An undeclared kind with the separator is refused; an id that would read
+        // as a longer declared kind too.
+        let undeclared = Key::new("amico:blocked", "7").unwrap();
+        assert_eq!(
+            keys.entity_key(&undeclared).unwrap_err().kind(),
+            ErrorKind::Unsupported
+        );
+        let shadowed = Key::new("amico:followers", "default:7").unwrap();
+        assert_eq!(
+            keys.entity_key(&shadowed).unwrap_err().kind(),
+            ErrorKind::Unsupported
+        );
+        let fine = Key::new("amico:followers:default", "7").unwrap();
+        assert_eq!(
+            keys.entity_key(&fine).unwrap(),
+            "ns:amico:followers:default:7"
+        );
+    }
+
+    #[test]
+    fn version_keys_share_the_slot_of_their_key() {
+        let keys = Keys::new(&RedisConfig::from_url("redis://127.0.0.1/?prefix=ns").unwrap());
+        assert_eq!(keys.version_key("ns:s:1"), "ns:__tern:v:{ns:s:1}");
+        assert_eq!(keys.version_key("ns:s:{a}1"), "ns:__tern:v:ns:s:{a}1");
+    }
 
     #[test]
     fn ids_round_trip() {

@@ -1,25 +1,80 @@
 //! The store URL and what it configures.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tern_core::store::{Error, ErrorKind, Result, url};
 
 /// The URL scheme of this adapter.
 pub const REDIS_SCHEME: &str = "redis";
 
-/// How the entities of one kind are stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the entities of one kind are stored (the Redis type of their keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum KindLayout {
     /// A Redis hash: one field per top-level property, plus the version field.
     Hash,
     /// A Redis string holding tern's JSON of the map, with the version field in it.
     Json,
+    /// A plain Redis string (`?string=`): the entity `{value: <text or bytes>}`.
+    Text,
+    /// A Redis set (`?set=`): the entity `{members: [...]}`, members in byte order.
+    Set,
+    /// A Redis list (`?list=`): the entity `{items: [...]}`, in list order.
+    List,
+    /// A Redis sorted set (`?zset=`): the entity `{members: [[member, score], ...]}`,
+    /// in score order.
+    SortedSet,
+}
+
+impl KindLayout {
+    /// The option of the store URL that declares this layout.
+    pub fn option(self) -> &'static str {
+        match self {
+            KindLayout::Hash => "hash",
+            KindLayout::Json => "json",
+            KindLayout::Text => "string",
+            KindLayout::Set => "set",
+            KindLayout::List => "list",
+            KindLayout::SortedSet => "zset",
+        }
+    }
+
+    /// The Redis type name of the keys (as `TYPE` and `SCAN ... TYPE` name it).
+    pub fn type_name(self) -> &'static str {
+        match self {
+            KindLayout::Hash => "hash",
+            KindLayout::Json | KindLayout::Text => "string",
+            KindLayout::Set => "set",
+            KindLayout::List => "list",
+            KindLayout::SortedSet => "zset",
+        }
+    }
+
+    /// A container whose version tag lives in a companion key (every layout
+    /// but hashes and JSON strings, which hold it in the value).
+    pub fn tag_in_companion(self) -> bool {
+        !matches!(self, KindLayout::Hash | KindLayout::Json)
+    }
+
+    /// The one-letter code of the layout in the write and read scripts.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            KindLayout::Hash => "h",
+            KindLayout::Json => "j",
+            KindLayout::Text => "t",
+            KindLayout::Set => "s",
+            KindLayout::List => "l",
+            KindLayout::SortedSet => "z",
+        }
+    }
 }
 
 /// The parsed configuration of a Redis store.
 ///
 /// `redis://[user:pass@]host:port[/db][?prefix=ns&sep=:&json=kind1,kind2&version_field=_v]`
-/// (`json=*`: every kind is a JSON string).
+/// (`json=*`: every kind is a JSON string); `string=`, `set=`, `list=`, `zset=`
+/// declare kinds of the other Redis types; `kinds=a:b,c:d` declares kinds whose
+/// names hold the separator (prefix hierarchies; any kind named in a layout
+/// option is declared too).
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisConfig {
     /// The connection URL handed to the driver (without tern's query options).
@@ -30,12 +85,20 @@ pub struct RedisConfig {
     pub prefix: Option<String>,
     /// The separator between namespace, kind and id (default `:`).
     pub separator: String,
-    /// Kinds stored as JSON strings; every other kind is a hash.
-    pub json_kinds: BTreeSet<String>,
+    /// The layout of each kind named in a layout option (`json=`, `set=`...);
+    /// every other kind is a hash (or a JSON string with `json=*`).
+    pub layouts: BTreeMap<String, KindLayout>,
+    /// The declared kinds: named in `kinds=` or in a layout option. The kind of
+    /// a key is the longest declared kind it starts with (then the separator),
+    /// or else its first segment.
+    pub declared: BTreeSet<String>,
     /// Every kind is stored as a JSON string (`json=*`).
     pub json_all: bool,
     /// The name of the version field (default `_v`).
     pub version_field: String,
+    /// The server is a node of a Redis Cluster (`?cluster=1`): the driver's
+    /// cluster client, SCAN on every master.
+    pub cluster: bool,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -45,9 +108,11 @@ impl std::fmt::Debug for RedisConfig {
             .field("url", &self.redacted)
             .field("prefix", &self.prefix)
             .field("separator", &self.separator)
-            .field("json_kinds", &self.json_kinds)
+            .field("layouts", &self.layouts)
+            .field("declared", &self.declared)
             .field("json_all", &self.json_all)
             .field("version_field", &self.version_field)
+            .field("cluster", &self.cluster)
             .finish()
     }
 }
@@ -58,7 +123,7 @@ impl RedisConfig {
     /// # Errors
     /// [`ErrorKind::ConfigInvalid`] for another scheme, an unknown option, or an
     /// empty separator.
-    pub fn parse(store_url: &str) -> Result<RedisConfig> {
+    pub fn from_url(store_url: &str) -> Result<Self, Error> {
         let redacted = url::redact(store_url);
         let invalid = |message: String| {
             Error::new(ErrorKind::ConfigInvalid, message).with_context("url", redacted.clone())
@@ -78,9 +143,11 @@ impl RedisConfig {
             redacted: url::redact(store_url),
             prefix: None,
             separator: ":".to_owned(),
-            json_kinds: BTreeSet::new(),
+            layouts: BTreeMap::new(),
+            declared: BTreeSet::new(),
             json_all: false,
             version_field: tern_core::model::DEFAULT_VERSION_PROPERTY.to_owned(),
+            cluster: false,
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -89,19 +156,54 @@ impl RedisConfig {
                     config.prefix = (!value.is_empty()).then(|| value.to_owned());
                 }
                 "sep" | "separator" => config.separator = value.to_owned(),
-                "json" => {
+                "json" | "string" | "set" | "list" | "zset" => {
+                    let layout = match name {
+                        "json" => KindLayout::Json,
+                        "string" => KindLayout::Text,
+                        "set" => KindLayout::Set,
+                        "list" => KindLayout::List,
+                        _ => KindLayout::SortedSet,
+                    };
                     for kind in value.split(',').filter(|k| !k.is_empty()) {
-                        if kind == "*" {
+                        if kind == "*" && layout == KindLayout::Json {
                             config.json_all = true;
-                        } else {
-                            config.json_kinds.insert(kind.to_owned());
+                            continue;
                         }
+                        if let Some(other) = config.layouts.insert(kind.to_owned(), layout) {
+                            if other != layout {
+                                return Err(invalid(format!(
+                                    "kind {kind:?} is named in both {}= and {}=; name it in one",
+                                    other.option(),
+                                    layout.option()
+                                )));
+                            }
+                        }
+                        config.declared.insert(kind.to_owned());
                     }
                 }
+                "kinds" => {
+                    config.declared.extend(
+                        value
+                            .split(',')
+                            .filter(|k| !k.is_empty())
+                            .map(str::to_owned),
+                    );
+                }
                 "version_field" => config.version_field = value.to_owned(),
+                "cluster" => {
+                    config.cluster = match value {
+                        "" | "1" | "true" | "yes" => true,
+                        "0" | "false" | "no" => false,
+                        other => {
+                            return Err(invalid(format!(
+                                "cluster={other:?}: write cluster=1 (a Redis Cluster) or cluster=0"
+                            )));
+                        }
+                    };
+                }
                 other => {
                     return Err(invalid(format!(
-                        "unknown option {other:?}; known: prefix, sep, json, version_field"
+                        "unknown option {other:?}; known: prefix, sep, json, string, set, list, zset, kinds, version_field, cluster"
                     )));
                 }
             }
@@ -117,10 +219,10 @@ impl RedisConfig {
 
     /// The layout of `kind`.
     pub fn layout(&self, kind: &str) -> KindLayout {
-        if self.json_all || self.json_kinds.contains(kind) {
-            KindLayout::Json
-        } else {
-            KindLayout::Hash
+        match self.layouts.get(kind) {
+            Some(layout) => *layout,
+            None if self.json_all => KindLayout::Json,
+            None => KindLayout::Hash,
         }
     }
 }
@@ -133,7 +235,7 @@ mod tests {
     #[test]
     fn options_are_parsed_and_stripped() {
         let c =
-            RedisConfig::parse("redis://:pw@127.0.0.1:6379/2?prefix=ns&json=a,b&sep=/").unwrap();
+            RedisConfig::from_url("redis://:pw@127.0.0.1:6379/2?prefix=ns&json=a,b&sep=/").unwrap();
         assert_eq!(c.connection, "redis://:pw@127.0.0.1:6379/2");
         assert_eq!(c.prefix.as_deref(), Some("ns"));
         assert_eq!(c.separator, "/");
@@ -144,9 +246,25 @@ mod tests {
 
     #[test]
     fn bad_urls_are_config_errors_without_password() {
-        let e = RedisConfig::parse("redis://:pw@127.0.0.1/?bogus=1").unwrap_err();
+        let e = RedisConfig::from_url("redis://:pw@127.0.0.1/?bogus=1").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::ConfigInvalid);
         assert!(!e.to_string().contains("pw"));
-        assert!(RedisConfig::parse("mongodb://h").is_err());
+        assert!(RedisConfig::from_url("mongodb://h").is_err());
+        let both = RedisConfig::from_url("redis://127.0.0.1/?set=a&list=a").unwrap_err();
+        assert!(both.to_string().contains("set= and list="), "{both}");
+    }
+
+    #[test]
+    fn layouts_and_declared_kinds() {
+        let c = RedisConfig::from_url(
+            "redis://127.0.0.1/?zset=amico:followers,amico:following&set=s&list=l&string=t&kinds=skx:INODE",
+        )
+        .unwrap();
+        assert_eq!(c.layout("amico:followers"), KindLayout::SortedSet);
+        assert_eq!(c.layout("s"), KindLayout::Set);
+        assert_eq!(c.layout("l"), KindLayout::List);
+        assert_eq!(c.layout("t"), KindLayout::Text);
+        assert_eq!(c.layout("skx:INODE"), KindLayout::Hash);
+        assert!(c.declared.contains("skx:INODE") && c.declared.contains("amico:following"));
     }
 }

@@ -1,11 +1,524 @@
-//! Driver calls shared by the store: error mapping and the Lua scripts.
+//! The store's connection and the driver calls every feature shares: the
+//! single error mapper ([`driver_error`]), SCAN pages, reads and the write script.
 
-use tern_core::store::{Error, ErrorKind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use tern_core::model::Entity;
+use tern_core::store::{Cursor, Error, ErrorKind, Result, Write, WriteOutcome, url};
+
+use crate::codec::{self, Keys};
+use crate::config::{KindLayout, RedisConfig};
+use crate::conn::{Conn, Node};
+use crate::containers;
+use crate::scanpos::{MAX_PENDING, ScanPos};
+
+/// Writes per script call: bounds how long one call holds the server.
+pub(crate) const WRITES_PER_CALL: usize = 500;
+
+/// The COUNT of every SCAN step: buckets visited per round trip.
+pub(crate) const SCAN_COUNT: usize = 1000;
+
+/// The most SCAN steps one page issues before it returns short.
+pub(crate) const SCAN_STEPS_PER_PAGE: usize = 64;
+
+/// The most keys one server-side batch script touches: Redis runs a script
+/// alone, so a larger `pushdown_batch_size` is split into pages of this size
+/// (each checkpointed by the engine) instead of blocking the server longer.
+pub const MAX_KEYS_PER_SCRIPT: usize = 1000;
+
+/// The COUNT of a SCAN step of a page with `room` keys left: `room` (so that
+/// Redis returns hardly more than the page takes), but [`SCAN_COUNT`] for a
+/// small room (tests, tiny batches: a step then visits enough of a big
+/// database, and is cut) and at least `floor` (raised after steps that found
+/// few keys of the pattern).
+fn scan_count(room: usize, floor: usize) -> usize {
+    if room < 2 * MAX_PENDING {
+        SCAN_COUNT
+    } else {
+        room.max(floor).min(SCAN_COUNT)
+    }
+}
+
+/// The most keys one call of the count script examines (a few milliseconds of the server).
+pub(crate) const COUNT_KEYS_PER_CALL: usize = 5000;
+
+/// A tern store in a Redis database (see the crate docs for the layout).
+#[derive(Clone)]
+pub struct RedisStore {
+    pub(crate) config: Arc<RedisConfig>,
+    pub(crate) keys: Keys,
+    conn: Conn,
+    /// The masters of the cluster, in address order (empty: one server).
+    pub(crate) nodes: Arc<Vec<Node>>,
+    pub(crate) write_script: Arc<redis::Script>,
+    pub(crate) meta_script: Arc<redis::Script>,
+    /// Scripts of the feature files and generated pushdown scripts, by text
+    /// (one per stage shape), each made once.
+    pub(crate) scripts:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<redis::Script>>>>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to the server named by `config` and checks that it answers.
+    ///
+    /// # Errors
+    /// [`ErrorKind::ConfigInvalid`] for a URL the driver refuses,
+    /// [`ErrorKind::Unavailable`] (temporary) when the server does not answer.
+    /// Messages name the URL without its password.
+    pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
+        let client = redis::Client::open(config.connection.as_str()).map_err(|e| {
+            Error::new(ErrorKind::ConfigInvalid, "the Redis URL is not valid")
+                .with_context("url", config.redacted.clone())
+                .with_driver_error(url::scrub(&e.to_string(), &config.connection))
+        })?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(2);
+        let unavailable = |e: redis::RedisError| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!("cannot connect to Redis at {}", config.redacted),
+            )
+            .with_driver_error(url::scrub(&e.to_string(), &config.connection))
+            .set_temporary()
+        };
+        let mut conn = if config.cluster {
+            let cluster =
+                redis::cluster::ClusterClientBuilder::new(vec![config.connection.as_str()])
+                    .connection_timeout(Duration::from_secs(5))
+                    .build()
+                    .map_err(|e| {
+                        Error::new(
+                            ErrorKind::ConfigInvalid,
+                            "the Redis cluster URL is not valid",
+                        )
+                        .with_context("url", config.redacted.clone())
+                        .with_driver_error(url::scrub(&e.to_string(), &config.connection))
+                    })?;
+            Conn::Cluster(cluster.get_async_connection().await.map_err(unavailable)?)
+        } else {
+            Conn::Single(
+                ConnectionManager::new_with_config(client, manager_config)
+                    .await
+                    .map_err(unavailable)?,
+            )
+        };
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        let nodes = conn.masters().await.map_err(unavailable)?;
+        Ok(RedisStore {
+            keys: Keys::new(&config),
+            config: Arc::new(config),
+            conn,
+            nodes: Arc::new(nodes),
+            write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
+            meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
+            scripts: Arc::default(),
+        })
+    }
+
+    /// The script of a Lua text, made once per text.
+    pub(crate) fn script(&self, text: &str) -> Arc<redis::Script> {
+        let mut cache = self
+            .scripts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(
+            cache
+                .entry(text.to_owned())
+                .or_insert_with(|| Arc::new(redis::Script::new(text))),
+        )
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RedisConfig {
+        &self.config
+    }
+
+    /// Where a full SCAN goes: the server, or every master of the cluster.
+    pub(crate) fn each_node(&self) -> Vec<Option<&Node>> {
+        if self.nodes.is_empty() {
+            vec![None]
+        } else {
+            self.nodes.iter().map(Some).collect()
+        }
+    }
+
+    pub(crate) fn conn(&self) -> Conn {
+        self.conn.clone()
+    }
+
+    pub(crate) fn err(&self, operation: &str, e: redis::RedisError) -> Error {
+        driver_error(operation, e).with_context("store", self.config.redacted.clone())
+    }
+
+    /// One SCAN step over `pattern`: the next cursor and the keys.
+    pub(crate) async fn scan_keys(
+        &self,
+        node: Option<&Node>,
+        cursor: u64,
+        pattern: &str,
+        count: usize,
+        type_name: Option<&str>,
+    ) -> Result<(u64, Vec<String>)> {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count.max(1));
+        if let Some(t) = type_name {
+            cmd.arg("TYPE").arg(t);
+        }
+        self.conn()
+            .on_node(node, cmd)
+            .await
+            .map_err(|e| self.err("scanning keys", e))
+    }
+
+    /// The next keys matching `pattern` (of Redis type `type_name`), at most
+    /// `limit`, from `cursor`; and where to continue (`None`: done).
+    ///
+    /// Returns the keys the cursor carries first, then issues SCAN steps until
+    /// it has `limit` keys, the iteration ends, or [`SCAN_STEPS_PER_PAGE`] steps
+    /// were issued (a page may then be short or empty). A step asks for about
+    /// as many keys as the page has room for ([`scan_count`]), and Redis
+    /// returns at most a few more: those ride in the cursor to the next page,
+    /// so no step is issued twice. A step that overflows the page by more than
+    /// [`MAX_PENDING`] keys (a small page) is cut in sorted order and repeated,
+    /// with the same COUNT, by the next page.
+    pub(crate) async fn scan_page(
+        &self,
+        pattern: &str,
+        type_name: Option<&str>,
+        cursor: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<String>, Option<Cursor>)> {
+        if self.nodes.is_empty() {
+            return self
+                .scan_node_page(None, pattern, type_name, cursor, limit)
+                .await;
+        }
+        // A cluster: the masters one after the other, `@<node>/<its cursor>`.
+        let invalid = |text: &str| {
+            Error::new(
+                ErrorKind::InvalidCursor,
+                format!("cursor {text:?} is not a Redis Cluster SCAN position"),
+            )
+        };
+        let (mut node, mut inner) = match cursor {
+            None => (0, None),
+            Some(c) => {
+                let (n, rest) =
+                    c.0.strip_prefix('@')
+                        .and_then(|t| t.split_once('/'))
+                        .ok_or_else(|| invalid(&c.0))?;
+                let n: usize = n.parse().map_err(|_| invalid(&c.0))?;
+                if n >= self.nodes.len() {
+                    return Err(invalid(&c.0));
+                }
+                (n, (!rest.is_empty()).then(|| Cursor(rest.to_owned())))
+            }
+        };
+        // Fill the page from the masters in turn: a short page only where one
+        // master's SCAN steps returned short, never at a master's end.
+        let mut out = Vec::new();
+        loop {
+            let room = limit.max(1) - out.len();
+            let (keys, next) = self
+                .scan_node_page(
+                    Some(&self.nodes[node]),
+                    pattern,
+                    type_name,
+                    inner.as_ref(),
+                    room,
+                )
+                .await?;
+            out.extend(keys);
+            match next {
+                Some(c) => return Ok((out, Some(Cursor(format!("@{node}/{}", c.0))))),
+                None if node + 1 == self.nodes.len() => return Ok((out, None)),
+                None => {
+                    node += 1;
+                    inner = None;
+                    if out.len() >= limit.max(1) {
+                        return Ok((out, Some(Cursor(format!("@{node}/")))));
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Self::scan_page`] on one server, or one master of a cluster.
+    pub(crate) async fn scan_node_page(
+        &self,
+        node: Option<&Node>,
+        pattern: &str,
+        type_name: Option<&str>,
+        cursor: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<String>, Option<Cursor>)> {
+        let limit = limit.max(1);
+        let mut pos = ScanPos::parse(cursor)?;
+        if let Some(after) = pos.after.take() {
+            // Repeat the step that was cut, with the COUNT it had.
+            let count = pos.count.take().unwrap_or(SCAN_COUNT);
+            let (next, mut keys) = self
+                .scan_keys(node, pos.cursor, pattern, count, type_name)
+                .await?;
+            keys.sort_unstable();
+            keys.dedup();
+            keys.retain(|k| *k > after);
+            pos.pending = keys;
+            pos.cursor = next;
+            pos.done = next == 0;
+        }
+        let mut out = std::mem::take(&mut pos.pending);
+        let mut floor = 1;
+        let mut steps = 0;
+        while out.len() < limit && !pos.done && steps < SCAN_STEPS_PER_PAGE {
+            let room = limit - out.len();
+            let ask = scan_count(room, floor);
+            let step_cursor = pos.cursor;
+            let (next, mut keys) = self
+                .scan_keys(node, step_cursor, pattern, ask, type_name)
+                .await?;
+            steps += 1;
+            if keys.len() < ask / 2 {
+                // Few keys of the pattern here: visit more per step.
+                floor = (ask * 2).min(SCAN_COUNT);
+            }
+            if keys.len() > room + MAX_PENDING {
+                keys.sort_unstable();
+                keys.dedup();
+                if keys.len() > room + MAX_PENDING {
+                    keys.truncate(room);
+                    pos.after = keys.last().cloned();
+                    pos.count = Some(ask);
+                    pos.cursor = step_cursor;
+                    out.extend(keys);
+                    return Ok((out, pos.to_cursor()));
+                }
+            }
+            out.extend(keys);
+            pos.cursor = next;
+            pos.done = next == 0;
+        }
+        if out.len() > limit {
+            pos.pending = out.split_off(limit);
+        }
+        Ok((out, pos.to_cursor()))
+    }
+
+    /// Reads the entities at `redis_keys` (all of `kind`); vanished keys, and
+    /// keys of another Redis type, are skipped. One pipeline: `HGETALL` or
+    /// `GET` per key, or for containers one call of the read script per key
+    /// (the container and its version tag, atomically).
+    pub(crate) async fn fetch(&self, kind: &str, redis_keys: &[String]) -> Result<Vec<Entity>> {
+        if redis_keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let layout = self.config.layout(kind);
+        let vf = self.config.version_field.as_str();
+        let mut cmds = Vec::with_capacity(redis_keys.len());
+        for k in redis_keys {
+            let mut cmd;
+            match layout {
+                KindLayout::Hash => {
+                    cmd = redis::cmd("HGETALL");
+                    cmd.arg(k);
+                }
+                KindLayout::Json => {
+                    cmd = redis::cmd("GET");
+                    cmd.arg(k);
+                }
+                _ => {
+                    cmd = redis::cmd("EVAL");
+                    cmd.arg(containers::READ_SCRIPT)
+                        .arg(2)
+                        .arg(k)
+                        .arg(self.keys.version_key(k))
+                        .arg(layout.code());
+                }
+            }
+            cmds.push(cmd);
+        }
+        let failed = |e| self.err("reading entities", e).with_context("kind", kind);
+        let mut out = Vec::with_capacity(redis_keys.len());
+        match layout {
+            KindLayout::Hash => {
+                let rows: Vec<redis::Value> = self.conn().many(cmds).await.map_err(failed)?;
+                for (k, row) in redis_keys.iter().zip(rows) {
+                    // A key of another type (WRONGTYPE) is not an entity of the kind.
+                    let Ok(fields) = redis::from_redis_value::<Vec<(String, String)>>(row) else {
+                        continue;
+                    };
+                    let key = self.keys.parse_entity_key(kind, k)?;
+                    if let Some(e) = codec::entity_from_hash(key, fields, vf)? {
+                        out.push(e);
+                    }
+                }
+            }
+            KindLayout::Json => {
+                let rows: Vec<redis::Value> = self.conn().many(cmds).await.map_err(failed)?;
+                for (k, row) in redis_keys.iter().zip(rows) {
+                    let Ok(Some(text)) = redis::from_redis_value::<Option<String>>(row) else {
+                        continue;
+                    };
+                    let key = self.keys.parse_entity_key(kind, k)?;
+                    out.push(codec::entity_from_json(key, &text, vf)?);
+                }
+            }
+            _ => {
+                let rows: Vec<Option<Vec<Vec<u8>>>> =
+                    self.conn().many(cmds).await.map_err(failed)?;
+                for (k, row) in redis_keys.iter().zip(rows) {
+                    let key = self.keys.parse_entity_key(kind, k)?;
+                    if let Some(e) = containers::from_items(key, layout, row)? {
+                        out.push(e);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The payload of an entity for the write script: `[count, items...]`.
+    pub(crate) fn payload(&self, entity: &Entity, args: &mut Vec<Vec<u8>>) -> Result<()> {
+        let vf = self.config.version_field.as_str();
+        let items = match self.config.layout(&entity.key.kind) {
+            KindLayout::Hash => codec::entity_to_hash(entity, vf)?
+                .into_iter()
+                .map(String::into_bytes)
+                .collect(),
+            KindLayout::Json => vec![codec::entity_to_json(entity, vf)?.into_bytes()],
+            layout => containers::to_items(entity, layout)?,
+        };
+        args.push(items.len().to_string().into_bytes());
+        args.extend(items);
+        Ok(())
+    }
+
+    /// The Redis type of the keys of `kind` (for SCAN ... TYPE).
+    pub(crate) fn type_name(&self, kind: &str) -> &'static str {
+        self.config.layout(kind).type_name()
+    }
+
+    /// Writes one chunk in one call of the write script: KEYS are each
+    /// write's key and its version key (see [`WRITE_SCRIPT`]).
+    pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
+        // Per write: its two keys and its arguments.
+        let mut each = Vec::with_capacity(writes.len());
+        for w in writes {
+            let (op, key) = match w {
+                Write::Put(e) => ("P", &e.key),
+                Write::Insert(e) => ("I", &e.key),
+                Write::Replace { expected, .. } => ("R", &expected.key),
+                Write::Delete(k) => ("D", k),
+            };
+            let redis_key = self.keys.entity_key(key)?;
+            let version_key = self.keys.version_key(&redis_key);
+            let mut args = vec![
+                op.as_bytes().to_vec(),
+                self.config.layout(&key.kind).code().as_bytes().to_vec(),
+            ];
+            match w {
+                Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
+                Write::Replace { expected, new } => {
+                    self.payload(expected, &mut args)?;
+                    self.payload(new, &mut args)?;
+                }
+                Write::Delete(_) => {}
+            }
+            each.push(([redis_key, version_key], args));
+        }
+        let vf = self.config.version_field.as_bytes();
+        let failed = |e| self.err("writing entities", e);
+        let codes: Vec<i64> = if self.nodes.is_empty() {
+            let mut invocation = self.write_script.prepare_invoke();
+            for (keys, _) in &each {
+                invocation.key(&keys[0]).key(&keys[1]);
+            }
+            invocation.arg(vf);
+            for (_, args) in &each {
+                for a in args {
+                    invocation.arg(a);
+                }
+            }
+            invocation
+                .invoke_async(&mut self.conn())
+                .await
+                .map_err(failed)?
+        } else {
+            // A cluster: one call per write, each in its key's slot.
+            let cmds: Vec<redis::Cmd> = each
+                .iter()
+                .map(|(keys, args)| {
+                    let mut cmd = redis::cmd("EVALSHA");
+                    cmd.arg(self.write_script.get_hash())
+                        .arg(2)
+                        .arg(&keys[0])
+                        .arg(&keys[1])
+                        .arg(vf)
+                        .arg(args);
+                    cmd
+                })
+                .collect();
+            let mut conn = self.conn();
+            let replies: Vec<Vec<i64>> = match conn.many(cmds.clone()).await {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    // Load the script on every master (a node restarted), and try again once.
+                    self.write_script
+                        .load_async(&mut conn)
+                        .await
+                        .map_err(failed)?;
+                    conn.many(cmds).await.map_err(failed)?
+                }
+                other => other.map_err(failed)?,
+            };
+            replies.into_iter().flatten().collect()
+        };
+        if codes.len() != writes.len() {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "the write script answered {} outcomes for {} writes",
+                    codes.len(),
+                    writes.len()
+                ),
+            ));
+        }
+        Ok(codes
+            .into_iter()
+            .map(|c| {
+                if c == 1 {
+                    WriteOutcome::Applied
+                } else {
+                    WriteOutcome::Conflict
+                }
+            })
+            .collect())
+    }
+}
 
 /// Maps a driver error to a store error naming `operation`; connection
 /// failures are `Unavailable` and temporary. The driver's text is the cause
 /// (its own chain repeats that text, so it is not chained).
-pub(crate) fn map_redis_error(operation: &str, e: redis::RedisError) -> Error {
+pub(crate) fn driver_error(operation: &str, e: redis::RedisError) -> Error {
     let temporary =
         e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout();
     if temporary {
@@ -32,16 +545,15 @@ pub(crate) fn map_redis_error(operation: &str, e: redis::RedisError) -> Error {
     Error::new(kind, operation.to_owned()).with_driver_error(e)
 }
 
-/// One batch of writes, each atomic (the whole call is, in fact).
-///
-/// `ARGV[1]` is the version field; then per key: op (`P`ut, `I`nsert,
-/// `R`eplace, `D`elete), layout (`h` hash, `j` JSON string), and payloads, each
-/// a count followed by that many strings (field/value pairs for a hash, the
-/// JSON text for a string). `R` has two payloads: the expected entity, then the
-/// new one. Returns one integer per key: 1 applied, 0 conflict.
-pub(crate) const WRITE_SCRIPT: &str = r#"
+/// The Lua functions the write script and the atomic script share: `payload()`
+/// reads the next payload of `ARGV`, `store(k, vk, lay, t)` writes an entity (a
+/// replaced key keeps its TTL), `same(k, vk, lay, t)` compares what is stored.
+macro_rules! write_lua_prelude {
+    () => {
+        r#"
 local vf = ARGV[1]
 local a = 2
+local types = { h = 'hash', j = 'string', t = 'string', s = 'set', l = 'list', z = 'zset' }
 local function payload()
   local n = tonumber(ARGV[a]); a = a + 1
   local t = {}
@@ -49,23 +561,39 @@ local function payload()
   a = a + n
   return t
 end
-local function store(k, lay, t)
-  redis.call('DEL', k)
-  if lay == 'h' then
-    local i = 1
-    while i <= #t do
-      local last = math.min(i + 999, #t)
-      redis.call('HSET', k, unpack(t, i, last))
-      i = last + 1
-    end
-  else
-    redis.call('SET', k, t[1])
+local function add(cmd, k, t, from)
+  local i = from
+  while i <= #t do
+    local last = math.min(i + 999, #t)
+    redis.call(cmd, k, unpack(t, i, last))
+    i = last + 1
   end
 end
-local function same(k, lay, t)
-  local ty = redis.call('TYPE', k).ok
+local function store(k, vk, lay, t)
+  local ttl = redis.call('PTTL', k)
+  redis.call('DEL', k)
   if lay == 'h' then
-    if ty ~= 'hash' then return false end
+    add('HSET', k, t, 1)
+  elseif lay == 'j' then
+    redis.call('SET', k, t[1])
+  else
+    if lay == 't' then redis.call('SET', k, t[2])
+    elseif lay == 's' then add('SADD', k, t, 2)
+    elseif lay == 'l' then add('RPUSH', k, t, 2)
+    else add('ZADD', k, t, 2) end
+    if t[1] == '0' then
+      redis.call('DEL', vk)
+    else
+      redis.call('SET', vk, t[1])
+      if ttl > 0 then redis.call('PEXPIRE', vk, ttl) end
+    end
+  end
+  if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
+end
+local function same(k, vk, lay, t)
+  local ty = redis.call('TYPE', k).ok
+  if ty ~= types[lay] then return false end
+  if lay == 'h' then
     local cur = redis.call('HGETALL', k)
     local m = {}
     local n = 0
@@ -77,30 +605,73 @@ local function same(k, lay, t)
     end
     return true
   end
-  if ty ~= 'string' then return false end
-  return redis.call('GET', k) == t[1]
+  if lay == 'j' then return redis.call('GET', k) == t[1] end
+  if (redis.call('GET', vk) or '0') ~= t[1] then return false end
+  if lay == 't' then return redis.call('GET', k) == t[2] end
+  if lay == 's' then
+    if redis.call('SCARD', k) ~= #t - 1 then return false end
+    for j = 2, #t do
+      if redis.call('SISMEMBER', k, t[j]) == 0 then return false end
+    end
+    return true
+  end
+  if lay == 'l' then
+    local cur = redis.call('LRANGE', k, 0, -1)
+    if #cur ~= #t - 1 then return false end
+    for j = 2, #t do
+      if cur[j - 1] ~= t[j] then return false end
+    end
+    return true
+  end
+  if redis.call('ZCARD', k) * 2 ~= #t - 1 then return false end
+  for j = 2, #t, 2 do
+    local s = redis.call('ZSCORE', k, t[j + 1])
+    if not s or tonumber(s) ~= tonumber(t[j]) then return false end
+  end
+  return true
 end
+"#
+    };
+}
+pub(crate) use write_lua_prelude;
+
+/// One batch of writes, each atomic (the whole call is, in fact).
+///
+/// KEYS: per write, the entity's key and its version key (used by containers
+/// only; it shares the key's cluster slot). `ARGV[1]` is the version field;
+/// then per write: op (`P`ut, `I`nsert, `R`eplace, `D`elete), layout code
+/// (`h` hash, `j` JSON string, `t` plain string, `s` set, `l` list, `z`
+/// sorted set), and payloads, each a count followed by that many strings
+/// (field/value pairs for a hash; the JSON text; for containers the version,
+/// then the value, members, items or score/member pairs). `R` has two
+/// payloads: the expected entity, then the new one. A replaced key keeps its
+/// TTL (and the version key gets it). Returns one integer per write: 1
+/// applied, 0 conflict.
+pub(crate) const WRITE_SCRIPT: &str = concat!(
+    write_lua_prelude!(),
+    r#"
 local out = {}
-for i = 1, #KEYS do
-  local k = KEYS[i]
+for i = 1, #KEYS / 2 do
+  local k, vk = KEYS[2 * i - 1], KEYS[2 * i]
   local op = ARGV[a]; local lay = ARGV[a + 1]; a = a + 2
   if op == 'D' then
-    redis.call('DEL', k); out[i] = 1
+    redis.call('DEL', k, vk); out[i] = 1
   elseif op == 'P' then
-    store(k, lay, payload()); out[i] = 1
+    store(k, vk, lay, payload()); out[i] = 1
   elseif op == 'I' then
     local t = payload()
-    if redis.call('EXISTS', k) == 1 then out[i] = 0 else store(k, lay, t); out[i] = 1 end
+    if redis.call('EXISTS', k) == 1 then out[i] = 0 else store(k, vk, lay, t); out[i] = 1 end
   elseif op == 'R' then
     local e = payload()
     local t = payload()
-    if same(k, lay, e) then store(k, lay, t); out[i] = 1 else out[i] = 0 end
+    if same(k, vk, lay, e) then store(k, vk, lay, t); out[i] = 1 else out[i] = 0 end
   else
     return redis.error_reply('tern: unknown write op ' .. tostring(op))
   end
 end
 return out
-"#;
+"#
+);
 
 /// Compare-and-set of one metadata document (a hash with fields `rev` and `doc`).
 ///
@@ -121,23 +692,13 @@ redis.call('HSET', KEYS[1], 'rev', rev, 'doc', ARGV[3])
 return {'applied', rev}
 "#;
 
-/// One batch of a kind rename: KEYS are the batch's old keys, then (in the same
-/// order) their new keys; `ARGV[1]` is the Redis type of the kind's entities.
-/// Each key moves with `RENAMENX`, so an existing new key (an entity or any
-/// other key) is never overwritten. Returns one integer per key: 1 renamed,
-/// 0 left in place (the new key exists), -1 gone or not an entity meanwhile.
-pub(crate) const RENAME_KIND_SCRIPT: &str = r"
-local n = #KEYS / 2
-local out = {}
-for i = 1, n do
-  local src = KEYS[i]
-  if redis.call('TYPE', src).ok ~= ARGV[1] then
-    out[i] = -1
-  elseif redis.call('RENAMENX', src, KEYS[n + i]) == 1 then
-    out[i] = 1
-  else
-    out[i] = 0
-  end
-end
-return out
-";
+pub(crate) fn parse_revision(name: &str, text: &str) -> Result<u64> {
+    text.parse().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("metadata revision {text:?} is not an integer"),
+        )
+        .with_context("name", name)
+        .with_source(e)
+    })
+}

@@ -12,9 +12,14 @@
 //! locals, so a key costs its three Redis calls and little else) and cached
 //! per text by the store: one script per stage, loaded once.
 
-use tern_core::store::{Error, ErrorKind, PushOp, PushdownRequest, Result};
+use tern_core::store::{
+    Cursor, Error, ErrorKind, Filter, PushOp, PushdownPage, PushdownRequest, Result, VersionFilter,
+};
 
 use crate::codec;
+use crate::config::KindLayout;
+use crate::core::{COUNT_KEYS_PER_CALL, MAX_KEYS_PER_SCRIPT, RedisStore, SCAN_STEPS_PER_PAGE};
+use crate::scanpos::ScanPos;
 
 /// The most distinct fields (or set values) one generated script handles; a
 /// stage that touches more runs on the client.
@@ -307,6 +312,206 @@ until cur == '0' or examined >= budget or steps >= max_steps
 out[1] = cur
 return out
 ";
+
+impl RedisStore {
+    /// A version-only count of a hash kind (the census of every migration) runs
+    /// inside the server: one script call SCANs up to [`COUNT_KEYS_PER_CALL`]
+    /// keys and reads only their version field, returning just the keys that
+    /// pass (none, for a census that finds nothing), which are counted once
+    /// each. Anything else scans and filters on the client.
+    pub(crate) async fn count_entities(&self, kind: &str, filter: Filter) -> Result<u64> {
+        self.keys.check_kind(kind)?;
+        let pattern = self.keys.kind_pattern(kind);
+        let mut seen = std::collections::HashSet::new();
+        if filter.conditions.is_empty()
+            && self.nodes.is_empty()
+            && self.config.layout(kind) == KindLayout::Hash
+            && !self.keys.has_subkinds(kind)
+        {
+            let (mode, x) = match filter.version {
+                VersionFilter::Any => ("any", 0),
+                VersionFilter::Exactly(v) => ("eq", v),
+                VersionFilter::Below(v) => ("below", v),
+            };
+            let mut cursor = "0".to_owned();
+            loop {
+                let reply: Vec<String> = self
+                    .script(COUNT_SCRIPT)
+                    .arg(&self.config.version_field)
+                    .arg(mode)
+                    .arg(x)
+                    .arg(&pattern)
+                    .arg(&cursor)
+                    .arg(COUNT_KEYS_PER_CALL)
+                    .arg(SCAN_STEPS_PER_PAGE)
+                    .invoke_async(&mut self.conn())
+                    .await
+                    .map_err(|e| self.err("counting entities", e).with_context("kind", kind))?;
+                let mut reply = reply.into_iter();
+                cursor = reply.next().unwrap_or_default();
+                seen.extend(reply);
+                if cursor == "0" || cursor.is_empty() {
+                    return Ok(seen.len() as u64);
+                }
+            }
+        }
+        let mut total = 0u64;
+        let mut cursor: Option<Cursor> = None;
+        loop {
+            let (keys, next) = self
+                .scan_page(&pattern, Some(self.type_name(kind)), cursor.as_ref(), 1000)
+                .await?;
+            let fresh: Vec<String> = keys
+                .into_iter()
+                .filter(|k| self.keys.owns(kind, k) && seen.insert(k.clone()))
+                .collect();
+            let layout = self.config.layout(kind);
+            if filter.conditions.is_empty() && layout.tag_in_companion() {
+                // A version-only count of containers reads the tags, not the containers.
+                let tags: Vec<Option<String>> = self
+                    .conn()
+                    .many(
+                        fresh
+                            .iter()
+                            .map(|k| {
+                                let mut cmd = redis::cmd("GET");
+                                cmd.arg(self.keys.version_key(k));
+                                cmd
+                            })
+                            .collect(),
+                    )
+                    .await
+                    .map_err(|e| self.err("counting entities", e).with_context("kind", kind))?;
+                for tag in tags {
+                    let version = tag.as_deref().unwrap_or("0").parse().map_err(|_| {
+                        Error::new(
+                            ErrorKind::InvalidData,
+                            "the version tag of a container is not a non-negative integer",
+                        )
+                        .with_context("kind", kind)
+                    })?;
+                    total += u64::from(filter.version.matches(version));
+                }
+            } else {
+                let entities = self.fetch(kind, &fresh).await?;
+                total += entities.iter().filter(|e| filter.matches(e)).count() as u64;
+            }
+            match next {
+                Some(c) => cursor = Some(c),
+                None => return Ok(total),
+            }
+        }
+    }
+
+    /// Unconditional top-level steps on hash kinds run in one Lua call per
+    /// batch, the SCAN steps included (see `pushdown.rs`); anything else is declined.
+    pub(crate) async fn pushdown_page(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        self.keys.check_kind(&request.kind)?;
+        if self.config.layout(&request.kind) != KindLayout::Hash {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the Redis store runs steps of kinds other than hashes on the client",
+            ));
+        }
+        if !self.nodes.is_empty() {
+            // The script's SCAN would see one master only.
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the Redis store runs steps on the client on a Redis Cluster",
+            ));
+        }
+        if self.keys.has_subkinds(&request.kind) {
+            // The script's SCAN would also take the keys of the longer kinds.
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the Redis store runs steps of a kind that longer declared kinds extend on the client",
+            ));
+        }
+        tern_core::store::pushdown::target_version(&request)?;
+        let compiled = compile(&request, &self.config.version_field)?;
+        let n = request.steps.len();
+        let pattern = self.keys.kind_pattern(&request.kind);
+        // Redis runs a script alone: cap the keys one call touches so that a large
+        // `pushdown_batch_size` never blocks the server for long.
+        let limit = request.limit.clamp(1, MAX_KEYS_PER_SCRIPT);
+        let mut pos = ScanPos::parse(request.cursor.as_ref())?;
+        // A step to repeat (a cut step): its keys are found on the client first.
+        let mut next_cursor = None;
+        if pos.after.is_some() {
+            let (keys, cursor) = self
+                .scan_page(&pattern, Some("hash"), request.cursor.as_ref(), limit)
+                .await?;
+            pos = ScanPos {
+                pending: keys,
+                done: true,
+                ..ScanPos::default()
+            };
+            next_cursor = Some(cursor);
+        }
+        let script = self.script(&compiled.script);
+        let mut invocation = script.prepare_invoke();
+        for k in &pos.pending {
+            invocation.key(k);
+        }
+        invocation.arg(&self.config.version_field).arg(request.from);
+        for a in &compiled.args {
+            invocation.arg(a);
+        }
+        invocation
+            .arg(&pattern)
+            .arg(pos.cursor)
+            .arg(if pos.done { "0" } else { "1" })
+            .arg(limit)
+            .arg(SCAN_STEPS_PER_PAGE);
+        let out: Vec<redis::Value> =
+            invocation
+                .invoke_async(&mut self.conn())
+                .await
+                .map_err(|e| {
+                    self.err("updating entities in place", e)
+                        .with_context("kind", request.kind.clone())
+                })?;
+        let unexpected = || {
+            Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "the pushdown script answered {} values for {n} steps",
+                    out.len()
+                ),
+            )
+        };
+        if out.len() < n + 6 {
+            return Err(unexpected());
+        }
+        let text = |v: &redis::Value| -> Result<String> {
+            redis::from_redis_value_ref::<String>(v).map_err(|_| unexpected())
+        };
+        let number = |v: &redis::Value| -> Result<u64> {
+            redis::from_redis_value_ref::<u64>(v).map_err(|_| unexpected())
+        };
+        let cursor: u64 = text(&out[0])?.parse().map_err(|_| unexpected())?;
+        let mode = text(&out[1])?;
+        let page_cursor = match next_cursor {
+            Some(c) => c,
+            None => ScanPos {
+                cursor,
+                done: mode == "done",
+                pending: out[n + 6..].iter().map(text).collect::<Result<_>>()?,
+                after: (mode == "repeat").then(|| text(&out[3])).transpose()?,
+                count: (mode == "repeat")
+                    .then(|| number(&out[2]).map(|c| c as usize))
+                    .transpose()?,
+            }
+            .to_cursor(),
+        };
+        Ok(PushdownPage {
+            advanced: number(&out[4])?,
+            changed_entities: number(&out[5])?,
+            changed: out[6..n + 6].iter().map(number).collect::<Result<_>>()?,
+            cursor: page_cursor,
+        })
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -53,7 +53,7 @@ mod redis_restart {
 
     async fn connect(url: &str) -> Arc<dyn Store> {
         for _ in 0..100 {
-            if let Ok(store) = tern_redis::open(url).await {
+            if let Ok(store) = tern_integration_tests::redis::open(url).await {
                 return store;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

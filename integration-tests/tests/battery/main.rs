@@ -6,3 +6,4 @@ mod cassandra;
 mod lazy;
 mod mongodb;
 mod redis;
+mod redis_types;

@@ -1,4 +1,4 @@
-//! The battery on Redis: the plain server, a container, and JSON-string kinds.
+//! The battery on Redis: the plain server, a 3-master cluster, a container, and JSON-string kinds.
 
 mod server {
     tern_testkit::battery_tests!("redis", tern_integration_tests::redis::backend());
@@ -10,6 +10,13 @@ mod json_strings {
             .await
             .map(|b| b.with_options("json=*"))
     });
+}
+
+mod cluster {
+    tern_testkit::battery_tests!(
+        "redis-cluster",
+        tern_integration_tests::redis::cluster_backend()
+    );
 }
 
 mod container {
@@ -91,7 +98,7 @@ mod specific {
     async fn unreachable_url_is_unavailable_and_hides_the_password() {
         let port = tern_integration_tests::common::free_port().unwrap();
         let url = format!("redis://app:s3cret@127.0.0.1:{port}/0?prefix=x");
-        let err = tern_redis::open(&url).await.unwrap_err();
+        let err = tern_integration_tests::redis::open(&url).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unavailable);
         assert!(err.is_temporary());
         let text = format!("{err} {err:?}");
@@ -106,7 +113,7 @@ mod specific {
         };
         let url = b.fresh_url();
         let ns = prefix_of(&url);
-        let store = tern_redis::open(&url).await.unwrap();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let mut value = Map::new();
         value.insert("name".into(), "Ann".into());
         value.insert("n".into(), Value::from("5"));
@@ -270,7 +277,7 @@ mod specific {
         };
         let url = b.fresh_url();
         let ns = prefix_of(&url);
-        let store = tern_redis::open(&url).await.unwrap();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         for i in 0..5 {
             let mut e = Entity::new(
                 Key::new("user", format!("u{i}")).unwrap(),
@@ -361,7 +368,7 @@ mod specific {
             return;
         };
         let url = format!("{}&json=member", b.fresh_url());
-        let store = tern_redis::open(&url).await.unwrap();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let key = Key::new("user", "u1").unwrap();
         store
             .put(Entity::new(
@@ -376,7 +383,7 @@ mod specific {
             .unwrap_err();
         let text = err.to_string();
         assert!(
-            text.contains("kind user is stored as a hash but kind member as a JSON string")
+            text.contains("kind user is stored as hash (the default) but kind member as json=")
                 && text.contains("json="),
             "{text}"
         );
@@ -386,7 +393,7 @@ mod specific {
 
         let url = format!("{}&json=user,member&sep=/", b.fresh_url());
         let ns = prefix_of(&url);
-        let store = tern_redis::open(&url).await.unwrap();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         store
             .put(Entity::new(
                 key.clone(),
@@ -433,7 +440,7 @@ mod specific {
         let client = redis::Client::open(format!("{}/9", b.url())).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let _: () = redis::cmd("FLUSHDB").query_async(&mut conn).await.unwrap();
-        let store = tern_redis::open(&url).await.unwrap();
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let n = 3000i64;
         items(store.as_ref(), n).await;
         let all: BTreeSet<Key> = (0..n).map(|i| Key::new("item", i).unwrap()).collect();

@@ -1,0 +1,302 @@
+//! KVolve's Amico update ([KV] 2.3 (c)): the sorted sets `amico:followers:<id>`,
+//! `amico:following:<id>`, `amico:blocked:<id>`, `amico:reciprocated:<id>` and
+//! `amico:pending:<id>` get a scope, `...:default:<id>`. `tern up` of five
+//! `rename kind` migrations (lease, checkpoint per batch, census passes)
+//! against a plain pipelined SCAN + RENAME loop with the same driver, side by
+//! side in one run; then checks that every sorted set kept its members and
+//! scores. Also measures the memory of tern's version tag per container
+//! (`MEMORY USAGE` of a tagged vs an untagged sorted set and its tag key).
+//!
+//! ```sh
+//! redis-server --port 6390 --save '' --appendonly no --daemonize yes
+//! TERN_BENCH_REDIS_URL=redis://127.0.0.1:6390 \
+//!   cargo bench -p tern-redis --bench amico -- --n 500000 --rounds 3
+//! ```
+//!
+//! `--n` is the number of sorted sets in all (spread over the five prefixes),
+//! each with 3 members. Uses databases 12 (tern) and 13 (loop) of the server
+//! at `TERN_BENCH_REDIS_URL` (default `redis://127.0.0.1:6379`) and **flushes
+//! them** before each round.
+
+#![allow(clippy::expect_used, clippy::panic, missing_docs)] // a benchmark: fail loudly
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use redis::aio::MultiplexedConnection;
+use tern_core::migrate::{Migration, MigrationSet, Migrator, RunOptions};
+use tern_testkit::bench::{BenchArgs, Ratios};
+
+const SCOPES: [&str; 5] = [
+    "followers",
+    "following",
+    "blocked",
+    "reciprocated",
+    "pending",
+];
+
+fn base_url() -> String {
+    let url = std::env::var("TERN_BENCH_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    assert!(
+        url.contains("127.0.0.1"),
+        "benchmarks talk to 127.0.0.1 only"
+    );
+    url.trim_end_matches('/').to_owned()
+}
+
+async fn connect(url: &str) -> MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect")
+}
+
+async fn flush(conn: &mut MultiplexedConnection) {
+    let _: () = redis::cmd("FLUSHDB")
+        .arg("ASYNC")
+        .query_async(conn)
+        .await
+        .expect("flushdb");
+}
+
+/// The members and scores of sorted set `i`.
+fn members(i: usize) -> [(f64, String); 3] {
+    [
+        (i as f64, format!("a{}", i * 7 % 1_000_003)),
+        (1.5, format!("b{}", i + 1)),
+        (1e9 + i as f64, format!("c{}", i * 13 % 999_983)),
+    ]
+}
+
+/// The key of sorted set `i` (its scope cycles through [`SCOPES`]).
+fn key(i: usize, scoped: bool) -> String {
+    let scope = SCOPES[i % SCOPES.len()];
+    if scoped {
+        format!("amico:{scope}:default:{i}")
+    } else {
+        format!("amico:{scope}:{i}")
+    }
+}
+
+/// Loads `n` sorted sets of 3 members, pipelined by 1000.
+async fn load(conn: &mut MultiplexedConnection, n: usize) {
+    for start in (0..n).step_by(1000) {
+        let mut pipe = redis::pipe();
+        for i in start..(start + 1000).min(n) {
+            let cmd = pipe.cmd("ZADD").arg(key(i, false));
+            for (score, member) in members(i) {
+                cmd.arg(score).arg(member);
+            }
+            pipe.ignore();
+        }
+        let _: () = pipe.query_async(conn).await.expect("load");
+    }
+}
+
+/// The baseline: SCAN MATCH `amico:*` COUNT 1000, pipelined RENAME of each key
+/// not yet scoped (SCAN may return a renamed key again).
+async fn rename_loop(conn: &mut MultiplexedConnection) -> u64 {
+    let mut cursor: u64 = 0;
+    let mut renamed = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg("amico:*")
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await
+            .expect("scan");
+        let mut pipe = redis::pipe();
+        for k in &keys {
+            let mut parts = k.splitn(3, ':');
+            let (Some(_), Some(scope), Some(id)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if id.starts_with("default:") {
+                continue;
+            }
+            pipe.cmd("RENAME")
+                .arg(k)
+                .arg(format!("amico:{scope}:default:{id}"))
+                .ignore();
+            renamed += 1;
+        }
+        let _: () = pipe.query_async(conn).await.expect("rename");
+        if next == 0 {
+            return renamed;
+        }
+        cursor = next;
+    }
+}
+
+fn migrations() -> MigrationSet {
+    let mut set = MigrationSet::new();
+    for (i, scope) in SCOPES.iter().enumerate() {
+        let id = u32::try_from(i).expect("id") + 1;
+        set.add(
+            Migration::from_script(
+                id,
+                &format!("scope_{scope}"),
+                &format!("{id:04}_scope_{scope}.tern"),
+                &format!("rename kind `amico:{scope}` to `amico:{scope}:default`"),
+            )
+            .expect("script"),
+        )
+        .expect("add");
+    }
+    set
+}
+
+/// The store URL options: every kind a sorted set, old and new names declared.
+fn options() -> String {
+    let kinds: Vec<String> = SCOPES
+        .iter()
+        .flat_map(|s| [format!("amico:{s}"), format!("amico:{s}:default")])
+        .collect();
+    format!("?zset={}", kinds.join(","))
+}
+
+/// Every sorted set is under its scoped name with its members and scores,
+/// and nothing is left under the old names.
+async fn check(conn: &mut MultiplexedConnection, n: usize) {
+    for start in (0..n).step_by(1000) {
+        let end = (start + 1000).min(n);
+        let mut pipe = redis::pipe();
+        for i in start..end {
+            pipe.cmd("ZRANGE")
+                .arg(key(i, true))
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES");
+            pipe.cmd("EXISTS").arg(key(i, false));
+        }
+        let replies: Vec<redis::Value> = pipe.query_async(conn).await.expect("check");
+        for (j, pair) in replies.chunks(2).enumerate() {
+            let i = start + j;
+            let got: Vec<(String, f64)> = redis::from_redis_value_ref(&pair[0]).expect("zset");
+            let mut want: Vec<(String, f64)> =
+                members(i).into_iter().map(|(s, m)| (m, s)).collect();
+            want.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+            assert_eq!(got, want, "{}", key(i, true));
+            let old: i64 = redis::from_redis_value_ref(&pair[1]).expect("exists");
+            assert_eq!(old, 0, "{} is still there", key(i, false));
+        }
+    }
+}
+
+async fn memory_usage(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(key)
+        .arg("SAMPLES")
+        .arg(0)
+        .query_async::<Option<i64>>(conn)
+        .await
+        .expect("memory usage")
+        .unwrap_or(0)
+}
+
+/// Memory of the version tag: `m` sorted sets written by tern at version 0
+/// (no tag key) and at version 1 (a tag key), `MEMORY USAGE` summed over the
+/// sorted sets and their tag keys.
+async fn tag_memory(url: &str, conn: &mut MultiplexedConnection, m: usize) {
+    use tern_core::model::{Entity, Key, Map, Value};
+    use tern_core::store::{Store, Write};
+    flush(conn).await;
+    let config = tern_redis::RedisConfig::from_url(&format!("{url}?zset=t")).expect("url");
+    let store = tern_redis::RedisStore::connect(config)
+        .await
+        .expect("connect");
+    for version in [0u64, 1] {
+        let writes = (0..m)
+            .map(|i| {
+                let pairs = members(i)
+                    .into_iter()
+                    .map(|(s, mem)| Value::Array(vec![Value::from(mem), Value::Float(s)]))
+                    .collect();
+                let mut value = Map::new();
+                value.insert("members".into(), Value::Array(pairs));
+                let mut e = Entity::new(
+                    Key::new("t", format!("v{version}:{i}")).expect("key"),
+                    value,
+                );
+                e.version = version;
+                Write::Put(e)
+            })
+            .collect();
+        store.write_batch(writes).await.expect("write");
+        let (mut container, mut tag) = (0i64, 0i64);
+        for i in 0..m {
+            let k = format!("t:v{version}:{i}");
+            container += memory_usage(conn, &k).await;
+            tag += memory_usage(conn, &format!("__tern:v:{{{k}}}")).await;
+        }
+        let per = |b: i64| b as f64 / m as f64;
+        println!(
+            "version {version}: sorted set {:.1} B, tag key {:.1} B per entity (MEMORY USAGE, {m} entities)",
+            per(container),
+            per(tag)
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let a = BenchArgs::parse(500_000, 1);
+    let n: usize = a
+        .value("--n")
+        .map(|v| v.parse().expect("--n needs a number"))
+        .unwrap_or(a.entities);
+    let base = base_url();
+    let (tern_url, loop_url) = (format!("{base}/12"), format!("{base}/13"));
+    println!(
+        "Amico scope update: {n} sorted sets of 3 members over 5 prefixes, {} round(s), batch {}",
+        a.rounds, a.batch
+    );
+    let mut tern_conn = connect(&tern_url).await;
+    let mut loop_conn = connect(&loop_url).await;
+    let mut ratios = Ratios::new("rename loop");
+    for round in 0..a.rounds {
+        flush(&mut tern_conn).await;
+        flush(&mut loop_conn).await;
+        load(&mut tern_conn, n).await;
+        load(&mut loop_conn, n).await;
+
+        let t = Instant::now();
+        let renamed = rename_loop(&mut loop_conn).await;
+        let loop_time = t.elapsed();
+        assert_eq!(renamed, n as u64);
+
+        let config =
+            tern_redis::RedisConfig::from_url(&format!("{tern_url}{}", options())).expect("url");
+        let store = Arc::new(
+            tern_redis::RedisStore::connect(config)
+                .await
+                .expect("connect"),
+        );
+        let t = Instant::now();
+        let report = Migrator::new(store, migrations())
+            .with_run_options(RunOptions {
+                batch_size: a.batch,
+                ..RunOptions::default()
+            })
+            .up(None)
+            .await
+            .expect("tern up");
+        let tern_time = t.elapsed();
+        assert_eq!(report.applied.len(), SCOPES.len());
+
+        check(&mut tern_conn, n).await;
+        check(&mut loop_conn, n).await;
+        ratios.record(round, (n as u64, loop_time), (n as u64, tern_time));
+    }
+    ratios.finish();
+    tag_memory(&tern_url, &mut tern_conn, 10_000.min(n.max(1))).await;
+    flush(&mut tern_conn).await;
+    flush(&mut loop_conn).await;
+}

@@ -1,0 +1,127 @@
+//! [`Store::write_atomic`](tern_core::store::Store::write_atomic) on Redis: one Lua
+//! script checks every guard and every write's condition first, then applies
+//! all the writes (a script runs alone on the server, so nothing can
+//! interleave). Used by lazy kind renames: the entity under the new prefix
+//! and the removal of the stale copy under the old one in one step. Every
+//! layout is handled as the write script handles it (a container's version
+//! key moves with it, TTLs are kept). Not offered on a cluster: the keys of
+//! two kinds lie in different slots.
+
+use tern_core::store::{Error, ErrorKind, Guard, Result, Write, WriteOutcome};
+
+use crate::core::{RedisStore, write_lua_prelude};
+
+/// `KEYS`: per op, the entity's key and its version key. `ARGV[1]`: the
+/// version field; then per op its code (`A` absent, `U` unchanged + payload,
+/// `P`/`I`/`R`/`D` as the write script), the layout code and its payloads.
+/// Returns 1 when everything was applied, 0 when a condition failed (nothing
+/// written).
+const ATOMIC_SCRIPT: &str = concat!(
+    write_lua_prelude!(),
+    r#"
+local ops = {}
+for i = 1, #KEYS / 2 do
+  local op = { k = KEYS[2 * i - 1], vk = KEYS[2 * i], code = ARGV[a], lay = ARGV[a + 1] }
+  a = a + 2
+  if op.code == 'U' or op.code == 'P' or op.code == 'I' then op.t = payload()
+  elseif op.code == 'R' then op.e = payload(); op.t = payload() end
+  ops[i] = op
+end
+for _, op in ipairs(ops) do
+  if op.code == 'A' or op.code == 'I' then
+    if redis.call('EXISTS', op.k) == 1 then return 0 end
+  elseif op.code == 'U' then
+    if not same(op.k, op.vk, op.lay, op.t) then return 0 end
+  elseif op.code == 'R' then
+    if not same(op.k, op.vk, op.lay, op.e) then return 0 end
+  end
+end
+for _, op in ipairs(ops) do
+  if op.code == 'D' then redis.call('DEL', op.k, op.vk)
+  elseif op.code == 'P' or op.code == 'I' or op.code == 'R' then store(op.k, op.vk, op.lay, op.t) end
+end
+return 1
+"#
+);
+
+impl RedisStore {
+    /// Guards and writes in one script run: all applied, or none.
+    pub(crate) async fn write_atomic_script(
+        &self,
+        guards: Vec<Guard>,
+        writes: Vec<Write>,
+    ) -> Result<WriteOutcome> {
+        if self.config.cluster {
+            return Err(Error::unsupported(
+                "redis",
+                "write_atomic on a Redis Cluster (the keys lie in different slots)",
+            ));
+        }
+        let mut keys: Vec<String> = Vec::new();
+        let mut args: Vec<Vec<u8>> = vec![self.config.version_field.as_bytes().to_vec()];
+        for g in &guards {
+            let (code, key) = match g {
+                Guard::Absent(k) => ("A", k),
+                Guard::Unchanged(e) => ("U", &e.key),
+            };
+            self.op_header(code, key, &mut keys, &mut args)?;
+            if let Guard::Unchanged(e) = g {
+                self.payload(e, &mut args)?;
+            }
+        }
+        for w in &writes {
+            let (code, key) = match w {
+                Write::Put(e) => ("P", &e.key),
+                Write::Insert(e) => ("I", &e.key),
+                Write::Replace { expected, .. } => ("R", &expected.key),
+                Write::Delete(k) => ("D", k),
+            };
+            self.op_header(code, key, &mut keys, &mut args)?;
+            match w {
+                Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
+                Write::Replace { expected, new } => {
+                    self.payload(expected, &mut args)?;
+                    self.payload(new, &mut args)?;
+                }
+                Write::Delete(_) => {}
+            }
+        }
+        let script = self.script(ATOMIC_SCRIPT);
+        let mut invocation = script.prepare_invoke();
+        for k in &keys {
+            invocation.key(k);
+        }
+        for a in &args {
+            invocation.arg(a);
+        }
+        let code: i64 = invocation
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.err("writing entities atomically", e))?;
+        match code {
+            1 => Ok(WriteOutcome::Applied),
+            0 => Ok(WriteOutcome::Conflict),
+            other => Err(Error::new(
+                ErrorKind::Unexpected,
+                format!("the atomic write script answered {other}"),
+            )),
+        }
+    }
+
+    /// The two keys of one op (the entity's and its version key) and its code and layout.
+    fn op_header(
+        &self,
+        code: &str,
+        key: &tern_core::model::Key,
+        keys: &mut Vec<String>,
+        args: &mut Vec<Vec<u8>>,
+    ) -> Result<()> {
+        let redis_key = self.keys.entity_key(key)?;
+        let version_key = self.keys.version_key(&redis_key);
+        keys.push(redis_key);
+        keys.push(version_key);
+        args.push(code.as_bytes().to_vec());
+        args.push(self.config.layout(&key.kind).code().as_bytes().to_vec());
+        Ok(())
+    }
+}

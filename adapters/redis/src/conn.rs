@@ -1,0 +1,130 @@
+//! The connection: one server (the driver's connection manager) or a Redis
+//! Cluster (the driver's cluster client, which follows MOVED and ASK).
+
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
+
+/// A master of a cluster: where per-node commands (SCAN) go.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Node {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+/// A connection to one server or to a cluster.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    /// One server.
+    Single(ConnectionManager),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+impl Conn {
+    /// Runs `cmd` on `node` (a cluster master), or on the server.
+    pub(crate) async fn on_node<T: FromRedisValue>(
+        &mut self,
+        node: Option<&Node>,
+        cmd: Cmd,
+    ) -> RedisResult<T> {
+        match (self, node) {
+            (Conn::Cluster(c), Some(node)) => {
+                let value = c
+                    .route_command(
+                        cmd,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                            host: node.host.clone(),
+                            port: node.port,
+                        }),
+                    )
+                    .await?;
+                redis::from_redis_value(value).map_err(Into::into)
+            }
+            (conn, _) => cmd.query_async(conn).await,
+        }
+    }
+
+    /// Runs `cmds`, each routed by its own key: one pipeline on a single
+    /// server; concurrent requests on a cluster, whose pipelines must stay in
+    /// one slot (the cluster client multiplexes them per node).
+    pub(crate) async fn many<T: FromRedisValue>(&mut self, cmds: Vec<Cmd>) -> RedisResult<Vec<T>> {
+        if cmds.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self {
+            Conn::Single(c) => {
+                let mut pipe = redis::pipe();
+                for cmd in cmds {
+                    pipe.add_command(cmd);
+                }
+                pipe.query_async(c).await
+            }
+            Conn::Cluster(c) => {
+                futures::future::try_join_all(cmds.into_iter().map(|cmd| {
+                    let mut c = c.clone();
+                    async move { cmd.query_async::<T>(&mut c).await }
+                }))
+                .await
+            }
+        }
+    }
+
+    /// The masters of the cluster, in address order (empty for one server),
+    /// from `CLUSTER NODES`.
+    pub(crate) async fn masters(&mut self) -> RedisResult<Vec<Node>> {
+        if let Conn::Single(_) = self {
+            return Ok(Vec::new());
+        }
+        let text: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
+        let mut nodes: Vec<Node> = text
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let flags = fields.get(2)?;
+                if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
+                    return None;
+                }
+                // `host:port@cport[,hostname]`
+                let addr = fields.get(1)?.split(['@', ',']).next()?;
+                let (host, port) = addr.rsplit_once(':')?;
+                Some(Node {
+                    host: host.to_owned(),
+                    port: port.parse().ok()?,
+                })
+            })
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        Ok(nodes)
+    }
+}
