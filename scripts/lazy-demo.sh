@@ -8,7 +8,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-cargo build --release --locked -p tern-cli -p tern-core --example lazy-app
+cargo build --release --locked -p tern-cli -p tern-core --bin tern --example lazy-app
 work="$repo/.tern-lazy-demo"
 rm -rf "$work"
 mkdir -p "$work"

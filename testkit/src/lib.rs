@@ -14,4 +14,5 @@ pub mod conformance;
 pub mod intercept;
 pub mod join_bench;
 pub mod lazy;
+pub mod lazy_bench;
 pub mod pages;
