@@ -79,7 +79,7 @@ pub struct Formulation {
     pub cf_var: BTreeMap<usize, usize>,
     /// Variable of each (plan space, step).
     pub step_var: BTreeMap<(usize, usize), usize>,
-    /// The plan DAG of each plan space, in the program's variables (for heuristics and starts).
+    /// The plan DAG of each plan space, in the program's variables (for the dominance test).
     pub dags: Vec<Dag>,
     /// Column families (pool indices) that cannot be chosen.
     pub forbidden: BTreeSet<usize>,
@@ -95,64 +95,6 @@ pub struct Dag {
     /// `None` for a query (always one plan); for a shared support query, its `Runs` variable and
     /// the column families whose choice makes it run.
     pub runs: Option<(usize, Vec<usize>)>,
-}
-
-impl Dag {
-    /// The cheapest complete plan over column families for which `allowed` holds: its cost under
-    /// `cost` (per variable) and its step variables.
-    pub fn cheapest(&self, cost: &[f64], allowed: &dyn Fn(usize) -> bool) -> Option<(f64, Vec<usize>)> {
-        // Best (cost, first edge) from each state, computed in reverse topological order (DFS).
-        let n = self.out.len();
-        let mut best: Vec<Option<Option<(f64, usize)>>> = vec![None; n];
-        let mut stack: Vec<(usize, bool)> = vec![(0, false)];
-        while let Some((s, done)) = stack.pop() {
-            if best[s].is_some() {
-                continue;
-            }
-            if !done {
-                stack.push((s, true));
-                for &e in &self.out[s] {
-                    let (_, _, to, cf) = self.edges[e];
-                    if let Some(t) = to {
-                        if allowed(cf) && best[t].is_none() {
-                            stack.push((t, false));
-                        }
-                    }
-                }
-                continue;
-            }
-            let mut b: Option<(f64, usize)> = None;
-            for &e in &self.out[s] {
-                let (v, _, to, cf) = self.edges[e];
-                if !allowed(cf) {
-                    continue;
-                }
-                let rest = match to {
-                    None => Some(0.0),
-                    Some(t) => best[t].flatten().map(|(c, _)| c),
-                };
-                if let Some(r) = rest {
-                    let total = r + cost[v];
-                    if b.is_none_or(|(c, _)| total < c - 1e-12) {
-                        b = Some((total, e));
-                    }
-                }
-            }
-            best[s] = Some(b);
-        }
-        let (total, _) = best.first().copied().flatten().flatten()?;
-        let mut path = Vec::new();
-        let mut s = 0;
-        loop {
-            let (_, e) = best[s].flatten()?;
-            let (v, _, to, _) = self.edges[e];
-            path.push(v);
-            match to {
-                None => return Some((total, path)),
-                Some(t) => s = t,
-            }
-        }
-    }
 }
 
 impl Formulation {
@@ -310,120 +252,6 @@ impl Formulation {
 }
 
 impl Formulation {
-    /// The objective value of an assignment.
-    pub fn objective(&self, x: &[f64]) -> f64 {
-        self.cost.iter().zip(x).map(|(c, v)| c * v).sum()
-    }
-
-    /// The best assignment that chooses exactly the column families `chosen` (pool indices): each
-    /// query and each support query that must run takes its cheapest plan over them. `None` when
-    /// some plan is missing or a constraint (a plan using a column family twice, the space budget,
-    /// a forbidden column family) fails.
-    pub fn assign(&self, chosen: &BTreeSet<usize>) -> Option<Vec<f64>> {
-        let mut x = vec![0.0; self.vars.len()];
-        for j in chosen {
-            x[*self.cf_var.get(j)?] = 1.0;
-        }
-        let allowed = |j: usize| chosen.contains(&j);
-        for dag in &self.dags {
-            if let Some((y, cfs)) = &dag.runs {
-                if !cfs.iter().any(|j| chosen.contains(j)) {
-                    continue;
-                }
-                x[*y] = 1.0;
-            }
-            let (_, path) = dag.cheapest(&self.cost, &allowed)?;
-            for v in path {
-                x[v] = 1.0;
-            }
-        }
-        self.feasible(&x).then_some(x)
-    }
-
-    /// Adds to `chosen` the column families of the cheapest plans of the support queries that must
-    /// run and have no plan over `chosen`, until every one has. `false` when one has no plan at all.
-    fn close(&self, chosen: &mut BTreeSet<usize>, usable: &dyn Fn(usize) -> bool) -> bool {
-        loop {
-            let mut changed = false;
-            for dag in &self.dags {
-                let Some((_, cfs)) = &dag.runs else { continue };
-                if !cfs.iter().any(|j| chosen.contains(j)) {
-                    continue;
-                }
-                if dag.cheapest(&self.cost, &|j| chosen.contains(&j)).is_some() {
-                    continue;
-                }
-                let Some((_, path)) = dag.cheapest(&self.cost, usable) else {
-                    return false;
-                };
-                for v in path {
-                    if let Some(e) = dag.edges.iter().find(|e| e.0 == v) {
-                        chosen.insert(e.3);
-                    }
-                }
-                changed = true;
-            }
-            if !changed {
-                return true;
-            }
-        }
-    }
-
-    /// A good feasible assignment, to start the solver with: each query's cheapest plan over all
-    /// candidates, the support plans those column families need, then local search (drop one column
-    /// family, add one) while it lowers the objective and `budget` lasts. `None` if none is found.
-    pub fn heuristic(&self, budget: std::time::Duration) -> Option<Vec<f64>> {
-        let start = std::time::Instant::now();
-        let usable = |j: usize| !self.forbidden.contains(&j) && self.cf_var.contains_key(&j);
-        let mut chosen: BTreeSet<usize> = BTreeSet::new();
-        for dag in self.dags.iter().filter(|d| d.runs.is_none()) {
-            let (_, path) = dag.cheapest(&self.cost, &usable)?;
-            for v in path {
-                if let Some(e) = dag.edges.iter().find(|e| e.0 == v) {
-                    chosen.insert(e.3);
-                }
-            }
-        }
-        if !self.close(&mut chosen, &usable) {
-            return None;
-        }
-        let mut x = self.assign(&chosen)?;
-        let mut best = self.objective(&x);
-        let all: Vec<usize> = self.cf_var.keys().copied().filter(|j| usable(*j)).collect();
-        let better = |c: f64, best: f64| c < best - 1e-9 * best.abs().max(1.0);
-        let mut improved = true;
-        while improved && start.elapsed() < budget {
-            improved = false;
-            for j in chosen.clone() {
-                let mut t = chosen.clone();
-                t.remove(&j);
-                if let Some(y) = self.assign(&t) {
-                    let c = self.objective(&y);
-                    if better(c, best) {
-                        (chosen, x, best, improved) = (t, y, c, true);
-                    }
-                }
-            }
-            for &j in &all {
-                if chosen.contains(&j) || start.elapsed() > budget {
-                    continue;
-                }
-                let mut t = chosen.clone();
-                t.insert(j);
-                if !self.close(&mut t, &usable) {
-                    continue;
-                }
-                if let Some(y) = self.assign(&t) {
-                    let c = self.objective(&y);
-                    if better(c, best) {
-                        (chosen, x, best, improved) = (t, y, c, true);
-                    }
-                }
-            }
-        }
-        Some(x)
-    }
-
     /// The independent parts of the program: groups of variables no constraint connects (queries
     /// sharing no candidate column family). Each group lists its variables and its constraints.
     pub fn components(&self) -> Vec<(Vec<usize>, Vec<usize>)> {
@@ -437,7 +265,9 @@ impl Formulation {
             i
         }
         for c in &self.constraints {
-            let Some(&(first, _)) = c.terms.first() else { continue };
+            let Some(&(first, _)) = c.terms.first() else {
+                continue;
+            };
             for &(v, _) in &c.terms[1..] {
                 let (a, b) = (find(&mut parent, first), find(&mut parent, v));
                 if a != b {
@@ -471,13 +301,17 @@ impl Formulation {
     /// families the one with the lower index is kept.
     pub fn dominated(&self) -> BTreeSet<usize> {
         use std::collections::HashMap;
-        let mut steps_of: BTreeMap<usize, Vec<(usize, usize, Option<usize>, f64)>> = BTreeMap::new();
+        let mut steps_of: BTreeMap<usize, Vec<(usize, usize, Option<usize>, f64)>> =
+            BTreeMap::new();
         let mut at: HashMap<(usize, usize, Option<usize>), Vec<usize>> = HashMap::new();
         let mut best: HashMap<(usize, usize, Option<usize>, usize), f64> = HashMap::new();
         let mut runs_of: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
         for (d, dag) in self.dags.iter().enumerate() {
             for &(v, from, to, cf) in &dag.edges {
-                steps_of.entry(cf).or_default().push((d, from, to, self.cost[v]));
+                steps_of
+                    .entry(cf)
+                    .or_default()
+                    .push((d, from, to, self.cost[v]));
                 at.entry((d, from, to)).or_default().push(cf);
                 let c = best.entry((d, from, to, cf)).or_insert(f64::INFINITY);
                 *c = c.min(self.cost[v]);
@@ -504,14 +338,16 @@ impl Formulation {
                 return false;
             }
             steps_of.get(&j).is_none_or(|steps| {
-                steps.iter().all(|&(d, from, to, c)| {
-                    best.get(&(d, from, to, k)).is_some_and(|ck| *ck <= c)
-                })
+                steps
+                    .iter()
+                    .all(|&(d, from, to, c)| best.get(&(d, from, to, k)).is_some_and(|ck| *ck <= c))
             })
         };
         let mut out = BTreeSet::new();
         for (&j, steps) in &steps_of {
-            let Some(&(d, from, to, _)) = steps.first() else { continue };
+            let Some(&(d, from, to, _)) = steps.first() else {
+                continue;
+            };
             let mut ks: Vec<usize> = at.get(&(d, from, to)).cloned().unwrap_or_default();
             ks.sort_unstable();
             ks.dedup();
