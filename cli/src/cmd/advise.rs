@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::Args;
 use tern_advisor::cost::{CostModel, Sample};
-use tern_advisor::{Model, Options, Workload, advise, migration, render};
+use tern_advisor::{Model, Options, Workload, migration, render};
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Store, Write};
 
@@ -40,6 +40,16 @@ pub struct AdviseArgs {
     /// (least squares) and advise with it; the store gets a scratch kind, removed afterwards.
     #[arg(long, value_name = "STORE_URL")]
     pub calibrate: Option<String>,
+    /// Load data generated from the model's statistics into this store, in the recommended schema
+    /// and in the normalized baseline, and time the queries' plans on both.
+    #[arg(long, value_name = "STORE_URL")]
+    pub execute: Option<String>,
+    /// With --execute: instances of the largest entity (the others scale alike).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub execute_rows: usize,
+    /// With --execute: executions of each query per schema.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub execute_runs: usize,
 }
 
 /// The scratch kind the calibration writes (and deletes).
@@ -225,7 +235,8 @@ pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
         cost,
         ..Options::default()
     };
-    let rec = advise(&model, &workload, &opts)?;
+    let prepared = tern_advisor::advise::prepare(&model, &workload, &opts)?;
+    let rec = prepared.recommend(&opts)?;
     let out = if args.json {
         serde_json::to_string_pretty(&rec)? + "\n"
     } else {
@@ -241,6 +252,14 @@ pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
         }
         _ => {}
     }
+    if let Some(url) = &args.execute {
+        let report = compare(url, &model, &prepared, &rec, &opts, args).await?;
+        if args.json {
+            eprint!("{report}");
+        } else {
+            print!("{report}");
+        }
+    }
     if let Some(dir) = &args.emit_migration {
         let files = migration::emit(&model, &rec, dir)?;
         for f in files {
@@ -248,4 +267,112 @@ pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(EXIT_OK)
+}
+
+/// Loads both schemas, times every query on both, and renders the comparison.
+async fn compare(
+    url: &str,
+    model: &Model,
+    prepared: &tern_advisor::advise::Prepared<'_>,
+    rec: &tern_advisor::Recommendation,
+    opts: &Options,
+    args: &AdviseArgs,
+) -> anyhow::Result<String> {
+    use std::collections::BTreeMap;
+    use std::fmt::Write as _;
+
+    use crate::cmd::advise_exec as exec;
+
+    let store = crate::connect::open(url).await?;
+    let data = exec::generate(model, args.execute_rows.max(1), 42);
+    let mut kind_of: BTreeMap<usize, String> = BTreeMap::new();
+    for cf in &rec.column_families {
+        let j = prepared
+            .pool
+            .find(&cf.definition)
+            .context("a recommended column family is not among the candidates")?;
+        let kind = format!("advise_rec_{}", cf.name);
+        let rows = exec::cf_rows(model, &data, &cf.definition);
+        exec::load(store.as_ref(), &kind, &cf.definition, rows).await?;
+        kind_of.insert(j, kind);
+    }
+    let queries: Vec<&tern_advisor::query::Query> =
+        prepared.queries.iter().map(|q| &q.3.query).collect();
+    let base = exec::baseline(model, &queries);
+    for (i, cf) in base.iter().enumerate() {
+        let rows = exec::cf_rows(model, &data, cf);
+        exec::load(store.as_ref(), &format!("advise_base_{i}"), cf, rows).await?;
+    }
+    let mut rec_plans = Vec::new();
+    let mut base_plans = Vec::new();
+    for (_, _, _, space) in &prepared.queries {
+        let plan = space
+            .cheapest(|j| kind_of.contains_key(&j))
+            .map(|(_, steps)| {
+                steps
+                    .iter()
+                    .map(|&s| {
+                        let j = space.steps[s].cf;
+                        (
+                            kind_of.get(&j).cloned().unwrap_or_default(),
+                            &prepared.pool.candidates[j],
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            });
+        rec_plans.push((&space.query, plan));
+        let bspace = tern_advisor::advise::plan_space(model, &opts.cost, &base, &space.query);
+        let plan = bspace.cheapest(|_| true).map(|(_, steps)| {
+            steps
+                .iter()
+                .map(|&s| {
+                    let i = bspace.steps[s].cf;
+                    (format!("advise_base_{i}"), &base[i])
+                })
+                .collect::<Vec<_>>()
+        });
+        base_plans.push((&space.query, plan));
+    }
+    let runs = args.execute_runs.max(1);
+    let r = exec::time_plans(store.as_ref(), model, &data, &rec_plans, runs, 7).await?;
+    let b = exec::time_plans(store.as_ref(), model, &data, &base_plans, runs, 7).await?;
+    let mut out = format!(
+        "-- executed on {} ({} runs per query; data: largest entity {} instances)\n",
+        tern_core::store::url::redact(url),
+        runs,
+        args.execute_rows
+    );
+    let _ = writeln!(
+        out,
+        "{:<28} {:>8} {:>14} {:>14} {:>10}",
+        "query", "weight", "recommended ms", "baseline ms", "rows"
+    );
+    let (mut wr, mut wb, mut wsum) = (0.0, 0.0, 0.0);
+    for (i, (name, _, w, _)) in prepared.queries.iter().enumerate() {
+        match (r.per_query[i], b.per_query[i]) {
+            (Some((tr, rows_r)), Some((tb, rows_b))) => {
+                let rows = if (rows_r - rows_b).abs() < 1e-9 {
+                    format!("{rows_r:.1}")
+                } else {
+                    format!("{rows_r:.1}!={rows_b:.1}")
+                };
+                let _ = writeln!(out, "{name:<28} {w:>8.3} {tr:>14.4} {tb:>14.4} {rows:>10}");
+                wr += w * tr;
+                wb += w * tb;
+                wsum += w;
+            }
+            _ => {
+                let _ = writeln!(out, "{name:<28} {w:>8.3} (no plan in one of the schemas)");
+            }
+        }
+    }
+    if wsum > 0.0 {
+        let (mr, mb) = (wr / wsum, wb / wsum);
+        let _ = writeln!(
+            out,
+            "-- weighted mean response time: recommended {mr:.4} ms, normalized baseline {mb:.4} ms ({:.2}x)",
+            if mr > 0.0 { mb / mr } else { f64::NAN }
+        );
+    }
+    Ok(out)
 }
