@@ -85,6 +85,9 @@ pub struct Formulation {
     pub forbidden: BTreeSet<usize>,
 }
 
+/// A step seen from its column family: (plan space, from state, to state, cost).
+type StepAt = (usize, usize, Option<usize>, f64);
+
 /// One plan space as the program sees it: its step variables as edges of a DAG.
 #[derive(Debug, Clone, Default)]
 pub struct Dag {
@@ -301,8 +304,7 @@ impl Formulation {
     /// families the one with the lower index is kept.
     pub fn dominated(&self) -> BTreeSet<usize> {
         use std::collections::HashMap;
-        let mut steps_of: BTreeMap<usize, Vec<(usize, usize, Option<usize>, f64)>> =
-            BTreeMap::new();
+        let mut steps_of: BTreeMap<usize, Vec<StepAt>> = BTreeMap::new();
         let mut at: HashMap<(usize, usize, Option<usize>), Vec<usize>> = HashMap::new();
         let mut best: HashMap<(usize, usize, Option<usize>, usize), f64> = HashMap::new();
         let mut runs_of: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();

@@ -121,10 +121,11 @@ fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
         }
         a.swap(col, pivot);
         b.swap(col, pivot);
+        let pivot_row = a[col];
         for r in col + 1..3 {
-            let f = a[r][col] / a[col][col];
-            for c in col..3 {
-                a[r][c] -= f * a[col][c];
+            let f = a[r][col] / pivot_row[col];
+            for (x, p) in a[r].iter_mut().zip(pivot_row).skip(col) {
+                *x -= f * p;
             }
             b[r] -= f * b[col];
         }

@@ -366,6 +366,9 @@ pub fn baseline(model: &Model, queries: &[&Query]) -> Vec<ColumnFamily> {
     out
 }
 
+/// A plan to execute: per step, the kind holding its column family and the column family.
+pub type Plan<'a> = Vec<(String, &'a ColumnFamily)>;
+
 /// The measured mean response time of each query under one schema.
 #[derive(Debug, Clone)]
 pub struct Measured {
@@ -381,7 +384,7 @@ pub async fn time_plans(
     store: &dyn Store,
     model: &Model,
     data: &Data,
-    queries: &[(&Query, Option<Vec<(String, &ColumnFamily)>>)],
+    queries: &[(&Query, Option<Plan<'_>>)],
     runs: usize,
     seed: u64,
 ) -> anyhow::Result<Measured> {
