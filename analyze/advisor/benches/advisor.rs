@@ -75,7 +75,7 @@ fn run_case(case: &str) {
         .filter(|s| matches!(s.body, tern_advisor::workload::Body::Query(_)))
         .count();
     println!(
-        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{}",
+        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{:.4}",
         model.entities.len(),
         queries,
         workload.statements.len() - queries,
@@ -86,7 +86,8 @@ fn run_case(case: &str) {
         (t2 - t0).as_secs_f64(),
         peak_rss_kib() / 1024,
         rec.column_families.len(),
-        rec.optimal
+        rec.optimal,
+        rec.total_cost
     );
 }
 
@@ -97,7 +98,7 @@ fn main() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
-    let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal";
+    let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal,total_cost";
     println!("{header}");
     let mut csv = format!("{header}\n");
     // Unlimited (proven optimal), then with an 8 s limit per solver stage.

@@ -13,7 +13,7 @@ use crate::model::Model;
 use crate::planner::{PlanSpace, plan};
 use crate::query::{Query, Update};
 use crate::render::render_query;
-use crate::solver::solve;
+use crate::solver::solve_with;
 use crate::support::{Support, support_queries};
 use crate::workload::{Body, Workload};
 
@@ -29,6 +29,8 @@ pub struct Options {
     /// Seconds the solver may spend per stage; past it the best schema found is taken and marked
     /// not proven optimal.
     pub time_limit: Option<f64>,
+    /// How the program is solved (the default prunes, splits and solves once).
+    pub strategy: crate::solver::Strategy,
 }
 
 impl Default for Options {
@@ -38,6 +40,7 @@ impl Default for Options {
             space_budget: None,
             cost: CostModel::default(),
             time_limit: None,
+            strategy: crate::solver::Strategy::default(),
         }
     }
 }
@@ -332,7 +335,7 @@ impl Prepared<'_> {
     /// Solves and reads off the schema and the plans.
     pub fn recommend(&self, opts: &Options) -> Result<Recommendation> {
         let f = self.formulate(opts);
-        let solved = solve(&f, opts.time_limit)?;
+        let solved = solve_with(&f, opts.time_limit, opts.strategy)?;
         let chosen: BTreeSet<usize> = f
             .cf_var
             .iter()

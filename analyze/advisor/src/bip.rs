@@ -9,7 +9,7 @@
 //! budget. The objective is the weighted cost of all steps plus the weighted cost of the writes
 //! each chosen column family needs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::planner::PlanSpace;
 
@@ -79,6 +79,25 @@ pub struct Formulation {
     pub cf_var: BTreeMap<usize, usize>,
     /// Variable of each (plan space, step).
     pub step_var: BTreeMap<(usize, usize), usize>,
+    /// The plan DAG of each plan space, in the program's variables (for the dominance test).
+    pub dags: Vec<Dag>,
+    /// Column families (pool indices) that cannot be chosen.
+    pub forbidden: BTreeSet<usize>,
+}
+
+/// A step seen from its column family: (plan space, from state, to state, cost).
+type StepAt = (usize, usize, Option<usize>, f64);
+
+/// One plan space as the program sees it: its step variables as edges of a DAG.
+#[derive(Debug, Clone, Default)]
+pub struct Dag {
+    /// Edges: (step variable, from state, to state (`None`: the answer), column family).
+    pub edges: Vec<(usize, usize, Option<usize>, usize)>,
+    /// Edges leaving each state (indices into `edges`).
+    pub out: Vec<Vec<usize>>,
+    /// `None` for a query (always one plan); for a shared support query, its `Runs` variable and
+    /// the column families whose choice makes it run.
+    pub runs: Option<(usize, Vec<usize>)>,
 }
 
 impl Formulation {
@@ -121,6 +140,16 @@ impl Formulation {
                     Some(y)
                 }
             };
+            let mut dag = Dag {
+                runs: demand_var.map(|y| {
+                    let cfs = match &w.demand {
+                        Demand::IfAnyChosen(cfs) => cfs.clone(),
+                        Demand::One => Vec::new(),
+                    };
+                    (y, cfs)
+                }),
+                ..Dag::default()
+            };
             let mut out: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
             let mut by_cf: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
             let mut inn: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -135,7 +164,17 @@ impl Formulation {
                     inn.entry(t).or_default().push(v);
                 }
                 by_cf.entry(step.cf).or_default().push(v);
+                let top = step.from.max(step.to.unwrap_or(0));
+                if dag.out.len() <= top {
+                    dag.out.resize(top + 1, Vec::new());
+                }
+                dag.out[step.from].push(dag.edges.len());
+                dag.edges.push((v, step.from, step.to, step.cf));
             }
+            if dag.out.is_empty() {
+                dag.out.push(Vec::new());
+            }
+            f.dags.push(dag);
             // A plan uses a column family at most once: Σ steps on j ≤ δ_j (tighter than one row per step).
             for (j, steps) in by_cf {
                 let d = cf(&mut f, j);
@@ -189,6 +228,7 @@ impl Formulation {
                 });
             }
         }
+        f.forbidden = forbidden.iter().copied().collect();
         for &j in forbidden {
             let Some(&d) = f.cf_var.get(&j) else { continue };
             f.constraints.push(Constraint {
@@ -211,5 +251,115 @@ impl Formulation {
     /// Whether an assignment satisfies every constraint.
     pub fn feasible(&self, x: &[f64]) -> bool {
         self.constraints.iter().all(|c| c.holds(x))
+    }
+}
+
+impl Formulation {
+    /// The independent parts of the program: groups of variables no constraint connects (queries
+    /// sharing no candidate column family). Each group lists its variables and its constraints.
+    pub fn components(&self) -> Vec<(Vec<usize>, Vec<usize>)> {
+        let n = self.vars.len();
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn find(p: &mut [usize], mut i: usize) -> usize {
+            while p[i] != i {
+                p[i] = p[p[i]];
+                i = p[i];
+            }
+            i
+        }
+        for c in &self.constraints {
+            let Some(&(first, _)) = c.terms.first() else {
+                continue;
+            };
+            for &(v, _) in &c.terms[1..] {
+                let (a, b) = (find(&mut parent, first), find(&mut parent, v));
+                if a != b {
+                    parent[a] = b;
+                }
+            }
+        }
+        let mut groups: BTreeMap<usize, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+        for v in 0..n {
+            let r = find(&mut parent, v);
+            groups.entry(r).or_default().0.push(v);
+        }
+        for (i, c) in self.constraints.iter().enumerate() {
+            if let Some(&(v, _)) = c.terms.first() {
+                let r = find(&mut parent, v);
+                groups.entry(r).or_default().1.push(i);
+            }
+        }
+        groups.into_values().collect()
+    }
+}
+
+impl Formulation {
+    /// Column families (pool indices) that an optimal schema never needs: `j` is dominated by `k`
+    /// when every plan step on `j` has a step on `k` between the same two states of the same plan
+    /// space at no greater cost, `k` costs no more to maintain, is no larger, is not forbidden, and
+    /// makes no support query run that `j` does not. Replacing every dominated column family by an
+    /// undominated one that dominates it keeps every plan (no plan uses one column family twice:
+    /// a second lookup on it would leave the state unchanged) and changes neither cost, count nor
+    /// space for the worse, so the lexicographic optimum is unchanged. Of two equivalent column
+    /// families the one with the lower index is kept.
+    pub fn dominated(&self) -> BTreeSet<usize> {
+        use std::collections::HashMap;
+        let mut steps_of: BTreeMap<usize, Vec<StepAt>> = BTreeMap::new();
+        let mut at: HashMap<(usize, usize, Option<usize>), Vec<usize>> = HashMap::new();
+        let mut best: HashMap<(usize, usize, Option<usize>, usize), f64> = HashMap::new();
+        let mut runs_of: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+        for (d, dag) in self.dags.iter().enumerate() {
+            for &(v, from, to, cf) in &dag.edges {
+                steps_of
+                    .entry(cf)
+                    .or_default()
+                    .push((d, from, to, self.cost[v]));
+                at.entry((d, from, to)).or_default().push(cf);
+                let c = best.entry((d, from, to, cf)).or_insert(f64::INFINITY);
+                *c = c.min(self.cost[v]);
+            }
+            if let Some((_, cfs)) = &dag.runs {
+                for &j in cfs {
+                    runs_of.entry(j).or_default().insert(d);
+                }
+            }
+        }
+        let empty = BTreeSet::new();
+        let dominates = |k: usize, j: usize| -> bool {
+            let (Some(&vk), Some(&vj)) = (self.cf_var.get(&k), self.cf_var.get(&j)) else {
+                return false;
+            };
+            if self.forbidden.contains(&k)
+                || self.cost[vk] > self.cost[vj]
+                || self.size[vk] > self.size[vj]
+                || !runs_of
+                    .get(&k)
+                    .unwrap_or(&empty)
+                    .is_subset(runs_of.get(&j).unwrap_or(&empty))
+            {
+                return false;
+            }
+            steps_of.get(&j).is_none_or(|steps| {
+                steps
+                    .iter()
+                    .all(|&(d, from, to, c)| best.get(&(d, from, to, k)).is_some_and(|ck| *ck <= c))
+            })
+        };
+        let mut out = BTreeSet::new();
+        for (&j, steps) in &steps_of {
+            let Some(&(d, from, to, _)) = steps.first() else {
+                continue;
+            };
+            let mut ks: Vec<usize> = at.get(&(d, from, to)).cloned().unwrap_or_default();
+            ks.sort_unstable();
+            ks.dedup();
+            if ks
+                .into_iter()
+                .any(|k| k != j && dominates(k, j) && (k < j || !dominates(j, k)))
+            {
+                out.insert(j);
+            }
+        }
+        out
     }
 }

@@ -54,3 +54,152 @@ impl CostModel {
         c
     }
 }
+
+/// One measurement for [`CostModel::fit`]: `gets` gets of partitions holding `width` rows each took
+/// `ms` milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Number of gets (partitions read).
+    pub gets: f64,
+    /// Rows per partition.
+    pub width: f64,
+    /// Measured time (ms).
+    pub ms: f64,
+}
+
+impl CostModel {
+    /// Fits `request`, `partition` and `row` of `T(n, w) = request + partition·n + row·n·w` to the
+    /// samples by least squares (the normal equations, solved exactly); the other constants are kept
+    /// from `self`. A fitted constant below zero (noise on a fast store) is set to zero. `None` when
+    /// the samples do not determine the three constants (fewer than three distinct `(n, n·w)`
+    /// combinations).
+    pub fn fit(&self, samples: &[Sample]) -> Option<CostModel> {
+        // Normal equations AᵀA β = Aᵀy with rows (1, n, n·w).
+        let mut ata = [[0.0_f64; 3]; 3];
+        let mut aty = [0.0_f64; 3];
+        for s in samples {
+            let row = [1.0, s.gets, s.gets * s.width];
+            for i in 0..3 {
+                for j in 0..3 {
+                    ata[i][j] += row[i] * row[j];
+                }
+                aty[i] += row[i] * s.ms;
+            }
+        }
+        let beta = solve3(ata, aty)?;
+        Some(CostModel {
+            request: beta[0].max(0.0),
+            partition: beta[1].max(0.0),
+            row: beta[2].max(0.0),
+            ..*self
+        })
+    }
+}
+
+/// The least-squares slope of `y` against `x` (for the cost per row written, from batches of
+/// different sizes), at least zero; `None` when the `x` do not vary.
+pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 1e-12).then(|| (sxy / sxx).max(0.0))
+}
+
+/// Solves a 3×3 system by Gaussian elimination with partial pivoting; `None` when singular.
+fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
+    let scale = a
+        .iter()
+        .flatten()
+        .fold(0.0_f64, |m, v| m.max(v.abs()))
+        .max(f64::MIN_POSITIVE);
+    for col in 0..3 {
+        let pivot = (col..3).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[pivot][col].abs() <= 1e-12 * scale {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        let pivot_row = a[col];
+        for r in col + 1..3 {
+            let f = a[r][col] / pivot_row[col];
+            for (x, p) in a[r].iter_mut().zip(pivot_row).skip(col) {
+                *x -= f * p;
+            }
+            b[r] -= f * b[col];
+        }
+    }
+    let mut x = [0.0; 3];
+    for r in (0..3).rev() {
+        let s: f64 = (r + 1..3).map(|c| a[r][c] * x[c]).sum();
+        x[r] = (b[r] - s) / a[r][r];
+    }
+    Some(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_recovers_the_constants_of_exact_samples() {
+        let truth = CostModel {
+            request: 0.3,
+            partition: 0.07,
+            row: 0.002,
+            ..CostModel::CASSANDRA
+        };
+        let mut samples = Vec::new();
+        for n in [1.0, 5.0, 20.0] {
+            for w in [1.0, 10.0, 100.0] {
+                samples.push(Sample {
+                    gets: n,
+                    width: w,
+                    ms: truth.lookup(n, w),
+                });
+            }
+        }
+        let fitted = CostModel::CASSANDRA
+            .fit(&samples)
+            .unwrap_or_else(|| panic!("no fit"));
+        assert!((fitted.request - 0.3).abs() < 1e-9, "{fitted:?}");
+        assert!((fitted.partition - 0.07).abs() < 1e-9, "{fitted:?}");
+        assert!((fitted.row - 0.002).abs() < 1e-9, "{fitted:?}");
+        assert_eq!(fitted.insert, CostModel::CASSANDRA.insert);
+    }
+
+    #[test]
+    fn slope_is_the_cost_per_row() {
+        let pts = [(1.0, 0.5), (10.0, 1.4), (50.0, 5.4)];
+        assert!((slope(&pts).unwrap_or(-1.0) - 0.1).abs() < 1e-9);
+        assert!(slope(&[(3.0, 1.0), (3.0, 2.0)]).is_none());
+    }
+
+    #[test]
+    fn fit_refuses_samples_that_do_not_determine_the_model() {
+        let one = Sample {
+            gets: 5.0,
+            width: 10.0,
+            ms: 1.0,
+        };
+        assert!(CostModel::CASSANDRA.fit(&[one, one, one]).is_none());
+        assert!(CostModel::CASSANDRA.fit(&[]).is_none());
+    }
+
+    #[test]
+    fn a_negative_fitted_constant_becomes_zero() {
+        // Time falls with the number of gets: the partition constant would be negative.
+        let samples = [
+            (1.0, 1.0, 2.0),
+            (2.0, 1.0, 1.5),
+            (1.0, 10.0, 2.5),
+            (4.0, 10.0, 3.0),
+        ]
+        .map(|(gets, width, ms)| Sample { gets, width, ms });
+        let fitted = CostModel::CASSANDRA
+            .fit(&samples)
+            .unwrap_or_else(|| panic!("no fit"));
+        assert!(fitted.partition >= 0.0 && fitted.request >= 0.0 && fitted.row >= 0.0);
+    }
+}

@@ -2,6 +2,7 @@
 
 pub mod abandon;
 pub mod advise;
+pub mod advise_exec;
 pub mod analyze;
 pub mod apply;
 pub mod data;
