@@ -329,15 +329,15 @@ impl LazyClient {
 
     async fn get_with(&self, chain: &KindChain, key: &Key) -> Result<Option<Entity>> {
         for _ in 0..MAX_ATTEMPTS {
-            let Some(found) = self.locate(chain, key).await? else {
-                return Ok(None);
+            let found = match self.locate(chain, key).await? {
+                None => return Ok(None),
+                // Up to date: returned as read, no copy.
+                Some(Found::Here(e)) if e.version == chain.version => return Ok(Some(e)),
+                Some(found) => found,
             };
             let stored = match &found {
                 Found::Here(e) | Found::Former(e) => e,
             };
-            if matches!(found, Found::Here(_)) && stored.version == chain.version {
-                return Ok(Some(stored.clone()));
-            }
             let new = match Self::migrate(chain, stored) {
                 Ok(new) => new,
                 Err(e @ LazyError::EntityNewer { .. }) => return Err(self.newer(chain, e).await),
