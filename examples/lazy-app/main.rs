@@ -66,7 +66,7 @@ async fn main() -> Result<(), Error> {
     check(&store, n, &expected, &report).await
 }
 
-/// 1. The data, at v0.
+/// Step 1: the data, at v0.
 async fn load_users(store: &Arc<dyn Store>, n: i64) -> Result<(), Error> {
     let users: Vec<Write> = (0..n)
         .map(|i| {
@@ -87,7 +87,7 @@ async fn load_users(store: &Arc<dyn Store>, n: i64) -> Result<(), Error> {
     Ok(())
 }
 
-/// 2. The old code counts visits until it is fenced. Returns its client and
+/// Step 2: the old code counts visits until it is fenced. Returns its client and
 /// the visits it counted.
 async fn old_code(store: &Arc<dyn Store>) -> Result<(LazyClient, Counts), Error> {
     let old = LazyClient::builder(Arc::clone(store))
@@ -107,7 +107,7 @@ async fn old_code(store: &Arc<dyn Store>) -> Result<(LazyClient, Counts), Error>
     Ok((old, expected))
 }
 
-/// 3. The install: one fenced metadata write, no user touched; the old code is fenced.
+/// Step 3: the install: one fenced metadata write, no user touched; the old code is fenced.
 async fn install(store: &Arc<dyn Store>, migrations: &str, old: &LazyClient) -> Result<(), Error> {
     let set = MigrationSet::load_dir(std::path::Path::new(migrations))?;
     let started = Instant::now();
@@ -123,7 +123,7 @@ async fn install(store: &Arc<dyn Store>, migrations: &str, old: &LazyClient) -> 
     Ok(())
 }
 
-/// 4. The new code adds hits while the sweep completes the migration. Returns
+/// Step 4: the new code adds hits while the sweep completes the migration. Returns
 /// the sweep's report and the hits written.
 async fn new_code_during_sweep(
     store: &Arc<dyn Store>,
@@ -191,7 +191,7 @@ async fn add_hits(
     Ok(done)
 }
 
-/// 5. No write lost: every user at v2 holds exactly the hits written.
+/// Step 5: no write lost: every user at v2 holds exactly the hits written.
 async fn check(
     store: &Arc<dyn Store>,
     n: i64,
