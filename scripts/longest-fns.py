@@ -5,6 +5,13 @@ files under tests/, benches/, testkit/ and `#[cfg(test)]` modules are skipped).
 Usage: scripts/longest-fns.py [N]  (default: the 15 longest)."""
 import re, subprocess, sys
 
+def strip(line):
+    """The code of a line without its comment, char literals and strings (whose
+    braces would count otherwise)."""
+    code = re.sub(r"'(\\[^']*|[^'\\])'", "' '", line)
+    code = re.sub(r'"(\\.|[^"\\])*"', '""', code)
+    return code.split("//")[0]
+
 def functions(path):
     lines = open(path, encoding="utf-8").read().split("\n")
     i, in_test_mod = 0, None
@@ -17,7 +24,7 @@ def functions(path):
         if m and in_test_mod is None:
             d, j, opened = 0, i, False
             while j < len(lines):
-                code = re.sub(r'"(\\.|[^"\\])*"', '""', lines[j].split("//")[0])
+                code = strip(lines[j])
                 for ch in code:
                     if ch == "{": d += 1; opened = True
                     elif ch == "}": d -= 1
@@ -26,7 +33,7 @@ def functions(path):
                 j += 1
             if opened:
                 yield (j - i + 1, f"{path}:{i + 1}", m.group(6))
-        code = re.sub(r'"(\\.|[^"\\])*"', '""', line.split("//")[0])
+        code = strip(line)
         depth += code.count("{") - code.count("}")
         if in_test_mod is not None and depth <= in_test_mod and "}" in code:
             in_test_mod = None

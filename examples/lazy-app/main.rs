@@ -42,6 +42,9 @@ fn hits(m: &Map, name: &str) -> i64 {
     }
 }
 
+/// The per-user counts of writes made: user number to count.
+type Counts = BTreeMap<i64, i64>;
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Error> {
     let path = arg("--store", "lazy-demo.redb");
@@ -50,7 +53,21 @@ async fn main() -> Result<(), Error> {
     let tasks: usize = arg("--tasks", "4").parse()?;
     let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path)?);
 
-    // 1. The data, at v0.
+    load_users(&store, n).await?;
+    let (old, mut expected) = old_code(&store).await?;
+    install(&store, &migrations, &old).await?;
+    let (report, done) = new_code_during_sweep(&store, n, tasks).await?;
+    let mut writes = 0;
+    for (i, k) in done {
+        *expected.entry(i).or_default() += k;
+        writes += k;
+    }
+    println!("{writes} writes through the lazy client during the sweep");
+    check(&store, n, &expected, &report).await
+}
+
+/// Step 1: the data, at v0.
+async fn load_users(store: &Arc<dyn Store>, n: i64) -> Result<(), Error> {
     let users: Vec<Write> = (0..n)
         .map(|i| {
             let mut value = Map::new();
@@ -67,14 +84,18 @@ async fn main() -> Result<(), Error> {
         store.write_batch(chunk.to_vec()).await?;
     }
     println!("loaded {n} users at v0");
+    Ok(())
+}
 
-    // 2. The old code counts visits until it is fenced.
-    let old = LazyClient::builder(Arc::clone(&store))
+/// Step 2: the old code counts visits until it is fenced. Returns its client and
+/// the visits it counted.
+async fn old_code(store: &Arc<dyn Store>) -> Result<(LazyClient, Counts), Error> {
+    let old = LazyClient::builder(Arc::clone(store))
         .declare("user", 0)
         .refresh_every(Duration::ZERO)
         .connect()
         .await?;
-    let mut expected: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut expected = Counts::new();
     for i in 0..100 {
         old.modify(&Key::new("user", i)?, |m| {
             let v = hits(m, "visits");
@@ -83,11 +104,14 @@ async fn main() -> Result<(), Error> {
         .await?;
         *expected.entry(i).or_default() += 1;
     }
+    Ok((old, expected))
+}
 
-    // 3. The install: one fenced metadata write, no user touched.
-    let set = MigrationSet::load_dir(std::path::Path::new(&migrations))?;
+/// Step 3: the install: one fenced metadata write, no user touched; the old code is fenced.
+async fn install(store: &Arc<dyn Store>, migrations: &str, old: &LazyClient) -> Result<(), Error> {
+    let set = MigrationSet::load_dir(std::path::Path::new(migrations))?;
     let started = Instant::now();
-    Migrator::new(Arc::clone(&store), set).up(None).await?;
+    Migrator::new(Arc::clone(store), set).up(None).await?;
     println!(
         "installed the lazy migration in {:?} (no entity touched)",
         started.elapsed()
@@ -96,38 +120,29 @@ async fn main() -> Result<(), Error> {
         Err(e @ LazyError::KindMigratedSinceConnect { .. }) => println!("old code fenced: {e}"),
         other => return Err(format!("the old client was not fenced: {other:?}").into()),
     }
+    Ok(())
+}
 
-    // 4. The new code adds hits while the sweep completes the migration.
+/// Step 4: the new code adds hits while the sweep completes the migration. Returns
+/// the sweep's report and the hits written.
+async fn new_code_during_sweep(
+    store: &Arc<dyn Store>,
+    n: i64,
+    tasks: usize,
+) -> Result<(lazy::sweep::SweepReport, Counts), Error> {
     let client = Arc::new(
-        LazyClient::builder(Arc::clone(&store))
+        LazyClient::builder(Arc::clone(store))
             .declare("user", 2)
             .connect()
             .await?,
     );
     let stop = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for t in 0..tasks {
-        let (client, stop) = (Arc::clone(&client), Arc::clone(&stop));
-        workers.push(tokio::spawn(async move {
-            let mut done: BTreeMap<i64, i64> = BTreeMap::new();
-            let mut seed = 0x9e37_79b9_u64.wrapping_mul(t as u64 + 1);
-            while !stop.load(Ordering::Relaxed) {
-                seed = seed.rotate_left(13) ^ 0x5851_f42d_4c95_7f2d;
-                let i = (seed % n as u64) as i64;
-                client
-                    .modify(&Key::new("user", i)?, |m| {
-                        let v = hits(m, "hits");
-                        m.insert("hits".into(), Value::Int(v + 1));
-                    })
-                    .await?;
-                *done.entry(i).or_default() += 1;
-            }
-            Ok::<_, Error>(done)
-        }));
-    }
+    let workers: Vec<_> = (0..tasks)
+        .map(|t| tokio::spawn(add_hits(Arc::clone(&client), Arc::clone(&stop), t, n)))
+        .collect();
     let started = Instant::now();
     let report = lazy::sweep::sweep(
-        Arc::clone(&store),
+        Arc::clone(store),
         &LeaseOptions::default(),
         &BTreeMap::new(),
         &SweepOptions {
@@ -144,16 +159,45 @@ async fn main() -> Result<(), Error> {
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
     stop.store(true, Ordering::Relaxed);
-    let mut writes = 0;
+    let mut done = Counts::new();
     for w in workers {
         for (i, k) in w.await?? {
-            *expected.entry(i).or_default() += k;
-            writes += k;
+            *done.entry(i).or_default() += k;
         }
     }
-    println!("{writes} writes through the lazy client during the sweep");
+    Ok((report, done))
+}
 
-    // 5. No write lost: every user at v2 holds exactly the hits written.
+/// One task of the new code: adds hits to random users until `stop`.
+async fn add_hits(
+    client: Arc<LazyClient>,
+    stop: Arc<AtomicBool>,
+    t: usize,
+    n: i64,
+) -> Result<Counts, Error> {
+    let mut done = Counts::new();
+    let mut seed = 0x9e37_79b9_u64.wrapping_mul(t as u64 + 1);
+    while !stop.load(Ordering::Relaxed) {
+        seed = seed.rotate_left(13) ^ 0x5851_f42d_4c95_7f2d;
+        let i = (seed % n as u64) as i64;
+        client
+            .modify(&Key::new("user", i)?, |m| {
+                let v = hits(m, "hits");
+                m.insert("hits".into(), Value::Int(v + 1));
+            })
+            .await?;
+        *done.entry(i).or_default() += 1;
+    }
+    Ok(done)
+}
+
+/// Step 5: no write lost: every user at v2 holds exactly the hits written.
+async fn check(
+    store: &Arc<dyn Store>,
+    n: i64,
+    expected: &Counts,
+    report: &lazy::sweep::SweepReport,
+) -> Result<(), Error> {
     let mut lost = 0;
     for i in 0..n {
         let e = store

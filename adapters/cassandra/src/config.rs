@@ -165,6 +165,128 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// What the authority and path of a store URL name.
+struct Location {
+    user: Option<String>,
+    password: Option<String>,
+    nodes: Vec<String>,
+    keyspace: String,
+}
+
+/// Reads `[user[:password]@]host[:port][,host...]/keyspace`.
+fn location(shown: &str, rest: &str) -> Result<Location> {
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    let mut user = None;
+    let mut password = None;
+    if let Some(info) = userinfo {
+        let (u, p) = info.split_once(':').unwrap_or((info, ""));
+        user = Some(percent_decode(u));
+        if !p.is_empty() {
+            password = Some(percent_decode(p));
+        }
+    }
+    let nodes: Vec<String> = hosts
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(|h| {
+            if h.rsplit_once(':')
+                .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+            {
+                h.to_owned()
+            } else {
+                format!("{h}:9042")
+            }
+        })
+        .collect();
+    if nodes.is_empty() {
+        return Err(invalid(
+            shown,
+            "no host; expected cassandra://HOST:PORT/KEYSPACE",
+        ));
+    }
+    let keyspace = path.trim_end_matches('/').to_owned();
+    if !is_plain_identifier(&keyspace) {
+        return Err(invalid(
+            shown,
+            format!(
+                "keyspace {keyspace:?} must be a lowercase letter followed by lowercase \
+                 letters, digits or _ (at most 48)"
+            ),
+        ));
+    }
+    Ok(Location {
+        user,
+        password,
+        nodes,
+        keyspace,
+    })
+}
+
+fn schema_agreement(shown: &str, value: &str) -> Result<SchemaAgreement> {
+    match value {
+        "auto" => Ok(SchemaAgreement::Auto),
+        "wait" => Ok(SchemaAgreement::Wait),
+        "skip" => Ok(SchemaAgreement::Skip),
+        _ => Err(invalid(shown, "schema_agreement is auto, wait or skip")),
+    }
+}
+
+fn consistency(shown: &str, value: &str) -> Result<ConsistencyLevel> {
+    match value.to_ascii_lowercase().as_str() {
+        "one" => Ok(ConsistencyLevel::One),
+        "local_one" => Ok(ConsistencyLevel::LocalOne),
+        "quorum" => Ok(ConsistencyLevel::Quorum),
+        "local_quorum" => Ok(ConsistencyLevel::LocalQuorum),
+        "all" => Ok(ConsistencyLevel::All),
+        _ => Err(invalid(
+            shown,
+            "consistency is one, local_one, quorum, local_quorum or all",
+        )),
+    }
+}
+
+fn serial(shown: &str, value: &str) -> Result<SerialLevel> {
+    match value.to_ascii_lowercase().as_str() {
+        "serial" => Ok(SerialLevel::Serial),
+        "local_serial" => Ok(SerialLevel::LocalSerial),
+        _ => Err(invalid(shown, "serial is serial or local_serial")),
+    }
+}
+
+fn native_tables(shown: &str, value: &str) -> Result<NativeTables> {
+    if value == "*" {
+        return Ok(NativeTables::All);
+    }
+    let tables: Vec<String> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if let Some(bad) = tables.iter().find(|t| !is_plain_identifier(t)) {
+        return Err(invalid(
+            shown,
+            format!(
+                "native: table {bad:?} must be a lowercase letter followed by \
+                 lowercase letters, digits or _ (or native=* for every table)"
+            ),
+        ));
+    }
+    Ok(NativeTables::Tables(tables))
+}
+
+fn drop_columns(shown: &str, value: &str) -> Result<bool> {
+    match value {
+        "true" | "yes" | "1" => Ok(true),
+        "false" | "no" | "0" => Ok(false),
+        _ => Err(invalid(shown, "drop_columns is true or false")),
+    }
+}
+
 impl CassConfig {
     /// Reads a `cassandra://` (or `scylla://`) URL.
     ///
@@ -180,49 +302,12 @@ impl CassConfig {
             .map(|(_, rest)| rest)
             .ok_or_else(|| invalid(&shown, "expected cassandra://HOST:PORT/KEYSPACE"))?;
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let (userinfo, hosts) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
-        };
-        let mut user = None;
-        let mut password = None;
-        if let Some(info) = userinfo {
-            let (u, p) = info.split_once(':').unwrap_or((info, ""));
-            user = Some(percent_decode(u));
-            if !p.is_empty() {
-                password = Some(percent_decode(p));
-            }
-        }
-        let nodes: Vec<String> = hosts
-            .split(',')
-            .filter(|h| !h.is_empty())
-            .map(|h| {
-                if h.rsplit_once(':')
-                    .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-                {
-                    h.to_owned()
-                } else {
-                    format!("{h}:9042")
-                }
-            })
-            .collect();
-        if nodes.is_empty() {
-            return Err(invalid(
-                &shown,
-                "no host; expected cassandra://HOST:PORT/KEYSPACE",
-            ));
-        }
-        let keyspace = path.trim_end_matches('/').to_owned();
-        if !is_plain_identifier(&keyspace) {
-            return Err(invalid(
-                &shown,
-                format!(
-                    "keyspace {keyspace:?} must be a lowercase letter followed by lowercase \
-                     letters, digits or _ (at most 48)"
-                ),
-            ));
-        }
+        let Location {
+            user,
+            password,
+            nodes,
+            keyspace,
+        } = location(&shown, rest)?;
         let mut config = CassConfig {
             nodes,
             keyspace,
@@ -240,92 +325,45 @@ impl CassConfig {
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let value = percent_decode(value);
-            let number =
-                |what: &str| {
-                    value.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                        invalid(&shown, format!("{what} must be a positive integer"))
-                    })
-                };
-            match key {
-                "replication_factor" => {
-                    config.replication = simple_strategy(number("replication_factor")?);
-                }
-                "replication" => {
-                    if !(value.starts_with('{') && value.ends_with('}')) || value.contains(';') {
-                        return Err(invalid(&shown, "replication must be a CQL map {...}"));
-                    }
-                    config.replication = value;
-                }
-                "schema_agreement" => {
-                    config.schema_agreement = match value.as_str() {
-                        "auto" => SchemaAgreement::Auto,
-                        "wait" => SchemaAgreement::Wait,
-                        "skip" => SchemaAgreement::Skip,
-                        _ => return Err(invalid(&shown, "schema_agreement is auto, wait or skip")),
-                    }
-                }
-                "consistency" => {
-                    config.consistency = match value.to_ascii_lowercase().as_str() {
-                        "one" => ConsistencyLevel::One,
-                        "local_one" => ConsistencyLevel::LocalOne,
-                        "quorum" => ConsistencyLevel::Quorum,
-                        "local_quorum" => ConsistencyLevel::LocalQuorum,
-                        "all" => ConsistencyLevel::All,
-                        _ => {
-                            return Err(invalid(
-                                &shown,
-                                "consistency is one, local_one, quorum, local_quorum or all",
-                            ));
-                        }
-                    }
-                }
-                "serial" => {
-                    config.serial = match value.to_ascii_lowercase().as_str() {
-                        "serial" => SerialLevel::Serial,
-                        "local_serial" => SerialLevel::LocalSerial,
-                        _ => return Err(invalid(&shown, "serial is serial or local_serial")),
-                    }
-                }
-                "concurrency" => {
-                    config.concurrency = usize::try_from(number("concurrency")?).unwrap_or(32);
-                }
-                "timeout_ms" => config.timeout = Duration::from_millis(number("timeout_ms")?),
-                "native" => {
-                    config.native = if value == "*" {
-                        NativeTables::All
-                    } else {
-                        let tables: Vec<String> = value
-                            .split(',')
-                            .map(str::trim)
-                            .filter(|t| !t.is_empty())
-                            .map(str::to_owned)
-                            .collect();
-                        if let Some(bad) = tables.iter().find(|t| !is_plain_identifier(t)) {
-                            return Err(invalid(
-                                &shown,
-                                format!(
-                                    "native: table {bad:?} must be a lowercase letter followed by \
-                                     lowercase letters, digits or _ (or native=* for every table)"
-                                ),
-                            ));
-                        }
-                        NativeTables::Tables(tables)
-                    }
-                }
-                "drop_columns" => {
-                    config.drop_columns = match value.as_str() {
-                        "true" | "yes" | "1" => true,
-                        "false" | "no" | "0" => false,
-                        _ => return Err(invalid(&shown, "drop_columns is true or false")),
-                    }
-                }
-                "user" | "username" => config.user = Some(value),
-                "password" => config.password = Some(value),
-                other => return Err(invalid(&shown, format!("unknown option {other:?}"))),
-            }
+            config.set_option(key, percent_decode(value))?;
         }
         Ok(config)
+    }
+
+    /// Sets the URL option `key` to its (decoded) `value`.
+    fn set_option(&mut self, key: &str, value: String) -> Result<()> {
+        let shown = &self.shown.clone();
+        let number = |what: &str| {
+            value
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| invalid(shown, format!("{what} must be a positive integer")))
+        };
+        match key {
+            "replication_factor" => {
+                self.replication = simple_strategy(number("replication_factor")?);
+            }
+            "replication" => {
+                if !(value.starts_with('{') && value.ends_with('}')) || value.contains(';') {
+                    return Err(invalid(shown, "replication must be a CQL map {...}"));
+                }
+                self.replication = value;
+            }
+            "schema_agreement" => self.schema_agreement = schema_agreement(shown, &value)?,
+            "consistency" => self.consistency = consistency(shown, &value)?,
+            "serial" => self.serial = serial(shown, &value)?,
+            "concurrency" => {
+                self.concurrency = usize::try_from(number("concurrency")?).unwrap_or(32);
+            }
+            "timeout_ms" => self.timeout = Duration::from_millis(number("timeout_ms")?),
+            "native" => self.native = native_tables(shown, &value)?,
+            "drop_columns" => self.drop_columns = drop_columns(shown, &value)?,
+            "user" | "username" => self.user = Some(value),
+            "password" => self.password = Some(value),
+            other => return Err(invalid(shown, format!("unknown option {other:?}"))),
+        }
+        Ok(())
     }
 
     /// The password, if any (for the driver only; never printed).

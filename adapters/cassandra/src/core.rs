@@ -1,8 +1,10 @@
-//! Driver calls: the session, prepared statements, retries, the entity codec and the one
-//! place where driver errors become [`tern_core::store::Error`]s.
+//! The store type and its driver calls: the session, prepared statements, retries, the
+//! entity codec, the layout of each kind's table, the helpers the store and its feature
+//! files share, and the one place where driver errors become
+//! [`tern_core::store::Error`]s ([`driver_error`]).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use scylla::client::execution_profile::ExecutionProfile;
@@ -20,9 +22,13 @@ use scylla::value::{CqlValue, Row};
 use tern_core::model::codec::{decode_entity, encode_entity};
 use tern_core::model::json::to_json_string;
 use tern_core::model::{Entity, Key, Map, Value, Version};
-use tern_core::store::{Error, ErrorKind, Result};
+use tern_core::store::{Error, ErrorKind, MetaEntry, Result, Write, WriteOutcome};
 
-use crate::config::{CassConfig, ConsistencyLevel, SchemaAgreement, SerialLevel};
+use crate::config::{
+    CassConfig, ConsistencyLevel, NativeTables, SchemaAgreement, SerialLevel, is_plain_identifier,
+};
+use crate::resolve::{self, Resolution};
+use crate::schema::TableSchema;
 
 /// How often a request is retried after a temporary failure.
 pub(crate) const RETRIES: u32 = 4;
@@ -137,7 +143,7 @@ impl CassCore {
         self.session
             .query_unpaged(cql, &[])
             .await
-            .map_err(|e| execution_error(e, "schema change").with_context("cql", cql))?;
+            .map_err(|e| driver_error(e, "schema change").with_context("cql", cql))?;
         if self.await_agreement {
             self.session
                 .await_schema_agreement()
@@ -199,7 +205,7 @@ impl CassCore {
                         Retry::Conditional => surely_not_applied(&e),
                     };
                     if !retryable || attempt >= RETRIES {
-                        return Err(execution_error(e, step));
+                        return Err(driver_error(e, step));
                     }
                     tracing::debug!(error = %e, attempt, step, "retrying");
                     tokio::time::sleep(backoff(attempt)).await;
@@ -250,7 +256,7 @@ impl CassCore {
                 Ok(result) => return Ok(result),
                 Err(e) => {
                     if !classify(&e).1 || attempt >= RETRIES {
-                        return Err(execution_error(e, step));
+                        return Err(driver_error(e, step));
                     }
                     tokio::time::sleep(backoff(attempt)).await;
                     attempt += 1;
@@ -398,8 +404,8 @@ fn surely_not_applied(err: &ExecutionError) -> bool {
     )
 }
 
-/// Maps a driver execution error: the message names the step, the cause is the driver's text.
-pub(crate) fn execution_error(err: ExecutionError, step: &str) -> Error {
+/// The error mapper: a driver execution error as a store error. The message names the step, the cause is the driver's text.
+pub(crate) fn driver_error(err: ExecutionError, step: &str) -> Error {
     let (kind, temporary) = classify(&err);
     let mapped = Error::new(kind, format!("cassandra: {step} failed")).with_driver_error(err);
     if temporary {
@@ -460,4 +466,486 @@ fn new_session_error(err: NewSessionError, shown: &str, password: Option<&str>) 
     } else {
         mapped
     }
+}
+
+/// A hook run after a batch is copied to the new kind and before the sources are deleted,
+/// with the keys (of the old kind) just copied. For tests.
+#[cfg(feature = "fault-injection")]
+pub(crate) type AfterCopy =
+    Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// [`AfterCopy`], printable as part of the store.
+#[cfg(feature = "fault-injection")]
+#[derive(Clone)]
+pub(crate) struct AfterCopyHook(pub(crate) AfterCopy);
+
+#[cfg(feature = "fault-injection")]
+impl std::fmt::Debug for AfterCopyHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterCopyHook")
+    }
+}
+
+/// The metadata table (never a kind).
+pub(crate) const META_TABLE: &str = "tern_meta";
+/// The registry of the kinds tern created document tables for (never a kind).
+pub(crate) const KINDS_TABLE: &str = "tern_kinds";
+/// The registry of the JSON text columns of native tables (never a kind).
+pub(crate) const JSON_COLUMNS_TABLE: &str = "tern_json_columns";
+
+/// A Cassandra or ScyllaDB keyspace as a tern store. See the crate docs for the mapping.
+#[derive(Debug, Clone)]
+pub struct CassStore {
+    pub(crate) core: Arc<CassCore>,
+    /// Document tables known to exist (created or found in the registry by this process).
+    pub(crate) tables: Arc<Mutex<HashSet<String>>>,
+    /// Schemas of native tables, as last read from `system_schema`.
+    pub(crate) schemas: Arc<Mutex<HashMap<String, Arc<TableSchema>>>>,
+    pub(crate) server_clock: bool,
+    /// Whether the cluster runs `WHERE token(pk) >= ?` (the fallback of refused paging states).
+    pub(crate) token_ranges: bool,
+    /// Run by a kind rename between the copy and the delete of a batch (tests).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) after_copy: Option<AfterCopyHook>,
+}
+
+/// How the table of a kind stores entities.
+#[derive(Debug, Clone)]
+pub(crate) enum Layout {
+    /// `(id text PRIMARY KEY, tern_version bigint, doc blob)`, created by tern.
+    Document,
+    /// One column per property.
+    Native(Arc<TableSchema>),
+    /// No table yet. `native`: the URL names it native, so tern must not create a document
+    /// table for it.
+    Missing {
+        /// Named by `native=`.
+        native: bool,
+    },
+}
+
+/// The table of `kind`.
+pub(crate) fn table_of(kind: &str) -> Result<&str> {
+    if is_plain_identifier(kind) && ![META_TABLE, KINDS_TABLE, JSON_COLUMNS_TABLE].contains(&kind) {
+        Ok(kind)
+    } else {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "kind {kind:?} cannot be a Cassandra table: use a lowercase letter followed by \
+                 lowercase letters, digits or _ (at most 48), other than {META_TABLE}, \
+                 {KINDS_TABLE} and {JSON_COLUMNS_TABLE}"
+            ),
+        ))
+    }
+}
+
+pub(crate) fn applied(ok: bool) -> WriteOutcome {
+    if ok {
+        WriteOutcome::Applied
+    } else {
+        WriteOutcome::Conflict
+    }
+}
+
+impl CassStore {
+    /// Connects, creates the keyspace and tern's own tables when missing, and checks what the
+    /// cluster supports (its clock, token-range queries).
+    ///
+    /// # Errors
+    /// An unreachable cluster ([`ErrorKind::Unavailable`]), an invalid URL
+    /// ([`ErrorKind::ConfigInvalid`]), or a refused schema change.
+    pub async fn connect(config: CassConfig) -> Result<CassStore> {
+        let core = CassCore::connect(config).await?;
+        let ks = core.config.keyspace.clone();
+        core.ddl(&format!(
+            "CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {}",
+            core.config.replication
+        ))
+        .await?;
+        core.ddl(&format!(
+            "CREATE TABLE IF NOT EXISTS {ks}.{META_TABLE} \
+             (name text PRIMARY KEY, revision bigint, value text)"
+        ))
+        .await?;
+        core.ddl(&format!(
+            "CREATE TABLE IF NOT EXISTS {ks}.{KINDS_TABLE} (kind text PRIMARY KEY)"
+        ))
+        .await?;
+        if core.config.native != NativeTables::None {
+            core.ddl(&format!(
+                "CREATE TABLE IF NOT EXISTS {ks}.{JSON_COLUMNS_TABLE} (name text PRIMARY KEY)"
+            ))
+            .await?;
+        }
+        let mut store = CassStore {
+            core: Arc::new(core),
+            tables: Arc::new(Mutex::new(HashSet::new())),
+            schemas: Arc::new(Mutex::new(HashMap::new())),
+            server_clock: false,
+            token_ranges: false,
+            #[cfg(feature = "fault-injection")]
+            after_copy: None,
+        };
+        store.server_clock = store.server_now().await.is_ok();
+        store.token_ranges = store.probe_token_ranges().await;
+        Ok(store)
+    }
+
+    /// Whether the cluster answers token-range queries (`WHERE token(pk) >= ?`), with which a
+    /// scan resumes when the cluster refuses a cursor's paging state. Real Cassandra and
+    /// ScyllaDB do; the test server does not.
+    pub fn token_ranges(&self) -> bool {
+        self.token_ranges
+    }
+
+    /// This store, running `hook` in every [`Store::rename_kind`] batch after the rows are
+    /// copied to the new kind and before the old ones are deleted, with the keys (of the old
+    /// kind) just copied. For tests of what a writer that acts in between does to a rename;
+    /// not for production use (feature `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    #[must_use]
+    pub fn with_after_copy_hook(
+        mut self,
+        hook: impl Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> CassStore {
+        self.after_copy = Some(AfterCopyHook(Arc::new(hook)));
+        self
+    }
+
+    pub(crate) fn ks(&self) -> &str {
+        &self.core.config.keyspace
+    }
+
+    pub(crate) async fn probe_token_ranges(&self) -> bool {
+        let cql = format!(
+            "SELECT name FROM {}.{META_TABLE} WHERE token(name) >= ? LIMIT 1",
+            self.ks()
+        );
+        match self
+            .core
+            .execute(
+                &cql,
+                (i64::MIN + 1,),
+                Retry::Idempotent,
+                "probing token ranges",
+            )
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::info!(store = %self.core.config.shown, error = %e, "the cluster cannot run token-range queries: a refused paging state restarts the scan");
+                false
+            }
+        }
+    }
+
+    pub(crate) fn is_known(&self, table: &str) -> bool {
+        self.tables
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(table)
+    }
+
+    pub(crate) fn remember(&self, table: &str) {
+        self.tables
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(table.to_owned());
+    }
+
+    /// Whether tern created a document table for `table` (it registers each one).
+    pub(crate) async fn document_exists(&self, table: &str) -> Result<bool> {
+        if self.is_known(table) {
+            return Ok(true);
+        }
+        let result = self
+            .core
+            .execute(
+                &format!(
+                    "SELECT kind FROM {}.{KINDS_TABLE} WHERE kind = ?",
+                    self.ks()
+                ),
+                (table,),
+                Retry::Idempotent,
+                "reading the kind registry",
+            )
+            .await?;
+        let found = result
+            .into_rows_result()
+            .map(|r| r.rows_num() > 0)
+            .unwrap_or(false);
+        if found {
+            self.remember(table);
+        }
+        Ok(found)
+    }
+
+    /// How the table of `kind` stores entities.
+    pub(crate) async fn layout(&self, kind: &str) -> Result<Layout> {
+        let table = table_of(kind)?;
+        if let Some(schema) = self.cached_schema(table) {
+            return Ok(Layout::Native(schema));
+        }
+        if self.document_exists(table).await? {
+            return Ok(Layout::Document);
+        }
+        let native = &self.core.config.native;
+        if native.names(table) {
+            if let Some(schema) = self.load_schema(table).await? {
+                return Ok(Layout::Native(schema));
+            }
+            return Ok(Layout::Missing {
+                native: matches!(native, NativeTables::Tables(_)),
+            });
+        }
+        Ok(Layout::Missing { native: false })
+    }
+
+    /// Creates the document table of a kind: `(id text PRIMARY KEY, tern_version bigint, doc blob)`.
+    pub(crate) async fn ensure_document_table(&self, table: &str) -> Result<()> {
+        let ks = self.ks();
+        self.core
+            .ddl(&format!(
+                "CREATE TABLE IF NOT EXISTS {ks}.{table} \
+                 (id text PRIMARY KEY, tern_version bigint, doc blob)"
+            ))
+            .await?;
+        self.core
+            .execute(
+                &format!("INSERT INTO {ks}.{KINDS_TABLE} (kind) VALUES (?)"),
+                (table,),
+                Retry::Idempotent,
+                "registering a kind",
+            )
+            .await?;
+        self.remember(table);
+        Ok(())
+    }
+
+    /// The layout a write to `kind` uses, creating a document table when the kind has none.
+    pub(crate) async fn layout_for_write(&self, kind: &str) -> Result<Layout> {
+        match self.layout(kind).await? {
+            Layout::Missing { native: false } => {
+                self.ensure_document_table(table_of(kind)?).await?;
+                Ok(Layout::Document)
+            }
+            Layout::Missing { native: true } => Err(Error::new(
+                ErrorKind::Rejected,
+                format!(
+                    "table {}.{kind} does not exist; a native table has a fixed schema: create \
+                     it with its key and columns (and {} bigint), or remove it from native=",
+                    self.ks(),
+                    crate::schema::VERSION_COLUMN
+                ),
+            )),
+            layout => Ok(layout),
+        }
+    }
+
+    pub(crate) async fn server_now(&self) -> Result<i64> {
+        let result = self
+            .core
+            .execute(
+                "SELECT toUnixTimestamp(now()) FROM system.local",
+                (),
+                Retry::Idempotent,
+                "reading the server clock",
+            )
+            .await?;
+        let rows = result.into_rows_result().map_err(|e| {
+            Error::new(ErrorKind::Unexpected, "cassandra: no clock in system.local")
+                .with_driver_error(e)
+        })?;
+        let (ts,) = rows
+            .first_row::<(scylla::value::CqlTimestamp,)>()
+            .map_err(|e| {
+                Error::new(ErrorKind::Unexpected, "cassandra: no clock in system.local")
+                    .with_driver_error(e)
+            })?;
+        Ok(ts.0)
+    }
+
+    /// The entity with this key, read at serial consistency when `serial` (see `resolve`).
+    pub(crate) async fn get_with(&self, key: &Key, serial: bool) -> Result<Option<Entity>> {
+        match self.layout(&key.kind).await? {
+            Layout::Missing { .. } => Ok(None),
+            Layout::Document => self.document_get(key, serial).await,
+            Layout::Native(schema) => self.native_get(&schema, key, serial).await,
+        }
+    }
+
+    /// Runs one entity write whose outcome may be unknown (a lightweight transaction),
+    /// resolving an unknown outcome by a serial read: applied, retried, or a conflict.
+    /// `expected` is `None` for `IF NOT EXISTS`; both entities as the layout reads them back.
+    pub(crate) async fn cas_entity(
+        &self,
+        call: &crate::statement::Call,
+        step: &'static str,
+        expected: Option<&Entity>,
+        new: &Entity,
+    ) -> Result<WriteOutcome> {
+        let mut attempt = 0;
+        loop {
+            match self
+                .core
+                .execute_lwt(&call.cql, call.values.clone(), step)
+                .await?
+            {
+                LwtOutcome::Applied(ok) => return Ok(applied(ok)),
+                LwtOutcome::Unknown(err) => {
+                    tokio::time::sleep(backoff(attempt)).await;
+                    let stored = self.get_with(&new.key, true).await?;
+                    match resolve::entity(stored.as_ref(), expected, new) {
+                        Resolution::Applied => return Ok(WriteOutcome::Applied),
+                        Resolution::Conflict => return Ok(WriteOutcome::Conflict),
+                        Resolution::Retry if attempt < RETRIES => {
+                            tracing::debug!(error = %err, attempt, step, "conditional write not applied after a timeout; retrying");
+                            attempt += 1;
+                        }
+                        Resolution::Retry => return Err(err),
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) async fn write_one(&self, write: Write, layout: &Layout) -> Result<WriteOutcome> {
+        match layout {
+            Layout::Document => self.document_write(write).await,
+            Layout::Native(schema) => self.native_write(schema, write).await,
+            Layout::Missing { .. } => match write {
+                // Nothing to delete in a table that does not exist.
+                Write::Delete(_) => Ok(WriteOutcome::Applied),
+                other => {
+                    let kind = match &other {
+                        Write::Put(e) | Write::Insert(e) => &e.key.kind,
+                        Write::Replace { new, .. } => &new.key.kind,
+                        Write::Delete(k) => &k.kind,
+                    };
+                    let layout = self.layout_for_write(kind).await?;
+                    Box::pin(self.write_one(other, &layout)).await
+                }
+            },
+        }
+    }
+
+    /// Runs the writes to one key in order.
+    pub(crate) async fn write_chain(
+        &self,
+        chain: Vec<(usize, Write)>,
+        layout: Layout,
+    ) -> Vec<(usize, Result<WriteOutcome>)> {
+        let mut out = Vec::with_capacity(chain.len());
+        for (i, write) in chain {
+            out.push((i, self.write_one(write, &layout).await));
+        }
+        out
+    }
+
+    pub(crate) async fn meta_cas_once(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        value: Option<&str>,
+    ) -> Result<LwtOutcome> {
+        let ks = self.ks();
+        let rev = |r: u64| {
+            i64::try_from(r).map_err(|_| {
+                Error::new(
+                    ErrorKind::InvalidData,
+                    format!("revision {r} exceeds a bigint"),
+                )
+            })
+        };
+        match (expected, value) {
+            (None, Some(v)) => {
+                self.core
+                    .execute_lwt(
+                        &format!(
+                            "INSERT INTO {ks}.{META_TABLE} (name, revision, value) \
+                             VALUES (?, ?, ?) IF NOT EXISTS"
+                        ),
+                        (name, 1_i64, v),
+                        "writing metadata",
+                    )
+                    .await
+            }
+            (Some(r), Some(v)) => {
+                self.core
+                    .execute_lwt(
+                        &format!(
+                            "UPDATE {ks}.{META_TABLE} SET revision = ?, value = ? \
+                             WHERE name = ? IF revision = ?"
+                        ),
+                        (rev(r + 1)?, v, name, rev(r)?),
+                        "writing metadata",
+                    )
+                    .await
+            }
+            (Some(r), None) => {
+                self.core
+                    .execute_lwt(
+                        &format!("DELETE FROM {ks}.{META_TABLE} WHERE name = ? IF revision = ?"),
+                        (name, rev(r)?),
+                        "deleting metadata",
+                    )
+                    .await
+            }
+            (None, None) => Ok(LwtOutcome::Applied(true)),
+        }
+    }
+
+    pub(crate) async fn meta_read(&self, name: &str, serial: bool) -> Result<Option<MetaEntry>> {
+        let cql = format!(
+            "SELECT revision, value FROM {}.{META_TABLE} WHERE name = ?",
+            self.ks()
+        );
+        let result = if serial {
+            self.core
+                .execute_serial_read(&cql, (name,), "reading metadata")
+                .await?
+        } else {
+            self.core
+                .execute(&cql, (name,), Retry::Idempotent, "reading metadata")
+                .await?
+        };
+        Ok(rows_of::<(i64, String)>(result, "reading metadata")?
+            .into_iter()
+            .next()
+            .map(|(revision, value)| MetaEntry {
+                value,
+                revision: u64::try_from(revision).unwrap_or(0),
+            }))
+    }
+}
+
+/// The rows of a result, typed.
+pub(crate) fn rows_of<T>(
+    result: scylla::response::query_result::QueryResult,
+    step: &str,
+) -> Result<Vec<T>>
+where
+    T: for<'f, 'm> scylla::deserialize::row::DeserializeRow<'f, 'm>,
+{
+    let rows = result.into_rows_result().map_err(|e| {
+        Error::new(ErrorKind::Unexpected, format!("cassandra: {step}: no rows"))
+            .with_driver_error(e)
+    })?;
+    let typed = rows.rows::<T>().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("cassandra: {step}: the table does not have the expected columns"),
+        )
+        .with_driver_error(e)
+    })?;
+    typed
+        .collect::<std::result::Result<Vec<T>, _>>()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidData,
+                format!("cassandra: {step}: a row cannot be read"),
+            )
+            .with_driver_error(e)
+        })
 }

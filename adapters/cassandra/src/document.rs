@@ -5,8 +5,7 @@ use scylla::value::CqlValue;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{Error, ErrorKind, Result, Write, WriteOutcome};
 
-use crate::backend::{CassStore, rows_of, table_of};
-use crate::core::{Retry, decode_doc, encode_doc, id_text};
+use crate::core::{CassStore, Retry, decode_doc, encode_doc, id_text, rows_of, table_of};
 use crate::statement::Call;
 
 /// The `tern_version` column of an entity.

@@ -1,5 +1,5 @@
-//! tern adapter for Cassandra and ScyllaDB: [`CassStore`], opened by [`open`] from a
-//! `cassandra://host:port/keyspace` URL.
+//! tern adapter for Cassandra and ScyllaDB: [`CassStore`], made by [`CassStore::connect`]
+//! from a [`CassConfig`] (or by [`open`] from a `cassandra://host:port/keyspace` URL).
 //!
 //! The one design choice to know: a kind is a table of one of two layouts. By default tern
 //! creates a table of its **document layout** `(id text PRIMARY KEY, tern_version bigint, doc
@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use tern_core::store::{Error, Store};
 
-pub use backend::CassStore;
+pub use crate::core::CassStore;
 pub use config::{
     CASSANDRA_SCHEME, CassConfig, ConsistencyLevel, NativeTables, SchemaAgreement, SerialLevel,
 };
@@ -46,7 +46,7 @@ pub use config::{
 /// name the URL without its password.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>, Error> {
     let config = CassConfig::from_url(url)?;
-    Ok(Arc::new(CassStore::open(config).await?))
+    Ok(Arc::new(CassStore::connect(config).await?))
 }
 
 #[cfg(test)]

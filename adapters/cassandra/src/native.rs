@@ -10,9 +10,8 @@ use scylla::value::{CqlValue, Row};
 use tern_core::model::{Entity, Key, Value};
 use tern_core::store::{Error, ErrorKind, Result, SchemaChange, Write, WriteOutcome};
 
-use crate::backend::{CassStore, JSON_COLUMNS_TABLE, rows_of, table_of};
 use crate::config::NativeTables;
-use crate::core::{Retry, execution_error};
+use crate::core::{CassStore, JSON_COLUMNS_TABLE, Retry, driver_error, rows_of, table_of};
 use crate::cql_type::CqlType;
 use crate::ddl::{columns_to_add, columns_to_check};
 use crate::schema::{SchemaRow, TableSchema, VERSION_COLUMN};
@@ -83,7 +82,7 @@ impl CassStore {
                     .session
                     .execute_single_page(&statement, (), paging)
                     .await
-                    .map_err(|e| execution_error(e, step))?;
+                    .map_err(|e| driver_error(e, step))?;
                 rows.extend(rows_of::<SchemaTuple>(result, step)?);
                 match next.into_paging_control_flow() {
                     std::ops::ControlFlow::Continue(state) => paging = state,
@@ -482,7 +481,7 @@ impl CassStore {
                 .session
                 .execute_single_page(&statement, (), paging)
                 .await
-                .map_err(|e| execution_error(e, "checking emptied columns"))?;
+                .map_err(|e| driver_error(e, "checking emptied columns"))?;
             for row in rows_of::<Row>(result, "checking emptied columns")? {
                 for (name, cell) in names.iter().zip(row.columns) {
                     if cell.is_some() {

@@ -33,32 +33,16 @@ use scylla::value::{CqlValue, Row};
 use tern_core::model::Key;
 use tern_core::store::{Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
 
-use crate::backend::{CassStore, JSON_COLUMNS_TABLE, Layout, rows_of, table_of};
-use crate::core::{LwtOutcome, RETRIES, Retry, backoff, decode_doc};
+use crate::core::{
+    CassStore, JSON_COLUMNS_TABLE, Layout, LwtOutcome, RETRIES, Retry, backoff, decode_doc,
+    rows_of, table_of,
+};
 use crate::cursor::ScanCursor;
 use crate::scan::Queries;
 use crate::schema::{TableSchema, VERSION_COLUMN, ident};
 
 /// How many times one call tries to move a row that changes under it.
 pub(crate) const ATTEMPTS: usize = 5;
-
-/// A hook run after a batch is copied to the new kind and before the sources are deleted,
-/// with the keys (of the old kind) just copied. For tests.
-#[cfg(feature = "fault-injection")]
-pub(crate) type AfterCopy =
-    Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
-
-/// [`AfterCopy`], printable as part of the store.
-#[cfg(feature = "fault-injection")]
-#[derive(Clone)]
-pub(crate) struct AfterCopyHook(pub(crate) AfterCopy);
-
-#[cfg(feature = "fault-injection")]
-impl std::fmt::Debug for AfterCopyHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AfterCopyHook")
-    }
-}
 
 /// The columns of the rows a rename moves: the same for both tables.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,8 +9,9 @@ use scylla::value::{CqlValue, Row};
 use tern_core::model::Entity;
 use tern_core::store::{Cursor, Error, ErrorKind, Result, ScanPage, ScanRequest};
 
-use crate::backend::{CassStore, Layout, rows_of};
-use crate::core::{RETRIES, backoff, decode_doc, execution_error, is_invalid_request};
+use crate::core::{
+    CassStore, Layout, RETRIES, backoff, decode_doc, driver_error, is_invalid_request, rows_of,
+};
 use crate::cursor::{Fallback, ScanCursor};
 
 /// The largest page a scan asks for.
@@ -119,7 +120,7 @@ impl CassStore {
                 Ok(answer) => return Ok(answer),
                 Err(e) if is_invalid_request(&e) => return Err(PageError::Refused(e)),
                 Err(e) => {
-                    let err = execution_error(e, "scan").with_context("kind", kind);
+                    let err = driver_error(e, "scan").with_context("kind", kind);
                     if !err.is_temporary() || attempt >= RETRIES {
                         return Err(PageError::Other(err));
                     }
@@ -193,7 +194,7 @@ impl CassStore {
                 Ok(answer) => answer,
                 Err(PageError::Refused(e)) => {
                     let Some(stored) = resumed.take() else {
-                        return Err(execution_error(e, "scan").with_context("kind", kind));
+                        return Err(driver_error(e, "scan").with_context("kind", kind));
                     };
                     match stored.fallback() {
                         Fallback::FromToken(token) if self.token_ranges => {

@@ -397,7 +397,7 @@ async fn native_scans_resume_across_sessions_and_refused_cursors_restart_here() 
     // A cursor whose paging state the server refuses: with a token it would continue as a
     // token-range scan, but this server has no token(): the engine must restart.
     let concrete =
-        tern_cassandra::CassStore::open(tern_cassandra::CassConfig::from_url(&url).unwrap())
+        tern_cassandra::CassStore::connect(tern_cassandra::CassConfig::from_url(&url).unwrap())
             .await
             .unwrap();
     assert!(!concrete.token_ranges());

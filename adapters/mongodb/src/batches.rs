@@ -19,63 +19,13 @@
 //! cursor opened may be missed, as the scan contract allows (the engine's
 //! census catches it).
 
-use std::sync::Mutex;
 use std::time::Instant;
 
 use futures::TryStreamExt;
 use mongodb::bson::{Bson, Document, doc};
 use tern_core::store::{Cursor, Result};
 
-use crate::backend::{MongoStore, decode_cursor, encode_cursor};
-use crate::core::{after_id, and, map_mongo_error};
-
-/// How many cursors a store keeps open at most (one per concurrent scan or run).
-const KEEP: usize = 8;
-
-/// An open cursor: its kind and query, and where it stands.
-struct Open {
-    kind: String,
-    /// The query and projection, as canonical extended JSON.
-    query: String,
-    /// The cursor text of the last document handed out.
-    at: String,
-    docs: mongodb::Cursor<Document>,
-}
-
-/// The open cursors of a store (shared by its clones).
-#[derive(Default)]
-pub(crate) struct OpenCursors {
-    open: Mutex<Vec<Open>>,
-}
-
-impl std::fmt::Debug for OpenCursors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenCursors").finish_non_exhaustive()
-    }
-}
-
-impl OpenCursors {
-    fn take(&self, kind: &str, query: &str, at: &str) -> Option<mongodb::Cursor<Document>> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let i = open
-            .iter()
-            .position(|o| o.kind == kind && o.query == query && o.at == at)?;
-        Some(open.swap_remove(i).docs)
-    }
-
-    fn keep(&self, kind: &str, query: String, at: String, docs: mongodb::Cursor<Document>) {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if open.len() >= KEEP {
-            open.remove(0);
-        }
-        open.push(Open {
-            kind: kind.to_owned(),
-            query,
-            at,
-            docs,
-        });
-    }
-}
+use crate::core::{MongoStore, after_id, and, decode_cursor, driver_error, encode_cursor};
 
 /// Reads up to `limit` ids from `cursor`.
 async fn read(
@@ -114,7 +64,7 @@ impl MongoStore {
             .to_string();
         let at = cursor.map(|c| c.0.clone()).unwrap_or_default();
         let ctx = |e: mongodb::error::Error| {
-            map_mongo_error(purpose, e)
+            driver_error(purpose, e)
                 .with_context("store", self.location.clone())
                 .with_context("kind", kind.to_owned())
         };

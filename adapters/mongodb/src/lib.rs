@@ -1,6 +1,7 @@
 //! tern adapter for MongoDB (and MongoDB wire-protocol servers such as SecantusDB).
 //!
-//! The central type is [`MongoStore`], opened with [`open`]: a kind is a collection of
+//! The central type is [`MongoStore`], made by [`MongoStore::connect`] from a
+//! [`MongoConfig`] (or by [`open`] from a URL): a kind is a collection of
 //! the database named by the URL path, an entity is a document whose `_id` is the id and
 //! whose `_v` field is the version. The one design choice to know: property names are
 //! escaped reversibly (`%`-encoding) so that every tern name, `$`-prefixed, dotted or empty,
@@ -11,6 +12,7 @@
 mod backend;
 mod batches;
 mod codec;
+mod config;
 mod core;
 mod pushdown;
 mod rename;
@@ -20,18 +22,18 @@ use std::sync::Arc;
 
 use tern_core::store::{Error, Store};
 
-pub use backend::MongoStore;
+pub use crate::core::MongoStore;
+pub use config::{MONGO_SCHEME, MongoConfig};
 
-/// The URL scheme of this adapter.
-pub const MONGO_SCHEME: &str = "mongodb";
-
-/// Opens the store named by `url` (`mongodb://host:port/database?options`) and checks
-/// that the server answers.
+/// Opens the store named by `url` (`mongodb://host:port/database?options`, see
+/// [`MongoConfig::from_url`]) and checks that the server answers
+/// ([`MongoStore::connect`]).
 ///
 /// # Errors
 /// [`tern_core::store::ErrorKind::ConfigInvalid`] for a URL that does not parse or names no
 /// database; [`tern_core::store::ErrorKind::Unavailable`] when the server does not answer.
 /// Messages name the URL with its password masked.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>, Error> {
-    Ok(Arc::new(MongoStore::connect(url).await?))
+    let config = MongoConfig::from_url(url)?;
+    Ok(Arc::new(MongoStore::connect(config).await?))
 }

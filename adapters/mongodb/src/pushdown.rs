@@ -15,9 +15,8 @@ use tern_core::store::{
     pushdown,
 };
 
-use crate::backend::{MongoStore, encode_cursor};
 use crate::codec::{self, VERSION_FIELD};
-use crate::core::{and, id_batch};
+use crate::core::{MongoStore, and, encode_cursor, id_batch};
 
 fn unsupported(why: impl Into<String>) -> Error {
     Error::new(
@@ -257,6 +256,108 @@ enum Fast {
     General { moved: u64 },
 }
 
+/// What the fast path sends: the `$group` key that tells which steps change an
+/// entity, the guards that every step changes it, and the merged update.
+struct FastPlan {
+    key: Document,
+    guards: Vec<Document>,
+    update: Document,
+}
+
+/// The fast path's plan, or `None` when the steps do not commute (two touch the
+/// same top-level property) or one has no plain guard.
+fn fast_plan(
+    request: &PushdownRequest,
+    compiled: &[CompiledStep],
+    target: Version,
+) -> Result<Option<FastPlan>> {
+    let mut names = HashSet::new();
+    for (step, c) in request.steps.iter().zip(compiled) {
+        let Some(touched) = touched(step, c) else {
+            return Ok(None);
+        };
+        for n in touched {
+            if !names.insert(n) {
+                return Ok(None);
+            }
+        }
+    }
+    // One group per (version, which steps would change the entity): each
+    // expression is evaluated once per document.
+    let mut key = doc! { "v": "$_v" };
+    let mut guards = Vec::new();
+    let mut update = Document::new();
+    for (i, (c, step)) in compiled.iter().zip(&request.steps).enumerate() {
+        let (Some((guard, op)), Some(plain)) = (&c.change, plain_guard(step)) else {
+            return Ok(None);
+        };
+        key.insert(format!("g{i}"), guard.clone());
+        if !plain.is_empty() {
+            guards.push(plain);
+        }
+        for (operator, fields) in op {
+            if let Bson::Document(fields) = fields {
+                let entry = update
+                    .entry(operator.clone())
+                    .or_insert_with(|| Bson::Document(Document::new()));
+                if let Bson::Document(merged) = entry {
+                    merged.extend(fields.clone());
+                }
+            }
+        }
+    }
+    let set = update
+        .entry("$set".to_owned())
+        .or_insert_with(|| Bson::Document(Document::new()));
+    if let Bson::Document(set) = set {
+        set.insert(VERSION_FIELD, codec::version_to_bson(target)?);
+    }
+    Ok(Some(FastPlan {
+        key,
+        guards,
+        update,
+    }))
+}
+
+/// Adds the counted groups of the entities at `from` to `page`. Returns whether
+/// every step changes every one of them, or `None` when some entity is part-way
+/// through the steps (the general path handles it).
+fn tally_groups(
+    groups: &[Document],
+    from: Version,
+    target: Version,
+    page: &mut PushdownPage,
+) -> Result<Option<bool>> {
+    let from = i128::from(from);
+    let mut all_change = true;
+    for g in groups {
+        let n = crate::core::group_count(g.get("n"), "pushdown: counting the batch")?;
+        let Ok(key) = g.get_document("_id") else {
+            continue;
+        };
+        match group_version(key.get("v")) {
+            Some(v) if v == from => {}
+            // Entities part-way through the steps: the general path handles them.
+            Some(v) if v > from && v < i128::from(target) => return Ok(None),
+            _ => continue,
+        }
+        page.advanced += n;
+        let mut any = false;
+        for (i, changed) in page.changed.iter_mut().enumerate() {
+            if key.get_bool(format!("g{i}")).unwrap_or(false) {
+                *changed += n;
+                any = true;
+            } else {
+                all_change = false;
+            }
+        }
+        if any {
+            page.changed_entities += n;
+        }
+    }
+    Ok(Some(all_change))
+}
+
 impl MongoStore {
     /// The fast path: steps without conditions that touch distinct top-level
     /// properties commute, so an entity at `from` takes all of them in one
@@ -277,53 +378,9 @@ impl MongoStore {
         ids: &[Bson],
         cursor: Option<Cursor>,
     ) -> Result<Fast> {
-        let mut names = HashSet::new();
-        for (step, c) in request.steps.iter().zip(compiled) {
-            let Some(touched) = touched(step, c) else {
-                return Ok(Fast::General { moved: 0 });
-            };
-            for n in touched {
-                if !names.insert(n) {
-                    return Ok(Fast::General { moved: 0 });
-                }
-            }
-        }
-        let ctx = |op: &str, e: mongodb::error::Error| {
-            crate::core::map_mongo_error(op, e)
-                .with_context("store", self.location.clone())
-                .with_context("kind", request.kind.clone())
+        let Some(plan) = fast_plan(request, compiled, target)? else {
+            return Ok(Fast::General { moved: 0 });
         };
-        // One group per (version, which steps would change the entity): each
-        // expression is evaluated once per document.
-        let mut key = doc! { "v": "$_v" };
-        let mut guards = Vec::new();
-        let mut update = Document::new();
-        for (i, (c, step)) in compiled.iter().zip(&request.steps).enumerate() {
-            let (Some((guard, op)), Some(plain)) = (&c.change, plain_guard(step)) else {
-                return Ok(Fast::General { moved: 0 });
-            };
-            key.insert(format!("g{i}"), guard.clone());
-            if !plain.is_empty() {
-                guards.push(plain);
-            }
-            for (operator, fields) in op {
-                if let Bson::Document(fields) = fields {
-                    let entry = update
-                        .entry(operator.clone())
-                        .or_insert_with(|| Bson::Document(Document::new()));
-                    if let Bson::Document(merged) = entry {
-                        merged.extend(fields.clone());
-                    }
-                }
-            }
-        }
-        let set = update
-            .entry("$set".to_owned())
-            .or_insert_with(|| Bson::Document(Document::new()));
-        if let Bson::Document(set) = set {
-            set.insert(VERSION_FIELD, codec::version_to_bson(target)?);
-        }
-        let coll = self.collection(&request.kind);
         let batch = id_batch(ids);
         let at_from = at_version(request.from)?;
         let n_steps = compiled.len();
@@ -332,22 +389,18 @@ impl MongoStore {
             cursor,
             ..PushdownPage::default()
         };
-
         let mut moved = 0;
         if !self.counts_first(&request.kind) {
-            let started = Instant::now();
             let mut filter = vec![batch.clone(), at_from.clone()];
-            filter.extend(guards);
-            let r = coll
-                .update_many(and(filter), update.clone())
-                .await
-                .map_err(|e| ctx("pushdown: applying the steps", e))?;
-            moved = r.matched_count;
-            tracing::debug!(
-                ms = started.elapsed().as_secs_f64() * 1e3,
-                moved,
-                "pushdown: update_many (every step changes)"
-            );
+            filter.extend(plan.guards);
+            moved = self
+                .fast_update(
+                    request,
+                    and(filter),
+                    plan.update.clone(),
+                    "pushdown: update_many (every step changes)",
+                )
+                .await?;
             if moved == ids.len() as u64 {
                 page.advanced = moved;
                 page.changed = vec![moved; n_steps];
@@ -358,66 +411,22 @@ impl MongoStore {
             // `from`): count the rest first, for this batch and the next ones.
             self.set_counts_first(&request.kind, true);
         }
-
-        let pipeline = vec![
-            doc! { "$match": batch.clone() },
-            doc! { "$group": { "_id": key, "n": { "$sum": 1_i64 } } },
-        ];
-        let started = Instant::now();
-        let groups: Vec<Document> = coll
-            .aggregate(pipeline)
-            .await
-            .map_err(|e| ctx("pushdown: counting the batch", e))?
-            .try_collect()
-            .await
-            .map_err(|e| ctx("pushdown: counting the batch", e))?;
-        tracing::debug!(
-            ms = started.elapsed().as_secs_f64() * 1e3,
-            groups = groups.len(),
-            "pushdown: counts"
-        );
-        let from = i128::from(request.from);
-        let mut all_change = true;
-        for g in &groups {
-            let n = crate::core::group_count(g.get("n"), "pushdown: counting the batch")?;
-            let Ok(key) = g.get_document("_id") else {
-                continue;
-            };
-            match group_version(key.get("v")) {
-                Some(v) if v == from => {}
-                // Entities part-way through the steps: the general path handles them.
-                Some(v) if v > from && v < i128::from(target) => {
-                    return Ok(Fast::General { moved });
-                }
-                _ => continue,
-            }
-            page.advanced += n;
-            let mut any = false;
-            for (i, changed) in page.changed.iter_mut().enumerate() {
-                if key.get_bool(format!("g{i}")).unwrap_or(false) {
-                    *changed += n;
-                    any = true;
-                } else {
-                    all_change = false;
-                }
-            }
-            if any {
-                page.changed_entities += n;
-            }
-        }
+        let groups = self.fast_groups(request, &batch, plan.key).await?;
+        let Some(all_change) = tally_groups(&groups, request.from, target, &mut page)? else {
+            return Ok(Fast::General { moved });
+        };
         if moved == 0 && all_change {
             // Every entity of this batch takes every step: try the single update again.
             self.set_counts_first(&request.kind, false);
         }
         if page.advanced > 0 {
-            let started = Instant::now();
-            coll.update_many(and(vec![batch, at_from]), update)
-                .await
-                .map_err(|e| ctx("pushdown: applying the steps", e))?;
-            tracing::debug!(
-                ms = started.elapsed().as_secs_f64() * 1e3,
-                "pushdown: update_many"
-            );
+            self.fast_update(
+                request,
+                and(vec![batch, at_from]),
+                plan.update,
+                "pushdown: update_many",
+            )
+            .await?;
         }
         page.advanced += moved;
         page.changed_entities += moved;
@@ -425,6 +434,69 @@ impl MongoStore {
             *c += moved;
         }
         Ok(Fast::Done(page))
+    }
+
+    /// Runs the fast path's `update_many` of `filter`; returns how many it matched.
+    async fn fast_update(
+        &self,
+        request: &PushdownRequest,
+        filter: Document,
+        update: Document,
+        what: &'static str,
+    ) -> Result<u64> {
+        let started = Instant::now();
+        let r = self
+            .collection(&request.kind)
+            .update_many(filter, update)
+            .await
+            .map_err(|e| self.pushdown_error(request, "pushdown: applying the steps", e))?;
+        tracing::debug!(
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            moved = r.matched_count,
+            "{what}"
+        );
+        Ok(r.matched_count)
+    }
+
+    /// The batch's entities counted by `key` (version, and which steps change them).
+    async fn fast_groups(
+        &self,
+        request: &PushdownRequest,
+        batch: &Document,
+        key: Document,
+    ) -> Result<Vec<Document>> {
+        let pipeline = vec![
+            doc! { "$match": batch.clone() },
+            doc! { "$group": { "_id": key, "n": { "$sum": 1_i64 } } },
+        ];
+        let started = Instant::now();
+        let what = "pushdown: counting the batch";
+        let groups: Vec<Document> = self
+            .collection(&request.kind)
+            .aggregate(pipeline)
+            .await
+            .map_err(|e| self.pushdown_error(request, what, e))?
+            .try_collect()
+            .await
+            .map_err(|e| self.pushdown_error(request, what, e))?;
+        tracing::debug!(
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            groups = groups.len(),
+            "pushdown: counts"
+        );
+        Ok(groups)
+    }
+
+    /// A driver error of a pushdown step on the request's kind.
+    fn pushdown_error(
+        &self,
+        request: &PushdownRequest,
+        operation: &str,
+        e: mongodb::error::Error,
+    ) -> Error {
+        crate::core::driver_error(operation, e)
+            .with_context("store", self.location.clone())
+            .with_context("kind", request.kind.clone())
     }
 
     /// Whether the fast path of `kind` counts a batch before updating it (the
@@ -506,7 +578,7 @@ impl MongoStore {
     ) -> Result<PushdownPage> {
         let coll = self.collection(&request.kind);
         let ctx = |op: &str, e: mongodb::error::Error| {
-            crate::core::map_mongo_error(op, e)
+            crate::core::driver_error(op, e)
                 .with_context("store", self.location.clone())
                 .with_context("kind", request.kind.clone())
         };

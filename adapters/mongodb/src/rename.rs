@@ -30,19 +30,12 @@ use mongodb::options::{DeleteOneModel, WriteModel};
 use tern_core::model::Key;
 use tern_core::store::{Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
 
-use crate::backend::{META_COLLECTION, MongoStore};
 use crate::codec;
-use crate::core::{DUPLICATE_KEY, id_batch};
+use crate::core::{DUPLICATE_KEY, META_COLLECTION, MongoStore, id_batch};
 use crate::writes::document_filter;
 
 /// How many times one call tries to move a document that changes under it.
 pub(crate) const ATTEMPTS: usize = 5;
-
-/// A hook run after a batch is copied to the new kind and before the sources
-/// are deleted, with the keys (of the old kind) just copied. For tests.
-#[cfg(feature = "fault-injection")]
-pub(crate) type AfterCopy =
-    std::sync::Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// What one round of moves did.
 #[derive(Default)]

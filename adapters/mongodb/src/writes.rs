@@ -21,12 +21,8 @@ use mongodb::results::VerboseBulkWriteResult;
 use tern_core::model::Entity;
 use tern_core::store::{Error, ErrorKind, Result, Write, WriteOutcome};
 
-use crate::backend::MongoStore;
 use crate::codec;
-use crate::core::{DUPLICATE_KEY, is_duplicate_key};
-
-/// The lowest wire version of a server with the `bulkWrite` command (MongoDB 8.0).
-pub(crate) const BULK_WRITE_WIRE_VERSION: i32 = 25;
+use crate::core::{DUPLICATE_KEY, MongoStore, is_duplicate_key};
 
 /// How MongoDB identifies a document: the kind and the `_id` as its unique
 /// index compares it (numbers by value, so `1`, `1.0` and `Int64(1)` are one key).
@@ -168,6 +164,44 @@ fn type_name(b: &Bson) -> &'static str {
     }
 }
 
+/// The write errors of a `bulkWrite`, by the index of the write.
+type BulkWriteErrors = std::collections::HashMap<usize, mongodb::error::WriteError>;
+
+/// The outcome of write `i` of a `bulkWrite`, from its results and its write
+/// errors (those left are an insert meeting its key: a conflict); `None` when
+/// the server reported nothing for it.
+fn bulk_outcome(
+    i: usize,
+    w: &Write,
+    results: &VerboseBulkWriteResult,
+    errors: &BulkWriteErrors,
+) -> Option<WriteOutcome> {
+    if errors.contains_key(&i) {
+        return Some(WriteOutcome::Conflict);
+    }
+    match w {
+        Write::Insert(_) => results
+            .insert_results
+            .get(&i)
+            .map(|_| WriteOutcome::Applied),
+        Write::Put(_) => results
+            .update_results
+            .get(&i)
+            .map(|_| WriteOutcome::Applied),
+        Write::Replace { .. } => results.update_results.get(&i).map(|r| {
+            if r.matched_count == 1 {
+                WriteOutcome::Applied
+            } else {
+                WriteOutcome::Conflict
+            }
+        }),
+        Write::Delete(_) => results
+            .delete_results
+            .get(&i)
+            .map(|_| WriteOutcome::Applied),
+    }
+}
+
 impl MongoStore {
     /// See [`tern_core::store::Store::write_batch`] (the batch is checked).
     pub(crate) async fn write_all(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
@@ -188,34 +222,10 @@ impl MongoStore {
     /// One `bulkWrite` (the driver splits it by the server's size limits) of
     /// writes to distinct documents.
     async fn bulk_round(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
-        let mut models: Vec<WriteModel> = Vec::with_capacity(writes.len());
-        for w in writes {
-            models.push(match w {
-                Write::Put(e) => ReplaceOneModel::builder()
-                    .namespace(self.collection(&e.key.kind).namespace())
-                    .filter(doc! { "_id": codec::id_to_bson(&e.key.id) })
-                    .replacement(codec::entity_to_document(e)?)
-                    .upsert(true)
-                    .build()
-                    .into(),
-                Write::Insert(e) => InsertOneModel::builder()
-                    .namespace(self.collection(&e.key.kind).namespace())
-                    .document(codec::entity_to_document(e)?)
-                    .build()
-                    .into(),
-                Write::Replace { expected, new } => ReplaceOneModel::builder()
-                    .namespace(self.collection(&new.key.kind).namespace())
-                    .filter(replace_filter(expected)?)
-                    .replacement(codec::entity_to_document(new)?)
-                    .build()
-                    .into(),
-                Write::Delete(key) => DeleteOneModel::builder()
-                    .namespace(self.collection(&key.kind).namespace())
-                    .filter(doc! { "_id": codec::id_to_bson(&key.id) })
-                    .build()
-                    .into(),
-            });
-        }
+        let models = writes
+            .iter()
+            .map(|w| self.write_model(w))
+            .collect::<Result<Vec<WriteModel>>>()?;
         let reply = self
             .client
             .bulk_write(models)
@@ -224,82 +234,94 @@ impl MongoStore {
             .await;
         let (results, errors) = match reply {
             Ok(r) => (r, Default::default()),
-            Err(e) => {
-                let DriverKind::BulkWrite(bw) = e.kind.as_ref() else {
-                    return Err(self.err("bulk write", e));
-                };
-                // A top-level error (the source) or a write concern error: the outcome of
-                // every write is unknown.
-                if std::error::Error::source(&e).is_some() || !bw.write_concern_errors.is_empty() {
-                    return Err(self.err("bulk write", e));
-                }
-                let results = match &bw.partial_result {
-                    Some(mongodb::error::PartialBulkWriteResult::Verbose(r)) => r.clone(),
-                    Some(mongodb::error::PartialBulkWriteResult::Summary(_)) => {
-                        return Err(self.err("bulk write", e));
-                    }
-                    None => VerboseBulkWriteResult::default(),
-                };
-                let errors = bw.write_errors.clone();
-                // Only an insert meeting its key is an outcome; any other write error fails.
-                if let Some((&i, w)) = errors.iter().find(|(i, w)| {
-                    !(w.code == DUPLICATE_KEY && matches!(writes.get(**i), Some(Write::Insert(_))))
-                }) {
-                    let key = writes.get(i).map(|w| identity(w).1).unwrap_or_default();
-                    return Err(Error::new(
-                        ErrorKind::Rejected,
-                        format!(
-                            "mongodb: write {i} of the batch failed: {} (code {})",
-                            w.message, w.code
-                        ),
-                    )
-                    .with_context("key", key)
-                    .with_context("store", self.location.clone()));
-                }
-                (results, errors)
-            }
+            Err(e) => self.partial_bulk_result(writes, e)?,
         };
-        let mut outcomes = Vec::with_capacity(writes.len());
-        for (i, w) in writes.iter().enumerate() {
-            let outcome = if errors.contains_key(&i) {
-                Some(WriteOutcome::Conflict)
-            } else {
-                match w {
-                    Write::Insert(_) => results
-                        .insert_results
-                        .get(&i)
-                        .map(|_| WriteOutcome::Applied),
-                    Write::Put(_) => results
-                        .update_results
-                        .get(&i)
-                        .map(|_| WriteOutcome::Applied),
-                    Write::Replace { .. } => results.update_results.get(&i).map(|r| {
-                        if r.matched_count == 1 {
-                            WriteOutcome::Applied
-                        } else {
-                            WriteOutcome::Conflict
-                        }
-                    }),
-                    Write::Delete(_) => results
-                        .delete_results
-                        .get(&i)
-                        .map(|_| WriteOutcome::Applied),
-                }
-            };
-            match outcome {
-                Some(o) => outcomes.push(o),
-                None => {
-                    return Err(Error::new(
+        writes
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                bulk_outcome(i, w, &results, &errors).ok_or_else(|| {
+                    Error::new(
                         ErrorKind::Unexpected,
                         format!(
                             "mongodb: the server reported no result for write {i} of a bulk write"
                         ),
                     )
-                    .with_context("store", self.location.clone()));
-                }
-            }
+                    .with_context("store", self.location.clone())
+                })
+            })
+            .collect()
+    }
+
+    /// The `bulkWrite` model of a write.
+    fn write_model(&self, w: &Write) -> Result<WriteModel> {
+        Ok(match w {
+            Write::Put(e) => ReplaceOneModel::builder()
+                .namespace(self.collection(&e.key.kind).namespace())
+                .filter(doc! { "_id": codec::id_to_bson(&e.key.id) })
+                .replacement(codec::entity_to_document(e)?)
+                .upsert(true)
+                .build()
+                .into(),
+            Write::Insert(e) => InsertOneModel::builder()
+                .namespace(self.collection(&e.key.kind).namespace())
+                .document(codec::entity_to_document(e)?)
+                .build()
+                .into(),
+            Write::Replace { expected, new } => ReplaceOneModel::builder()
+                .namespace(self.collection(&new.key.kind).namespace())
+                .filter(replace_filter(expected)?)
+                .replacement(codec::entity_to_document(new)?)
+                .build()
+                .into(),
+            Write::Delete(key) => DeleteOneModel::builder()
+                .namespace(self.collection(&key.kind).namespace())
+                .filter(doc! { "_id": codec::id_to_bson(&key.id) })
+                .build()
+                .into(),
+        })
+    }
+
+    /// What a `bulkWrite` that failed did: its partial results and the write errors
+    /// that are outcomes (an insert meeting its key). Any other failure is an error:
+    /// then the outcome of the writes is unknown or a write was refused.
+    fn partial_bulk_result(
+        &self,
+        writes: &[Write],
+        e: mongodb::error::Error,
+    ) -> Result<(VerboseBulkWriteResult, BulkWriteErrors)> {
+        let DriverKind::BulkWrite(bw) = e.kind.as_ref() else {
+            return Err(self.err("bulk write", e));
+        };
+        // A top-level error (the source) or a write concern error: the outcome of
+        // every write is unknown.
+        if std::error::Error::source(&e).is_some() || !bw.write_concern_errors.is_empty() {
+            return Err(self.err("bulk write", e));
         }
-        Ok(outcomes)
+        let results = match &bw.partial_result {
+            Some(mongodb::error::PartialBulkWriteResult::Verbose(r)) => r.clone(),
+            Some(mongodb::error::PartialBulkWriteResult::Summary(_)) => {
+                return Err(self.err("bulk write", e));
+            }
+            None => VerboseBulkWriteResult::default(),
+        };
+        let errors = bw.write_errors.clone();
+        // Only an insert meeting its key is an outcome; any other write error fails.
+        if let Some((&i, w)) = errors.iter().find(|(i, w)| {
+            !(w.code == DUPLICATE_KEY && matches!(writes.get(**i), Some(Write::Insert(_))))
+        }) {
+            let key = writes.get(i).map(|w| identity(w).1).unwrap_or_default();
+            return Err(Error::new(
+                ErrorKind::Rejected,
+                format!(
+                    "mongodb: write {i} of the batch failed: {} (code {})",
+                    w.message, w.code
+                ),
+            )
+            .with_context("key", key)
+            .with_context("store", self.location.clone()));
+        }
+        Ok((results, errors))
     }
 
     /// One write, on a server without `bulkWrite`.

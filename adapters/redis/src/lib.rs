@@ -21,8 +21,25 @@ mod pushdown;
 mod rename;
 mod scanpos;
 
+use std::sync::Arc;
+
+use tern_core::store::{Error, Store};
+
 pub use crate::core::{MAX_KEYS_PER_SCRIPT, RedisStore};
 pub use config::{KindLayout, REDIS_SCHEME, RedisConfig};
+
+/// Opens the store named by `url` (see [`RedisConfig::from_url`]) and checks that the
+/// server answers ([`RedisStore::connect`]).
+///
+/// # Errors
+/// As [`RedisConfig::from_url`] and [`RedisStore::connect`]: a URL that does not parse
+/// ([`tern_core::store::ErrorKind::ConfigInvalid`]), a server that does not answer
+/// ([`tern_core::store::ErrorKind::Unavailable`], temporary). Messages name the URL
+/// without its password.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>, Error> {
+    let config = RedisConfig::from_url(url)?;
+    Ok(Arc::new(RedisStore::connect(config).await?))
+}
 
 #[cfg(test)]
 mod tests {

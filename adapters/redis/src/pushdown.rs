@@ -109,14 +109,25 @@ enum Op {
 /// ended) or `repeat` (see [`COLLECT`]); the pending keys are the few that
 /// the last step returned beyond the batch.
 fn generate(ops: &[Op], slots: usize, values: usize) -> String {
+    let mut lua = lua_arguments(slots, values);
+    lua.push_str(COLLECT);
+    lua_read_key(&mut lua, ops.len(), slots);
+    lua_steps(&mut lua, ops);
+    lua_write_back(&mut lua, slots);
+    lua
+}
+
+/// `{prefix}2, ..., {prefix}{slots + 1}`: the Lua names of the slots.
+fn slot_list(prefix: &str, slots: usize) -> String {
+    (2..slots + 2)
+        .map(|j| format!("{prefix}{j}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The Lua locals of the script's arguments (see [`generate`]).
+fn lua_arguments(slots: usize, values: usize) -> String {
     use std::fmt::Write as _;
-    let n = ops.len();
-    let list = |prefix: &str| -> String {
-        (2..slots + 2)
-            .map(|j| format!("{prefix}{j}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let mut lua = String::from(
         "local call, pcall_, unpack, tonumber = redis.call, redis.pcall, unpack, tonumber\n\
          local vf, from = ARGV[1], tonumber(ARGV[2])\n",
@@ -138,14 +149,21 @@ fn generate(ops: &[Op], slots: usize, values: usize) -> String {
         base + 3,
         base + 4
     );
-    lua.push_str(COLLECT);
+    lua
+}
+
+/// The loop over the batch's keys, up to the steps: reads the version and the
+/// slots of a key, and opens the block of a key at a pending version.
+fn lua_read_key(lua: &mut String, n: usize, slots: usize) {
+    use std::fmt::Write as _;
+    let list = |prefix: &str| slot_list(prefix, slots);
     let read = if slots > 0 {
         format!(", {}", list("F"))
     } else {
         String::new()
     };
     let _ = writeln!(
-        lua,
+        *lua,
         "local target = from + {n}\n\
          local target_text = string.format('%d', target)\n\
          local advanced, changed_entities = 0, 0\n\
@@ -168,7 +186,7 @@ fn generate(ops: &[Op], slots: usize, values: usize) -> String {
     if slots > 0 {
         let reads: Vec<String> = (2..slots + 2).map(|j| format!("vals[{j}]")).collect();
         let _ = writeln!(
-            lua,
+            *lua,
             "    local {} = {}\n    local {} = {}",
             list("o"),
             reads.join(", "),
@@ -176,6 +194,11 @@ fn generate(ops: &[Op], slots: usize, values: usize) -> String {
             list("o"),
         );
     }
+}
+
+/// Each step on the Lua locals of a key, counted where it changes something.
+fn lua_steps(lua: &mut String, ops: &[Op]) {
+    use std::fmt::Write as _;
     lua.push_str("    local any = false\n");
     for (i, op) in ops.iter().enumerate() {
         let step = i + 1;
@@ -191,14 +214,20 @@ fn generate(ops: &[Op], slots: usize, values: usize) -> String {
             ),
         };
         let _ = writeln!(
-            lua,
+            *lua,
             "    if v < from + {step} and {test} then {body}; ch[{step}] = ch[{step}] + 1; any = true end"
         );
     }
+}
+
+/// Writes a key back (`HDEL` of the fields that went, `HSET` of the version
+/// and the fields that changed), then the script's answer.
+fn lua_write_back(lua: &mut String, slots: usize) {
+    use std::fmt::Write as _;
     lua.push_str("    sets[1], sets[2] = vf, target_text\n    local ns, nd = 2, 0\n");
     for j in 2..slots + 2 {
         let _ = writeln!(
-            lua,
+            *lua,
             "    if s{j} ~= o{j} then if s{j} then sets[ns + 1], sets[ns + 2] = F{j}, s{j}; ns = ns + 2 else nd = nd + 1; dels[nd] = F{j} end end"
         );
     }
@@ -214,7 +243,6 @@ fn generate(ops: &[Op], slots: usize, values: usize) -> String {
          for j = limit + 1, nk do out[#out + 1] = keys[j] end\n\
          return out\n",
     );
-    lua
 }
 
 fn declined(why: &str) -> Error {
@@ -406,27 +434,7 @@ impl RedisStore {
     /// Unconditional top-level steps on hash kinds run in one Lua call per
     /// batch, the SCAN steps included (see `pushdown.rs`); anything else is declined.
     pub(crate) async fn pushdown_page(&self, request: PushdownRequest) -> Result<PushdownPage> {
-        self.keys.check_kind(&request.kind)?;
-        if self.config.layout(&request.kind) != KindLayout::Hash {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "the Redis store runs steps of kinds other than hashes on the client",
-            ));
-        }
-        if !self.nodes.is_empty() {
-            // The script's SCAN would see one master only.
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "the Redis store runs steps on the client on a Redis Cluster",
-            ));
-        }
-        if self.keys.has_subkinds(&request.kind) {
-            // The script's SCAN would also take the keys of the longer kinds.
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "the Redis store runs steps of a kind that longer declared kinds extend on the client",
-            ));
-        }
+        self.check_pushdown(&request.kind)?;
         tern_core::store::pushdown::target_version(&request)?;
         let compiled = compile(&request, &self.config.version_field)?;
         let n = request.steps.len();
@@ -471,46 +479,84 @@ impl RedisStore {
                     self.err("updating entities in place", e)
                         .with_context("kind", request.kind.clone())
                 })?;
-        let unexpected = || {
-            Error::new(
-                ErrorKind::Unexpected,
-                format!(
-                    "the pushdown script answered {} values for {n} steps",
-                    out.len()
-                ),
-            )
-        };
-        if out.len() < n + 6 {
-            return Err(unexpected());
-        }
-        let text = |v: &redis::Value| -> Result<String> {
-            redis::from_redis_value_ref::<String>(v).map_err(|_| unexpected())
-        };
-        let number = |v: &redis::Value| -> Result<u64> {
-            redis::from_redis_value_ref::<u64>(v).map_err(|_| unexpected())
-        };
-        let cursor: u64 = text(&out[0])?.parse().map_err(|_| unexpected())?;
-        let mode = text(&out[1])?;
-        let page_cursor = match next_cursor {
-            Some(c) => c,
-            None => ScanPos {
-                cursor,
-                done: mode == "done",
-                pending: out[n + 6..].iter().map(text).collect::<Result<_>>()?,
-                after: (mode == "repeat").then(|| text(&out[3])).transpose()?,
-                count: (mode == "repeat")
-                    .then(|| number(&out[2]).map(|c| c as usize))
-                    .transpose()?,
-            }
-            .to_cursor(),
-        };
-        Ok(PushdownPage {
-            advanced: number(&out[4])?,
-            changed_entities: number(&out[5])?,
-            changed: out[6..n + 6].iter().map(number).collect::<Result<_>>()?,
-            cursor: page_cursor,
-        })
+        read_answer(&out, n, next_cursor)
     }
+
+    /// Whether the steps of `kind` run in the server's script: a hash kind, on
+    /// one server, that no longer declared kind extends.
+    fn check_pushdown(&self, kind: &str) -> Result<()> {
+        self.keys.check_kind(kind)?;
+        if self.config.layout(kind) != KindLayout::Hash {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the Redis store runs steps of kinds other than hashes on the client",
+            ));
+        }
+        if !self.nodes.is_empty() {
+            // The script's SCAN would see one master only.
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the Redis store runs steps on the client on a Redis Cluster",
+            ));
+        }
+        if self.keys.has_subkinds(kind) {
+            // The script's SCAN would also take the keys of the longer kinds.
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the Redis store runs steps of a kind that longer declared kinds extend on the client",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The page of the pushdown script's answer `out` for `n` steps (see
+/// [`generate`]); `next_cursor` is the page's cursor when it is already known
+/// (a repeated step).
+fn read_answer(
+    out: &[redis::Value],
+    n: usize,
+    next_cursor: Option<Option<tern_core::store::Cursor>>,
+) -> Result<PushdownPage> {
+    let unexpected = || {
+        Error::new(
+            ErrorKind::Unexpected,
+            format!(
+                "the pushdown script answered {} values for {n} steps",
+                out.len()
+            ),
+        )
+    };
+    if out.len() < n + 6 {
+        return Err(unexpected());
+    }
+    let text = |v: &redis::Value| -> Result<String> {
+        redis::from_redis_value_ref::<String>(v).map_err(|_| unexpected())
+    };
+    let number = |v: &redis::Value| -> Result<u64> {
+        redis::from_redis_value_ref::<u64>(v).map_err(|_| unexpected())
+    };
+    let cursor: u64 = text(&out[0])?.parse().map_err(|_| unexpected())?;
+    let mode = text(&out[1])?;
+    let page_cursor = match next_cursor {
+        Some(c) => c,
+        None => ScanPos {
+            cursor,
+            done: mode == "done",
+            pending: out[n + 6..].iter().map(text).collect::<Result<_>>()?,
+            after: (mode == "repeat").then(|| text(&out[3])).transpose()?,
+            count: (mode == "repeat")
+                .then(|| number(&out[2]).map(|c| c as usize))
+                .transpose()?,
+        }
+        .to_cursor(),
+    };
+    Ok(PushdownPage {
+        advanced: number(&out[4])?,
+        changed_entities: number(&out[5])?,
+        changed: out[6..n + 6].iter().map(number).collect::<Result<_>>()?,
+        cursor: page_cursor,
+    })
 }
 
 #[cfg(test)]

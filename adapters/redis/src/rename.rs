@@ -177,14 +177,9 @@ impl RedisStore {
         Ok(codes)
     }
 
-    /// `RENAMENX` key by key (`ns:from:id` -> `ns:to:id`), one script call per
-    /// batch of SCAN keys; an existing new key is never overwritten (reported as
-    /// a collision). Both kinds must have the same layout (hash or JSON string).
-    pub(crate) async fn rename_kind_page(
-        &self,
-        request: RenameKindRequest,
-    ) -> Result<RenameKindPage> {
-        let (from, to) = (request.from.as_str(), request.to.as_str());
+    /// Whether `from` can be renamed to `to` on this store: both are kinds, the
+    /// renamed keys read as kind `to`, and both kinds have the same layout.
+    fn check_rename(&self, from: &str, to: &str) -> Result<()> {
         self.keys.check_kind(from)?;
         self.keys.check_kind(to)?;
         // The renamed keys must read as the new kind (KVolve's `amico:followers`
@@ -195,7 +190,8 @@ impl RedisStore {
             return Err(Error::new(
                 ErrorKind::ConfigInvalid,
                 format!(
-                    "the keys of kind {to} would read as kind {:?} after the rename: declare                      {to} in the store URL (?kinds={to})",
+                    "the keys of kind {to} would read as kind {:?} after the rename: declare \
+                     {to} in the store URL (?kinds={to})",
                     self.keys.kind_of(&probe).unwrap_or_default()
                 ),
             )
@@ -218,6 +214,66 @@ impl RedisStore {
             )
             .with_context("store", self.config.redacted.clone()));
         }
+        Ok(())
+    }
+
+    /// Each key of kind `from` with its new name under kind `to`.
+    fn rename_pairs(&self, keys: &[String], from: &str, to: &str) -> Result<Vec<(String, String)>> {
+        let (old_prefix, new_prefix) = (self.keys.kind_prefix(from), self.keys.kind_prefix(to));
+        let mut pairs = Vec::with_capacity(keys.len());
+        for k in keys {
+            let id = k.strip_prefix(old_prefix.as_str()).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidData,
+                    "a scanned key lacks its kind prefix",
+                )
+                .with_context("key", k.clone())
+            })?;
+            pairs.push((k.clone(), format!("{new_prefix}{id}")));
+        }
+        Ok(pairs)
+    }
+
+    /// Renames each pair (`RENAMENX` with its version key) in one script call
+    /// (on a cluster, slot by slot); returns each pair's code (1 renamed, 0 the
+    /// new key exists).
+    async fn rename_keys(
+        &self,
+        type_name: &str,
+        pairs: &[(String, String)],
+        from: &str,
+    ) -> Result<Vec<i64>> {
+        if !self.nodes.is_empty() {
+            return self
+                .rename_across_slots(type_name, pairs)
+                .await
+                .map_err(|e| e.with_context("kind", from));
+        }
+        let script = self.script(RENAME_KIND_SCRIPT);
+        let mut invocation = script.prepare_invoke();
+        for (old, new) in pairs {
+            invocation
+                .key(old)
+                .key(new)
+                .key(self.keys.version_key(old))
+                .key(self.keys.version_key(new));
+        }
+        invocation.arg(type_name);
+        invocation
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| self.err("renaming a kind", e).with_context("kind", from))
+    }
+
+    /// `RENAMENX` key by key (`ns:from:id` -> `ns:to:id`), one script call per
+    /// batch of SCAN keys; an existing new key is never overwritten (reported as
+    /// a collision). Both kinds must have the same layout (hash or JSON string).
+    pub(crate) async fn rename_kind_page(
+        &self,
+        request: RenameKindRequest,
+    ) -> Result<RenameKindPage> {
+        let (from, to) = (request.from.as_str(), request.to.as_str());
+        self.check_rename(from, to)?;
         if request.limit == 0 || from == to {
             return Ok(RenameKindPage::default());
         }
@@ -244,38 +300,8 @@ impl RedisStore {
         if keys.is_empty() {
             return Ok(page);
         }
-        let (old_prefix, new_prefix) = (self.keys.kind_prefix(from), self.keys.kind_prefix(to));
-        let mut pairs = Vec::with_capacity(keys.len());
-        for k in &keys {
-            let id = k.strip_prefix(old_prefix.as_str()).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidData,
-                    "a scanned key lacks its kind prefix",
-                )
-                .with_context("key", k.clone())
-            })?;
-            pairs.push((k.clone(), format!("{new_prefix}{id}")));
-        }
-        let codes: Vec<i64> = if self.nodes.is_empty() {
-            let script = self.script(RENAME_KIND_SCRIPT);
-            let mut invocation = script.prepare_invoke();
-            for (old, new) in &pairs {
-                invocation
-                    .key(old)
-                    .key(new)
-                    .key(self.keys.version_key(old))
-                    .key(self.keys.version_key(new));
-            }
-            invocation.arg(type_name);
-            invocation
-                .invoke_async(&mut self.conn())
-                .await
-                .map_err(|e| self.err("renaming a kind", e).with_context("kind", from))?
-        } else {
-            self.rename_across_slots(type_name, &pairs)
-                .await
-                .map_err(|e| e.with_context("kind", from))?
-        };
+        let pairs = self.rename_pairs(&keys, from, to)?;
+        let codes = self.rename_keys(type_name, &pairs, from).await?;
         if codes.len() != keys.len() {
             return Err(Error::new(
                 ErrorKind::Unexpected,

@@ -51,132 +51,144 @@ impl Tok {
 pub(crate) fn lex(src: &str) -> Result<Vec<(Tok, Span)>, Error> {
     let mut out = Vec::new();
     let mut depth = 0usize;
-    let mut line = 1u32;
-    let mut col = 1u32;
-    let mut chars = src.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        let span = Span { line, col };
-        let mut bump = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
-            chars.next();
-            col += 1;
+    let mut l = Lexer {
+        chars: src.chars().peekable(),
+        line: 1,
+        col: 1,
+    };
+    while let Some(&c) = l.chars.peek() {
+        let span = Span {
+            line: l.line,
+            col: l.col,
         };
         match c {
             '\n' => {
-                chars.next();
+                l.chars.next();
                 if depth == 0 {
                     out.push((Tok::Newline, span));
                 }
-                line += 1;
-                col = 1;
+                l.line += 1;
+                l.col = 1;
             }
             '#' => {
-                while chars.peek().is_some_and(|&c| c != '\n') {
-                    chars.next();
+                while l.chars.peek().is_some_and(|&c| c != '\n') {
+                    l.chars.next();
                 }
             }
-            c if c.is_whitespace() => bump(&mut chars),
-            '(' => {
-                bump(&mut chars);
-                depth += 1;
-                out.push((Tok::LParen, span));
-            }
-            ')' => {
-                bump(&mut chars);
-                depth = depth.saturating_sub(1);
-                out.push((Tok::RParen, span));
-            }
-            ',' => {
-                bump(&mut chars);
-                out.push((Tok::Comma, span));
-            }
-            '|' => {
-                bump(&mut chars);
-                out.push((Tok::Bar, span));
-            }
-            '*' => {
-                bump(&mut chars);
-                out.push((Tok::Star, span));
-            }
-            '+' => {
-                bump(&mut chars);
-                out.push((Tok::Plus, span));
-            }
-            '?' => {
-                bump(&mut chars);
-                out.push((Tok::Question, span));
-            }
-            '=' => {
-                bump(&mut chars);
-                out.push((Tok::Equals, span));
-            }
-            'ε' => {
-                bump(&mut chars);
-                out.push((Tok::Eps, span));
-            }
-            ':' => {
-                bump(&mut chars);
-                let rest: String = chars.clone().take(2).collect();
-                if rest != ":=" {
-                    return Err(Error::new(span, "expected `::=` (a production)"));
+            c if c.is_whitespace() => l.bump(),
+            ':' => out.push((l.define(span)?, span)),
+            '"' => out.push((l.string(span)?, span)),
+            // `ε` is alphabetic: a token of its own before names.
+            c if c != 'ε' && (c.is_alphanumeric() || c == '_') => out.push((l.word(), span)),
+            c => {
+                let Some(tok) = punctuation(c) else {
+                    return Err(Error::new(
+                        span,
+                        format!(
+                            "unexpected character `{c}` (see docs/contention.md for the format)"
+                        ),
+                    ));
+                };
+                l.bump();
+                match tok {
+                    Tok::LParen => depth += 1,
+                    Tok::RParen => depth = depth.saturating_sub(1),
+                    _ => {}
                 }
-                bump(&mut chars);
-                bump(&mut chars);
-                out.push((Tok::Define, span));
-            }
-            '"' => {
-                bump(&mut chars);
-                let mut s = String::new();
-                loop {
-                    match chars.peek() {
-                        Some('"') => {
-                            bump(&mut chars);
-                            break;
-                        }
-                        Some('\n') | None => {
-                            return Err(Error::new(
-                                span,
-                                "unterminated string: close it with `\"` on the same line",
-                            ));
-                        }
-                        Some(&c) => {
-                            s.push(c);
-                            bump(&mut chars);
-                        }
-                    }
-                }
-                out.push((Tok::Str(s), span));
-            }
-            c if c.is_alphanumeric() || c == '_' => {
-                let mut s = String::new();
-                while let Some(&c) = chars.peek() {
-                    if c.is_alphanumeric() || c == '_' {
-                        s.push(c);
-                        bump(&mut chars);
-                    } else {
-                        break;
-                    }
-                }
-                while chars.peek() == Some(&'\'') {
-                    s.push('\'');
-                    bump(&mut chars);
-                }
-                if s == "eps" {
-                    out.push((Tok::Eps, span));
-                } else {
-                    out.push((Tok::Ident(s), span));
-                }
-            }
-            other => {
-                return Err(Error::new(
-                    span,
-                    format!(
-                        "unexpected character `{other}` (see docs/contention.md for the format)"
-                    ),
-                ));
+                out.push((tok, span));
             }
         }
     }
-    out.push((Tok::Newline, Span { line, col }));
-    out.push((Tok::Eof, Span { line, col }));
+    let end = Span {
+        line: l.line,
+        col: l.col,
+    };
+    out.push((Tok::Newline, end));
+    out.push((Tok::Eof, end));
     Ok(out)
+}
+
+/// The token of a one-character punctuation mark.
+fn punctuation(c: char) -> Option<Tok> {
+    Some(match c {
+        '(' => Tok::LParen,
+        ')' => Tok::RParen,
+        ',' => Tok::Comma,
+        '|' => Tok::Bar,
+        '*' => Tok::Star,
+        '+' => Tok::Plus,
+        '?' => Tok::Question,
+        '=' => Tok::Equals,
+        'ε' => Tok::Eps,
+        _ => return None,
+    })
+}
+
+/// The characters left and the place of the next one.
+struct Lexer<'a> {
+    chars: std::iter::Peekable<std::str::Chars<'a>>,
+    line: u32,
+    col: u32,
+}
+
+impl Lexer<'_> {
+    /// Takes one character of the line.
+    fn bump(&mut self) {
+        self.chars.next();
+        self.col += 1;
+    }
+
+    /// `::=` (at `span`).
+    fn define(&mut self, span: Span) -> Result<Tok, Error> {
+        self.bump();
+        let rest: String = self.chars.clone().take(2).collect();
+        if rest != ":=" {
+            return Err(Error::new(span, "expected `::=` (a production)"));
+        }
+        self.bump();
+        self.bump();
+        Ok(Tok::Define)
+    }
+
+    /// A quoted constant (at `span`), on one line.
+    fn string(&mut self, span: Span) -> Result<Tok, Error> {
+        self.bump();
+        let mut s = String::new();
+        loop {
+            match self.chars.peek() {
+                Some('"') => {
+                    self.bump();
+                    return Ok(Tok::Str(s));
+                }
+                Some('\n') | None => {
+                    return Err(Error::new(
+                        span,
+                        "unterminated string: close it with `\"` on the same line",
+                    ));
+                }
+                Some(&c) => {
+                    s.push(c);
+                    self.bump();
+                }
+            }
+        }
+    }
+
+    /// A name (letters, digits, `_`, then primes) or `eps`.
+    fn word(&mut self) -> Tok {
+        let mut s = String::new();
+        while let Some(&c) = self.chars.peek() {
+            if c.is_alphanumeric() || c == '_' {
+                s.push(c);
+                self.bump();
+            } else {
+                break;
+            }
+        }
+        while self.chars.peek() == Some(&'\'') {
+            s.push('\'');
+            self.bump();
+        }
+        if s == "eps" { Tok::Eps } else { Tok::Ident(s) }
+    }
 }

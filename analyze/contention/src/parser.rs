@@ -128,84 +128,19 @@ impl Parser {
                 }
                 Tok::Ident(w) if w == "domain" && matches!(self.peek_at(1), Tok::Ident(_)) => {
                     self.next();
-                    let (sort, _) = self.ident("a sort name")?;
-                    self.expect(&Tok::Equals, "`=`")?;
-                    let mut vals = Vec::new();
-                    loop {
-                        match self.next() {
-                            (Tok::Ident(v) | Tok::Str(v), _) => vals.push(v),
-                            (t, s) => {
-                                return Err(Error::new(
-                                    s,
-                                    format!("expected a value name, found {}", t.describe()),
-                                ));
-                            }
-                        }
-                        if self.peek() != &Tok::Comma {
-                            break;
-                        }
-                        self.next();
-                    }
-                    if f.domains.insert(sort.clone(), vals).is_some() {
-                        return Err(Error::new(
-                            span,
-                            format!("domain `{sort}` is given twice; keep one"),
-                        ));
-                    }
+                    self.domain(&mut f, span)?;
                 }
                 Tok::Ident(w) if w == "root" && self.peek_at(1) == &Tok::Define => {
                     self.next();
                     self.next();
-                    self.skip_newlines();
-                    let r = self.regex()?;
-                    if f.root.is_some() {
-                        return Err(Error::new(
-                            span,
-                            "a second `root` production; merge them with `|`",
-                        ));
-                    }
-                    f.root = Some((r, span));
+                    self.root(&mut f, span)?;
                 }
                 Tok::Ident(w)
                     if (w.starts_with("put_") || w.starts_with("del_"))
                         && matches!(self.peek_at(1), Tok::LParen | Tok::Str(_)) =>
                 {
                     self.next();
-                    let op = if w.starts_with("put_") {
-                        WriteOp::Put
-                    } else {
-                        WriteOp::Del
-                    };
-                    let writer = if w.len() > 4 {
-                        Term::Var(w[4..].to_owned())
-                    } else {
-                        match self.next() {
-                            (Tok::Str(s), _) => Term::Const(s),
-                            (_, s) => {
-                                return Err(Error::new(
-                                    s,
-                                    "expected the writer after `put_`/`del_`, e.g. `put_u(...)`",
-                                ));
-                            }
-                        }
-                    };
-                    self.expect(&Tok::LParen, "`(`")?;
-                    let key = self.template()?;
-                    if self.peek() == &Tok::Comma {
-                        if op == WriteOp::Del {
-                            return Err(Error::new(self.span(), "`del_u(k)` takes only the key"));
-                        }
-                        self.next();
-                        // The value: ignored by the analysis (only keys matter).
-                        self.ident("a value variable, e.g. `v`")?;
-                    }
-                    self.expect(&Tok::RParen, "`)`")?;
-                    f.writes.push(RawWrite {
-                        op,
-                        writer,
-                        key,
-                        span,
-                    });
+                    f.writes.push(self.write(&w, span)?);
                 }
                 Tok::Ident(_) => {
                     let lhs = self.template()?;
@@ -227,6 +162,88 @@ impl Parser {
             self.end_statement()?;
         }
         Ok(f)
+    }
+
+    /// `domain SORT = v1, v2, ...` after `domain`.
+    fn domain(&mut self, f: &mut RawFile, span: Span) -> Result<(), Error> {
+        let (sort, _) = self.ident("a sort name")?;
+        self.expect(&Tok::Equals, "`=`")?;
+        let mut vals = Vec::new();
+        loop {
+            match self.next() {
+                (Tok::Ident(v) | Tok::Str(v), _) => vals.push(v),
+                (t, s) => {
+                    return Err(Error::new(
+                        s,
+                        format!("expected a value name, found {}", t.describe()),
+                    ));
+                }
+            }
+            if self.peek() != &Tok::Comma {
+                break;
+            }
+            self.next();
+        }
+        if f.domains.insert(sort.clone(), vals).is_some() {
+            return Err(Error::new(
+                span,
+                format!("domain `{sort}` is given twice; keep one"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `root ::= REGEX` after `root ::=`.
+    fn root(&mut self, f: &mut RawFile, span: Span) -> Result<(), Error> {
+        self.skip_newlines();
+        let r = self.regex()?;
+        if f.root.is_some() {
+            return Err(Error::new(
+                span,
+                "a second `root` production; merge them with `|`",
+            ));
+        }
+        f.root = Some((r, span));
+        Ok(())
+    }
+
+    /// `put_u(key, v)` / `del_u(key)` (or with a quoted writer) after the word `w`.
+    fn write(&mut self, w: &str, span: Span) -> Result<RawWrite, Error> {
+        let op = if w.starts_with("put_") {
+            WriteOp::Put
+        } else {
+            WriteOp::Del
+        };
+        let writer = if w.len() > 4 {
+            Term::Var(w[4..].to_owned())
+        } else {
+            match self.next() {
+                (Tok::Str(s), _) => Term::Const(s),
+                (_, s) => {
+                    return Err(Error::new(
+                        s,
+                        "expected the writer after `put_`/`del_`, e.g. `put_u(...)`",
+                    ));
+                }
+            }
+        };
+        self.expect(&Tok::LParen, "`(`")?;
+        let key = self.template()?;
+        if self.peek() == &Tok::Comma {
+            if op == WriteOp::Del {
+                return Err(Error::new(self.span(), "`del_u(k)` takes only the key"));
+            }
+            self.next();
+            // The value: ignored by the analysis (only keys matter).
+            self.ident("a value variable, e.g. `v`")?;
+        }
+        self.expect(&Tok::RParen, "`)`")?;
+        Ok(RawWrite {
+            op,
+            writer,
+            key,
+            span,
+        })
     }
 
     fn key_decl(&mut self, span: Span) -> Result<KeyDecl, Error> {
@@ -474,8 +491,42 @@ fn bind_sort(
 }
 
 fn resolve(raw: RawFile) -> Result<Grammar, Error> {
-    for (i, k) in raw.keys.iter().enumerate() {
-        if raw.keys[..i].iter().any(|o| o.name == k.name) {
+    check_keys(&raw.keys)?;
+    let Some((root, root_span)) = raw.root else {
+        return Err(Error::new(
+            Span { line: 1, col: 1 },
+            "empty grammar: there is no `root ::= ...` production saying which keys start an entity group",
+        ));
+    };
+    let mut r = Resolver {
+        keys: &raw.keys,
+        next_occ: 0,
+    };
+    let root = r.regex(&root, &mut BTreeMap::new())?;
+    let mut productions: Vec<Option<Production>> = vec![None; raw.keys.len()];
+    for p in &raw.productions {
+        production(&mut r, &raw.keys, p, &mut productions)?;
+    }
+    check_productions(&raw.keys, &productions)?;
+    let writes = raw
+        .writes
+        .iter()
+        .map(|w| write_expr(&mut r, w))
+        .collect::<Result<Vec<_>, Error>>()?;
+    Ok(Grammar {
+        keys: raw.keys,
+        domains: raw.domains,
+        root,
+        root_span,
+        productions,
+        writes,
+    })
+}
+
+/// Each key is declared once, and none is named like an update expression.
+fn check_keys(keys: &[KeyDecl]) -> Result<(), Error> {
+    for (i, k) in keys.iter().enumerate() {
+        if keys[..i].iter().any(|o| o.name == k.name) {
             return Err(Error::new(
                 k.span,
                 format!("key `{}` is declared twice; keep one", k.name),
@@ -491,65 +542,66 @@ fn resolve(raw: RawFile) -> Result<Grammar, Error> {
             ));
         }
     }
-    let Some((root, root_span)) = raw.root else {
+    Ok(())
+}
+
+/// Resolves production `p` into `productions` (by its key's constructor).
+fn production(
+    r: &mut Resolver<'_>,
+    keys: &[KeyDecl],
+    p: &RawProduction,
+    productions: &mut [Option<Production>],
+) -> Result<(), Error> {
+    let Some(ctor) = keys.iter().position(|k| k.name == p.lhs.name) else {
         return Err(Error::new(
-            Span { line: 1, col: 1 },
-            "empty grammar: there is no `root ::= ...` production saying which keys start an entity group",
+            p.lhs.span,
+            format!(
+                "production for undeclared key `{}`: declare it with `key {}(SORT, ...)`",
+                p.lhs.name, p.lhs.name
+            ),
         ));
     };
-    let mut r = Resolver {
-        keys: &raw.keys,
-        next_occ: 0,
-    };
-    let root = r.regex(&root, &mut BTreeMap::new())?;
-    let mut productions: Vec<Option<Production>> = vec![None; raw.keys.len()];
-    for p in &raw.productions {
-        let Some(ctor) = raw.keys.iter().position(|k| k.name == p.lhs.name) else {
-            return Err(Error::new(
-                p.lhs.span,
-                format!(
-                    "production for undeclared key `{}`: declare it with `key {}(SORT, ...)`",
-                    p.lhs.name, p.lhs.name
-                ),
-            ));
-        };
-        r.ctor(&p.lhs)?;
-        let mut sorts = BTreeMap::new();
-        let mut params = Vec::new();
-        for (i, a) in p.lhs.args.iter().enumerate() {
-            match a {
-                Term::Var(v) if !params.contains(v) => {
-                    bind_sort(&mut sorts, v, &raw.keys[ctor].sorts[i], p.lhs.span)?;
-                    params.push(v.clone());
-                }
-                _ => {
-                    return Err(Error::new(
-                        p.lhs.span,
-                        format!(
-                            "the left side of a production takes distinct variables, found `{a}`; use a fresh variable"
-                        ),
-                    ));
-                }
+    r.ctor(&p.lhs)?;
+    let mut sorts = BTreeMap::new();
+    let mut params = Vec::new();
+    for (i, a) in p.lhs.args.iter().enumerate() {
+        match a {
+            Term::Var(v) if !params.contains(v) => {
+                bind_sort(&mut sorts, v, &keys[ctor].sorts[i], p.lhs.span)?;
+                params.push(v.clone());
+            }
+            _ => {
+                return Err(Error::new(
+                    p.lhs.span,
+                    format!(
+                        "the left side of a production takes distinct variables, found `{a}`; use a fresh variable"
+                    ),
+                ));
             }
         }
-        let rhs = r.regex(&p.rhs, &mut sorts)?;
-        if productions[ctor].is_some() {
-            return Err(Error::new(
-                p.lhs.span,
-                format!(
-                    "a second production for `{}`; merge them with `|`",
-                    p.lhs.name
-                ),
-            ));
-        }
-        productions[ctor] = Some(Production {
-            ctor,
-            params,
-            rhs,
-            span: p.lhs.span,
-        });
     }
-    for (i, k) in raw.keys.iter().enumerate() {
+    let rhs = r.regex(&p.rhs, &mut sorts)?;
+    if productions[ctor].is_some() {
+        return Err(Error::new(
+            p.lhs.span,
+            format!(
+                "a second production for `{}`; merge them with `|`",
+                p.lhs.name
+            ),
+        ));
+    }
+    productions[ctor] = Some(Production {
+        ctor,
+        params,
+        rhs,
+        span: p.lhs.span,
+    });
+    Ok(())
+}
+
+/// Every declared key has a production.
+fn check_productions(keys: &[KeyDecl], productions: &[Option<Production>]) -> Result<(), Error> {
+    for (i, k) in keys.iter().enumerate() {
         if productions[i].is_none() {
             let vars: Vec<String> = (0..k.sorts.len()).map(|j| format!("x{j}")).collect();
             let lhs = if vars.is_empty() {
@@ -566,26 +618,20 @@ fn resolve(raw: RawFile) -> Result<Grammar, Error> {
             ));
         }
     }
-    let mut writes = Vec::new();
-    for w in &raw.writes {
-        let mut sorts = BTreeMap::new();
-        let key = r.template(&w.key, &mut sorts)?;
-        if let Term::Var(v) = &w.writer {
-            bind_sort(&mut sorts, v, USER_SORT, w.span)?;
-        }
-        writes.push(WriteExpr {
-            op: w.op,
-            writer: w.writer.clone(),
-            key,
-            span: w.span,
-        });
+    Ok(())
+}
+
+/// Resolves an update expression.
+fn write_expr(r: &mut Resolver<'_>, w: &RawWrite) -> Result<WriteExpr, Error> {
+    let mut sorts = BTreeMap::new();
+    let key = r.template(&w.key, &mut sorts)?;
+    if let Term::Var(v) = &w.writer {
+        bind_sort(&mut sorts, v, USER_SORT, w.span)?;
     }
-    Ok(Grammar {
-        keys: raw.keys,
-        domains: raw.domains,
-        root,
-        root_span,
-        productions,
-        writes,
+    Ok(WriteExpr {
+        op: w.op,
+        writer: w.writer.clone(),
+        key,
+        span: w.span,
     })
 }

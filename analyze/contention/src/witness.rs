@@ -311,192 +311,233 @@ pub(crate) fn build(g: &Grammar, f: &Finding) -> Witness {
     };
     let mut namer = Namer::new(g);
     match f {
-        Finding::Ambiguous(key, wa, wb, i, j) => {
-            namer.note(g, key);
-            let mut order: Vec<usize> = key
-                .1
-                .iter()
-                .filter_map(|p| if let P::V(v) = p { Some(*v) } else { None })
-                .collect();
-            let mut contenders = Vec::new();
-            for w in [wa, wb] {
-                if let P::V(v) = w {
-                    namer.sorts.insert(*v, USER_SORT.into());
-                    if !order.contains(v) {
-                        order.push(*v);
-                        contenders.push(*v);
-                    }
-                }
-            }
-            let names = namer.assign(&order, &contenders);
-            let keytext = to_tree(
-                g,
-                &STree {
-                    pat: key.clone(),
-                    children: Vec::new(),
-                },
-                &names,
-            )
-            .key();
-            let users = vec![name_term(wa, &names), name_term(wb, &names)];
-            let mut responsible = vec![line_of_write(g, *i)];
-            if i != j {
-                responsible.push(line_of_write(g, *j));
-            }
-            Witness {
-                kind: "ambiguous-write".into(),
-                summary: format!(
-                    "A_w is nondeterministic: {keytext} can be written by {} and by {} (the key does not determine its writer)",
-                    users[0], users[1]
-                ),
-                tree: None,
-                key: keytext,
-                users,
-                responsible,
-            }
-        }
-        Finding::Unwritten(path) => {
-            b.next = path.iter().map(|(p, _)| max_var(p)).max().unwrap_or(0);
-            let tree = complete_path(&mut b, path, None);
-            note_all(&mut namer, g, &tree);
-            let mut order = Vec::new();
-            vars_in_order(&tree, &mut order);
-            let names = namer.assign(&order, &[]);
-            let last = path
-                .last()
-                .map(|(p, _)| p.clone())
-                .unwrap_or((0, Vec::new()));
-            let key = to_tree(
-                g,
-                &STree {
-                    pat: last.clone(),
-                    children: Vec::new(),
-                },
-                &names,
-            )
-            .key();
-            let mut responsible: Vec<Responsible> = path
-                .iter()
-                .map(|(p, _)| line_of_production(g, p.0))
-                .collect();
-            responsible.dedup();
-            Witness {
-                kind: "unwritten".into(),
-                summary: format!(
-                    "no update expression writes {key}, so no single user writes every entity of its group (A_w has no rule for it)"
-                ),
-                tree: Some(to_tree(g, &tree, &names)),
-                key,
-                users: Vec::new(),
-                responsible,
-            }
-        }
+        Finding::Ambiguous(key, wa, wb, i, j) => ambiguous(g, &mut namer, key, (wa, wb), (*i, *j)),
+        Finding::Unwritten(path) => unwritten(&mut b, &mut namer, path),
         Finding::TwoWriters {
             path,
             occ,
             child,
             parent_write,
             child_write,
-        } => {
-            b.next = path
-                .iter()
-                .map(|(p, _)| max_var(p))
-                .chain([max_var(child)])
-                .max()
-                .unwrap_or(0);
-            let tree = complete_path(&mut b, path, Some(*occ));
-            note_all(&mut namer, g, &tree);
-            let parent = path
-                .last()
-                .map(|(p, _)| p.clone())
-                .unwrap_or((0, Vec::new()));
-            let parent_vars: Vec<usize> = path
-                .iter()
-                .flat_map(|(p, _)| p.1.iter())
-                .filter_map(|p| if let P::V(v) = p { Some(*v) } else { None })
-                .collect();
-            // Contenders: writer variables of the contended children that the path does not bind.
-            let mut contenders = Vec::new();
-            let mut child_keys = Vec::new();
-            collect_children(&tree, &parent, child.0, &mut child_keys);
-            for c in &child_keys {
-                if let Some((P::V(v), _)) = crate::symbolic::writer_of(g, c)
-                    && !parent_vars.contains(&v)
-                {
-                    contenders.push(v);
-                }
-            }
-            let mut order = Vec::new();
-            vars_in_order(&tree, &mut order);
-            let names = namer.assign(&order, &contenders);
-            let concrete = to_tree(g, &tree, &names);
-            let d = Domains::new(g, 0);
-            let pw = writers(
-                g,
-                &d,
-                parent.0,
-                &parent
-                    .1
-                    .iter()
-                    .map(|p| name_term(p, &names))
-                    .collect::<Vec<_>>(),
-            );
-            let mut users: Vec<String> = pw;
-            let mut key = String::new();
-            for c in &child_keys {
-                let vals: Vec<String> = c.1.iter().map(|p| name_term(p, &names)).collect();
-                if key.is_empty() {
-                    key = to_tree(
-                        g,
-                        &STree {
-                            pat: c.clone(),
-                            children: Vec::new(),
-                        },
-                        &names,
-                    )
-                    .key();
-                }
-                for u in writers(g, &d, c.0, &vals) {
-                    if !users.contains(&u) {
-                        users.push(u);
-                    }
-                }
-            }
-            // Two children by two other users show the paper's concurrent commenters.
-            if users.len() > 2 && child_keys.len() > 1 {
-                users.remove(0);
-            }
-            let pkey = to_tree(
-                g,
-                &STree {
-                    pat: parent.clone(),
-                    children: Vec::new(),
-                },
-                &names,
-            )
-            .key();
-            let mut responsible = vec![line_of_production(g, parent.0)];
-            responsible.push(line_of_write(g, *parent_write));
-            responsible.push(line_of_write(g, *child_write));
-            let summary = if users.len() >= 2 {
-                format!(
-                    "{pkey} and its children {} are in one entity group but written by different users: {}",
-                    child_keys_text(g, &child_keys, &names),
-                    users.join(" and ")
-                )
-            } else {
-                format!("{pkey} and its child {key} have different writers")
-            };
-            Witness {
-                kind: "two-writers".into(),
-                summary,
-                tree: Some(concrete),
-                key,
-                users,
-                responsible,
+        } => two_writers(
+            &mut b,
+            &mut namer,
+            (path, *occ, child),
+            (*parent_write, *child_write),
+        ),
+    }
+}
+
+/// The witness of an ambiguous write: one key, the writers `wa` and `wb`, by
+/// the writes `i` and `j`.
+fn ambiguous(
+    g: &Grammar,
+    namer: &mut Namer,
+    key: &Pattern,
+    (wa, wb): (&P, &P),
+    (i, j): (usize, usize),
+) -> Witness {
+    namer.note(g, key);
+    let mut order: Vec<usize> = key
+        .1
+        .iter()
+        .filter_map(|p| if let P::V(v) = p { Some(*v) } else { None })
+        .collect();
+    let mut contenders = Vec::new();
+    for w in [wa, wb] {
+        if let P::V(v) = w {
+            namer.sorts.insert(*v, USER_SORT.into());
+            if !order.contains(v) {
+                order.push(*v);
+                contenders.push(*v);
             }
         }
     }
+    let names = namer.assign(&order, &contenders);
+    let keytext = to_tree(
+        g,
+        &STree {
+            pat: key.clone(),
+            children: Vec::new(),
+        },
+        &names,
+    )
+    .key();
+    let users = vec![name_term(wa, &names), name_term(wb, &names)];
+    let mut responsible = vec![line_of_write(g, i)];
+    if i != j {
+        responsible.push(line_of_write(g, j));
+    }
+    Witness {
+        kind: "ambiguous-write".into(),
+        summary: format!(
+            "A_w is nondeterministic: {keytext} can be written by {} and by {} (the key does not determine its writer)",
+            users[0], users[1]
+        ),
+        tree: None,
+        key: keytext,
+        users,
+        responsible,
+    }
+}
+
+/// The witness of a reachable node nobody writes, at the end of `path`.
+fn unwritten(b: &mut Builder<'_>, namer: &mut Namer, path: &[(Pattern, Option<usize>)]) -> Witness {
+    let g = b.g;
+    b.next = path.iter().map(|(p, _)| max_var(p)).max().unwrap_or(0);
+    let tree = complete_path(b, path, None);
+    note_all(namer, g, &tree);
+    let mut order = Vec::new();
+    vars_in_order(&tree, &mut order);
+    let names = namer.assign(&order, &[]);
+    let last = path
+        .last()
+        .map(|(p, _)| p.clone())
+        .unwrap_or((0, Vec::new()));
+    let key = to_tree(
+        g,
+        &STree {
+            pat: last.clone(),
+            children: Vec::new(),
+        },
+        &names,
+    )
+    .key();
+    let mut responsible: Vec<Responsible> = path
+        .iter()
+        .map(|(p, _)| line_of_production(g, p.0))
+        .collect();
+    responsible.dedup();
+    Witness {
+        kind: "unwritten".into(),
+        summary: format!(
+            "no update expression writes {key}, so no single user writes every entity of its group (A_w has no rule for it)"
+        ),
+        tree: Some(to_tree(g, &tree, &names)),
+        key,
+        users: Vec::new(),
+        responsible,
+    }
+}
+
+/// The witness of a parent and child with different writers: the path to the
+/// parent, the child's occurrence and pattern, and the writes of parent and child.
+fn two_writers(
+    b: &mut Builder<'_>,
+    namer: &mut Namer,
+    (path, occ, child): (&[(Pattern, Option<usize>)], usize, &Pattern),
+    (parent_write, child_write): (usize, usize),
+) -> Witness {
+    let g = b.g;
+    b.next = path
+        .iter()
+        .map(|(p, _)| max_var(p))
+        .chain([max_var(child)])
+        .max()
+        .unwrap_or(0);
+    let tree = complete_path(b, path, Some(occ));
+    note_all(namer, g, &tree);
+    let parent = path
+        .last()
+        .map(|(p, _)| p.clone())
+        .unwrap_or((0, Vec::new()));
+    let parent_vars: Vec<usize> = path
+        .iter()
+        .flat_map(|(p, _)| p.1.iter())
+        .filter_map(|p| if let P::V(v) = p { Some(*v) } else { None })
+        .collect();
+    // Contenders: writer variables of the contended children that the path does not bind.
+    let mut contenders = Vec::new();
+    let mut child_keys = Vec::new();
+    collect_children(&tree, &parent, child.0, &mut child_keys);
+    for c in &child_keys {
+        if let Some((P::V(v), _)) = crate::symbolic::writer_of(g, c)
+            && !parent_vars.contains(&v)
+        {
+            contenders.push(v);
+        }
+    }
+    let mut order = Vec::new();
+    vars_in_order(&tree, &mut order);
+    let names = namer.assign(&order, &contenders);
+    let concrete = to_tree(g, &tree, &names);
+    let (users, key) = contended_writers(g, &parent, &child_keys, &names);
+    let pkey = to_tree(
+        g,
+        &STree {
+            pat: parent.clone(),
+            children: Vec::new(),
+        },
+        &names,
+    )
+    .key();
+    let mut responsible = vec![line_of_production(g, parent.0)];
+    responsible.push(line_of_write(g, parent_write));
+    responsible.push(line_of_write(g, child_write));
+    let summary = if users.len() >= 2 {
+        format!(
+            "{pkey} and its children {} are in one entity group but written by different users: {}",
+            child_keys_text(g, &child_keys, &names),
+            users.join(" and ")
+        )
+    } else {
+        format!("{pkey} and its child {key} have different writers")
+    };
+    Witness {
+        kind: "two-writers".into(),
+        summary,
+        tree: Some(concrete),
+        key,
+        users,
+        responsible,
+    }
+}
+
+/// The users who write the parent and the contended children (named by
+/// `names`), and the key of the first child.
+fn contended_writers(
+    g: &Grammar,
+    parent: &Pattern,
+    child_keys: &[Pattern],
+    names: &HashMap<usize, String>,
+) -> (Vec<String>, String) {
+    let d = Domains::new(g, 0);
+    let pw = writers(
+        g,
+        &d,
+        parent.0,
+        &parent
+            .1
+            .iter()
+            .map(|p| name_term(p, names))
+            .collect::<Vec<_>>(),
+    );
+    let mut users: Vec<String> = pw;
+    let mut key = String::new();
+    for c in child_keys {
+        let vals: Vec<String> = c.1.iter().map(|p| name_term(p, names)).collect();
+        if key.is_empty() {
+            key = to_tree(
+                g,
+                &STree {
+                    pat: c.clone(),
+                    children: Vec::new(),
+                },
+                names,
+            )
+            .key();
+        }
+        for u in writers(g, &d, c.0, &vals) {
+            if !users.contains(&u) {
+                users.push(u);
+            }
+        }
+    }
+    // Two children by two other users show the paper's concurrent commenters.
+    if users.len() > 2 && child_keys.len() > 1 {
+        users.remove(0);
+    }
+    (users, key)
 }
 
 fn child_keys_text(g: &Grammar, keys: &[Pattern], names: &HashMap<usize, String>) -> String {

@@ -56,45 +56,11 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
             break;
         }
         line_no += 1;
-        let fail =
-            |message: String, written: u64| partial_import_error(&name, line_no, &message, written);
-        let text = match std::str::from_utf8(&raw) {
-            Ok(text) => text,
-            Err(e) => {
-                return Err(fail(
-                    format!(
-                        "column {}: not valid UTF-8",
-                        String::from_utf8_lossy(&raw[..e.valid_up_to()])
-                            .chars()
-                            .count()
-                            + 1
-                    ),
-                    written,
-                ));
-            }
+        let entity = match line_entity(&raw, line_no, &kind_versions) {
+            Ok(Some(entity)) => entity,
+            Ok(None) => continue,
+            Err(message) => return Err(partial_import_error(&name, line_no, &message, written)),
         };
-        // A byte-order mark (editors on Windows write one) is not part of the data.
-        let text = if line_no == 1 {
-            text.strip_prefix('\u{feff}').unwrap_or(text)
-        } else {
-            text
-        };
-        if text.trim().is_empty() {
-            continue;
-        }
-        let entity = entity_from_json_line(text.trim_end_matches(['\n', '\r']))
-            .map_err(|e| fail(e.to_string(), written))?;
-        let kind_version = kind_versions.get(&entity.key.kind).copied().unwrap_or(0);
-        if entity.version > kind_version {
-            return Err(fail(
-                format!(
-                    "version {} is above kind {}'s version {kind_version}: tern would never migrate it; \
-                 give the version the data really has (0 if unsure, and `tern up` migrates it)",
-                    entity.version, entity.key.kind
-                ),
-                written,
-            ));
-        }
         if let Some(first) = seen.insert(entity.key.clone(), line_no) {
             repeated += 1;
             if repeated <= 10 {
@@ -117,7 +83,51 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
         }
     }
     written += flush(store.as_ref(), &mut batch).await?;
-    let count = written - repeated;
+    report_import(ctx, written - repeated, repeated);
+    Ok(EXIT_OK)
+}
+
+/// The entity of import line `line_no` (its bytes `raw`), `None` for a blank
+/// line; the error message of a line that is not valid UTF-8, not an entity,
+/// or of a version above its kind's (`kind_versions`).
+fn line_entity(
+    raw: &[u8],
+    line_no: u64,
+    kind_versions: &BTreeMap<String, u64>,
+) -> Result<Option<Entity>, String> {
+    let text = std::str::from_utf8(raw).map_err(|e| {
+        format!(
+            "column {}: not valid UTF-8",
+            String::from_utf8_lossy(&raw[..e.valid_up_to()])
+                .chars()
+                .count()
+                + 1
+        )
+    })?;
+    // A byte-order mark (editors on Windows write one) is not part of the data.
+    let text = if line_no == 1 {
+        text.strip_prefix('\u{feff}').unwrap_or(text)
+    } else {
+        text
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let entity =
+        entity_from_json_line(text.trim_end_matches(['\n', '\r'])).map_err(|e| e.to_string())?;
+    let kind_version = kind_versions.get(&entity.key.kind).copied().unwrap_or(0);
+    if entity.version > kind_version {
+        return Err(format!(
+            "version {} is above kind {}'s version {kind_version}: tern would never migrate it; \
+             give the version the data really has (0 if unsure, and `tern up` migrates it)",
+            entity.version, entity.key.kind
+        ));
+    }
+    Ok(Some(entity))
+}
+
+/// Prints what an import did: `count` entities, `repeated` lines repeating one.
+fn report_import(ctx: &Ctx, count: u64, repeated: u64) {
     if repeated > 10 {
         eprintln!("warning: {repeated} lines repeat an entity of an earlier line in all");
     }
@@ -129,7 +139,6 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
     } else if !ctx.opt.quiet {
         eprintln!("imported {count} entities");
     }
-    Ok(EXIT_OK)
 }
 
 /// Writes and empties `batch`; the number of entities written.

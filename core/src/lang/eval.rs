@@ -926,6 +926,15 @@ fn apply_local_statement(
     }
 }
 
+/// What a move/copy decides on the state before it: each target's resolution
+/// (by index into the target keys), the conflicting targets, and for each source
+/// the targets it joins.
+struct TransferDecision {
+    resolutions: Vec<(usize, TargetResolution)>,
+    conflicts: Vec<TargetConflict>,
+    sources_of: BTreeMap<Key, Vec<usize>>,
+}
+
 fn apply_transfer(
     operator: &'static str,
     t: &Transfer,
@@ -935,51 +944,99 @@ fn apply_transfer(
 ) -> Result<StatementReport, EvalError> {
     let source_keys = keys_of_kind(state, &t.prop.kind);
     let target_keys = keys_of_kind(state, &t.to_kind);
-
     // Everything is decided on the state before the statement.
-    let (resolutions, conflicts, sources_of) = {
-        let sources: Vec<&Entity> = source_keys.iter().filter_map(|k| state.get(k)).collect();
-        let mut resolutions = Vec::with_capacity(target_keys.len());
-        let mut conflicts = Vec::new();
-        // For each source, the targets it joins (indexes into target_keys).
-        let mut sources_of: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
-        for (index, key) in target_keys.iter().enumerate() {
-            let Some(target) = state.get(key) else {
-                continue;
-            };
-            let resolution = resolve_target_with(t, target, &sources, opts);
-            if resolution.is_matched() {
-                for source in sources
-                    .iter()
-                    .filter(|s| source_matches(t, s) && joins(t, s, target))
-                {
-                    sources_of
-                        .entry(source.key.clone())
-                        .or_default()
-                        .push(index);
-                }
-            }
-            if let TargetResolution::Conflict { writes } = &resolution {
-                conflicts.push(TargetConflict {
-                    target: key.clone(),
-                    writes: writes.clone(),
-                });
-            }
-            resolutions.push((index, resolution));
-        }
-        (resolutions, conflicts, sources_of)
-    };
+    let TransferDecision {
+        resolutions,
+        conflicts,
+        sources_of,
+    } = decide_transfer(t, state, &source_keys, &target_keys, opts);
     if !conflicts.is_empty() && !opts.force {
         return Err(EvalError::Unsafe {
             operator,
             conflicts,
         });
     }
-
     let mut report = TransferReport {
         conflicts,
         ..TransferReport::default()
     };
+    let target_step = apply_targets(t, state, &target_keys, resolutions, &mut report);
+    let source_step = apply_sources(
+        t,
+        is_move,
+        state,
+        (&source_keys, &target_keys),
+        &sources_of,
+        opts,
+        &mut report,
+    );
+    // Step order as in `Statement::written_kinds`: the target kind, then (move) the source kind.
+    let mut steps = vec![target_step];
+    if is_move {
+        steps.push(source_step);
+    }
+    for step in &mut steps {
+        step.entities = bump_kind(state, &step.kind);
+    }
+    Ok(StatementReport {
+        steps,
+        transfer: Some(report),
+        renamed: 0,
+    })
+}
+
+/// Resolves every target of a move/copy against the sources (see [`TransferDecision`]).
+fn decide_transfer(
+    t: &Transfer,
+    state: &State,
+    source_keys: &[Key],
+    target_keys: &[Key],
+    opts: &EvalOptions,
+) -> TransferDecision {
+    let sources: Vec<&Entity> = source_keys.iter().filter_map(|k| state.get(k)).collect();
+    let mut resolutions = Vec::with_capacity(target_keys.len());
+    let mut conflicts = Vec::new();
+    // For each source, the targets it joins (indexes into target_keys).
+    let mut sources_of: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
+    for (index, key) in target_keys.iter().enumerate() {
+        let Some(target) = state.get(key) else {
+            continue;
+        };
+        let resolution = resolve_target_with(t, target, &sources, opts);
+        if resolution.is_matched() {
+            for source in sources
+                .iter()
+                .filter(|s| source_matches(t, s) && joins(t, s, target))
+            {
+                sources_of
+                    .entry(source.key.clone())
+                    .or_default()
+                    .push(index);
+            }
+        }
+        if let TargetResolution::Conflict { writes } = &resolution {
+            conflicts.push(TargetConflict {
+                target: key.clone(),
+                writes: writes.clone(),
+            });
+        }
+        resolutions.push((index, resolution));
+    }
+    TransferDecision {
+        resolutions,
+        conflicts,
+        sources_of,
+    }
+}
+
+/// Applies each target's (forced) resolution; returns the target kind's step.
+fn apply_targets(
+    t: &Transfer,
+    state: &mut State,
+    target_keys: &[Key],
+    resolutions: Vec<(usize, TargetResolution)>,
+    report: &mut TransferReport,
+) -> KindStep {
     let mut target_step = KindStep {
         kind: t.to_kind.clone(),
         ..KindStep::default()
@@ -998,12 +1055,26 @@ fn apply_transfer(
         report.targets_lacking += u64::from(matches!(resolution, TargetResolution::Lacking { .. }));
     }
     report.targets_matched = target_step.matched;
+    target_step
+}
 
+/// What became of each source (and, for a move, removes the delivered values);
+/// returns the source kind's step. `keys` are the source and target keys.
+fn apply_sources(
+    t: &Transfer,
+    is_move: bool,
+    state: &mut State,
+    keys: (&[Key], &[Key]),
+    sources_of: &BTreeMap<Key, Vec<usize>>,
+    opts: &EvalOptions,
+    report: &mut TransferReport,
+) -> KindStep {
+    let (source_keys, target_keys) = keys;
     let mut source_step = KindStep {
         kind: t.prop.kind.clone(),
         ..KindStep::default()
     };
-    for key in &source_keys {
+    for key in source_keys {
         let Some(source) = state.get(key) else {
             continue;
         };
@@ -1038,20 +1109,7 @@ fn apply_transfer(
         }
     }
     source_step.matched = report.sources_matched;
-
-    // Step order as in `Statement::written_kinds`: the target kind, then (move) the source kind.
-    let mut steps = vec![target_step];
-    if is_move {
-        steps.push(source_step);
-    }
-    for step in &mut steps {
-        step.entities = bump_kind(state, &step.kind);
-    }
-    Ok(StatementReport {
-        steps,
-        transfer: Some(report),
-        renamed: 0,
-    })
+    source_step
 }
 
 fn rename_kind(from: &str, to: &str, state: &mut State) -> Result<StatementReport, EvalError> {

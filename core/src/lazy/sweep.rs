@@ -95,8 +95,47 @@ pub async fn sweep_under(
     let doc = lease.snapshot().await;
     let spec = Spec::from_state(&doc, code)?;
     let mut report = SweepReport::default();
-    // A client that declares every kind at its logical version, for the
-    // per-entity path (kind renames, conflicts): the same code applications run.
+    let chains = chains_to_sweep(&spec, options);
+    let mut resume = doc.sweep.clone();
+    report.resumed = resume.is_some();
+    if let Some(r) = &resume {
+        if !chains.iter().any(|c| c.kind == r.kind) {
+            resume = None;
+        }
+    }
+    let mut sweeper = Sweeper {
+        store,
+        client: sweep_client(shared, &spec, code).await?,
+        lease,
+        options,
+        started: Instant::now(),
+        processed: 0,
+    };
+    let mut clean = BTreeSet::new();
+    for chain in &chains {
+        if let Some(r) = &resume {
+            if r.kind != chain.kind {
+                continue;
+            }
+        }
+        let (migrated, stale) = sweeper.kind(chain, &mut resume).await?;
+        report.migrated.insert(chain.kind.clone(), migrated);
+        report.stale.insert(chain.kind.clone(), stale);
+        if stale == 0 {
+            clean.insert(chain.kind.clone());
+        }
+    }
+    report.completed = record_completed(store, lease, &doc, &clean).await?;
+    Ok(report)
+}
+
+/// A client that declares every kind at its logical version, for the
+/// per-entity path (kind renames, conflicts): the same code applications run.
+async fn sweep_client(
+    shared: &Arc<dyn Store>,
+    spec: &Spec,
+    code: &BTreeMap<u32, Migration>,
+) -> Result<LazyClient> {
     let mut builder =
         LazyClient::builder(Arc::clone(shared)).refresh_every(Duration::from_secs(3600));
     for (k, v) in &spec.kinds {
@@ -105,7 +144,11 @@ pub async fn sweep_under(
     for m in code.values() {
         builder = builder.code(m.clone());
     }
-    let client = builder.connect().await?;
+    builder.connect().await
+}
+
+/// The kinds with a pending lazy migration that `options` selects, by name.
+fn chains_to_sweep(spec: &Spec, options: &SweepOptions) -> Vec<KindChain> {
     let mut chains: Vec<KindChain> = spec
         .pending_kinds()
         .into_iter()
@@ -113,80 +156,17 @@ pub async fn sweep_under(
         .cloned()
         .collect();
     chains.sort_by(|a, b| a.kind.cmp(&b.kind));
-    let mut resume = doc.sweep.clone();
-    report.resumed = resume.is_some();
-    if let Some(r) = &resume {
-        if !chains.iter().any(|c| c.kind == r.kind) {
-            resume = None;
-        }
-    }
-    let started = Instant::now();
-    let mut processed = 0u64;
-    let mut clean = BTreeSet::new();
-    for chain in &chains {
-        if let Some(r) = &resume {
-            if r.kind != chain.kind {
-                continue;
-            }
-        }
-        let mut migrated = resume.as_ref().map_or(0, |r| r.migrated);
-        let names: Vec<String> = std::iter::once(chain.kind.clone())
-            .chain(chain.formers.iter().cloned())
-            .collect();
-        let mut stale = 0;
-        for _ in 0..options.passes.max(1) {
-            for name in &names {
-                let mut cursor = None;
-                if let Some(r) = resume.take() {
-                    if &r.name != name {
-                        resume = Some(r);
-                        continue;
-                    }
-                    cursor = r.cursor;
-                }
-                loop {
-                    let page = store
-                        .scan(
-                            name,
-                            ScanRequest {
-                                filter: stale_filter(chain, name),
-                                cursor: cursor.clone(),
-                                limit: options.batch_size.max(1),
-                            },
-                        )
-                        .await?;
-                    let n = page.entities.len() as u64;
-                    migrated += migrate_batch(store, &client, chain, name, page.entities).await?;
-                    processed += n;
-                    let (kind, at, next) = (chain.kind.clone(), name.clone(), page.cursor.clone());
-                    lease
-                        .update(move |doc| {
-                            doc.sweep = Some(SweepState {
-                                kind,
-                                name: at,
-                                cursor: next,
-                                migrated,
-                            });
-                        })
-                        .await?;
-                    throttle(options.max_rate, started, processed).await;
-                    match page.cursor {
-                        Some(c) => cursor = Some(c),
-                        None => break,
-                    }
-                }
-            }
-            stale = census(store, chain).await?;
-            if stale == 0 {
-                break;
-            }
-        }
-        report.migrated.insert(chain.kind.clone(), migrated);
-        report.stale.insert(chain.kind.clone(), stale);
-        if stale == 0 {
-            clean.insert(chain.kind.clone());
-        }
-    }
+    chains
+}
+
+/// Records complete the pending lazy migrations whose every kind is now `clean`,
+/// and clears the sweep's checkpoint. Returns the migrations recorded complete.
+async fn record_completed(
+    store: &dyn Store,
+    lease: &Lease,
+    doc: &crate::migrate::StateDoc,
+    clean: &BTreeSet<String>,
+) -> Result<Vec<u32>> {
     let now = store.now().await?;
     let done: Vec<u32> = doc
         .lazy
@@ -195,11 +175,11 @@ pub async fn sweep_under(
         .filter(|r| {
             r.kinds
                 .keys()
-                .all(|k| clean.contains(&forward(&doc, r.migration, k)))
+                .all(|k| clean.contains(&forward(doc, r.migration, k)))
         })
         .map(|r| r.migration)
         .collect();
-    report.completed.clone_from(&done);
+    let completed = done.clone();
     lease
         .update(move |doc| {
             doc.sweep = None;
@@ -210,7 +190,97 @@ pub async fn sweep_under(
             }
         })
         .await?;
-    Ok(report)
+    Ok(completed)
+}
+
+/// A sweep in progress: what it works with, and how many entities it has read.
+struct Sweeper<'a> {
+    store: &'a dyn Store,
+    client: LazyClient,
+    lease: &'a Lease,
+    options: &'a SweepOptions,
+    started: Instant,
+    processed: u64,
+}
+
+impl Sweeper<'_> {
+    /// Sweeps one kind, under its name and its former names, until a census
+    /// finds nothing stale (at most `passes` times), continuing from `resume`
+    /// (taken once used). Returns the entities migrated and those still stale.
+    async fn kind(
+        &mut self,
+        chain: &KindChain,
+        resume: &mut Option<SweepState>,
+    ) -> Result<(u64, u64)> {
+        let mut migrated = resume.as_ref().map_or(0, |r| r.migrated);
+        let names: Vec<String> = std::iter::once(chain.kind.clone())
+            .chain(chain.formers.iter().cloned())
+            .collect();
+        let mut stale = 0;
+        for _ in 0..self.options.passes.max(1) {
+            for name in &names {
+                let mut cursor = None;
+                if let Some(r) = resume.take() {
+                    if &r.name != name {
+                        *resume = Some(r);
+                        continue;
+                    }
+                    cursor = r.cursor;
+                }
+                self.name(chain, name, cursor, &mut migrated).await?;
+            }
+            stale = census(self.store, chain).await?;
+            if stale == 0 {
+                break;
+            }
+        }
+        Ok((migrated, stale))
+    }
+
+    /// Migrates the stale entities under `name` from `cursor`, batch by batch,
+    /// each batch checkpointed under the lease and throttled.
+    async fn name(
+        &mut self,
+        chain: &KindChain,
+        name: &str,
+        mut cursor: Option<crate::store::Cursor>,
+        migrated: &mut u64,
+    ) -> Result<()> {
+        loop {
+            let page = self
+                .store
+                .scan(
+                    name,
+                    ScanRequest {
+                        filter: stale_filter(chain, name),
+                        cursor: cursor.clone(),
+                        limit: self.options.batch_size.max(1),
+                    },
+                )
+                .await?;
+            let n = page.entities.len() as u64;
+            *migrated +=
+                migrate_batch(self.store, &self.client, chain, name, page.entities).await?;
+            self.processed += n;
+            let (kind, at, next) = (chain.kind.clone(), name.to_owned(), page.cursor.clone());
+            let migrated = *migrated;
+            self.lease
+                .update(move |doc| {
+                    doc.sweep = Some(SweepState {
+                        kind,
+                        name: at,
+                        cursor: next,
+                        migrated,
+                    });
+                })
+                .await?;
+            throttle(self.options.max_rate, self.started, self.processed).await;
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(()),
+            }
+        }
+    }
 }
 
 /// What is stale under `name`: below the version under the kind's own name;

@@ -292,9 +292,8 @@ impl Migrator {
     /// # Errors
     /// See [`MigrateError`]; every error leaves the store resumable.
     pub async fn up(&self, to: Option<u32>) -> Result<UpReport> {
-        self.up_on(Arc::clone(&self.store), to, false)
+        self.up_on(Arc::clone(&self.store), to, &mut RunMode::Apply)
             .await
-            .map(|(report, _)| report)
     }
 
     /// Runs pending migrations on a dry-run overlay and reports what would change.
@@ -306,9 +305,13 @@ impl Migrator {
             .await
             .map_err(MigrateError::store("preparing the dry run"))?;
         let overlay = Arc::new(overlay);
-        let (_, stages) = self
-            .up_on(Arc::clone(&overlay) as Arc<dyn Store>, to, true)
-            .await?;
+        let mut stages = DryStages::default();
+        self.up_on(
+            Arc::clone(&overlay) as Arc<dyn Store>,
+            to,
+            &mut RunMode::DryRun(&mut stages),
+        )
+        .await?;
         let mut out = DryRun {
             stages: stages.previews,
             conflicts: stages.conflicts,
@@ -336,11 +339,10 @@ impl Migrator {
         &self,
         store: Arc<dyn Store>,
         to: Option<u32>,
-        dry: bool,
-    ) -> Result<(UpReport, DryStages)> {
+        mode: &mut RunMode<'_>,
+    ) -> Result<UpReport> {
         let doc = state::load(store.as_ref()).await?.doc;
         let pending = self.pending(&doc, to)?;
-        let mut dry_stages = DryStages::default();
         if pending.is_empty() {
             if let Some(run) = &doc.running {
                 return Err(MigrateError::Dirty(format!(
@@ -349,29 +351,24 @@ impl Migrator {
                     run.migration
                 )));
             }
-            let swept_late = self.sweep_late_writes(&store, &doc, dry).await?;
-            return Ok((
-                UpReport {
-                    swept_late,
-                    ..UpReport::default()
-                },
-                dry_stages,
-            ));
+            let swept_late = self.sweep_late_writes(&store, &doc, mode).await?;
+            return Ok(UpReport {
+                swept_late,
+                ..UpReport::default()
+            });
         }
         let lease = Lease::acquire(Arc::clone(&store), &self.lease).await?;
-        let result = self
-            .run_pending(&store, &lease, &pending, dry, &mut dry_stages)
-            .await;
+        let result = self.run_pending(&store, &lease, &pending, mode).await;
         #[cfg(feature = "fault-injection")]
         if matches!(result, Err(MigrateError::InjectedCrash(_))) {
             // Simulated process death: stop renewing, do not release.
             drop(lease);
-            return result.map(|r| (r, dry_stages));
+            return result;
         }
         if let Err(e) = lease.release().await {
             tracing::warn!(error = %e, "could not release the lease; it expires by itself");
         }
-        result.map(|r| (r, dry_stages))
+        result
     }
 
     async fn run_pending(
@@ -379,8 +376,7 @@ impl Migrator {
         store: &Arc<dyn Store>,
         lease: &Lease,
         pending: &[&Migration],
-        dry: bool,
-        dry_stages: &mut DryStages,
+        mode: &mut RunMode<'_>,
     ) -> Result<UpReport> {
         let mut report = UpReport::default();
         // A checksum check again under the lease: the ledger may have changed while we waited.
@@ -415,24 +411,25 @@ impl Migrator {
                 super::lazy_install::install(store.as_ref(), lease, m).await?
             } else {
                 super::lazy_install::complete_pending(store, lease, &self.set).await?;
-                self.run_one(store, lease, m, dry, dry_stages).await?
+                self.run_one(store, lease, m, mode).await?
             };
             report.applied.push(r);
         }
         Ok(report)
     }
 
+    /// Runs migration `m` (from its checkpoint if an interrupted run of it is
+    /// recorded): prechecks, its stages, the census, and its ledger entry.
     async fn run_one(
         &self,
         store: &Arc<dyn Store>,
         lease: &Lease,
         m: &Migration,
-        dry: bool,
-        dry_stages: &mut DryStages,
+        mode: &mut RunMode<'_>,
     ) -> Result<MigrationReport> {
         let started = Instant::now();
         // A dry run reports its findings, not its progress.
-        let progress: &dyn Progress = if dry {
+        let progress: &dyn Progress = if mode.is_dry() {
             &NoProgress
         } else {
             self.progress.as_ref()
@@ -441,7 +438,7 @@ impl Migrator {
         let plan = plan::plan(m, &doc.kinds);
         let history = plan::history(&self.set, m.id);
         let prebuilt = if doc.running.is_none() {
-            self.prechecks(store.as_ref(), m, &plan, dry, progress)
+            self.prechecks(store.as_ref(), m, &plan, mode, progress)
                 .await?
         } else {
             None
@@ -461,35 +458,19 @@ impl Migrator {
             faults: self.faults.as_ref(),
             history: &history,
             conflicts: std::sync::Mutex::new(Vec::new()),
-            collect_conflicts: dry,
+            collect_conflicts: mode.is_dry(),
             started,
             processed_in_run: std::sync::atomic::AtomicU64::new(0),
             unmatched: std::sync::atomic::AtomicU64::new(0),
             prebuilt: std::sync::Mutex::new(prebuilt),
         };
         let mut total = self
-            .run_stages(
-                &runner,
-                m,
-                &plan,
-                stage_index,
-                pos,
-                dry.then_some(&mut *dry_stages),
-            )
+            .run_stages(&runner, m, &plan, stage_index, pos, mode.collector())
             .await?;
         // The census: no entity of any written kind may be left below its target.
         total.swept += self.census_and_sweep(&runner, &plan).await?;
         finish_schema(store.as_ref(), m, &plan, progress).await;
-        let mut forced_conflicts = Vec::new();
-        if let Ok(mut c) = runner.conflicts.lock() {
-            if dry {
-                dry_stages.conflicts.append(&mut c);
-                super::conflict::dedup(&mut dry_stages.conflicts);
-            } else {
-                forced_conflicts.append(&mut c);
-                super::conflict::dedup(&mut forced_conflicts);
-            }
-        }
+        let forced_conflicts = take_conflicts(&runner, mode);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         record_applied(store.as_ref(), lease, m, &plan, total, duration_ms).await?;
         Ok(MigrationReport {
@@ -511,11 +492,11 @@ impl Migrator {
         store: &dyn Store,
         m: &Migration,
         plan: &Plan,
-        dry: bool,
+        mode: &RunMode<'_>,
         progress: &dyn Progress,
     ) -> Result<Option<join_index::JoinIndex>> {
         let mut prebuilt = None;
-        if !dry
+        if !mode.is_dry()
             && !self.run.force_unsafe
             && plan
                 .stages
@@ -704,7 +685,8 @@ impl Migrator {
         doc.doc.lease = None;
         state::store_if(store.as_ref(), doc.revision, &doc.doc).await?;
         let lease = Lease::acquire(Arc::clone(&store), &checker.lease).await?;
-        let r = Box::pin(checker.run_one(&store, &lease, m, true, &mut stages)).await;
+        let mut mode = RunMode::DryRun(&mut stages);
+        let r = Box::pin(checker.run_one(&store, &lease, m, &mut mode)).await;
         let _ = lease.release().await;
         r?;
         match super::conflict::refusal(&stages.conflicts) {
@@ -941,10 +923,56 @@ impl KindCensus {
     }
 }
 
+/// What a dry run collects: each stage's counts and every conflict.
 #[derive(Debug, Default)]
 struct DryStages {
     previews: Vec<StagePreview>,
     conflicts: Vec<super::Conflict>,
+}
+
+/// How a run treats its store.
+#[derive(Debug)]
+enum RunMode<'d> {
+    /// Apply the migrations: progress is reported, an unsafe move/copy is refused
+    /// before it starts (unless forced), late writes are swept, and the conflicts a
+    /// forced move/copy met are reported with its migration.
+    Apply,
+    /// A dry run on an overlay: no progress, no safety precheck, late writes only
+    /// counted; each stage's counts and every conflict go to the collector.
+    DryRun(&'d mut DryStages),
+}
+
+impl RunMode<'_> {
+    fn is_dry(&self) -> bool {
+        matches!(self, RunMode::DryRun(_))
+    }
+
+    /// The dry run's collector (none when applying).
+    fn collector(&mut self) -> Option<&mut DryStages> {
+        match self {
+            RunMode::Apply => None,
+            RunMode::DryRun(stages) => Some(stages),
+        }
+    }
+}
+
+/// The conflicts `runner` collected, deduplicated: into the dry run's collector,
+/// or (applying) returned as the forced conflicts of the migration.
+fn take_conflicts(runner: &Runner<'_>, mode: &mut RunMode<'_>) -> Vec<super::Conflict> {
+    let mut forced_conflicts = Vec::new();
+    if let Ok(mut c) = runner.conflicts.lock() {
+        match mode.collector() {
+            Some(dry) => {
+                dry.conflicts.append(&mut c);
+                super::conflict::dedup(&mut dry.conflicts);
+            }
+            None => {
+                forced_conflicts.append(&mut c);
+                super::conflict::dedup(&mut forced_conflicts);
+            }
+        }
+    }
+    forced_conflicts
 }
 
 /// Every entity is at its target: a fixed-schema store may drop emptied columns. The data

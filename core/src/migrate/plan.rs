@@ -247,115 +247,33 @@ pub struct Plan {
 
 /// Plans `migration` given the current kind versions.
 pub fn plan(migration: &Migration, kinds: &BTreeMap<String, Version>) -> Plan {
-    let mut versions = kinds.clone();
-    fn next(versions: &mut BTreeMap<String, Version>, kind: &str) -> Version {
-        let v = versions.entry(kind.to_owned()).or_insert(0);
-        *v += 1;
-        *v
-    }
-    let mut stages = Vec::new();
-    let mut steps = Vec::new();
-    let mut renames = Vec::new();
-    // Open local stages, by kind, in order of first appearance.
-    let mut open: Vec<(String, Version, Vec<Step>)> = Vec::new();
-    fn flush(open: &mut Vec<(String, Version, Vec<Step>)>, stages: &mut Vec<Stage>) {
-        for (kind, from, steps) in open.drain(..) {
-            stages.push(Stage::Local { kind, from, steps });
-        }
-    }
-    let push_local = |open: &mut Vec<(String, Version, Vec<Step>)>, step: Step| {
-        if let Some(stage) = open.iter_mut().find(|(k, _, _)| *k == step.kind) {
-            stage.2.push(step);
-        } else {
-            open.push((step.kind.clone(), step.version - 1, vec![step]));
-        }
+    let mut p = Planner {
+        migration: migration.id,
+        versions: kinds.clone(),
+        stages: Vec::new(),
+        steps: Vec::new(),
+        renames: Vec::new(),
+        open: Vec::new(),
     };
     match &migration.body {
         Body::Code(code) => {
             let kind = code.kind().to_owned();
-            let step = Step {
-                version: next(&mut versions, &kind),
-                kind,
-                op: StepOp::Code(Arc::clone(code)),
-                migration: migration.id,
-            };
-            steps.push(step.clone());
-            push_local(&mut open, step);
+            p.local(&kind, StepOp::Code(Arc::clone(code)));
         }
         Body::Script(script) => {
             for statement in script.statements() {
-                match statement {
-                    Statement::Add { prop, .. }
-                    | Statement::Delete { prop, .. }
-                    | Statement::Rename { prop, .. } => {
-                        let step = Step {
-                            kind: prop.kind.clone(),
-                            version: next(&mut versions, &prop.kind),
-                            op: StepOp::Local(statement.clone()),
-                            migration: migration.id,
-                        };
-                        steps.push(step.clone());
-                        push_local(&mut open, step);
-                    }
-                    Statement::Move(t) | Statement::Copy(t) => {
-                        flush(&mut open, &mut stages);
-                        let is_move = matches!(statement, Statement::Move(_));
-                        let target_to = next(&mut versions, &t.to_kind);
-                        steps.push(Step {
-                            kind: t.to_kind.clone(),
-                            version: target_to,
-                            op: StepOp::TransferTarget {
-                                transfer: t.clone(),
-                                is_move,
-                            },
-                            migration: migration.id,
-                        });
-                        let source_version = if is_move {
-                            let v = next(&mut versions, &t.prop.kind);
-                            steps.push(Step {
-                                kind: t.prop.kind.clone(),
-                                version: v,
-                                op: StepOp::MoveSource {
-                                    transfer: t.clone(),
-                                },
-                                migration: migration.id,
-                            });
-                            v - 1
-                        } else {
-                            *versions.get(&t.prop.kind).unwrap_or(&0)
-                        };
-                        stages.push(Stage::Transfer {
-                            transfer: t.clone(),
-                            is_move,
-                            target_from: target_to - 1,
-                            source_version,
-                            text: statement.to_string(),
-                        });
-                    }
-                    Statement::RenameKind { from, to } if from == to => {}
-                    Statement::RenameKind { from, to } => {
-                        flush(&mut open, &mut stages);
-                        // The new name carries the old kind's version; a version the new
-                        // name had (a kind that was emptied) no longer describes anything.
-                        match versions.remove(from) {
-                            Some(v) => versions.insert(to.clone(), v),
-                            None => versions.remove(to),
-                        };
-                        renames.push(PlannedRename {
-                            after_steps: steps.len(),
-                            from: from.clone(),
-                            to: to.clone(),
-                        });
-                        stages.push(Stage::RenameKind {
-                            from: from.clone(),
-                            to: to.clone(),
-                        });
-                    }
-                }
+                p.statement(statement);
             }
         }
     }
-    flush(&mut open, &mut stages);
+    p.flush();
+    let Planner {
+        versions,
+        stages,
+        steps,
+        renames,
+        ..
+    } = p;
     let targets = versions
         .iter()
         .filter(|(k, v)| kinds.get(*k) != Some(*v))
@@ -368,6 +286,122 @@ pub fn plan(migration: &Migration, kinds: &BTreeMap<String, Version>) -> Plan {
         targets,
         renames,
         kinds_after: versions,
+    }
+}
+
+/// A plan being built, statement by statement.
+struct Planner {
+    migration: u32,
+    /// Every kind's version so far.
+    versions: BTreeMap<String, Version>,
+    stages: Vec<Stage>,
+    steps: Vec<Step>,
+    renames: Vec<PlannedRename>,
+    /// Open local stages, by kind, in order of first appearance.
+    open: Vec<(String, Version, Vec<Step>)>,
+}
+
+impl Planner {
+    /// The next version of `kind` (taken).
+    fn next(&mut self, kind: &str) -> Version {
+        let v = self.versions.entry(kind.to_owned()).or_insert(0);
+        *v += 1;
+        *v
+    }
+
+    /// Closes the open local stages.
+    fn flush(&mut self) {
+        for (kind, from, steps) in self.open.drain(..) {
+            self.stages.push(Stage::Local { kind, from, steps });
+        }
+    }
+
+    /// A per-entity step of `kind`, added to the kind's open local stage.
+    fn local(&mut self, kind: &str, op: StepOp) {
+        let step = Step {
+            kind: kind.to_owned(),
+            version: self.next(kind),
+            op,
+            migration: self.migration,
+        };
+        self.steps.push(step.clone());
+        if let Some(stage) = self.open.iter_mut().find(|(k, _, _)| *k == step.kind) {
+            stage.2.push(step);
+        } else {
+            self.open
+                .push((step.kind.clone(), step.version - 1, vec![step]));
+        }
+    }
+
+    fn statement(&mut self, statement: &Statement) {
+        match statement {
+            Statement::Add { prop, .. }
+            | Statement::Delete { prop, .. }
+            | Statement::Rename { prop, .. } => {
+                self.local(&prop.kind, StepOp::Local(statement.clone()));
+            }
+            Statement::Move(t) | Statement::Copy(t) => self.transfer(statement, t),
+            Statement::RenameKind { from, to } if from == to => {}
+            Statement::RenameKind { from, to } => self.rename_kind(from, to),
+        }
+    }
+
+    /// A move/copy: a stage of its own, with a step of the target kind and
+    /// (move) one of the source kind.
+    fn transfer(&mut self, statement: &Statement, t: &Transfer) {
+        self.flush();
+        let is_move = matches!(statement, Statement::Move(_));
+        let target_to = self.next(&t.to_kind);
+        self.steps.push(Step {
+            kind: t.to_kind.clone(),
+            version: target_to,
+            op: StepOp::TransferTarget {
+                transfer: t.clone(),
+                is_move,
+            },
+            migration: self.migration,
+        });
+        let source_version = if is_move {
+            let v = self.next(&t.prop.kind);
+            self.steps.push(Step {
+                kind: t.prop.kind.clone(),
+                version: v,
+                op: StepOp::MoveSource {
+                    transfer: t.clone(),
+                },
+                migration: self.migration,
+            });
+            v - 1
+        } else {
+            *self.versions.get(&t.prop.kind).unwrap_or(&0)
+        };
+        self.stages.push(Stage::Transfer {
+            transfer: t.clone(),
+            is_move,
+            target_from: target_to - 1,
+            source_version,
+            text: statement.to_string(),
+        });
+    }
+
+    /// A kind rename: a stage of its own.
+    fn rename_kind(&mut self, from: &str, to: &str) {
+        self.flush();
+        // The new name carries the old kind's version; a version the new
+        // name had (a kind that was emptied) no longer describes anything.
+        match self.versions.remove(from) {
+            Some(v) => self.versions.insert(to.to_owned(), v),
+            None => self.versions.remove(to),
+        };
+        self.renames.push(PlannedRename {
+            after_steps: self.steps.len(),
+            from: from.to_owned(),
+            to: to.to_owned(),
+        });
+        self.stages.push(Stage::RenameKind {
+            from: from.to_owned(),
+            to: to.to_owned(),
+        });
     }
 }
 

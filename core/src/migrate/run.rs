@@ -120,6 +120,43 @@ struct Written {
     before_checkpoint: bool,
 }
 
+/// One attempt at a batch: where it is, how its entities are computed, and
+/// the checkpoint its writes commit with (if the store commits one atomically).
+#[derive(Clone, Copy)]
+struct AttemptAt<'r, 'c> {
+    at: &'r BatchAt,
+    compute: &'r Compute<'c>,
+    checkpoint: Option<&'r BatchCheckpoint>,
+    /// The first attempt (later ones retry the entities that met a conflict).
+    first: bool,
+}
+
+/// Where one write call stands in its batch.
+#[derive(Debug, Clone, Copy)]
+struct PartAt {
+    /// The last part of the batch's first attempt (where the batch's checkpoint
+    /// point is reached).
+    closes_first_attempt: bool,
+    /// The batch's last writes, if they all apply (no conflict so far in this attempt).
+    last_writes: bool,
+}
+
+/// Counts what writes did: an applied write is processed (and changed the data
+/// if its `changed` flag says so), a conflicting one a conflict. The one place
+/// outcomes are counted, for the run's counts and for the checkpoint committed
+/// with the writes alike.
+fn count_outcomes(counts: &mut RunCounts, outcomes: &[WriteOutcome], changed: &[bool]) {
+    for (outcome, changed) in outcomes.iter().zip(changed) {
+        match outcome {
+            WriteOutcome::Applied => {
+                counts.processed += 1;
+                counts.changed += u64::from(*changed);
+            }
+            WriteOutcome::Conflict => counts.conflicts += 1,
+        }
+    }
+}
+
 /// Everything a stage run needs.
 pub(crate) struct Runner<'a> {
     pub(crate) store: &'a dyn Store,
@@ -398,119 +435,177 @@ impl Runner<'_> {
         checkpoint: Option<&BatchCheckpoint>,
         counts: &mut RunCounts,
     ) -> Result<Written> {
-        let BatchAt {
-            index,
-            phase,
-            batch_no,
-            from,
-        } = at;
         let mut written = Written::default();
         let mut pending = entities;
         let mut attempt = 0u32;
-        let mut first = true;
         while !pending.is_empty() {
-            // Under a fault hook (feature `fault-injection`, tests only) the
-            // first attempt goes in two halves, each computed and written in
-            // turn, so that a test can crash in the middle of a batch.
-            let mut parts = vec![pending];
-            if first && parts[0].len() > 1 && self.faults_installed() {
-                let half = parts[0].len() / 2;
-                let second = parts[0].split_off(half);
-                parts.push(second);
-            }
-            let last = parts.len() - 1;
-            let mut retry_keys = Vec::new();
-            for (i, part) in parts.into_iter().enumerate() {
-                if i > 0 {
-                    self.fault(self.point(index, phase, batch_no, FaultAt::MidBatch))?;
-                }
-                let computed = compute.compute(self, &part).await?;
-                let mut writes = Vec::with_capacity(part.len());
-                let mut changed_flags = Vec::with_capacity(part.len());
-                for (old, new) in part.into_iter().zip(computed) {
-                    match new {
-                        Some((new, changed)) => {
-                            writes.push(Write::Replace { expected: old, new });
-                            changed_flags.push(changed);
-                        }
-                        None => counts.skipped += 1,
-                    }
-                }
-                let outcomes = match checkpoint {
-                    None => self
-                        .store
-                        .write_checked(writes.clone())
-                        .await
-                        .map_err(store_err("writing entities"))?,
-                    Some(c) => {
-                        if first && i == last {
-                            // The batch's checkpoint commits with these writes.
-                            self.fault(self.point(
-                                index,
-                                phase,
-                                batch_no,
-                                FaultAt::BeforeCheckpoint,
-                            ))?;
-                            written.before_checkpoint = true;
-                        }
-                        let last_writes = i == last && retry_keys.is_empty();
-                        let outcomes = self
-                            .write_with_checkpoint(
-                                c,
-                                writes.clone(),
-                                changed_flags.clone(),
-                                *counts,
-                                last_writes,
-                            )
-                            .await?;
-                        written.checkpointed =
-                            last_writes && outcomes.iter().all(|o| *o == WriteOutcome::Applied);
-                        outcomes
-                    }
-                };
-                for ((w, outcome), changed) in writes.into_iter().zip(outcomes).zip(changed_flags) {
-                    match outcome {
-                        WriteOutcome::Applied => {
-                            counts.processed += 1;
-                            if changed {
-                                counts.changed += 1;
-                            }
-                        }
-                        WriteOutcome::Conflict => {
-                            counts.conflicts += 1;
-                            if let Write::Replace { expected, .. } = w {
-                                retry_keys.push(expected.key);
-                            }
-                        }
-                    }
-                }
-            }
-            first = false;
-            pending = Vec::new();
+            let batch = AttemptAt {
+                at: &at,
+                compute,
+                checkpoint,
+                first: attempt == 0,
+            };
+            let retry_keys = self
+                .write_attempt(batch, pending, counts, &mut written)
+                .await?;
             if retry_keys.is_empty() {
                 break;
             }
             attempt += 1;
-            for key in retry_keys {
-                match self
-                    .store
-                    .get(&key)
-                    .await
-                    .map_err(store_err("re-reading a changed entity"))?
-                {
-                    Some(e) if e.version == from && attempt <= self.options.max_retries => {
-                        pending.push(e)
-                    }
-                    Some(e) if e.version == from => {
-                        tracing::warn!(%key, "entity kept changing; leaving it to the census sweep");
-                        counts.skipped += 1;
-                    }
-                    // Deleted, or migrated by someone else (a lazy reader, a new writer).
-                    _ => counts.skipped += 1,
-                }
-            }
+            pending = self
+                .reread_conflicts(retry_keys, at.from, attempt, counts)
+                .await?;
         }
         Ok(written)
+    }
+
+    /// One attempt at the `pending` entities of a batch: computes and writes them
+    /// (the first attempt in two parts under a test's fault hook), counting what
+    /// each write did. Returns the keys of the writes that met a conflict.
+    async fn write_attempt(
+        &self,
+        batch: AttemptAt<'_, '_>,
+        pending: Vec<Entity>,
+        counts: &mut RunCounts,
+        written: &mut Written,
+    ) -> Result<Vec<Key>> {
+        let parts = self.attempt_parts(pending, batch.first);
+        let last = parts.len() - 1;
+        let mut retry_keys = Vec::new();
+        for (i, part) in parts.into_iter().enumerate() {
+            if i > 0 {
+                let at = batch.at;
+                self.fault(self.point(at.index, at.phase, at.batch_no, FaultAt::MidBatch))?;
+            }
+            let (writes, changed) = self.computed_writes(batch.compute, part, counts).await?;
+            let outcomes = match batch.checkpoint {
+                None => self
+                    .store
+                    .write_checked(writes.clone())
+                    .await
+                    .map_err(store_err("writing entities"))?,
+                Some(c) => {
+                    let part = PartAt {
+                        closes_first_attempt: batch.first && i == last,
+                        last_writes: i == last && retry_keys.is_empty(),
+                    };
+                    self.write_part_with_checkpoint(
+                        batch.at, c, part, &writes, &changed, counts, written,
+                    )
+                    .await?
+                }
+            };
+            for (w, outcome) in writes.into_iter().zip(&outcomes) {
+                if *outcome == WriteOutcome::Conflict {
+                    if let Write::Replace { expected, .. } = w {
+                        retry_keys.push(expected.key);
+                    }
+                }
+            }
+            count_outcomes(counts, &outcomes, &changed);
+        }
+        Ok(retry_keys)
+    }
+
+    /// The parts one attempt writes in turn: all of `pending`, except that under
+    /// a fault hook (feature `fault-injection`, tests only) the first attempt goes
+    /// in two halves, so that a test can crash in the middle of a batch.
+    fn attempt_parts(&self, pending: Vec<Entity>, first: bool) -> Vec<Vec<Entity>> {
+        let mut parts = vec![pending];
+        if first && parts[0].len() > 1 && self.faults_installed() {
+            let half = parts[0].len() / 2;
+            let second = parts[0].split_off(half);
+            parts.push(second);
+        }
+        parts
+    }
+
+    /// The writes of a part: each entity's new value replacing the old one, with
+    /// whether it changed the data; an entity the step leaves alone is skipped.
+    async fn computed_writes(
+        &self,
+        compute: &Compute<'_>,
+        part: Vec<Entity>,
+        counts: &mut RunCounts,
+    ) -> Result<(Vec<Write>, Vec<bool>)> {
+        let computed = compute.compute(self, &part).await?;
+        let mut writes = Vec::with_capacity(part.len());
+        let mut changed_flags = Vec::with_capacity(part.len());
+        for (old, new) in part.into_iter().zip(computed) {
+            match new {
+                Some((new, changed)) => {
+                    writes.push(Write::Replace { expected: old, new });
+                    changed_flags.push(changed);
+                }
+                None => counts.skipped += 1,
+            }
+        }
+        Ok((writes, changed_flags))
+    }
+
+    /// Writes a part of a batch with its checkpoint (see
+    /// [`Runner::write_with_checkpoint`]), noting in `written` whether the
+    /// checkpoint past the batch was committed.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_part_with_checkpoint(
+        &self,
+        at: &BatchAt,
+        c: &BatchCheckpoint,
+        part: PartAt,
+        writes: &[Write],
+        changed: &[bool],
+        counts: &RunCounts,
+        written: &mut Written,
+    ) -> Result<Vec<WriteOutcome>> {
+        if part.closes_first_attempt {
+            // The batch's checkpoint commits with these writes.
+            self.fault(self.point(at.index, at.phase, at.batch_no, FaultAt::BeforeCheckpoint))?;
+            written.before_checkpoint = true;
+        }
+        let outcomes = self
+            .write_with_checkpoint(
+                c,
+                writes.to_vec(),
+                changed.to_vec(),
+                *counts,
+                part.last_writes,
+            )
+            .await?;
+        written.checkpointed =
+            part.last_writes && outcomes.iter().all(|o| *o == WriteOutcome::Applied);
+        Ok(outcomes)
+    }
+
+    /// Re-reads the entities whose writes met a conflict: those still at the
+    /// stage's version `from` are retried (up to `max_retries` attempts), the
+    /// others (deleted, migrated by someone else, or changing too often) skipped.
+    async fn reread_conflicts(
+        &self,
+        keys: Vec<Key>,
+        from: Version,
+        attempt: u32,
+        counts: &mut RunCounts,
+    ) -> Result<Vec<Entity>> {
+        let mut pending = Vec::new();
+        for key in keys {
+            match self
+                .store
+                .get(&key)
+                .await
+                .map_err(store_err("re-reading a changed entity"))?
+            {
+                Some(e) if e.version == from && attempt <= self.options.max_retries => {
+                    pending.push(e)
+                }
+                Some(e) if e.version == from => {
+                    tracing::warn!(%key, "entity kept changing; leaving it to the census sweep");
+                    counts.skipped += 1;
+                }
+                // Deleted, or migrated by someone else (a lazy reader, a new writer).
+                _ => counts.skipped += 1,
+            }
+        }
+        Ok(pending)
     }
 
     /// Writes part of a batch and, in the same store call (one transaction),
@@ -533,15 +628,7 @@ impl Runner<'_> {
         self.lease
             .write_and_update(writes, move |doc, outcomes| {
                 let mut counts = before;
-                for (outcome, changed) in outcomes.iter().zip(&changed) {
-                    match outcome {
-                        WriteOutcome::Applied => {
-                            counts.processed += 1;
-                            counts.changed += u64::from(*changed);
-                        }
-                        WriteOutcome::Conflict => counts.conflicts += 1,
-                    }
-                }
+                count_outcomes(&mut counts, outcomes, &changed);
                 let done = last_writes && counts.conflicts == before.conflicts;
                 if let Some(run) = doc.running.as_mut() {
                     run.stage = stage;

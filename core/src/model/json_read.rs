@@ -237,98 +237,119 @@ pub fn parse_strict(text: &str) -> Result<Json, StrictJsonError> {
     };
     let mut stack: Vec<Frame> = Vec::new();
     loop {
-        // Read a value (or close an empty container).
-        r.skip_ws();
-        let start = r.pos;
-        let mut value = match r.peek() {
-            None => return Err(r.error(start, "unexpected end of line: a JSON value expected")),
-            Some(b'{') | Some(b'[') => {
-                if stack.len() >= MAX_JSON_DEPTH {
-                    return Err(r.error(
-                        start,
-                        format!(
-                            "nested deeper than {} levels of arrays and maps (the store keeps {})",
-                            MAX_JSON_DEPTH,
-                            crate::model::codec::MAX_DEPTH
-                        ),
-                    ));
-                }
-                let open = r.peek();
-                r.pos += 1;
-                r.skip_ws();
-                if open == Some(b'[') {
-                    if r.peek() == Some(b']') {
-                        r.pos += 1;
-                        Json::Array(Vec::new())
-                    } else {
-                        stack.push(Frame::Array(Vec::new()));
-                        continue;
-                    }
-                } else if r.peek() == Some(b'}') {
+        // Read a value (or open a container), then attach it to its container,
+        // closing containers as far as they end.
+        if let Some(value) = read_value(&mut r, &mut stack)? {
+            if let Some(done) = attach(&mut r, &mut stack, value)? {
+                return Ok(done);
+            }
+        }
+    }
+}
+
+/// Reads a value at `r` (or closes an empty container). `None` when it opened
+/// a container (pushed on `stack`) whose first value comes next.
+fn read_value(r: &mut Reader<'_>, stack: &mut Vec<Frame>) -> Result<Option<Json>, StrictJsonError> {
+    r.skip_ws();
+    let start = r.pos;
+    let value = match r.peek() {
+        None => return Err(r.error(start, "unexpected end of line: a JSON value expected")),
+        Some(b'{') | Some(b'[') => {
+            if stack.len() >= MAX_JSON_DEPTH {
+                return Err(r.error(
+                    start,
+                    format!(
+                        "nested deeper than {} levels of arrays and maps (the store keeps {})",
+                        MAX_JSON_DEPTH,
+                        crate::model::codec::MAX_DEPTH
+                    ),
+                ));
+            }
+            let open = r.peek();
+            r.pos += 1;
+            r.skip_ws();
+            if open == Some(b'[') {
+                if r.peek() == Some(b']') {
                     r.pos += 1;
-                    Json::Object(JsonMap::new())
+                    Json::Array(Vec::new())
                 } else {
-                    let key = read_key(&mut r, &JsonMap::new())?;
-                    stack.push(Frame::Object(JsonMap::new(), Some(key)));
-                    continue;
+                    stack.push(Frame::Array(Vec::new()));
+                    return Ok(None);
+                }
+            } else if r.peek() == Some(b'}') {
+                r.pos += 1;
+                Json::Object(JsonMap::new())
+            } else {
+                let key = read_key(r, &JsonMap::new())?;
+                stack.push(Frame::Object(JsonMap::new(), Some(key)));
+                return Ok(None);
+            }
+        }
+        Some(b'"') => Json::String(r.string()?),
+        Some(b't') => r.expect_literal("true", Json::Bool(true))?,
+        Some(b'f') => r.expect_literal("false", Json::Bool(false))?,
+        Some(b'n') => r.expect_literal("null", Json::Null)?,
+        Some(b'-' | b'0'..=b'9') => r.number()?,
+        Some(_) => return Err(r.error(start, "expected a JSON value")),
+    };
+    Ok(Some(value))
+}
+
+/// Attaches `value` to the container on top of `stack`, closing containers as
+/// far as they end. Returns the document once the outermost value is complete
+/// (and nothing but whitespace follows), `None` when another value follows.
+fn attach(
+    r: &mut Reader<'_>,
+    stack: &mut Vec<Frame>,
+    mut value: Json,
+) -> Result<Option<Json>, StrictJsonError> {
+    loop {
+        let Some(frame) = stack.last_mut() else {
+            r.skip_ws();
+            if r.pos < r.bytes.len() {
+                return Err(r.error(r.pos, "trailing characters after the JSON value"));
+            }
+            return Ok(Some(value));
+        };
+        r.skip_ws();
+        match frame {
+            Frame::Array(items) => {
+                items.push(value);
+                match r.peek() {
+                    Some(b',') => {
+                        r.pos += 1;
+                        return Ok(None);
+                    }
+                    Some(b']') => {
+                        r.pos += 1;
+                        let Some(Frame::Array(items)) = stack.pop() else {
+                            unreachable!("the top frame is an array");
+                        };
+                        value = Json::Array(items);
+                    }
+                    _ => return Err(r.error(r.pos, "expected `,` or `]`")),
                 }
             }
-            Some(b'"') => Json::String(r.string()?),
-            Some(b't') => r.expect_literal("true", Json::Bool(true))?,
-            Some(b'f') => r.expect_literal("false", Json::Bool(false))?,
-            Some(b'n') => r.expect_literal("null", Json::Null)?,
-            Some(b'-' | b'0'..=b'9') => r.number()?,
-            Some(_) => return Err(r.error(start, "expected a JSON value")),
-        };
-        // Attach it to its container; close containers as far as they end.
-        loop {
-            let Some(frame) = stack.last_mut() else {
-                r.skip_ws();
-                if r.pos < r.bytes.len() {
-                    return Err(r.error(r.pos, "trailing characters after the JSON value"));
+            Frame::Object(map, key) => {
+                if let Some(k) = key.take() {
+                    map.insert(k, value);
                 }
-                return Ok(value);
-            };
-            r.skip_ws();
-            match frame {
-                Frame::Array(items) => {
-                    items.push(value);
-                    match r.peek() {
-                        Some(b',') => {
-                            r.pos += 1;
-                            break;
-                        }
-                        Some(b']') => {
-                            r.pos += 1;
-                            let Some(Frame::Array(items)) = stack.pop() else {
-                                unreachable!("the top frame is an array");
-                            };
-                            value = Json::Array(items);
-                        }
-                        _ => return Err(r.error(r.pos, "expected `,` or `]`")),
+                match r.peek() {
+                    Some(b',') => {
+                        r.pos += 1;
+                        r.skip_ws();
+                        let k = read_key(r, map)?;
+                        *key = Some(k);
+                        return Ok(None);
                     }
-                }
-                Frame::Object(map, key) => {
-                    if let Some(k) = key.take() {
-                        map.insert(k, value);
+                    Some(b'}') => {
+                        r.pos += 1;
+                        let Some(Frame::Object(map, _)) = stack.pop() else {
+                            unreachable!("the top frame is an object");
+                        };
+                        value = Json::Object(map);
                     }
-                    match r.peek() {
-                        Some(b',') => {
-                            r.pos += 1;
-                            r.skip_ws();
-                            let k = read_key(&mut r, map)?;
-                            *key = Some(k);
-                            break;
-                        }
-                        Some(b'}') => {
-                            r.pos += 1;
-                            let Some(Frame::Object(map, _)) = stack.pop() else {
-                                unreachable!("the top frame is an object");
-                            };
-                            value = Json::Object(map);
-                        }
-                        _ => return Err(r.error(r.pos, "expected `,` or `}`")),
-                    }
+                    _ => return Err(r.error(r.pos, "expected `,` or `}`")),
                 }
             }
         }

@@ -381,7 +381,12 @@ mod bulk_writes {
         let b = or_skip(backend(), None).await?;
         let (_, db) = b.fresh_named().await;
         let url = b.url_for(&db);
-        Some((MongoStore::connect(&url).await.unwrap(), db))
+        Some((
+            MongoStore::connect(tern_mongodb::MongoConfig::from_url(&url).unwrap())
+                .await
+                .unwrap(),
+            db,
+        ))
     }
 
     fn ent(kind: &str, id: i64, version: u64, n: i64) -> Entity {
@@ -615,7 +620,9 @@ mod renames {
         let (_, db) = b.fresh_named().await;
         let url = b.url_for(&db);
         let client = mongodb::Client::with_uri_str(&url).await.unwrap();
-        let store = MongoStore::connect(&url).await.unwrap();
+        let store = MongoStore::connect(tern_mongodb::MongoConfig::from_url(&url).unwrap())
+            .await
+            .unwrap();
         Some((store, client.database(&db), url))
     }
 
@@ -728,7 +735,7 @@ mod renames {
         let raw = db.collection::<Document>("old");
         let calls = Arc::new(AtomicUsize::new(0));
         let (raw2, calls2) = (raw.clone(), Arc::clone(&calls));
-        let hooked = MongoStore::connect(&url)
+        let hooked = MongoStore::connect(tern_mongodb::MongoConfig::from_url(&url).unwrap())
             .await
             .unwrap()
             .with_after_copy_hook(move |keys| {
@@ -773,7 +780,7 @@ mod renames {
         store.put(ent("old", 7, 7)).await.unwrap();
         let bumps = Arc::new(AtomicUsize::new(0));
         let (raw3, bumps2) = (raw.clone(), Arc::clone(&bumps));
-        let busy = MongoStore::connect(&url)
+        let busy = MongoStore::connect(tern_mongodb::MongoConfig::from_url(&url).unwrap())
             .await
             .unwrap()
             .with_after_copy_hook(move |_| {

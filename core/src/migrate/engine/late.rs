@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::{Migrator, Progress};
+use super::{Migrator, Progress, RunMode};
 use crate::migrate::error::{MigrateError, Result};
 use crate::migrate::lease::Lease;
 use crate::migrate::plan;
@@ -24,7 +24,7 @@ impl Migrator {
         &self,
         store: &Arc<dyn Store>,
         doc: &StateDoc,
-        dry: bool,
+        mode: &RunMode<'_>,
     ) -> Result<Vec<(String, u64)>> {
         let mut late = Vec::new();
         for (kind, &version) in &doc.kinds {
@@ -47,7 +47,7 @@ impl Migrator {
                 late.push((kind.clone(), version, below));
             }
         }
-        if late.is_empty() || dry {
+        if late.is_empty() || mode.is_dry() {
             return Ok(late.into_iter().map(|(k, _, n)| (k, n)).collect());
         }
         let lease = Lease::acquire(Arc::clone(store), &self.lease).await?;
@@ -62,6 +62,7 @@ impl Migrator {
             options: &self.run,
             progress,
             cancel: &self.cancel,
+            #[cfg(feature = "fault-injection")]
             faults: self.faults.as_ref(),
             history: &history,
             conflicts: std::sync::Mutex::new(Vec::new()),

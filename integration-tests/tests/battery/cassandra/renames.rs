@@ -28,7 +28,7 @@ fn keyspace_of(url: &str) -> String {
 /// A store on a fresh keyspace (its concrete type, for the test hook), the keyspace and URL.
 async fn fresh(backend: &CassBackend) -> (CassStore, String, String) {
     let url = backend.fresh_url();
-    let store = CassStore::open(CassConfig::from_url(&url).unwrap())
+    let store = CassStore::connect(CassConfig::from_url(&url).unwrap())
         .await
         .unwrap();
     (store, keyspace_of(&url), url)
@@ -185,7 +185,7 @@ async fn cassandra_rename_never_loses_an_update_made_between_copy_and_delete() {
     let calls = Arc::new(AtomicUsize::new(0));
     let hooked = {
         let (writer, calls, updated) = (Arc::clone(&writer), Arc::clone(&calls), updated.clone());
-        CassStore::open(CassConfig::from_url(&url).unwrap())
+        CassStore::connect(CassConfig::from_url(&url).unwrap())
             .await
             .unwrap()
             .with_after_copy_hook(move |keys| {
@@ -243,7 +243,7 @@ async fn cassandra_rename_never_loses_an_update_made_between_copy_and_delete() {
     let bumps = Arc::new(AtomicUsize::new(0));
     let busy = {
         let (writer, bumps) = (Arc::clone(&writer), Arc::clone(&bumps));
-        CassStore::open(CassConfig::from_url(&url).unwrap())
+        CassStore::connect(CassConfig::from_url(&url).unwrap())
             .await
             .unwrap()
             .with_after_copy_hook(move |_| {
