@@ -1057,6 +1057,27 @@ pub async fn run_and_report<O: Outcome>(
     }
 }
 
+/// One `#[tokio::test]` running `$crate::$module::$test` on a backend, skipped
+/// (and reported so) when the backend is not available here; used by
+/// [`battery_tests!`] and `lazy_battery_tests!`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! battery_test {
+    ($module:ident, $label:expr, $backend:expr, $test:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let test = stringify!($test);
+            let Some(backend) =
+                $crate::battery::or_skip($backend, Some(($label, test))).await
+            else {
+                return;
+            };
+            let run = $crate::$module::$test(&backend);
+            $crate::battery::run_and_report($label, test, run).await;
+        }
+    };
+}
+
 /// Generates one `#[tokio::test]` per battery function for a backend.
 ///
 /// `$label` names the backend in reports (`"redis"`, `"mongodb"`...).
@@ -1068,17 +1089,7 @@ pub async fn run_and_report<O: Outcome>(
 #[macro_export]
 macro_rules! battery_tests {
     (@test $label:expr, $backend:expr, $test:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $test() {
-            let test = stringify!($test);
-            let Some(backend) =
-                $crate::battery::or_skip($backend, Some(($label, test))).await
-            else {
-                return;
-            };
-            let run = $crate::battery::$test(&backend);
-            $crate::battery::run_and_report($label, test, run).await;
-        }
+        $crate::battery_test!(battery, $label, $backend, $test);
     };
     ($label:expr, $backend:expr) => {
         $crate::battery_tests!(@test $label, $backend, blog_example_gives_the_exact_expected_entities);

@@ -94,10 +94,15 @@ impl BenchArgs {
 
 /// Blog post number `i`: `title`, `text` and `author`, id `i`, version 0.
 pub fn blog_post(i: usize) -> Entity {
+    blog_post_by(i, i % 1000)
+}
+
+/// Blog post number `i` written by `user<author>`.
+pub fn blog_post_by(i: usize, author: usize) -> Entity {
     let mut v = Map::new();
     v.insert("title".into(), Value::from(format!("post number {i}")));
     v.insert("text".into(), Value::from(TEXT));
-    v.insert("author".into(), Value::from(format!("user{}", i % 1000)));
+    v.insert("author".into(), Value::from(format!("user{author}")));
     Entity::new(
         Key {
             kind: "blogpost".into(),

@@ -44,17 +44,7 @@ pub fn user(i: usize) -> Entity {
 
 /// Post `i`, written by user `i`.
 pub fn post(i: usize) -> Entity {
-    let mut v = Map::new();
-    v.insert("title".into(), Value::from(format!("post number {i}")));
-    v.insert("text".into(), Value::from(super::bench::TEXT));
-    v.insert("author".into(), Value::from(format!("user{i}")));
-    Entity::new(
-        Key {
-            kind: "blogpost".into(),
-            id: Value::Int(i as i64),
-        },
-        v,
-    )
+    super::bench::blog_post_by(i, i)
 }
 
 /// Loads users and posts `0..n`, in batches of 5,000.

@@ -929,17 +929,7 @@ pub async fn one_read_equals_n_eager_steps(backend: &impl Backend) {
 #[macro_export]
 macro_rules! lazy_battery_tests {
     (@test $label:expr, $backend:expr, $test:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $test() {
-            let test = stringify!($test);
-            let Some(backend) =
-                $crate::battery::or_skip($backend, Some(($label, test))).await
-            else {
-                return;
-            };
-            let run = $crate::lazy::$test(&backend);
-            $crate::battery::run_and_report($label, test, run).await;
-        }
+        $crate::battery_test!(lazy, $label, $backend, $test);
     };
     ($label:expr, $backend:expr) => {
         $crate::lazy_battery_tests!(@test $label, $backend, install_touches_nothing_and_a_read_migrates);

@@ -27,6 +27,9 @@ use redis::aio::MultiplexedConnection;
 use tern_core::migrate::{Migration, MigrationSet, Migrator, RunOptions};
 use tern_testkit::bench::{BenchArgs, Ratios};
 
+mod common;
+use common::{base_url, connect, flush_conn as flush};
+
 const SCOPES: [&str; 5] = [
     "followers",
     "following",
@@ -34,32 +37,6 @@ const SCOPES: [&str; 5] = [
     "reciprocated",
     "pending",
 ];
-
-fn base_url() -> String {
-    let url = std::env::var("TERN_BENCH_REDIS_URL")
-        .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
-    assert!(
-        url.contains("127.0.0.1"),
-        "benchmarks talk to 127.0.0.1 only"
-    );
-    url.trim_end_matches('/').to_owned()
-}
-
-async fn connect(url: &str) -> MultiplexedConnection {
-    redis::Client::open(url)
-        .expect("url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect")
-}
-
-async fn flush(conn: &mut MultiplexedConnection) {
-    let _: () = redis::cmd("FLUSHDB")
-        .arg("ASYNC")
-        .query_async(conn)
-        .await
-        .expect("flushdb");
-}
 
 /// The members and scores of sorted set `i`.
 fn members(i: usize) -> [(f64, String); 3] {

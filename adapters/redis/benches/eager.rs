@@ -22,34 +22,8 @@ use std::sync::Arc;
 use tern_core::migrate::RunOptions;
 use tern_testkit::bench::{self, BenchArgs, Ratios};
 
-fn base_url() -> String {
-    let url = std::env::var("TERN_BENCH_REDIS_URL")
-        .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
-    assert!(
-        url.contains("127.0.0.1"),
-        "benchmarks talk to 127.0.0.1 only"
-    );
-    url.trim_end_matches('/').to_owned()
-}
-
-async fn open(url: &str) -> Arc<dyn tern_core::store::Store> {
-    let config = tern_redis::RedisConfig::from_url(url).expect("url");
-    Arc::new(tern_redis::RedisStore::connect(config).await.expect("open"))
-}
-
-async fn flush(url: &str) {
-    let client = redis::Client::open(url).expect("url");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
-    // ASYNC: a synchronous flush of a million keys outlasts the client's timeout.
-    let _: () = redis::cmd("FLUSHDB")
-        .arg("ASYNC")
-        .query_async(&mut conn)
-        .await
-        .expect("flushdb");
-}
+mod common;
+use common::{base_url, flush, open};
 
 /// The baseline: SCAN a step of keys, pipeline HGET of `text`, then pipeline
 /// HSET (likes, content, version) + HDEL text. No checkpoint, no lease, no

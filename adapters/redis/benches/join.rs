@@ -17,36 +17,8 @@ use tern_core::migrate::RunOptions;
 use tern_testkit::bench::BenchArgs;
 use tern_testkit::join_bench;
 
-async fn delete_prefix(url: &str, prefix: &str) {
-    let client = redis::Client::open(url).expect("url");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}:*"))
-            .arg("COUNT")
-            .arg(5000)
-            .query_async(&mut conn)
-            .await
-            .expect("scan");
-        if !keys.is_empty() {
-            let _: () = redis::cmd("UNLINK")
-                .arg(keys)
-                .query_async(&mut conn)
-                .await
-                .expect("unlink");
-        }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
-}
+mod common;
+use common::delete_prefix;
 
 #[tokio::main]
 async fn main() {
