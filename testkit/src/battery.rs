@@ -1067,8 +1067,7 @@ macro_rules! battery_test {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $test() {
             let test = stringify!($test);
-            let Some(backend) =
-                $crate::battery::or_skip($backend, Some(($label, test))).await
+            let Some(backend) = $crate::battery::or_skip($backend, Some(($label, test))).await
             else {
                 return;
             };
