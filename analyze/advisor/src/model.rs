@@ -179,7 +179,7 @@ impl Model {
         let mut c = Cursor::new(file, tokenize(file, text, true)?);
         let mut entities: Vec<Entity> = Vec::new();
         let mut entity_spans: Vec<Span> = Vec::new();
-        let mut fks: Vec<(Span, String, String, String, String)> = Vec::new();
+        let mut fks: Vec<FkDecl> = Vec::new();
         while !c.at_end() {
             if c.eat_newline() {
                 continue;
@@ -187,25 +187,8 @@ impl Model {
             let (kw, kw_span) = c.ident("`entity`, `id`, `field` or `fk`")?;
             match kw.as_str() {
                 "entity" => {
-                    let (name, span) = c.ident("an entity name")?;
-                    if entities.iter().any(|e| e.name == name) {
-                        return Err(AdvisorError::input(
-                            &span,
-                            format!("entity `{name}` is declared twice"),
-                        ));
-                    }
-                    let count = c.number("the entity's row count")?;
-                    if count < 1.0 {
-                        return Err(AdvisorError::input(
-                            &span,
-                            "an entity needs a row count of at least 1",
-                        ));
-                    }
-                    entities.push(Entity {
-                        name,
-                        count,
-                        fields: Vec::new(),
-                    });
+                    let (entity, span) = parse_entity(&mut c, &entities)?;
+                    entities.push(entity);
                     entity_spans.push(span);
                 }
                 "id" | "field" => {
@@ -215,90 +198,10 @@ impl Model {
                             format!("`{kw}` outside an entity: write `entity NAME COUNT` first"),
                         ));
                     };
-                    let (name, span) = c.ident("a field name")?;
-                    if entity.fields.iter().any(|f| f.name == name) {
-                        return Err(AdvisorError::input(
-                            &span,
-                            format!("field `{name}` is declared twice"),
-                        ));
-                    }
-                    let is_id = kw == "id";
-                    if is_id && !entity.fields.is_empty() {
-                        return Err(AdvisorError::input(
-                            &kw_span,
-                            format!(
-                                "entity `{}` has a second id or its id is not first: an entity has exactly one `id` line, before its fields",
-                                entity.name
-                            ),
-                        ));
-                    }
-                    if !is_id && entity.fields.is_empty() {
-                        return Err(AdvisorError::input(
-                            &kw_span,
-                            format!(
-                                "entity `{}` needs its `id` line before its fields",
-                                entity.name
-                            ),
-                        ));
-                    }
-                    let mut ty = FieldType::Int;
-                    if let Some(Tok::Ident(t)) = c.peek() {
-                        if !t.eq_ignore_ascii_case("distinct") {
-                            let tspan = c.span();
-                            ty = FieldType::parse(t).ok_or_else(|| {
-                                AdvisorError::input(
-                                    &tspan,
-                                    format!(
-                                        "unknown type `{t}`: use int, float, string, bool or date"
-                                    ),
-                                )
-                            })?;
-                            c.next();
-                        }
-                    }
-                    let mut size = ty.default_size();
-                    if let Some(Tok::Num(n)) = c.peek() {
-                        size = *n;
-                        c.next();
-                    }
-                    let mut distinct = entity.count;
-                    if c.eat_kw("distinct") {
-                        let dspan = c.span();
-                        distinct = c.number("the number of distinct values")?;
-                        if is_id {
-                            return Err(AdvisorError::input(
-                                &dspan,
-                                "an id is distinct by definition: drop `distinct`",
-                            ));
-                        }
-                        if distinct < 1.0 || distinct > entity.count {
-                            return Err(AdvisorError::input(
-                                &dspan,
-                                format!(
-                                    "distinct values must be between 1 and the entity's count {}",
-                                    entity.count
-                                ),
-                            ));
-                        }
-                    }
-                    entity.fields.push(Field {
-                        name,
-                        ty,
-                        size,
-                        distinct,
-                    });
+                    let field = parse_field(&mut c, entity, kw == "id", &kw_span)?;
+                    entity.fields.push(field);
                 }
-                "fk" => {
-                    let span = c.span();
-                    let (from, _) = c.ident("the entity holding the foreign key")?;
-                    c.expect_sym(".")?;
-                    let (name, _) = c.ident("the foreign key's name")?;
-                    c.expect_sym("->")?;
-                    let (to, _) = c.ident("the referenced entity")?;
-                    c.expect_sym(".")?;
-                    let (reverse, _) = c.ident("the name of the reverse (1:N) side")?;
-                    fks.push((span, from, name, to, reverse));
-                }
+                "fk" => fks.push(parse_fk(&mut c)?),
                 other => {
                     return Err(AdvisorError::input(
                         &kw_span,
@@ -327,39 +230,160 @@ impl Model {
             entities,
             relationships: Vec::new(),
         };
-        for (span, from, name, to, reverse) in fks {
-            let f = model
-                .entity(&from)
-                .ok_or_else(|| AdvisorError::input(&span, format!("unknown entity `{from}`")))?;
-            let t = model
-                .entity(&to)
-                .ok_or_else(|| AdvisorError::input(&span, format!("unknown entity `{to}`")))?;
-            if f == t {
-                return Err(AdvisorError::input(
-                    &span,
-                    format!(
-                        "self reference `{from}.{name}`: the advisor supports acyclic entity graphs only; model it through an intermediate entity"
-                    ),
-                ));
-            }
-            for (e, n) in [(f, &name), (t, &reverse)] {
-                if model.step(e, n).is_some() || model.field(e, n).is_some() {
-                    return Err(AdvisorError::input(
-                        &span,
-                        format!(
-                            "`{}.{n}` is already a field or relationship",
-                            model.entities[e].name
-                        ),
-                    ));
-                }
-            }
-            model.relationships.push(Relationship {
-                from: f,
-                name,
-                to: t,
-                reverse,
-            });
+        for fk in fks {
+            model.link(fk)?;
         }
         Ok(model)
     }
+
+    /// Adds the relationship a `fk` line declares, once every entity is known.
+    fn link(&mut self, (span, from, name, to, reverse): FkDecl) -> Result<()> {
+        let f = self
+            .entity(&from)
+            .ok_or_else(|| AdvisorError::input(&span, format!("unknown entity `{from}`")))?;
+        let t = self
+            .entity(&to)
+            .ok_or_else(|| AdvisorError::input(&span, format!("unknown entity `{to}`")))?;
+        if f == t {
+            return Err(AdvisorError::input(
+                &span,
+                format!(
+                    "self reference `{from}.{name}`: the advisor supports acyclic entity graphs only; model it through an intermediate entity"
+                ),
+            ));
+        }
+        for (e, n) in [(f, &name), (t, &reverse)] {
+            if self.step(e, n).is_some() || self.field(e, n).is_some() {
+                return Err(AdvisorError::input(
+                    &span,
+                    format!(
+                        "`{}.{n}` is already a field or relationship",
+                        self.entities[e].name
+                    ),
+                ));
+            }
+        }
+        self.relationships.push(Relationship {
+            from: f,
+            name,
+            to: t,
+            reverse,
+        });
+        Ok(())
+    }
+}
+
+/// A `fk FROM.NAME -> TO.REVERSE` line: its place and the four names.
+type FkDecl = (Span, String, String, String, String);
+
+/// The rest of an `entity NAME COUNT` line.
+fn parse_entity(c: &mut Cursor, entities: &[Entity]) -> Result<(Entity, Span)> {
+    let (name, span) = c.ident("an entity name")?;
+    if entities.iter().any(|e| e.name == name) {
+        return Err(AdvisorError::input(
+            &span,
+            format!("entity `{name}` is declared twice"),
+        ));
+    }
+    let count = c.number("the entity's row count")?;
+    if count < 1.0 {
+        return Err(AdvisorError::input(
+            &span,
+            "an entity needs a row count of at least 1",
+        ));
+    }
+    Ok((
+        Entity {
+            name,
+            count,
+            fields: Vec::new(),
+        },
+        span,
+    ))
+}
+
+/// The rest of an `id` or `field` line of `entity`.
+fn parse_field(c: &mut Cursor, entity: &Entity, is_id: bool, kw_span: &Span) -> Result<Field> {
+    let (name, span) = c.ident("a field name")?;
+    if entity.fields.iter().any(|f| f.name == name) {
+        return Err(AdvisorError::input(
+            &span,
+            format!("field `{name}` is declared twice"),
+        ));
+    }
+    if is_id && !entity.fields.is_empty() {
+        return Err(AdvisorError::input(
+            kw_span,
+            format!(
+                "entity `{}` has a second id or its id is not first: an entity has exactly one `id` line, before its fields",
+                entity.name
+            ),
+        ));
+    }
+    if !is_id && entity.fields.is_empty() {
+        return Err(AdvisorError::input(
+            kw_span,
+            format!(
+                "entity `{}` needs its `id` line before its fields",
+                entity.name
+            ),
+        ));
+    }
+    let mut ty = FieldType::Int;
+    if let Some(Tok::Ident(t)) = c.peek() {
+        if !t.eq_ignore_ascii_case("distinct") {
+            let tspan = c.span();
+            ty = FieldType::parse(t).ok_or_else(|| {
+                AdvisorError::input(
+                    &tspan,
+                    format!("unknown type `{t}`: use int, float, string, bool or date"),
+                )
+            })?;
+            c.next();
+        }
+    }
+    let mut size = ty.default_size();
+    if let Some(Tok::Num(n)) = c.peek() {
+        size = *n;
+        c.next();
+    }
+    let mut distinct = entity.count;
+    if c.eat_kw("distinct") {
+        let dspan = c.span();
+        distinct = c.number("the number of distinct values")?;
+        if is_id {
+            return Err(AdvisorError::input(
+                &dspan,
+                "an id is distinct by definition: drop `distinct`",
+            ));
+        }
+        if distinct < 1.0 || distinct > entity.count {
+            return Err(AdvisorError::input(
+                &dspan,
+                format!(
+                    "distinct values must be between 1 and the entity's count {}",
+                    entity.count
+                ),
+            ));
+        }
+    }
+    Ok(Field {
+        name,
+        ty,
+        size,
+        distinct,
+    })
+}
+
+/// The rest of an `fk` line.
+fn parse_fk(c: &mut Cursor) -> Result<FkDecl> {
+    let span = c.span();
+    let (from, _) = c.ident("the entity holding the foreign key")?;
+    c.expect_sym(".")?;
+    let (name, _) = c.ident("the foreign key's name")?;
+    c.expect_sym("->")?;
+    let (to, _) = c.ident("the referenced entity")?;
+    c.expect_sym(".")?;
+    let (reverse, _) = c.ident("the name of the reverse (1:N) side")?;
+    Ok((span, from, name, to, reverse))
 }
