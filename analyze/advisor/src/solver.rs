@@ -152,16 +152,57 @@ pub fn solve_with(f: &Formulation, time_limit: Option<f64>, strategy: Strategy) 
     })
 }
 
-/// Solves the sub-program on `vars` (program variable indices) and `rows` (constraint indices):
-/// returns the 0/1 values of `vars` and their cost.
-fn solve_part(
-    f: &Formulation,
-    vars: &[usize],
+/// The CBC model of one sub-program and what its two strategies share.
+struct Part<'a> {
+    f: &'a Formulation,
+    vars: &'a [usize],
+    m: Model,
+    cols: Vec<Col>,
+    costs: Vec<f64>,
+    is_cf: Vec<bool>,
+    n_cf: f64,
+}
+
+impl Part<'_> {
+    /// The cost of a solution (its 0/1 values rounded).
+    fn cost_of(&self, s: &Solution) -> f64 {
+        self.costs
+            .iter()
+            .zip(&self.cols)
+            .map(|(c, col)| c * s.col(*col).round())
+            .sum()
+    }
+
+    /// The 0/1 values of a solution.
+    fn zero_one(&self, s: &Solution) -> Vec<f64> {
+        self.cols
+            .iter()
+            .map(|c| if s.col(*c) > 0.5 { 1.0 } else { 0.0 })
+            .collect()
+    }
+
+    /// The LP relaxation's bound, values and reduced costs, when proven optimal.
+    fn lp_relaxation(&self) -> Option<(f64, Vec<f64>, Vec<f64>)> {
+        let mut lp = self.m.clone();
+        for c in &self.cols {
+            lp.set_continuous(*c);
+        }
+        let s = lp.solve();
+        s.raw().is_proven_optimal().then(|| {
+            let x: Vec<f64> = self.cols.iter().map(|c| s.col(*c)).collect();
+            let d: Vec<f64> = self.cols.iter().map(|c| s.reduced_cost(*c)).collect();
+            (s.raw().obj_value(), x, d)
+        })
+    }
+}
+
+/// Builds the CBC model of the sub-program on `vars` and `rows`, minimizing cost.
+fn build_part<'a>(
+    f: &'a Formulation,
+    vars: &'a [usize],
     rows: &[usize],
     time_limit: Option<f64>,
-    one_solve: bool,
-    optimal: &mut bool,
-) -> Result<(Vec<f64>, f64)> {
+) -> Part<'a> {
     let mut local = vec![usize::MAX; f.vars.len()];
     for (i, &v) in vars.iter().enumerate() {
         local[v] = i;
@@ -190,18 +231,6 @@ fn solve_part(
     }
     m.set_obj_sense(Sense::Minimize);
     let costs: Vec<f64> = vars.iter().map(|&v| f.cost[v]).collect();
-    let cost_of = |s: &Solution| -> f64 {
-        costs
-            .iter()
-            .zip(&cols)
-            .map(|(c, col)| c * s.col(*col).round())
-            .sum()
-    };
-    let zero_one = |s: &Solution| -> Vec<f64> {
-        cols.iter()
-            .map(|c| if s.col(*c) > 0.5 { 1.0 } else { 0.0 })
-            .collect()
-    };
     let is_cf: Vec<bool> = vars
         .iter()
         .map(|&v| matches!(f.vars[v], Var::Cf(_)))
@@ -210,67 +239,92 @@ fn solve_part(
     for (col, &c) in cols.iter().zip(&costs) {
         m.set_obj_coeff(*col, c);
     }
-
-    // The LP relaxation: its bound scales ε, its reduced costs fix variables in stage 2.
-    let lp = {
-        let mut lp = m.clone();
-        for c in &cols {
-            lp.set_continuous(*c);
-        }
-        let s = lp.solve();
-        s.raw().is_proven_optimal().then(|| {
-            let x: Vec<f64> = cols.iter().map(|c| s.col(*c)).collect();
-            let d: Vec<f64> = cols.iter().map(|c| s.reduced_cost(*c)).collect();
-            (s.raw().obj_value(), x, d)
-        })
-    };
-
-    if let (true, Some((z, _, _))) = (one_solve, &lp) {
-        let total_size: f64 = vars
-            .iter()
-            .zip(&is_cf)
-            .filter(|(_, c)| **c)
-            .map(|(v, _)| f.size[*v])
-            .sum::<f64>()
-            .max(1.0);
-        let eps = WINDOW * z.abs().max(1e-9) / (n_cf + 1.0);
-        for (i, col) in cols.iter().enumerate() {
-            let extra = if is_cf[i] {
-                eps * (1.0 + f.size[vars[i]] / total_size)
-            } else {
-                0.0
-            };
-            m.set_obj_coeff(*col, costs[i] + extra);
-        }
-        // CBC's default cutoff increment (1e-5) would hide one column family's ε.
-        m.set_parameter("increment", &format!("{}", eps * 1e-3));
-        m.set_parameter("allowableGap", &format!("{}", eps * 1e-3));
-        m.set_parameter("ratioGap", "0");
-        let s = run(&m, f, vars, "cost, count and space", optimal)?;
-        return Ok((zero_one(&s), cost_of(&s)));
+    Part {
+        f,
+        vars,
+        m,
+        cols,
+        costs,
+        is_cf,
+        n_cf,
     }
+}
 
+/// Solves the sub-program on `vars` (program variable indices) and `rows` (constraint indices):
+/// returns the 0/1 values of `vars` and their cost.
+fn solve_part(
+    f: &Formulation,
+    vars: &[usize],
+    rows: &[usize],
+    time_limit: Option<f64>,
+    one_solve: bool,
+    optimal: &mut bool,
+) -> Result<(Vec<f64>, f64)> {
+    let mut p = build_part(f, vars, rows, time_limit);
+    // The LP relaxation: its bound scales ε, its reduced costs fix variables in stage 2.
+    let lp = p.lp_relaxation();
+    match (one_solve, &lp) {
+        (true, Some((z, _, _))) => one_weighted_solve(&mut p, *z, optimal),
+        _ => two_stage_solve(&mut p, lp.as_ref(), time_limit, optimal),
+    }
+}
+
+/// Cost plus ε·(count + normalized space), ε scaled by the LP bound `z`: one CBC solve.
+fn one_weighted_solve(p: &mut Part<'_>, z: f64, optimal: &mut bool) -> Result<(Vec<f64>, f64)> {
+    let (f, vars) = (p.f, p.vars);
+    let total_size: f64 = vars
+        .iter()
+        .zip(&p.is_cf)
+        .filter(|(_, c)| **c)
+        .map(|(v, _)| f.size[*v])
+        .sum::<f64>()
+        .max(1.0);
+    let eps = WINDOW * z.abs().max(1e-9) / (p.n_cf + 1.0);
+    for (i, col) in p.cols.iter().enumerate() {
+        let extra = if p.is_cf[i] {
+            eps * (1.0 + f.size[vars[i]] / total_size)
+        } else {
+            0.0
+        };
+        p.m.set_obj_coeff(*col, p.costs[i] + extra);
+    }
+    // CBC's default cutoff increment (1e-5) would hide one column family's ε.
+    p.m.set_parameter("increment", &format!("{}", eps * 1e-3));
+    p.m.set_parameter("allowableGap", &format!("{}", eps * 1e-3));
+    p.m.set_parameter("ratioGap", "0");
+    let s = run(&p.m, f, vars, "cost, count and space", optimal)?;
+    Ok((p.zero_one(&s), p.cost_of(&s)))
+}
+
+/// Least cost, then (cost pinned) fewest column families and least space.
+fn two_stage_solve(
+    p: &mut Part<'_>,
+    lp: Option<&(f64, Vec<f64>, Vec<f64>)>,
+    time_limit: Option<f64>,
+    optimal: &mut bool,
+) -> Result<(Vec<f64>, f64)> {
+    let (f, vars) = (p.f, p.vars);
     // 1. Least cost.
-    let s1 = run(&m, f, vars, "the cost minimization", optimal)?;
-    let cost = cost_of(&s1);
-    let pin = m.add_row();
-    for (col, &c) in cols.iter().zip(&costs) {
+    let s1 = run(&p.m, f, vars, "the cost minimization", optimal)?;
+    let cost = p.cost_of(&s1);
+    let pin = p.m.add_row();
+    for (col, &c) in p.cols.iter().zip(&p.costs) {
         if c != 0.0 {
-            m.set_weight(pin, *col, c);
+            p.m.set_weight(pin, *col, c);
         }
     }
     let pinned = cost + PIN_TOLERANCE * cost.abs().max(1e-9);
-    m.set_row_upper(pin, pinned);
+    p.m.set_row_upper(pin, pinned);
     // Reduced-cost fixing: a variable at a bound of the LP optimum whose reduced cost exceeds the
     // gap between the pinned cost and the LP bound cannot leave that bound in any schema within
     // the pin (LP duality: cost(x) >= z_LP + Σ d_i (x_i - x*_i)).
-    if let Some((z, xl, d)) = &lp {
+    if let Some((z, xl, d)) = lp {
         let gap = pinned - z + 1e-7 * pinned.abs().max(1.0);
-        for (i, col) in cols.iter().enumerate() {
+        for (i, col) in p.cols.iter().enumerate() {
             if xl[i] < 1e-9 && d[i] > gap {
-                m.set_col_upper(*col, 0.0);
+                p.m.set_col_upper(*col, 0.0);
             } else if xl[i] > 1.0 - 1e-9 && -d[i] > gap {
-                m.set_col_lower(*col, 1.0);
+                p.m.set_col_lower(*col, 1.0);
             }
         }
     }
@@ -282,22 +336,24 @@ fn solve_part(
         .map(|&v| f.size[v])
         .fold(0.0_f64, f64::max)
         .max(1.0);
+    let n_cf = p.n_cf;
     let weight = |i: usize| (n_cf + 1.0) + f.size[vars[i]] / max_size;
-    for (i, col) in cols.iter().enumerate() {
-        m.set_obj_coeff(*col, if is_cf[i] { weight(i) } else { 0.0 });
+    for (i, col) in p.cols.iter().enumerate() {
+        p.m.set_obj_coeff(*col, if p.is_cf[i] { weight(i) } else { 0.0 });
     }
     // Stage 1's schema satisfies the pin: only a strictly better one is of interest, so CBC gets
     // its value as a cutoff (CBC 2.10's MIP start can make it report a feasible program
     // infeasible). No solution under the cutoff: stage 1's schema is optimal.
-    let sec1: f64 = cols
+    let sec1: f64 = p
+        .cols
         .iter()
         .enumerate()
-        .filter(|(i, c)| is_cf[*i] && s1.col(**c) > 0.5)
+        .filter(|(i, c)| p.is_cf[*i] && s1.col(**c) > 0.5)
         .map(|(i, _)| weight(i))
         .sum();
-    m.set_parameter("cutoff", &format!("{}", sec1 - 1e-9 * sec1.max(1.0)));
+    p.m.set_parameter("cutoff", &format!("{}", sec1 - 1e-9 * sec1.max(1.0)));
     let s2 = match run(
-        &m,
+        &p.m,
         f,
         vars,
         "the column family count and space minimization",
@@ -312,7 +368,7 @@ fn solve_part(
         }
         Err(e) => return Err(e),
     };
-    Ok((zero_one(&s2), cost))
+    Ok((p.zero_one(&s2), cost))
 }
 
 fn run(
