@@ -111,16 +111,7 @@ impl Formulation {
         space_budget: Option<f64>,
     ) -> Formulation {
         let mut f = Formulation::default();
-        let cf = |f: &mut Formulation, j: usize| -> usize {
-            if let Some(&v) = f.cf_var.get(&j) {
-                return v;
-            }
-            f.vars.push(Var::Cf(j));
-            f.cost.push(write_cost.get(&j).copied().unwrap_or(0.0));
-            f.size.push(sizes(j));
-            f.cf_var.insert(j, f.vars.len() - 1);
-            f.vars.len() - 1
-        };
+        let cf = |f: &mut Formulation, j: usize| f.cf(j, write_cost, sizes);
         for (k, w) in spaces.iter().enumerate() {
             let demand_var = match &w.demand {
                 Demand::One => None,
@@ -186,47 +177,7 @@ impl Formulation {
                     hi: 0.0,
                 });
             }
-            // Flow out of the root equals the demand.
-            let mut root: Vec<(usize, f64)> = out
-                .get(&0)
-                .map(|v| v.iter().map(|x| (*x, 1.0)).collect())
-                .unwrap_or_default();
-            match demand_var {
-                None => f.constraints.push(Constraint {
-                    terms: root,
-                    lo: 1.0,
-                    hi: 1.0,
-                }),
-                Some(d) => {
-                    root.push((d, -1.0));
-                    f.constraints.push(Constraint {
-                        terms: root,
-                        lo: 0.0,
-                        hi: 0.0,
-                    });
-                }
-            }
-            // Conservation at every other state.
-            let states: std::collections::BTreeSet<usize> = out
-                .keys()
-                .chain(inn.keys())
-                .copied()
-                .filter(|s| *s != 0)
-                .collect();
-            for s in states {
-                let mut terms: Vec<(usize, f64)> = Vec::new();
-                for v in out.get(&s).into_iter().flatten() {
-                    terms.push((*v, 1.0));
-                }
-                for v in inn.get(&s).into_iter().flatten() {
-                    terms.push((*v, -1.0));
-                }
-                f.constraints.push(Constraint {
-                    terms,
-                    lo: 0.0,
-                    hi: 0.0,
-                });
-            }
+            f.flow_rows(&out, &inn, demand_var);
         }
         f.forbidden = forbidden.iter().copied().collect();
         for &j in forbidden {
@@ -246,6 +197,75 @@ impl Formulation {
             });
         }
         f
+    }
+
+    /// The variable δ_j of column family `j`, added on first use.
+    fn cf(
+        &mut self,
+        j: usize,
+        write_cost: &BTreeMap<usize, f64>,
+        sizes: &dyn Fn(usize) -> f64,
+    ) -> usize {
+        if let Some(&v) = self.cf_var.get(&j) {
+            return v;
+        }
+        self.vars.push(Var::Cf(j));
+        self.cost.push(write_cost.get(&j).copied().unwrap_or(0.0));
+        self.size.push(sizes(j));
+        self.cf_var.insert(j, self.vars.len() - 1);
+        self.vars.len() - 1
+    }
+
+    /// The flow rows of one query's plan graph: out of the root equals the demand (1, or the
+    /// demand variable), conservation at every other state.
+    fn flow_rows(
+        &mut self,
+        out: &BTreeMap<usize, Vec<usize>>,
+        inn: &BTreeMap<usize, Vec<usize>>,
+        demand_var: Option<usize>,
+    ) {
+        let f = self;
+        // Flow out of the root equals the demand.
+        let mut root: Vec<(usize, f64)> = out
+            .get(&0)
+            .map(|v| v.iter().map(|x| (*x, 1.0)).collect())
+            .unwrap_or_default();
+        match demand_var {
+            None => f.constraints.push(Constraint {
+                terms: root,
+                lo: 1.0,
+                hi: 1.0,
+            }),
+            Some(d) => {
+                root.push((d, -1.0));
+                f.constraints.push(Constraint {
+                    terms: root,
+                    lo: 0.0,
+                    hi: 0.0,
+                });
+            }
+        }
+        // Conservation at every other state.
+        let states: std::collections::BTreeSet<usize> = out
+            .keys()
+            .chain(inn.keys())
+            .copied()
+            .filter(|s| *s != 0)
+            .collect();
+        for s in states {
+            let mut terms: Vec<(usize, f64)> = Vec::new();
+            for v in out.get(&s).into_iter().flatten() {
+                terms.push((*v, 1.0));
+            }
+            for v in inn.get(&s).into_iter().flatten() {
+                terms.push((*v, -1.0));
+            }
+            f.constraints.push(Constraint {
+                terms,
+                lo: 0.0,
+                hi: 0.0,
+            });
+        }
     }
 
     /// Whether an assignment satisfies every constraint.
