@@ -348,6 +348,20 @@ impl Prepared<'_> {
         Ok(r)
     }
 
+    /// Candidate `j` of the pool as a recommended column family called `name`.
+    fn recommended(&self, j: usize, name: String) -> RecommendedCf {
+        let model = self.model;
+        let cf = &self.pool.candidates[j];
+        RecommendedCf {
+            triple: cf.triple(model),
+            cql: cf.cql(model, &name),
+            rows: cf.rows(model),
+            size_bytes: cf.size(model),
+            definition: cf.clone(),
+            name,
+        }
+    }
+
     /// The recommendation for a given set of column families (pool indices).
     pub fn read_off(
         &self,
@@ -362,40 +376,9 @@ impl Prepared<'_> {
             .enumerate()
             .map(|(i, j)| (*j, format!("cf{}", i + 1)))
             .collect();
-        let allowed = |j: usize| chosen.contains(&j);
-        let plan_of =
-            |name: String, text: String, weight: f64, space: &PlanSpace| -> Result<QueryPlan> {
-                let (cost, path) = space.cheapest(allowed).ok_or_else(|| {
-                    AdvisorError::Solver(format!("no plan for `{name}` in the chosen schema"))
-                })?;
-                let attrs = |v: &[crate::model::Attr]| {
-                    v.iter().map(|a| model.attr_name(*a)).collect::<Vec<_>>()
-                };
-                let steps = path
-                    .iter()
-                    .map(|&i| {
-                        let s = &space.steps[i];
-                        PlanStep {
-                            cf: names.get(&s.cf).cloned().unwrap_or_default(),
-                            gets: s.gets,
-                            width: s.width,
-                            clustering_bound: attrs(&s.clustering_bound),
-                            filter: attrs(&s.filter),
-                            sort: s.sort,
-                            rows: s.rows,
-                            cost: s.cost,
-                        }
-                    })
-                    .collect();
-                Ok(QueryPlan {
-                    name,
-                    text,
-                    weight,
-                    steps,
-                    limit: space.query.limit,
-                    cost,
-                })
-            };
+        let plan_of = |name: String, text: String, weight: f64, space: &PlanSpace| {
+            plan_in(model, chosen, &names, name, text, weight, space)
+        };
         let mut queries = Vec::new();
         let mut query_cost = 0.0;
         for (name, text, w, space) in &self.queries {
@@ -451,18 +434,7 @@ impl Prepared<'_> {
         }
         let column_families: Vec<RecommendedCf> = chosen
             .iter()
-            .map(|&j| {
-                let cf = &self.pool.candidates[j];
-                let name = names.get(&j).cloned().unwrap_or_default();
-                RecommendedCf {
-                    triple: cf.triple(model),
-                    cql: cf.cql(model, &name),
-                    rows: cf.rows(model),
-                    size_bytes: cf.size(model),
-                    definition: cf.clone(),
-                    name,
-                }
-            })
+            .map(|&j| self.recommended(j, names.get(&j).cloned().unwrap_or_default()))
             .collect();
         Ok(Recommendation {
             mix: opts.mix.clone(),
@@ -479,6 +451,47 @@ impl Prepared<'_> {
             optimal: true,
         })
     }
+}
+
+/// The cheapest plan of `space` over the `chosen` column families (named by `names`).
+fn plan_in(
+    model: &Model,
+    chosen: &BTreeSet<usize>,
+    names: &BTreeMap<usize, String>,
+    name: String,
+    text: String,
+    weight: f64,
+    space: &PlanSpace,
+) -> Result<QueryPlan> {
+    let (cost, path) = space.cheapest(|j| chosen.contains(&j)).ok_or_else(|| {
+        AdvisorError::Solver(format!("no plan for `{name}` in the chosen schema"))
+    })?;
+    let attrs =
+        |v: &[crate::model::Attr]| v.iter().map(|a| model.attr_name(*a)).collect::<Vec<_>>();
+    let steps = path
+        .iter()
+        .map(|&i| {
+            let s = &space.steps[i];
+            PlanStep {
+                cf: names.get(&s.cf).cloned().unwrap_or_default(),
+                gets: s.gets,
+                width: s.width,
+                clustering_bound: attrs(&s.clustering_bound),
+                filter: attrs(&s.filter),
+                sort: s.sort,
+                rows: s.rows,
+                cost: s.cost,
+            }
+        })
+        .collect();
+    Ok(QueryPlan {
+        name,
+        text,
+        weight,
+        steps,
+        limit: space.query.limit,
+        cost,
+    })
 }
 
 /// Runs the advisor.
