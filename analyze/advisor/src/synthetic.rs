@@ -48,20 +48,7 @@ pub struct Synthetic {
 pub fn generate(scale: usize, seed: u64) -> Synthetic {
     let mut rng = Rng::new(seed);
     let n = 7 * scale;
-    // Watts–Strogatz: a ring where each node links to its next 2 neighbours, rewired with p = 0.3.
-    let mut edges: BTreeSet<(usize, usize)> = BTreeSet::new();
-    for i in 0..n {
-        for k in 1..=2 {
-            let mut j = (i + k) % n;
-            if rng.chance(0.3) {
-                j = rng.below(n);
-            }
-            let (a, b) = (i.min(j), i.max(j));
-            if a != b {
-                edges.insert((a, b));
-            }
-        }
-    }
+    let edges = ring(&mut rng, n);
     let mut model = String::new();
     let mut fields: Vec<Vec<String>> = Vec::new();
     let mut counts = Vec::new();
@@ -78,18 +65,7 @@ pub fn generate(scale: usize, seed: u64) -> Synthetic {
         }
         fields.push(fs);
     }
-    // Relationships: random direction, the foreign key on the head.
-    let mut adj: Vec<Vec<(usize, String)>> = vec![Vec::new(); n];
-    let mut fks: Vec<Vec<(String, usize)>> = vec![Vec::new(); n];
-    for (a, b) in edges {
-        let (from, to) = if rng.chance(0.5) { (a, b) } else { (b, a) };
-        let fk = format!("to{to}");
-        let rev = format!("from{from}");
-        let _ = writeln!(model, "fk E{from}.{fk} -> E{to}.{rev}");
-        adj[from].push((to, fk.clone()));
-        adj[to].push((from, rev));
-        fks[from].push((fk, to));
-    }
+    let (adj, fks) = relationships(&mut rng, &mut model, n, edges);
     let mut workload = String::new();
     let walk = |rng: &mut Rng, start: usize, len: usize| -> (String, Vec<usize>) {
         let mut path = format!("E{start}");
@@ -157,7 +133,63 @@ pub fn generate(scale: usize, seed: u64) -> Synthetic {
             fs[rng.below(fs.len())]
         );
     }
-    for i in 0..5 * scale {
+    inserts(&mut rng, &mut workload, 5 * scale, &fields, &fks);
+    Synthetic { model, workload }
+}
+
+/// Adjacency (target, step name) and foreign keys (name, target) per entity.
+type Links = (Vec<Vec<(usize, String)>>, Vec<Vec<(String, usize)>>);
+
+/// Relationships along `edges`: random direction, the foreign key on the head; written to `model`.
+fn relationships(
+    rng: &mut Rng,
+    model: &mut String,
+    n: usize,
+    edges: BTreeSet<(usize, usize)>,
+) -> Links {
+    let mut adj: Vec<Vec<(usize, String)>> = vec![Vec::new(); n];
+    let mut fks: Vec<Vec<(String, usize)>> = vec![Vec::new(); n];
+    for (a, b) in edges {
+        let (from, to) = if rng.chance(0.5) { (a, b) } else { (b, a) };
+        let fk = format!("to{to}");
+        let rev = format!("from{from}");
+        let _ = writeln!(model, "fk E{from}.{fk} -> E{to}.{rev}");
+        adj[from].push((to, fk.clone()));
+        adj[to].push((from, rev));
+        fks[from].push((fk, to));
+    }
+    (adj, fks)
+}
+
+/// Watts–Strogatz: a ring of `n` nodes where each links to its next 2 neighbours, rewired with
+/// p = 0.3; edges as (lower, higher) node pairs.
+fn ring(rng: &mut Rng, n: usize) -> BTreeSet<(usize, usize)> {
+    let mut edges: BTreeSet<(usize, usize)> = BTreeSet::new();
+    for i in 0..n {
+        for k in 1..=2 {
+            let mut j = (i + k) % n;
+            if rng.chance(0.3) {
+                j = rng.below(n);
+            }
+            let (a, b) = (i.min(j), i.max(j));
+            if a != b {
+                edges.insert((a, b));
+            }
+        }
+    }
+    edges
+}
+
+/// `count` inserts into random entities, each connected through all of its foreign keys.
+fn inserts(
+    rng: &mut Rng,
+    workload: &mut String,
+    count: usize,
+    fields: &[Vec<String>],
+    fks: &[Vec<(String, usize)>],
+) {
+    let n = fields.len();
+    for i in 0..count {
         let e = rng.below(n);
         let fs = &fields[e];
         let mut stmt = format!(
@@ -171,5 +203,4 @@ pub fn generate(scale: usize, seed: u64) -> Synthetic {
         }
         let _ = writeln!(workload, "{stmt};");
     }
-    Synthetic { model, workload }
 }
