@@ -279,7 +279,6 @@ async fn compare(
     args: &AdviseArgs,
 ) -> anyhow::Result<String> {
     use std::collections::BTreeMap;
-    use std::fmt::Write as _;
 
     use crate::cmd::advise_exec as exec;
 
@@ -336,11 +335,38 @@ async fn compare(
     let runs = args.execute_runs.max(1);
     let r = exec::time_plans(store.as_ref(), model, &data, &rec_plans, runs, 7).await?;
     let b = exec::time_plans(store.as_ref(), model, &data, &base_plans, runs, 7).await?;
+    let queries: Vec<(&str, f64)> = prepared
+        .queries
+        .iter()
+        .map(|(name, _, w, _)| (name.as_str(), *w))
+        .collect();
+    Ok(render_comparison(
+        url,
+        runs,
+        args.execute_rows,
+        &queries,
+        &r,
+        &b,
+    ))
+}
+
+/// The side-by-side table of `compare`: per query (name, weight) the recommended and baseline
+/// times, then the weighted means.
+fn render_comparison(
+    url: &str,
+    runs: usize,
+    rows: usize,
+    queries: &[(&str, f64)],
+    r: &crate::cmd::advise_exec::Measured,
+    b: &crate::cmd::advise_exec::Measured,
+) -> String {
+    use std::fmt::Write as _;
+
     let mut out = format!(
         "-- executed on {} ({} runs per query; data: largest entity {} instances)\n",
         tern_core::store::url::redact(url),
         runs,
-        args.execute_rows
+        rows
     );
     let _ = writeln!(
         out,
@@ -348,7 +374,7 @@ async fn compare(
         "query", "weight", "recommended ms", "baseline ms", "rows"
     );
     let (mut wr, mut wb, mut wsum) = (0.0, 0.0, 0.0);
-    for (i, (name, _, w, _)) in prepared.queries.iter().enumerate() {
+    for (i, (name, w)) in queries.iter().enumerate() {
         match (r.per_query[i], b.per_query[i]) {
             (Some((tr, rows_r)), Some((tb, rows_b))) => {
                 let rows = if (rows_r - rows_b).abs() < 1e-9 {
@@ -374,5 +400,5 @@ async fn compare(
             if mr > 0.0 { mb / mr } else { f64::NAN }
         );
     }
-    Ok(out)
+    out
 }
