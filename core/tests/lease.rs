@@ -83,7 +83,7 @@ async fn a_fenced_batch_is_not_written_where_it_commits_with_its_checkpoint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_during_a_slow_renewal_leaves_no_lease_behind() {
     use std::sync::atomic::AtomicUsize;
-    use tern_core::store::{MetaCas, Result as StoreResult};
+    use tern_core::store::{MetaCas, MetaChange, Result as StoreResult};
     use tern_testkit::intercept::{Intercept, Intercepted};
 
     /// Answers every metadata write 40 ms after it was applied, once armed.
@@ -98,10 +98,9 @@ async fn release_during_a_slow_renewal_leaves_no_lease_behind() {
             &self,
             inner: &dyn Store,
             name: &str,
-            expected: Option<u64>,
-            value: Option<&str>,
+            change: MetaChange<'_>,
         ) -> StoreResult<MetaCas> {
-            let r = inner.meta_cas(name, expected, value).await;
+            let r = inner.meta_cas(name, change).await;
             if self.armed.load(Ordering::SeqCst) {
                 self.landed.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(40)).await;

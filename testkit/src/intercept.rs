@@ -14,7 +14,7 @@ use async_trait::async_trait;
 
 use tern_core::model::{Entity, Key, Version};
 use tern_core::store::{
-    BatchMetaOutcome, Capability, Filter, MetaCas, MetaEntry, MetaUpdate, PushdownPage,
+    BatchMetaOutcome, Capability, Filter, MetaCas, MetaChange, MetaEntry, MetaUpdate, PushdownPage,
     PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest,
     SchemaChange, Store, StoreInfo, Write, WriteOutcome,
 };
@@ -72,10 +72,9 @@ pub trait Intercept: Send + Sync + Debug + 'static {
         &self,
         inner: &dyn Store,
         name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
+        change: MetaChange<'_>,
     ) -> Result<MetaCas> {
-        inner.meta_cas(name, expected, value).await
+        inner.meta_cas(name, change).await
     }
     /// [`Store::meta_list`].
     async fn meta_list(&self, inner: &dyn Store, prefix: &str) -> Result<Vec<String>> {
@@ -183,15 +182,8 @@ impl<I: Intercept> Store for Intercepted<I> {
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
         self.hooks.meta_get(self.inner.as_ref(), name).await
     }
-    async fn meta_cas(
-        &self,
-        name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
-    ) -> Result<MetaCas> {
-        self.hooks
-            .meta_cas(self.inner.as_ref(), name, expected, value)
-            .await
+    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
+        self.hooks.meta_cas(self.inner.as_ref(), name, change).await
     }
     async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
         self.hooks.meta_list(self.inner.as_ref(), prefix).await

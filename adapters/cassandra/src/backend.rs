@@ -8,8 +8,9 @@ use futures::StreamExt;
 use scylla::response::PagingState;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    Capability, Error, ErrorKind, MetaCas, MetaEntry, RenameKindPage, RenameKindRequest, Result,
-    ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write, WriteOutcome, local_now_millis,
+    Capability, Error, ErrorKind, MetaCas, MetaChange, MetaEntry, RenameKindPage,
+    RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write,
+    WriteOutcome, local_now_millis,
 };
 
 use crate::config::CASSANDRA_SCHEME;
@@ -168,12 +169,8 @@ impl Store for CassStore {
         self.meta_read(name, false).await
     }
 
-    async fn meta_cas(
-        &self,
-        name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
-    ) -> Result<MetaCas> {
+    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
+        let MetaChange { expected, value } = change;
         if expected.is_none() && value.is_none() {
             // Delete what must not exist: nothing to do unless it does.
             return Ok(match self.meta_get(name).await? {
@@ -183,7 +180,10 @@ impl Store for CassStore {
         }
         let mut attempt = 0;
         let ok = loop {
-            match self.meta_cas_once(name, expected, value).await? {
+            match self
+                .meta_cas_once(name, MetaChange { expected, value })
+                .await?
+            {
                 LwtOutcome::Applied(ok) => break ok,
                 LwtOutcome::Unknown(err) => {
                     tokio::time::sleep(backoff(attempt)).await;

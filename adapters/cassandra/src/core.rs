@@ -22,7 +22,7 @@ use scylla::value::{CqlValue, Row};
 use tern_core::model::codec::{decode_entity, encode_entity};
 use tern_core::model::json::to_json_string;
 use tern_core::model::{Entity, Key, Map, Value, Version};
-use tern_core::store::{Error, ErrorKind, MetaEntry, Result, Write, WriteOutcome};
+use tern_core::store::{Error, ErrorKind, MetaChange, MetaEntry, Result, Write, WriteOutcome};
 
 use crate::config::{
     CassConfig, ConsistencyLevel, NativeTables, SchemaAgreement, SerialLevel, is_plain_identifier,
@@ -846,9 +846,9 @@ impl CassStore {
     pub(crate) async fn meta_cas_once(
         &self,
         name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
+        change: MetaChange<'_>,
     ) -> Result<LwtOutcome> {
+        let MetaChange { expected, value } = change;
         let ks = self.ks();
         let rev = |r: u64| {
             i64::try_from(r).map_err(|_| {

@@ -8,8 +8,9 @@ use futures::TryStreamExt;
 use mongodb::bson::{Document, doc};
 use tern_core::model::{Entity, Key, Version};
 use tern_core::store::{
-    Capability, Filter, MetaCas, MetaEntry, PushdownPage, PushdownRequest, RenameKindPage,
-    RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+    Capability, Filter, MetaCas, MetaChange, MetaEntry, PushdownPage, PushdownRequest,
+    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write,
+    WriteOutcome,
 };
 
 use crate::codec;
@@ -117,14 +118,9 @@ impl Store for MongoStore {
         self.meta_get_inner(name).await
     }
 
-    async fn meta_cas(
-        &self,
-        name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
-    ) -> Result<MetaCas> {
+    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
         let started = std::time::Instant::now();
-        let out = self.meta_cas_inner(name, expected, value).await;
+        let out = self.meta_cas_inner(name, change).await;
         tracing::debug!(name, ms = started.elapsed().as_secs_f64() * 1e3, "meta_cas");
         out
     }

@@ -11,7 +11,7 @@ use mongodb::options::ClientOptions;
 use mongodb::{Client, Collection, Database};
 use tern_core::model::{Value, Version};
 use tern_core::store::{
-    Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, Result, VersionFilter,
+    Cursor, Error, ErrorKind, Filter, MetaCas, MetaChange, MetaEntry, Result, VersionFilter,
 };
 
 use crate::codec::{self, VERSION_FIELD};
@@ -295,9 +295,9 @@ impl MongoStore {
     pub(crate) async fn meta_cas_inner(
         &self,
         name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
+        change: MetaChange<'_>,
     ) -> Result<MetaCas> {
+        let MetaChange { expected, value } = change;
         let ctx = |e: Error| e.with_context("name", name.to_owned());
         let applied = match (expected, value) {
             (None, Some(v)) => {

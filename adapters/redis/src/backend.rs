@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use async_trait::async_trait;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    Capability, Error, ErrorKind, Filter, Guard, MetaCas, MetaEntry, PushdownPage, PushdownRequest,
-    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write,
-    WriteOutcome,
+    Capability, Error, ErrorKind, Filter, Guard, MetaCas, MetaChange, MetaEntry, PushdownPage,
+    PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store,
+    StoreInfo, Write, WriteOutcome,
 };
 
 use crate::codec;
@@ -146,12 +146,8 @@ impl Store for RedisStore {
         }
     }
 
-    async fn meta_cas(
-        &self,
-        name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
-    ) -> Result<MetaCas> {
+    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
+        let MetaChange { expected, value } = change;
         let reply: Vec<String> = self
             .meta_script
             .key(self.keys.meta_key(name))

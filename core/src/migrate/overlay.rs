@@ -15,8 +15,8 @@ use super::changelog::{ChangeLog, Record};
 use crate::model::{Entity, Key};
 use crate::store::memory::MemoryStore;
 use crate::store::{
-    Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, RenameKindPage, RenameKindRequest,
-    Result, ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+    Capability, Cursor, Error, ErrorKind, MetaCas, MetaChange, MetaEntry, RenameKindPage,
+    RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome,
 };
 
 /// Scan cursors of the overlay: `b:<cursor of the base>` while the base's
@@ -55,8 +55,15 @@ impl OverlayStore {
                 // Re-create at the same revision so that revisions read from the base stay valid.
                 let mut rev = None;
                 for _ in 0..entry.revision {
-                    if let MetaCas::Applied(r) =
-                        meta.meta_cas(&name, rev, Some(&entry.value)).await?
+                    if let MetaCas::Applied(r) = meta
+                        .meta_cas(
+                            &name,
+                            MetaChange {
+                                expected: rev,
+                                value: Some(&entry.value),
+                            },
+                        )
+                        .await?
                     {
                         rev = Some(r);
                     }
@@ -275,13 +282,8 @@ impl Store for OverlayStore {
         self.meta.meta_get(name).await
     }
 
-    async fn meta_cas(
-        &self,
-        name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
-    ) -> Result<MetaCas> {
-        self.meta.meta_cas(name, expected, value).await
+    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
+        self.meta.meta_cas(name, change).await
     }
 
     async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {

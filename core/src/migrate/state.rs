@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::error::{MigrateError, Result};
-use crate::store::{Cursor, MetaCas, Store};
+use crate::store::{Cursor, MetaCas, MetaChange, Store};
 
 /// The name of the state document in the store's metadata space.
 pub const STATE_DOC: &str = "state";
@@ -323,7 +323,13 @@ pub async fn store_if(
         message: e.to_string(),
     })?;
     match store
-        .meta_cas(STATE_DOC, expected, Some(&text))
+        .meta_cas(
+            STATE_DOC,
+            MetaChange {
+                expected,
+                value: Some(&text),
+            },
+        )
         .await
         .map_err(MigrateError::store("writing tern's state"))?
     {

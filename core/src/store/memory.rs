@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    BatchMetaOutcome, Capability, Cursor, Error, ErrorKind, MetaCas, MetaEntry, MetaUpdate,
-    PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+    BatchMetaOutcome, Capability, Cursor, Error, ErrorKind, MetaCas, MetaChange, MetaEntry,
+    MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
     ScanRequest, Store, StoreInfo, Write, WriteOutcome, pushdown,
 };
 use crate::model::keycode::{encode_key, encode_kind_prefix};
@@ -249,12 +249,8 @@ impl Store for MemoryStore {
         Ok(self.lock().meta.get(name).cloned())
     }
 
-    async fn meta_cas(
-        &self,
-        name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
-    ) -> Result<MetaCas> {
+    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
+        let MetaChange { expected, value } = change;
         let mut inner = self.lock();
         let current = inner.meta.get(name).cloned();
         if current.as_ref().map(|e| e.revision) != expected {

@@ -185,6 +185,43 @@ pub struct MetaEntry {
     pub revision: u64,
 }
 
+/// What a metadata compare-and-set ([`Store::meta_cas`]) asks: write `value`
+/// (or with `None`, delete the document) if its revision is still `expected`
+/// (`None`: if it does not exist).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetaChange<'a> {
+    /// The revision the document must still have (`None`: it must not exist).
+    pub expected: Option<u64>,
+    /// Its new JSON text (`None`: delete it).
+    pub value: Option<&'a str>,
+}
+
+impl<'a> MetaChange<'a> {
+    /// Creates the document with `value`, if it does not exist.
+    pub fn create(value: &'a str) -> Self {
+        MetaChange {
+            expected: None,
+            value: Some(value),
+        }
+    }
+
+    /// Replaces the document with `value`, if its revision is still `expected`.
+    pub fn replace(expected: u64, value: &'a str) -> Self {
+        MetaChange {
+            expected: Some(expected),
+            value: Some(value),
+        }
+    }
+
+    /// Deletes the document, if its revision is still `expected`.
+    pub fn delete(expected: u64) -> Self {
+        MetaChange {
+            expected: Some(expected),
+            value: None,
+        }
+    }
+}
+
 /// The outcome of [`Store::meta_cas`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetaCas {
@@ -258,7 +295,13 @@ pub async fn write_then_meta_cas<S: Store + ?Sized>(
     let value = (meta.value)(&outcomes)?;
     Ok(
         match store
-            .meta_cas(&meta.name, meta.expected, Some(&value))
+            .meta_cas(
+                &meta.name,
+                MetaChange {
+                    expected: meta.expected,
+                    value: Some(&value),
+                },
+            )
             .await?
         {
             MetaCas::Applied(revision) => BatchMetaOutcome::Applied {
@@ -458,18 +501,13 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// The metadata document `name`, if any.
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>>;
 
-    /// Writes (or with `value: None`, deletes) the metadata document `name` if its
-    /// revision is still `expected` (`None`: if it does not exist).
+    /// Writes (or with `change.value: None`, deletes) the metadata document `name` if
+    /// its revision is still `change.expected` (`None`: if it does not exist).
     ///
     /// A write sets the revision to `expected + 1` (1 for a new document). After a
     /// delete, revisions may start again at 1, so tern never deletes a document
     /// that it fences with compare-and-set (the lease).
-    async fn meta_cas(
-        &self,
-        name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
-    ) -> Result<MetaCas>;
+    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas>;
 
     /// The names of metadata documents that start with `prefix`, sorted.
     async fn meta_list(&self, prefix: &str) -> Result<Vec<String>>;

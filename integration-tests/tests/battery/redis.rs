@@ -247,7 +247,10 @@ mod specific {
                 .unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Unsupported, "{kind}");
         }
-        store.meta_cas("lease", None, Some("{}")).await.unwrap();
+        store
+            .meta_cas("lease", tern_core::store::MetaChange::create("{}"))
+            .await
+            .unwrap();
         assert!(store.kinds().await.unwrap().is_empty());
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::{CheckResult, Failure, Namespace, clear_kinds, ensure, ensure_eq, entity, put_all};
 use tern_core::model::{Entity, Value};
 use tern_core::store::{
-    BatchMetaOutcome, Error, ErrorKind, MetaCas, MetaUpdate, MetaValueFn, Store, Write,
+    BatchMetaOutcome, Error, ErrorKind, MetaCas, MetaChange, MetaUpdate, MetaValueFn, Store, Write,
     WriteOutcome,
 };
 
@@ -52,7 +52,7 @@ pub async fn batch_with_meta(store: &dyn Store) -> CheckResult {
     put_all(store, &[a.clone(), b.clone()]).await?;
     ensure_eq!(
         store
-            .meta_cas(&name, None, Some(r#"{"applied":[]}"#))
+            .meta_cas(&name, MetaChange::create(r#"{"applied":[]}"#))
             .await?,
         MetaCas::Applied(1),
         "create the document"
@@ -183,7 +183,7 @@ pub async fn batch_with_meta(store: &dyn Store) -> CheckResult {
 
     clear_kinds(store, &[&kind]).await?;
     ensure_eq!(
-        store.meta_cas(&name, Some(2), None).await?,
+        store.meta_cas(&name, MetaChange::delete(2)).await?,
         MetaCas::Applied(0),
         "cleanup"
     );

@@ -2,7 +2,7 @@
 
 use super::{CheckResult, Failure, Namespace, clear_kinds, ensure, ensure_eq, entity, scan_all};
 use tern_core::model::Value;
-use tern_core::store::{Filter, MetaCas, MetaEntry, Store, StoreExt};
+use tern_core::store::{Filter, MetaCas, MetaChange, MetaEntry, Store, StoreExt};
 
 /// Compares JSON texts as JSON: a store may keep a document in its own form.
 fn same_json(a: &str, b: &str) -> bool {
@@ -35,7 +35,7 @@ pub async fn metadata_cas(store: &dyn Store) -> CheckResult {
         "a document never written"
     );
     ensure_eq!(
-        store.meta_cas(&name, None, Some(v1)).await?,
+        store.meta_cas(&name, MetaChange::create(v1)).await?,
         MetaCas::Applied(1),
         "create"
     );
@@ -49,7 +49,16 @@ pub async fn metadata_cas(store: &dyn Store) -> CheckResult {
         (None, "create of an existing document"),
         (Some(5), "write with a wrong revision"),
     ] {
-        match store.meta_cas(&name, expected, Some(v2)).await? {
+        match store
+            .meta_cas(
+                &name,
+                MetaChange {
+                    expected,
+                    value: Some(v2),
+                },
+            )
+            .await?
+        {
             MetaCas::Conflict(Some(current)) => {
                 ensure!(
                     current.revision == 1 && same_json(&current.value, v1),
@@ -64,7 +73,7 @@ pub async fn metadata_cas(store: &dyn Store) -> CheckResult {
         }
     }
     ensure_eq!(
-        store.meta_cas(&name, Some(1), Some(v2)).await?,
+        store.meta_cas(&name, MetaChange::replace(1, v2)).await?,
         MetaCas::Applied(2),
         "write with the right revision"
     );
@@ -74,36 +83,36 @@ pub async fn metadata_cas(store: &dyn Store) -> CheckResult {
         "get after update: {got:?}"
     );
     ensure_eq!(
-        store.meta_cas(&name, Some(2), Some(v2)).await?,
+        store.meta_cas(&name, MetaChange::replace(2, v2)).await?,
         MetaCas::Applied(3),
         "a write of the same value"
     );
 
     ensure!(
         matches!(
-            store.meta_cas(&name, Some(2), None).await?,
+            store.meta_cas(&name, MetaChange::delete(2)).await?,
             MetaCas::Conflict(Some(_))
         ),
         "a delete with a stale revision must conflict"
     );
     ensure_eq!(
-        store.meta_cas(&name, Some(3), None).await?,
+        store.meta_cas(&name, MetaChange::delete(3)).await?,
         MetaCas::Applied(0),
         "delete with the right revision"
     );
     ensure_eq!(store.meta_get(&name).await?, None, "get after delete");
     ensure_eq!(
-        store.meta_cas(&name, Some(3), Some(v1)).await?,
+        store.meta_cas(&name, MetaChange::replace(3, v1)).await?,
         MetaCas::Conflict(None),
         "a write expecting a revision of a missing document"
     );
     ensure_eq!(
-        store.meta_cas(&name, None, Some(v1)).await?,
+        store.meta_cas(&name, MetaChange::create(v1)).await?,
         MetaCas::Applied(1),
         "create again after delete"
     );
     ensure_eq!(
-        store.meta_cas(&name, Some(1), None).await?,
+        store.meta_cas(&name, MetaChange::delete(1)).await?,
         MetaCas::Applied(0),
         "cleanup"
     );
@@ -116,7 +125,7 @@ pub async fn metadata_list(store: &dyn Store) -> CheckResult {
     let names = ["p/b", "p/a", "p/c/d", "q/a", "p"].map(|n| ns.meta(n));
     for name in &names {
         ensure_eq!(
-            store.meta_cas(name, None, Some("{}")).await?,
+            store.meta_cas(name, MetaChange::create("{}")).await?,
             MetaCas::Applied(1),
             "create {name}"
         );
@@ -150,7 +159,7 @@ pub async fn metadata_list(store: &dyn Store) -> CheckResult {
     );
     for name in &names {
         ensure_eq!(
-            store.meta_cas(name, Some(1), None).await?,
+            store.meta_cas(name, MetaChange::delete(1)).await?,
             MetaCas::Applied(0),
             "delete {name}"
         );
@@ -169,7 +178,9 @@ pub async fn metadata_not_kinds(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
     let name = ns.kind("meta_like");
     ensure_eq!(
-        store.meta_cas(&name, None, Some(r#"{"x":1}"#)).await?,
+        store
+            .meta_cas(&name, MetaChange::create(r#"{"x":1}"#))
+            .await?,
         MetaCas::Applied(1),
         "create"
     );
@@ -199,7 +210,7 @@ pub async fn metadata_not_kinds(store: &dyn Store) -> CheckResult {
         "deleting entities deleted a metadata document"
     );
     ensure_eq!(
-        store.meta_cas(&name, Some(1), None).await?,
+        store.meta_cas(&name, MetaChange::delete(1)).await?,
         MetaCas::Applied(0),
         "cleanup"
     );

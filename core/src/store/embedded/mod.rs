@@ -54,8 +54,8 @@ use async_trait::async_trait;
 use redb::{Database, TableDefinition};
 
 use super::{
-    BatchMetaOutcome, Capability, Error, ErrorKind, Filter, MetaCas, MetaEntry, MetaUpdate,
-    PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+    BatchMetaOutcome, Capability, Error, ErrorKind, Filter, MetaCas, MetaChange, MetaEntry,
+    MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
     ScanRequest, Store, StoreInfo, Write, WriteOutcome,
 };
 use crate::model::{Entity, Key};
@@ -271,16 +271,14 @@ impl Store for EmbeddedStore {
         self.blocking(move |inner| inner.meta_get(&name)).await
     }
 
-    async fn meta_cas(
-        &self,
-        name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
-    ) -> Result<MetaCas> {
+    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
         let name = name.to_owned();
-        let value = value.map(str::to_owned);
-        self.blocking(move |inner| inner.meta_cas(&name, expected, value.as_deref()))
-            .await
+        let (expected, value) = (change.expected, change.value.map(str::to_owned));
+        self.blocking(move |inner| {
+            let value = value.as_deref();
+            inner.meta_cas(&name, MetaChange { expected, value })
+        })
+        .await
     }
 
     async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {

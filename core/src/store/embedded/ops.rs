@@ -10,7 +10,7 @@ use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
 use crate::store::memory::decode_cursor;
 use crate::store::{
-    BatchMetaOutcome, Cursor, Error, ErrorKind, Filter, MetaCas, MetaEntry, MetaUpdate,
+    BatchMetaOutcome, Cursor, Error, ErrorKind, Filter, MetaCas, MetaChange, MetaEntry, MetaUpdate,
     PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
     ScanRequest, Write, WriteOutcome, pushdown,
 };
@@ -502,12 +502,8 @@ impl Inner {
         Ok(entry)
     }
 
-    pub(super) fn meta_cas(
-        &self,
-        name: &str,
-        expected: Option<u64>,
-        value: Option<&str>,
-    ) -> Result<MetaCas> {
+    pub(super) fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
+        let MetaChange { expected, value } = change;
         let txn = self.begin_write()?;
         let outcome = {
             let mut table = txn

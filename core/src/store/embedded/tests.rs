@@ -6,7 +6,7 @@ use super::*;
 use crate::model::keycode::encode_key;
 use crate::model::{Map, Value};
 use crate::store::StoreExt;
-use crate::store::{Condition, Cursor, Filter, PushStep, Write};
+use crate::store::{Condition, Cursor, Filter, MetaChange, PushStep, Write};
 use tern_testkit::child::{Child, next_seed};
 
 fn temp_store() -> (tempfile::TempDir, EmbeddedStore) {
@@ -57,7 +57,7 @@ async fn data_survives_reopen() {
     );
     store.put(e.clone()).await.unwrap();
     store
-        .meta_cas("ledger", None, Some(r#"{"a":1}"#))
+        .meta_cas("ledger", MetaChange::create(r#"{"a":1}"#))
         .await
         .unwrap();
     drop(store);
