@@ -97,7 +97,7 @@ async fn crash_and_resume_on_the_embedded_store() {
             stage: 1,
             phase: 1,
             batch: 1,
-            at: FaultAt::MidBatch,
+            at: FaultAt::BeforeWrite,
         },
     ]
     .into_iter()

@@ -23,6 +23,8 @@ use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::memory::MemoryStore;
 use tern_core::store::{Filter, ScanRequest, Store, StoreExt, Write, WriteOutcome};
 
+use crate::intercept::{Intercepted, TornWrite};
+
 mod rename;
 
 pub use rename::{
@@ -224,10 +226,15 @@ async fn crash_once_then_resume(
         matches!(first, Err(MigrateError::InjectedCrash(_))),
         "{first:?}"
     );
-    // The crashed runner's lease expires; the next run takes over and resumes
-    // (waiting for the expiry, should this machine be slower than the sleep).
+    (true, resume_after_death(runner(), point).await)
+}
+
+/// Lets a dead runner's lease expire, then runs `runner` (waiting for the expiry,
+/// should this machine be slower than the sleep) and checks that it resumes the
+/// migration interrupted at `at`.
+async fn resume_after_death(runner: Migrator, at: impl std::fmt::Debug) -> UpReport {
     tokio::time::sleep(Duration::from_millis(80)).await;
-    let report = runner()
+    let report = runner
         .with_lease_options(LeaseOptions {
             wait: Some(Duration::from_secs(10)),
             ..fast_lease()
@@ -237,9 +244,34 @@ async fn crash_once_then_resume(
         .unwrap();
     assert!(
         report.applied.first().is_some_and(|m| m.resumed),
-        "the interrupted migration resumes ({point:?})"
+        "the migration interrupted at {at:?} resumes"
     );
-    (true, report)
+    report
+}
+
+/// Runs the migrator `runner` gives on `store` wrapped to tear its `n`-th batch
+/// write ([`TornWrite`]: the process dies in the middle of the write). When it
+/// was reached: checks that the run failed, lets the dead runner's lease expire,
+/// and checks that a runner on the store itself resumes the interrupted
+/// migration. Returns whether the tear was reached.
+async fn torn_write_then_resume(
+    store: &Arc<dyn Store>,
+    n: usize,
+    runner: impl Fn(Arc<dyn Store>) -> Migrator,
+) -> bool {
+    let (hooks, fired) = TornWrite::at(n);
+    let torn: Arc<dyn Store> = Arc::new(Intercepted::new(Arc::clone(store), hooks));
+    let first = runner(torn).up(None).await;
+    if !fired.load(Ordering::SeqCst) {
+        first.unwrap();
+        return false;
+    }
+    assert!(
+        first.is_err(),
+        "a run whose store died mid-write: {first:?}"
+    );
+    resume_after_death(runner(Arc::clone(store)), format!("batch write {n}")).await;
+    true
 }
 
 /// Old application code adds a hit: reads the entity under the first of `keys` that holds
@@ -441,12 +473,40 @@ pub async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(backend
                 }
             }
         }
-        // 4 + 4 + 4 + 2 batches with 4 points each; mid-batch points exist only on
-        // the client-side path, and the pushdown path covers only migration 1.
-        let least = if pushdown { 52 } else { 56 };
+        // 4 + 4 + 4 + 2 batches with 3 points each.
         assert!(
-            crashes >= least,
+            crashes >= 42,
             "the fault points were reached ({crashes} crashes, pushdown {pushdown})"
+        );
+        // A death in the middle of every batch write, in turn, until a run goes through.
+        let run = RunOptions {
+            pushdown,
+            ..opts(batch_size)
+        };
+        let mut torn = 0;
+        loop {
+            let store: Arc<dyn Store> = backend.fresh().await;
+            load(store.as_ref(), &entities).await;
+            let reached = torn_write_then_resume(&store, torn, |s| {
+                migrator_with(s, set(&[(1, RELEASE2), (2, RELEASE3)]), run.clone())
+            })
+            .await;
+            if !reached {
+                break;
+            }
+            assert_eq!(
+                export(store.as_ref()).await,
+                expected,
+                "after a death in batch write {torn} (pushdown {pushdown})"
+            );
+            torn += 1;
+        }
+        // The client-side path writes every batch of both migrations (14); the
+        // server-side path, migration 2's (10).
+        let least = if pushdown { 10 } else { 14 };
+        assert!(
+            torn >= least,
+            "every batch write was torn once ({torn} writes, pushdown {pushdown})"
         );
     }
 }
@@ -524,6 +584,20 @@ pub async fn counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_
                 "the ledger's counts after a crash at {point:?}"
             );
         }
+    }
+    // A death in the middle of a batch write commits nothing of it here.
+    for n in [0, 1, 5, 9] {
+        let store: Arc<dyn Store> = backend.fresh().await;
+        load(store.as_ref(), &entities).await;
+        let reached =
+            torn_write_then_resume(&store, n, |s| migrator_with(s, set(&scripts), run.clone()))
+                .await;
+        assert!(reached, "the run reached batch write {n}");
+        assert_eq!(
+            ledger_counts(store.as_ref()).await,
+            reference,
+            "the ledger's counts after a death in batch write {n}"
+        );
     }
     Ok(())
 }

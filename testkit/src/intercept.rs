@@ -242,3 +242,112 @@ impl Intercept for TwoCalls {
         }
     }
 }
+
+/// Hooks that kill the process in the middle of one batch write: the `n`-th
+/// call (from 0) of [`Store::write_batch`] or [`Store::write_batch_with_meta`].
+///
+/// On a store that commits a batch with its checkpoint
+/// ([`Capability::atomic_batch_with_meta`]) a batch written with its checkpoint
+/// is one transaction, which a crash leaves uncommitted: nothing is written.
+/// Otherwise the first half of the writes is applied, and neither the rest nor
+/// the checkpoint. From then on the "process" is dead: every write and
+/// metadata call fails, so the engine cannot clean up (release its lease) as a
+/// killed process could not. The engine writes each batch exactly as in
+/// production; only the store tears.
+#[derive(Debug)]
+pub struct TornWrite {
+    n: usize,
+    calls: std::sync::atomic::AtomicUsize,
+    fired: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl TornWrite {
+    /// Tears the `n`-th batch write (from 0); `fired` tells whether it was reached.
+    pub fn at(n: usize) -> (TornWrite, Arc<std::sync::atomic::AtomicBool>) {
+        let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hooks = TornWrite {
+            n,
+            calls: Default::default(),
+            fired: Arc::clone(&fired),
+        };
+        (hooks, fired)
+    }
+
+    fn dead(&self) -> bool {
+        self.fired.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Whether this call is the one to tear (and the process dies with it).
+    fn tears_now(&self) -> bool {
+        let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if call == self.n {
+            self.fired.store(true, std::sync::atomic::Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+
+    fn killed() -> tern_core::store::Error {
+        tern_core::store::Error::new(
+            tern_core::store::ErrorKind::Unavailable,
+            "the process was killed in the middle of a batch write (test)",
+        )
+    }
+
+    /// Applies the first half of `writes` (each one alone: no atomicity assumed).
+    async fn half(inner: &dyn Store, mut writes: Vec<Write>) -> Result<()> {
+        writes.truncate(writes.len() / 2);
+        if !writes.is_empty() {
+            inner.write_batch(writes).await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Intercept for TornWrite {
+    async fn write_batch(
+        &self,
+        inner: &dyn Store,
+        writes: Vec<Write>,
+    ) -> Result<Vec<WriteOutcome>> {
+        if self.dead() {
+            return Err(Self::killed());
+        }
+        if self.tears_now() {
+            Self::half(inner, writes).await?;
+            return Err(Self::killed());
+        }
+        inner.write_batch(writes).await
+    }
+
+    async fn write_batch_with_meta(
+        &self,
+        inner: &dyn Store,
+        writes: Vec<Write>,
+        meta: MetaUpdate,
+    ) -> Result<BatchMetaOutcome> {
+        if self.dead() {
+            return Err(Self::killed());
+        }
+        if self.tears_now() {
+            if !inner.capability().atomic_batch_with_meta {
+                Self::half(inner, writes).await?;
+            }
+            return Err(Self::killed());
+        }
+        inner.write_batch_with_meta(writes, meta).await
+    }
+
+    async fn meta_cas(
+        &self,
+        inner: &dyn Store,
+        name: &str,
+        change: MetaChange<'_>,
+    ) -> Result<MetaCas> {
+        if self.dead() {
+            return Err(Self::killed());
+        }
+        inner.meta_cas(name, change).await
+    }
+}

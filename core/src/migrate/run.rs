@@ -131,16 +131,6 @@ struct AttemptAt<'r, 'c> {
     first: bool,
 }
 
-/// Where one write call stands in its batch.
-#[derive(Debug, Clone, Copy)]
-struct PartAt {
-    /// The last part of the batch's first attempt (where the batch's checkpoint
-    /// point is reached).
-    closes_first_attempt: bool,
-    /// The batch's last writes, if they all apply (no conflict so far in this attempt).
-    last_writes: bool,
-}
-
 /// Counts what writes did: an applied write is processed (and changed the data
 /// if its `changed` flag says so), a conflicting one a conflict. The one place
 /// outcomes are counted, for the run's counts and for the checkpoint committed
@@ -223,14 +213,6 @@ impl Runner<'_> {
     #[inline(always)]
     pub(crate) fn fault(&self, _point: FaultPoint) -> Result<()> {
         Ok(())
-    }
-
-    /// Whether a test's fault hook is installed (feature `fault-injection`).
-    fn faults_installed(&self) -> bool {
-        #[cfg(feature = "fault-injection")]
-        return self.faults.is_some();
-        #[cfg(not(feature = "fault-injection"))]
-        false
     }
 
     pub(crate) fn check_continue(&self) -> Result<()> {
@@ -460,8 +442,8 @@ impl Runner<'_> {
     }
 
     /// One attempt at the `pending` entities of a batch: computes and writes them
-    /// (the first attempt in two parts under a test's fault hook), counting what
-    /// each write did. Returns the keys of the writes that met a conflict.
+    /// in one call, counting what each write did. Returns the keys of the writes
+    /// that met a conflict.
     async fn write_attempt(
         &self,
         batch: AttemptAt<'_, '_>,
@@ -469,55 +451,42 @@ impl Runner<'_> {
         counts: &mut RunCounts,
         written: &mut Written,
     ) -> Result<Vec<Key>> {
-        let parts = self.attempt_parts(pending, batch.first);
-        let last = parts.len() - 1;
+        let (writes, changed) = self.computed_writes(batch.compute, pending, counts).await?;
+        let outcomes = match batch.checkpoint {
+            None => self
+                .store
+                .write_checked(writes.clone())
+                .await
+                .map_err(store_err("writing entities"))?,
+            Some(c) => {
+                if batch.first {
+                    // The batch's checkpoint commits with these writes.
+                    let at = batch.at;
+                    self.fault(self.point(
+                        at.index,
+                        at.phase,
+                        at.batch_no,
+                        FaultAt::BeforeCheckpoint,
+                    ))?;
+                    written.before_checkpoint = true;
+                }
+                let outcomes = self
+                    .write_with_checkpoint(c, writes.clone(), changed.clone(), *counts, true)
+                    .await?;
+                written.checkpointed = outcomes.iter().all(|o| *o == WriteOutcome::Applied);
+                outcomes
+            }
+        };
         let mut retry_keys = Vec::new();
-        for (i, part) in parts.into_iter().enumerate() {
-            if i > 0 {
-                let at = batch.at;
-                self.fault(self.point(at.index, at.phase, at.batch_no, FaultAt::MidBatch))?;
-            }
-            let (writes, changed) = self.computed_writes(batch.compute, part, counts).await?;
-            let outcomes = match batch.checkpoint {
-                None => self
-                    .store
-                    .write_checked(writes.clone())
-                    .await
-                    .map_err(store_err("writing entities"))?,
-                Some(c) => {
-                    let part = PartAt {
-                        closes_first_attempt: batch.first && i == last,
-                        last_writes: i == last && retry_keys.is_empty(),
-                    };
-                    self.write_part_with_checkpoint(
-                        batch.at, c, part, &writes, &changed, counts, written,
-                    )
-                    .await?
-                }
-            };
-            for (w, outcome) in writes.into_iter().zip(&outcomes) {
-                if *outcome == WriteOutcome::Conflict {
-                    if let Write::Replace { expected, .. } = w {
-                        retry_keys.push(expected.key);
-                    }
+        for (w, outcome) in writes.into_iter().zip(&outcomes) {
+            if *outcome == WriteOutcome::Conflict {
+                if let Write::Replace { expected, .. } = w {
+                    retry_keys.push(expected.key);
                 }
             }
-            count_outcomes(counts, &outcomes, &changed);
         }
+        count_outcomes(counts, &outcomes, &changed);
         Ok(retry_keys)
-    }
-
-    /// The parts one attempt writes in turn: all of `pending`, except that under
-    /// a fault hook (feature `fault-injection`, tests only) the first attempt goes
-    /// in two halves, so that a test can crash in the middle of a batch.
-    fn attempt_parts(&self, pending: Vec<Entity>, first: bool) -> Vec<Vec<Entity>> {
-        let mut parts = vec![pending];
-        if first && parts[0].len() > 1 && self.faults_installed() {
-            let half = parts[0].len() / 2;
-            let second = parts[0].split_off(half);
-            parts.push(second);
-        }
-        parts
     }
 
     /// The writes of a part: each entity's new value replacing the old one, with
@@ -541,39 +510,6 @@ impl Runner<'_> {
             }
         }
         Ok((writes, changed_flags))
-    }
-
-    /// Writes a part of a batch with its checkpoint (see
-    /// [`Runner::write_with_checkpoint`]), noting in `written` whether the
-    /// checkpoint past the batch was committed.
-    #[allow(clippy::too_many_arguments)]
-    async fn write_part_with_checkpoint(
-        &self,
-        at: &BatchAt,
-        c: &BatchCheckpoint,
-        part: PartAt,
-        writes: &[Write],
-        changed: &[bool],
-        counts: &RunCounts,
-        written: &mut Written,
-    ) -> Result<Vec<WriteOutcome>> {
-        if part.closes_first_attempt {
-            // The batch's checkpoint commits with these writes.
-            self.fault(self.point(at.index, at.phase, at.batch_no, FaultAt::BeforeCheckpoint))?;
-            written.before_checkpoint = true;
-        }
-        let outcomes = self
-            .write_with_checkpoint(
-                c,
-                writes.to_vec(),
-                changed.to_vec(),
-                *counts,
-                part.last_writes,
-            )
-            .await?;
-        written.checkpointed =
-            part.last_writes && outcomes.iter().all(|o| *o == WriteOutcome::Applied);
-        Ok(outcomes)
     }
 
     /// Re-reads the entities whose writes met a conflict: those still at the
