@@ -190,7 +190,12 @@ impl Part<'_> {
         let s = lp.solve();
         s.raw().is_proven_optimal().then(|| {
             let x: Vec<f64> = self.cols.iter().map(|c| s.col(*c)).collect();
-            let d: Vec<f64> = self.cols.iter().map(|c| s.reduced_cost(*c)).collect();
+            // One call for the whole array (the columns are 0..n, added first): each
+            // `Solution::reduced_cost(col)` call fetched it from CBC anew (WS 4x: 1.2 s of LP).
+            let all = s.raw().reduced_cost();
+            let d: Vec<f64> = (0..self.cols.len())
+                .map(|i| all.get(i).copied().unwrap_or(0.0))
+                .collect();
             (s.raw().obj_value(), x, d)
         })
     }
@@ -211,6 +216,11 @@ fn build_part<'a>(
     m.set_log_level(0);
     m.set_parameter("logLevel", "0");
     m.set_parameter("slogLevel", "0");
+    // Measured on WS 3x and 4x (docs/benchmarks.md): CBC's preprocessing (CglPreProcess) took
+    // seconds and removed little from these flow programs, and the feasibility pump's later passes
+    // (each a mini branch and bound of the LP's support) rarely improved on its first.
+    m.set_parameter("preprocess", "off");
+    m.set_parameter("passFeasibilityPump", "1");
     if let Some(t) = time_limit {
         m.set_parameter("timeMode", "elapsed");
         m.set_parameter("seconds", &format!("{t}"));
