@@ -1,6 +1,6 @@
 //! The fast solving strategy (pruning, components, one weighted solve) against the program solved
 //! as formulated in two stages: same cost, same number of column families, same space (the one
-//! weighted solve: within 1 %).
+//! weighted solve alone: within 1 % on these cases; with the space stage: the same).
 
 mod common;
 
@@ -34,6 +34,10 @@ fn assert_same(name: &str, m: &Model, w: &Workload) {
             split: true,
             ..Strategy::plain()
         },
+        Strategy {
+            exact_space: true,
+            ..Strategy::default()
+        },
     ] {
         let fast = recommend(m, w, strategy);
         let close = |a: f64, b: f64| (a - b).abs() <= WINDOW * a.abs().max(b.abs()).max(1.0);
@@ -48,9 +52,14 @@ fn assert_same(name: &str, m: &Model, w: &Workload) {
             plain.column_families.len(),
             "{name} {strategy:?}: column families"
         );
-        // The one weighted solve breaks space ties only as far as CBC's tolerances see them
-        // (measured: 0.4 % more space on WS 1x); the two-stage strategies exactly.
-        let space_tolerance = if strategy.one_solve { 0.01 } else { WINDOW };
+        // The one weighted solve alone does not break space ties (its space term is below CBC's
+        // tolerances; measured 0.8 % more space than the exact answer on WS 1x, 1.8 % on WS 2x);
+        // with the space stage, and the two-stage strategies, exactly.
+        let space_tolerance = if strategy.one_solve && !strategy.exact_space {
+            0.01
+        } else {
+            WINDOW
+        };
         assert!(
             (fast.total_size_bytes - plain.total_size_bytes).abs()
                 <= space_tolerance * plain.total_size_bytes,
