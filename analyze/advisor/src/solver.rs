@@ -15,7 +15,7 @@
 //!   two-stage answer in cost and count. Space is not tie-broken: its term (at most ε times a
 //!   schema's share of all candidates' space) is below CBC's tolerances, so CBC returns a schema of
 //!   that cost and count, not the smallest (measured against the exact answer: equal on EAC and
-//!   hotel, +0.8 % space on WS 1x, +1.8 % on WS 2x, +1.0 % on WS 3x, +1.5 % on WS 4x).
+//!   hotel, +0.8 % space on WS 1x, +1.4 % on WS 2x, +1.0 % on WS 3x, +1.5 % on WS 4x).
 //!   [`Strategy::exact_space`] adds a third solve (space minimized with cost and count pinned) that
 //!   makes it exact, at several times the run time. The tests compare all of them.
 //! - **CBC settings**: preprocessing off and one feasibility-pump pass (measured on WS 3x and 4x:
@@ -62,7 +62,7 @@ pub struct Strategy {
     /// One weighted solve instead of two stages.
     pub one_solve: bool,
     /// After the one weighted solve, a third solve for the least space among the schemas of its
-    /// cost and count (exact space tie-break; slow: WS 3x +37 s, see docs/advisor.md).
+    /// cost and count (exact space tie-break; slow: WS 3x 39 s against 5 s, see docs/benchmarks.md).
     pub exact_space: bool,
 }
 

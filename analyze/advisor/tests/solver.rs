@@ -53,7 +53,7 @@ fn assert_same(name: &str, m: &Model, w: &Workload) {
             "{name} {strategy:?}: column families"
         );
         // The one weighted solve alone does not break space ties (its space term is below CBC's
-        // tolerances; measured 0.8 % more space than the exact answer on WS 1x, 1.8 % on WS 2x);
+        // tolerances; measured 0.8 % more space than the exact answer on WS 1x, 1.4 % on WS 2x);
         // with the space stage, and the two-stage strategies, exactly.
         let space_tolerance = if strategy.one_solve && !strategy.exact_space {
             0.01
