@@ -1,5 +1,7 @@
 //! Advisor run time and peak memory on the EasyAntiCheat workload and on synthetic Watts–Strogatz
-//! workloads scaled 1x to 4x. Each case runs in its own process (so its peak RSS is its own).
+//! workloads scaled 1x to 4x. Each case runs in its own process (so its peak RSS is its own):
+//! unlimited, with an 8 s limit per solve, and with the exact space tie-break
+//! (`Strategy::exact_space`). One case: `-- --case ws3x [--time-limit 8] [--exact-space]`.
 //!
 //! `cargo bench -p tern-advisor --bench advisor` prints a table and writes
 //! `target/advisor-bench.csv`; see docs/benchmarks.md.
@@ -14,7 +16,7 @@ use tern_advisor::synthetic::generate;
 use tern_advisor::{Model, Options, Workload};
 
 /// Each case is stopped after this long.
-const LIMIT: Duration = Duration::from_secs(60);
+const LIMIT: Duration = Duration::from_secs(120);
 
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -58,8 +60,13 @@ fn run_case(case: &str) {
         .skip_while(|a| a != "--time-limit")
         .nth(1)
         .and_then(|t| t.parse().ok());
+    let strategy = tern_advisor::solver::Strategy {
+        exact_space: std::env::args().any(|a| a == "--exact-space"),
+        ..Default::default()
+    };
     let opts = Options {
         time_limit,
+        strategy,
         ..Options::default()
     };
     let t0 = Instant::now();
@@ -75,7 +82,7 @@ fn run_case(case: &str) {
         .filter(|s| matches!(s.body, tern_advisor::workload::Body::Query(_)))
         .count();
     println!(
-        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{:.4}",
+        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{:.4},{:.0}",
         model.entities.len(),
         queries,
         workload.statements.len() - queries,
@@ -87,7 +94,8 @@ fn run_case(case: &str) {
         peak_rss_kib() / 1024,
         rec.column_families.len(),
         rec.optimal,
-        rec.total_cost
+        rec.total_cost,
+        rec.total_size_bytes
     );
 }
 
@@ -98,15 +106,18 @@ fn main() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
-    let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal,total_cost";
+    let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal,total_cost,total_size_bytes";
     println!("{header}");
     let mut csv = format!("{header}\n");
-    // Unlimited (proven optimal), then with an 8 s limit per solver stage.
-    for limit in ["none", "8"] {
+    // Unlimited (proven optimal), with an 8 s limit per solver stage, and unlimited with the
+    // exact space tie-break.
+    for limit in ["none", "8", "exact"] {
         for case in ["eac", "hotel", "ws1x", "ws2x", "ws3x", "ws4x"] {
             let mut args = vec!["--case", case];
-            if limit != "none" {
-                args.extend(["--time-limit", limit]);
+            match limit {
+                "none" => {}
+                "exact" => args.push("--exact-space"),
+                _ => args.extend(["--time-limit", limit]),
             }
             let mut child = Command::new(&exe)
                 .args(&args)

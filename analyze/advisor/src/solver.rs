@@ -12,9 +12,15 @@
 //!   (`z_LP`: the LP bound, at most the optimal cost). Its optimum costs at most
 //!   `(1 + WINDOW)·optimum`, and no schema in that window has both no
 //!   greater cost and fewer column families. Where cheapest schemas tie exactly this is the
-//!   two-stage answer in cost and count; the space tie-break is only as fine as CBC's tolerances
-//!   (measured: 0.4 % more space than the two-stage answer on WS 1x, equal on EAC and hotel).
-//!   The tests compare both.
+//!   two-stage answer in cost and count. Space is not tie-broken: its term (at most ε times a
+//!   schema's share of all candidates' space) is below CBC's tolerances, so CBC returns a schema of
+//!   that cost and count, not the smallest (measured against the exact answer: equal on EAC and
+//!   hotel, +0.8 % space on WS 1x, +1.4 % on WS 2x, +1.0 % on WS 3x, +1.5 % on WS 4x).
+//!   [`Strategy::exact_space`] adds a third solve (space minimized with cost and count pinned) that
+//!   makes it exact, at several times the run time. The tests compare all of them.
+//! - **CBC settings**: preprocessing off and one feasibility-pump pass (measured on WS 3x and 4x:
+//!   CglPreProcess cost seconds for nothing on these flow programs, and the pump's later passes
+//!   rarely improved on its first).
 //!
 //! The two-stage path ([`Strategy::plain`]) remains for the comparison and as the fallback when the
 //! LP relaxation cannot be solved. Its second stage gets reduced-cost fixing from the LP and stage
@@ -55,6 +61,9 @@ pub struct Strategy {
     pub split: bool,
     /// One weighted solve instead of two stages.
     pub one_solve: bool,
+    /// After the one weighted solve, a third solve for the least space among the schemas of its
+    /// cost and count (exact space tie-break; slow: WS 3x 39 s against 5 s, see docs/benchmarks.md).
+    pub exact_space: bool,
 }
 
 impl Default for Strategy {
@@ -63,6 +72,7 @@ impl Default for Strategy {
             prune: true,
             split: true,
             one_solve: true,
+            exact_space: false,
         }
     }
 }
@@ -74,6 +84,7 @@ impl Strategy {
             prune: false,
             split: false,
             one_solve: false,
+            exact_space: false,
         }
     }
 }
@@ -132,7 +143,7 @@ pub fn solve_with(f: &Formulation, time_limit: Option<f64>, strategy: Strategy) 
     let mut cost = 0.0;
     let mut optimal = true;
     for (vars, rows) in &parts {
-        let (xs, c) = solve_part(f, vars, rows, time_limit, strategy.one_solve, &mut optimal)?;
+        let (xs, c) = solve_part(f, vars, rows, time_limit, strategy, &mut optimal)?;
         for (i, &v) in vars.iter().enumerate() {
             x[v] = xs[i];
         }
@@ -190,7 +201,12 @@ impl Part<'_> {
         let s = lp.solve();
         s.raw().is_proven_optimal().then(|| {
             let x: Vec<f64> = self.cols.iter().map(|c| s.col(*c)).collect();
-            let d: Vec<f64> = self.cols.iter().map(|c| s.reduced_cost(*c)).collect();
+            // One call for the whole array (the columns are 0..n, added first): each
+            // `Solution::reduced_cost(col)` call fetched it from CBC anew (WS 4x: 1.2 s of LP).
+            let all = s.raw().reduced_cost();
+            let d: Vec<f64> = (0..self.cols.len())
+                .map(|i| all.get(i).copied().unwrap_or(0.0))
+                .collect();
             (s.raw().obj_value(), x, d)
         })
     }
@@ -211,6 +227,11 @@ fn build_part<'a>(
     m.set_log_level(0);
     m.set_parameter("logLevel", "0");
     m.set_parameter("slogLevel", "0");
+    // Measured on WS 3x and 4x (docs/benchmarks.md): CBC's preprocessing (CglPreProcess) took
+    // seconds and removed little from these flow programs, and the feasibility pump's later passes
+    // (each a mini branch and bound of the LP's support) rarely improved on its first.
+    m.set_parameter("preprocess", "off");
+    m.set_parameter("passFeasibilityPump", "1");
     if let Some(t) = time_limit {
         m.set_parameter("timeMode", "elapsed");
         m.set_parameter("seconds", &format!("{t}"));
@@ -257,13 +278,18 @@ fn solve_part(
     vars: &[usize],
     rows: &[usize],
     time_limit: Option<f64>,
-    one_solve: bool,
+    strategy: Strategy,
     optimal: &mut bool,
 ) -> Result<(Vec<f64>, f64)> {
+    let (one_solve, exact_space) = (strategy.one_solve, strategy.exact_space);
     let mut p = build_part(f, vars, rows, time_limit);
     // The LP relaxation: its bound scales ε, its reduced costs fix variables in stage 2.
     let lp = p.lp_relaxation();
     match (one_solve, &lp) {
+        (true, Some((z, _, _))) if exact_space => {
+            let (x, cost) = one_weighted_solve(&mut p, *z, optimal)?;
+            space_stage(&mut p, lp.as_ref(), x, cost, time_limit, optimal)
+        }
         (true, Some((z, _, _))) => one_weighted_solve(&mut p, *z, optimal),
         _ => two_stage_solve(&mut p, lp.as_ref(), time_limit, optimal),
     }
@@ -294,6 +320,77 @@ fn one_weighted_solve(p: &mut Part<'_>, z: f64, optimal: &mut bool) -> Result<(V
     p.m.set_parameter("ratioGap", "0");
     let s = run(&p.m, f, vars, "cost, count and space", optimal)?;
     Ok((p.zero_one(&s), p.cost_of(&s)))
+}
+
+/// After the one weighted solve (schema `x`, cost `cost`): the least space among the schemas
+/// that cost no more (relative tolerance [`PIN_TOLERANCE`]) and have no more column families, with
+/// reduced-cost fixing from the LP and `x`'s space as a cutoff. No better schema: `x`.
+fn space_stage(
+    p: &mut Part<'_>,
+    lp: Option<&(f64, Vec<f64>, Vec<f64>)>,
+    x: Vec<f64>,
+    cost: f64,
+    time_limit: Option<f64>,
+    optimal: &mut bool,
+) -> Result<(Vec<f64>, f64)> {
+    let (f, vars) = (p.f, p.vars);
+    let mut m = p.m.clone();
+    let pinned = cost + PIN_TOLERANCE * cost.abs().max(1e-9);
+    let pin = m.add_row();
+    for (col, &c) in p.cols.iter().zip(&p.costs) {
+        if c != 0.0 {
+            m.set_weight(pin, *col, c);
+        }
+    }
+    m.set_row_upper(pin, pinned);
+    let count = m.add_row();
+    let n: f64 = (0..x.len()).filter(|i| p.is_cf[*i] && x[*i] > 0.5).count() as f64;
+    for (i, col) in p.cols.iter().enumerate() {
+        if p.is_cf[i] {
+            m.set_weight(count, *col, 1.0);
+        }
+    }
+    m.set_row_upper(count, n);
+    if let Some((z, xl, d)) = lp {
+        let gap = pinned - z + 1e-7 * pinned.abs().max(1.0);
+        for (i, col) in p.cols.iter().enumerate() {
+            if xl[i] < 1e-9 && d[i] > gap {
+                m.set_col_upper(*col, 0.0);
+            } else if xl[i] > 1.0 - 1e-9 && -d[i] > gap {
+                m.set_col_lower(*col, 1.0);
+            }
+        }
+    }
+    let max_size = vars
+        .iter()
+        .map(|&v| f.size[v])
+        .fold(0.0_f64, f64::max)
+        .max(1.0);
+    let mut space = 0.0;
+    for (i, col) in p.cols.iter().enumerate() {
+        let w = if p.is_cf[i] {
+            f.size[vars[i]] / max_size
+        } else {
+            0.0
+        };
+        m.set_obj_coeff(*col, w);
+        space += w * x[i];
+    }
+    // Sizes are normalized by the largest: a row of a few bytes is still above these.
+    m.set_parameter("increment", "1e-9");
+    m.set_parameter("allowableGap", "1e-9");
+    // Only a strictly smaller schema is of interest; none: `x` is the answer.
+    m.set_parameter("cutoff", &format!("{}", space - 1e-9));
+    match run(&m, f, vars, "the space minimization", optimal) {
+        Ok(s) => Ok((p.zero_one(&s), p.cost_of(&s))),
+        Err(AdvisorError::NoSolution(_)) => Ok((x, cost)),
+        // Out of time without a better schema: keep `x`, not proven least in space.
+        Err(AdvisorError::Solver(_)) if time_limit.is_some() => {
+            *optimal = false;
+            Ok((x, cost))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Least cost, then (cost pinned) fewest column families and least space.
