@@ -42,6 +42,10 @@ pub trait Intercept: Send + Sync + Debug + 'static {
     async fn get(&self, inner: &dyn Store, key: &Key) -> Result<Option<Entity>> {
         inner.get(key).await
     }
+    /// [`Store::get_many`].
+    async fn get_many(&self, inner: &dyn Store, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
+        inner.get_many(keys).await
+    }
     /// [`Store::write_batch`].
     async fn write_batch(
         &self,
@@ -166,6 +170,9 @@ impl<I: Intercept> Store for Intercepted<I> {
     }
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
         self.hooks.get(self.inner.as_ref(), key).await
+    }
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
+        self.hooks.get_many(self.inner.as_ref(), keys).await
     }
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
         self.hooks.write_batch(self.inner.as_ref(), writes).await

@@ -187,6 +187,53 @@ pub async fn install_touches_nothing_and_a_read_migrates(backend: &impl Backend)
         0
     );
     assert!(c.get(&key("post", 99)).await.unwrap().is_none());
+
+    // get_many: up to date (3), stale (5, 6), absent (99), in order, each
+    // stale one migrated and written back as a get would.
+    let keys = [
+        key("post", 3),
+        key("post", 5),
+        key("post", 99),
+        key("post", 6),
+    ];
+    let many = c.get_many(&keys).await.unwrap();
+    let want_at = |i: i64| {
+        map(&[
+            ("content", Value::from("hi")),
+            ("n", Value::Int(i)),
+            ("likes", Value::Int(0)),
+        ])
+    };
+    let shape: Vec<Option<(u64, Map)>> = many
+        .iter()
+        .map(|e| e.as_ref().map(|e| (e.version, e.value.clone())))
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            Some((2, want_at(3))),
+            Some((2, want_at(5))),
+            None,
+            Some((2, want_at(6)))
+        ]
+    );
+    assert_eq!(
+        store.get(&key("post", 5)).await.unwrap().unwrap().version,
+        2
+    );
+    // put_many stamps the declared version.
+    c.put_many(vec![
+        (key("post", 7), map(&[("content", Value::from("new"))])),
+        (key("post", 50), map(&[("content", Value::from("fresh"))])),
+    ])
+    .await
+    .unwrap();
+    for id in [7, 50] {
+        assert_eq!(
+            store.get(&key("post", id)).await.unwrap().unwrap().version,
+            2
+        );
+    }
 }
 
 /// Three pending migrations are composed in one read (one write, v0 -> v3).

@@ -82,6 +82,31 @@ impl Store for RedisStore {
         Ok(ScanPage { entities, cursor })
     }
 
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
+        let Some(first) = keys.first() else {
+            return Ok(Vec::new());
+        };
+        if keys.iter().any(|k| k.kind != first.kind) {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                out.push(self.get(key).await?);
+            }
+            return Ok(out);
+        }
+        // One pipelined round trip for keys of one kind.
+        let redis_keys = keys
+            .iter()
+            .map(|k| self.keys.entity_key(k))
+            .collect::<Result<Vec<_>>>()?;
+        let found: std::collections::HashMap<Key, Entity> = self
+            .fetch(&first.kind, &redis_keys)
+            .await?
+            .into_iter()
+            .map(|e| (e.key.clone(), e))
+            .collect();
+        Ok(keys.iter().map(|k| found.get(k).cloned()).collect())
+    }
+
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
         let redis_key = self.keys.entity_key(key)?;
         let vf = self.config.version_field.as_str();

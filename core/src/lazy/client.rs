@@ -357,12 +357,47 @@ impl LazyClient {
     ///
     /// # Errors
     /// The first error.
+    ///
+    /// One [`Store::get_many`] call reads every key (one pipelined round trip
+    /// on Redis); an entity found up to date is returned as read, any other
+    /// key (stale, absent, or under a former name) goes through
+    /// [`LazyClient::get`]'s path on its own.
     pub async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
-        let mut out = Vec::with_capacity(keys.len());
+        let mut chains = Vec::with_capacity(keys.len());
         for key in keys {
-            out.push(self.get(key).await?);
+            chains.push(self.chain(&key.kind).await?);
+        }
+        let read = self.store.get_many(keys).await?;
+        let mut out = Vec::with_capacity(keys.len());
+        for ((key, chain), found) in keys.iter().zip(&chains).zip(read) {
+            match found {
+                Some(e) if e.version == chain.version => out.push(Some(e)),
+                _ => out.push(self.get_with(chain, key).await?),
+            }
         }
         Ok(out)
+    }
+
+    /// [`LazyClient::put`] for several entities: where a kind has no former
+    /// name, its puts go to the store in one batch (one pipelined call on
+    /// Redis); the others one by one.
+    ///
+    /// # Errors
+    /// See [`LazyError`]; the entities before the failing one may be written.
+    pub async fn put_many(&self, entities: Vec<(Key, Map)>) -> Result<()> {
+        let mut batch = Vec::with_capacity(entities.len());
+        for (key, value) in entities {
+            let chain = self.chain(&key.kind).await?;
+            if chain.formers.is_empty() {
+                batch.push(Write::Put(Self::stamped(&chain, &key, value)));
+            } else {
+                self.put(&key, value).await?;
+            }
+        }
+        if !batch.is_empty() {
+            self.store.write_checked(batch).await?;
+        }
+        Ok(())
     }
 
     fn stamped(chain: &KindChain, key: &Key, value: Map) -> Entity {

@@ -478,6 +478,17 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// The entity with this key, or `None`.
     async fn get(&self, key: &Key) -> Result<Option<Entity>>;
 
+    /// The entities with these keys, in order (`None` where absent). The default
+    /// calls [`Store::get`] for each key; a store with a cheaper multi-key read
+    /// (one pipelined round trip on Redis) overrides it.
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            out.push(self.get(key).await?);
+        }
+        Ok(out)
+    }
+
     /// Applies writes, each atomically on its own; one outcome per write, in order.
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
 

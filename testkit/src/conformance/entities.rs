@@ -158,6 +158,36 @@ pub async fn round_trip(store: &dyn Store) -> CheckResult {
         "get of an id that exists only in another kind"
     );
 
+    // get_many: in order, None where absent, a key twice, two kinds in one call.
+    let asked = vec![
+        entities[0].key.clone(),
+        missing.clone(),
+        entities[edges.len()].key.clone(),
+        entities[0].key.clone(),
+        other_kind.clone(),
+    ];
+    let want = vec![
+        Some(entities[0].clone()),
+        None,
+        Some(entities[edges.len()].clone()),
+        Some(entities[0].clone()),
+        None,
+    ];
+    ensure_eq!(store.get_many(&asked).await?, want, "get_many of {asked:?}");
+    let one_kind: Vec<Key> = entities.iter().map(|e| e.key.clone()).collect();
+    let got = store.get_many(&one_kind).await?;
+    ensure!(
+        got.iter()
+            .zip(&entities)
+            .all(|(g, e)| g.as_ref() == Some(e)),
+        "get_many of every key of one kind must return each entity in order"
+    );
+    ensure_eq!(
+        store.get_many(&[]).await?,
+        Vec::<Option<Entity>>::new(),
+        "get_many of no key"
+    );
+
     // A put replaces, version included.
     let mut replaced = entity(&kind, "all", 2, &[("only", Value::Int(1))]);
     store.put(replaced.clone()).await?;
