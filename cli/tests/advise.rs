@@ -61,6 +61,33 @@ fn advise_json_has_the_costs_and_one_plan_per_statement() {
 }
 
 #[test]
+fn exact_space_keeps_the_cost_and_count_and_never_takes_more_space() {
+    let p = Project::new(5_000);
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "advise".to_owned(),
+            example("hotel.model"),
+            example("hotel.workload"),
+            "--json".to_owned(),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        serde_json::from_str(&p.ok(&args)).unwrap()
+    };
+    let default = run(&[]);
+    let exact = run(&["--exact-space"]);
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap();
+    let cost = f(&default, "total_cost");
+    assert!((f(&exact, "total_cost") - cost).abs() <= 1e-6 * cost.max(1.0));
+    assert_eq!(
+        exact["column_families"].as_array().unwrap().len(),
+        default["column_families"].as_array().unwrap().len()
+    );
+    assert!(f(&exact, "total_size_bytes") <= f(&default, "total_size_bytes") * (1.0 + 1e-9));
+    assert_eq!(exact["optimal"], serde_json::Value::Bool(true));
+}
+
+#[test]
 fn advise_bad_input_names_file_line_and_column() {
     let p = Project::new(5_000);
     p.write(

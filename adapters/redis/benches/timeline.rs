@@ -14,6 +14,7 @@
 //!   every post is migrated; a post the application reads first is migrated by
 //!   that read.
 //!
+//! `--sweep-rate N` caps the sweep at N entities per second (default: no cap).
 //! Both run `--after` seconds past the end of the migration. Completed
 //! operations are counted per 100 ms bucket with the p99 of their latencies;
 //! the buckets go to a CSV (`--csv`, default `target/lazy-timeline.csv`) that
@@ -146,6 +147,7 @@ struct Scenario {
 }
 
 async fn scenario(
+    sweep_rate: Option<f64>,
     name: &'static str,
     store: Arc<dyn Store>,
     n: usize,
@@ -175,7 +177,10 @@ async fn scenario(
             Arc::clone(&store),
             &LeaseOptions::default(),
             &BTreeMap::new(),
-            &SweepOptions::default(),
+            &SweepOptions {
+                max_rate: sweep_rate,
+                ..SweepOptions::default()
+            },
         )
         .await
         .expect("sweep");
@@ -248,10 +253,20 @@ async fn main() {
     };
     let before = secs("--before", 3);
     let after = secs("--after", 3);
-    let csv = args
-        .value("--csv")
-        .unwrap_or("target/lazy-timeline.csv")
-        .to_owned();
+    // Relative to the workspace (cargo runs a bench in its package's folder).
+    let csv = args.value("--csv").map_or_else(
+        || {
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/lazy-timeline.csv"
+            )
+            .to_owned()
+        },
+        str::to_owned,
+    );
+    let sweep_rate: Option<f64> = args
+        .value("--sweep-rate")
+        .map(|v| v.parse().expect("--sweep-rate needs entities per second"));
     let url = format!("{}/15", base_url());
     let mut lines = vec!["scenario,t_ms,ops_per_s,p99_ms,change_ms,migrated_ms".to_owned()];
     println!(
@@ -264,7 +279,7 @@ async fn main() {
         bench::load(store.as_ref(), args.entities)
             .await
             .expect("load");
-        let s = scenario(name, store, args.entities, before, after).await;
+        let s = scenario(sweep_rate, name, store, args.entities, before, after).await;
         let end = s.samples.iter().map(|(t, _)| *t).max().unwrap_or(0);
         for (t, rate, p99) in buckets(&s.samples, end) {
             lines.push(format!(

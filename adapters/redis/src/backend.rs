@@ -98,13 +98,22 @@ impl Store for RedisStore {
             .iter()
             .map(|k| self.keys.entity_key(k))
             .collect::<Result<Vec<_>>>()?;
-        let found: std::collections::HashMap<Key, Entity> = self
+        let mut found: std::collections::HashMap<Key, Entity> = self
             .fetch(&first.kind, &redis_keys)
             .await?
             .into_iter()
             .map(|e| (e.key.clone(), e))
             .collect();
-        Ok(keys.iter().map(|k| found.get(k).cloned()).collect())
+        // Each entity moves to its last place in `keys`; a key asked twice is cloned.
+        let mut out: Vec<Option<Entity>> = vec![None; keys.len()];
+        let mut placed: std::collections::HashMap<&Key, usize> = Default::default();
+        for (i, k) in keys.iter().enumerate().rev() {
+            out[i] = match placed.insert(k, i) {
+                Some(later) => out[later].clone(),
+                None => found.remove(k),
+            };
+        }
+        Ok(out)
     }
 
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
