@@ -4,8 +4,10 @@
 //! interleave). Used by lazy kind renames: the entity under the new prefix
 //! and the removal of the stale copy under the old one in one step. Every
 //! layout is handled as the write script handles it (a container's version
-//! key moves with it, TTLs are kept). Not offered on a cluster: the keys of
-//! two kinds lie in different slots.
+//! key moves with it, TTLs are kept). An entity put under a new key in the
+//! same call that deletes the entity of the same id under another kind is a
+//! move (a lazy kind rename): it takes the deleted key's TTL. Not offered on
+//! a cluster: the keys of two kinds lie in different slots.
 
 use tern_core::store::{Error, ErrorKind, Guard, Result, Write, WriteOutcome};
 
@@ -13,7 +15,8 @@ use crate::core::{RedisStore, write_lua_prelude};
 
 /// `KEYS`: per op, the entity's key and its version key. `ARGV[1]`: the
 /// version field; then per op its code (`A` absent, `U` unchanged + payload,
-/// `P`/`I`/`R`/`D` as the write script), the layout code and its payloads.
+/// `P`/`I`/`R`/`D` as the write script), the layout code, the number of the op
+/// whose key's TTL a new key takes (0: none) and its payloads.
 /// Returns 1 when everything was applied, 0 when a condition failed (nothing
 /// written).
 const ATOMIC_SCRIPT: &str = concat!(
@@ -21,8 +24,9 @@ const ATOMIC_SCRIPT: &str = concat!(
     r#"
 local ops = {}
 for i = 1, #KEYS / 2 do
-  local op = { k = KEYS[2 * i - 1], vk = KEYS[2 * i], code = ARGV[a], lay = ARGV[a + 1] }
-  a = a + 2
+  local op = { k = KEYS[2 * i - 1], vk = KEYS[2 * i], code = ARGV[a], lay = ARGV[a + 1],
+    from = tonumber(ARGV[a + 2]) }
+  a = a + 3
   if op.code == 'U' or op.code == 'P' or op.code == 'I' then op.t = payload()
   elseif op.code == 'R' then op.e = payload(); op.t = payload() end
   ops[i] = op
@@ -36,9 +40,18 @@ for _, op in ipairs(ops) do
     if not same(op.k, op.vk, op.lay, op.e) then return 0 end
   end
 end
-for _, op in ipairs(ops) do
+local ttls = {}
+for i, op in ipairs(ops) do ttls[i] = redis.call('PTTL', op.k) end
+for i, op in ipairs(ops) do
   if op.code == 'D' then redis.call('DEL', op.k, op.vk)
-  elseif op.code == 'P' or op.code == 'I' or op.code == 'R' then store(op.k, op.vk, op.lay, op.t) end
+  elseif op.code == 'P' or op.code == 'I' or op.code == 'R' then
+    store(op.k, op.vk, op.lay, op.t)
+    local ttl = op.from > 0 and ttls[op.from] or -1
+    if ttls[i] == -2 and ttl > 0 then
+      redis.call('PEXPIRE', op.k, ttl)
+      if redis.call('EXISTS', op.vk) == 1 then redis.call('PEXPIRE', op.vk, ttl) end
+    end
+  end
 end
 return 1
 "#
@@ -64,7 +77,7 @@ impl RedisStore {
                 Guard::Absent(k) => ("A", k),
                 Guard::Unchanged(e) => ("U", &e.key),
             };
-            self.op_header(code, key, &mut keys, &mut args)?;
+            self.op_header(code, key, 0, &mut keys, &mut args)?;
             if let Guard::Unchanged(e) = g {
                 self.payload(e, &mut args)?;
             }
@@ -76,7 +89,11 @@ impl RedisStore {
                 Write::Replace { expected, .. } => ("R", &expected.key),
                 Write::Delete(k) => ("D", k),
             };
-            self.op_header(code, key, &mut keys, &mut args)?;
+            let from = match w {
+                Write::Delete(_) => 0,
+                _ => moved_from(&writes, key).map_or(0, |j| guards.len() + j + 1),
+            };
+            self.op_header(code, key, from, &mut keys, &mut args)?;
             match w {
                 Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
                 Write::Replace { expected, new } => {
@@ -108,11 +125,13 @@ impl RedisStore {
         }
     }
 
-    /// The two keys of one op (the entity's and its version key) and its code and layout.
+    /// The two keys of one op (the entity's and its version key), its code,
+    /// layout and the op whose TTL it takes.
     fn op_header(
         &self,
         code: &str,
         key: &tern_core::model::Key,
+        from: usize,
         keys: &mut Vec<String>,
         args: &mut Vec<Vec<u8>>,
     ) -> Result<()> {
@@ -122,6 +141,15 @@ impl RedisStore {
         keys.push(version_key);
         args.push(code.as_bytes().to_vec());
         args.push(self.config.layout(&key.kind).code().as_bytes().to_vec());
+        args.push(from.to_string().into_bytes());
         Ok(())
     }
+}
+
+/// The index among `writes` of the delete of the entity of `key`'s id under
+/// another kind: the entity moves there from that key.
+fn moved_from(writes: &[Write], key: &tern_core::model::Key) -> Option<usize> {
+    writes
+        .iter()
+        .position(|w| matches!(w, Write::Delete(d) if d.id == key.id && d.kind != key.kind))
 }

@@ -295,13 +295,30 @@ pub(crate) fn decode_id(text: &str) -> Result<Value> {
 /// (`"5"`, `"true"`), as tern's typed JSON (`5`, `5.0`, `"\"5\""`, `{"$bytes":"..."}`).
 pub(crate) fn encode_field(value: &Value) -> String {
     match value {
-        Value::String(s) if serde_json::from_str::<Json>(s).is_err() => s.clone(),
+        Value::String(s) if !may_be_json(s) || serde_json::from_str::<Json>(s).is_err() => {
+            s.clone()
+        }
         other => value_to_json(other).to_string(),
     }
 }
 
+/// Whether `text` can parse as JSON at all: its first character after JSON's
+/// whitespace starts a JSON value. (When not, it is a plain string, found
+/// without building a parse error: most text fields.)
+fn may_be_json(text: &str) -> bool {
+    matches!(
+        text.trim_start_matches([' ', '\t', '\n', '\r'])
+            .as_bytes()
+            .first(),
+        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n')
+    )
+}
+
 /// The inverse of [`encode_field`]. Text that is not JSON is a string.
 pub(crate) fn decode_field(text: &str) -> Result<Value> {
+    if !may_be_json(text) {
+        return Ok(Value::String(text.to_owned()));
+    }
     match serde_json::from_str::<Json>(text) {
         Ok(json) => value_from_json(&json).map_err(|e| {
             Error::new(
@@ -506,5 +523,19 @@ mod tests {
         }
         assert_eq!(encode_field(&Value::from("Ann")), "Ann");
         assert_eq!(encode_field(&Value::Int(5)), "5");
+        for text in [" 1", "\t[1]", "\n\"x\"", "nope", "-", "x1", " x", ""] {
+            let parses = serde_json::from_str::<Json>(text).is_ok();
+            assert!(!parses || may_be_json(text), "{text:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The shortcut never calls JSON text a plain string.
+        #[test]
+        fn may_be_json_never_misses_json(text in "[ \t\n\r]{0,2}[\\x00-\\x7f]{0,6}") {
+            if serde_json::from_str::<Json>(&text).is_ok() {
+                proptest::prop_assert!(may_be_json(&text));
+            }
+        }
     }
 }

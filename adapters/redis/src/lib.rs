@@ -17,6 +17,7 @@ mod config;
 mod conn;
 mod containers;
 mod core;
+mod lazy_ops;
 mod pushdown;
 mod rename;
 mod scanpos;
@@ -27,6 +28,7 @@ use tern_core::store::{Error, Store};
 
 pub use crate::core::{MAX_KEYS_PER_SCRIPT, RedisStore};
 pub use config::{KindLayout, REDIS_SCHEME, RedisConfig};
+pub use lazy_ops::RedisLazy;
 
 /// Opens the store named by `url` (see [`RedisConfig::from_url`]) and checks that the
 /// server answers ([`RedisStore::connect`]).

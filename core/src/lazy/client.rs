@@ -17,6 +17,9 @@ pub const DEFAULT_REFRESH: Duration = Duration::from_secs(1);
 /// How many times an operation re-reads an entity that others keep changing.
 const MAX_ATTEMPTS: u32 = 64;
 
+/// Puts (each with its deletes) per atomic write of [`LazyClient::put_many`].
+const PUTS_PER_ATOMIC_WRITE: usize = 100;
+
 /// Builds a [`LazyClient`]: the kinds and versions the application code was
 /// written for, Rust transforms, the refresh interval.
 #[derive(Debug)]
@@ -178,6 +181,17 @@ impl LazyClient {
             Ok(v) => Arc::clone(&v),
             Err(p) => Arc::clone(&p.into_inner()),
         }
+    }
+
+    /// The chain of `kind` as this client applies it (its version, its former
+    /// names, its pending steps), after re-reading the state when it is due:
+    /// for a store's own commands that must run on an up-to-date entity
+    /// (`tern_redis::RedisLazy`).
+    ///
+    /// # Errors
+    /// As [`LazyClient::get`] (an undeclared kind, a kind migrated since connecting...).
+    pub async fn kind_chain(&self, kind: &str) -> Result<Arc<KindChain>> {
+        self.chain(kind).await
     }
 
     /// The chain of `kind`, after re-reading the state when it is due.
@@ -378,24 +392,33 @@ impl LazyClient {
         Ok(out)
     }
 
-    /// [`LazyClient::put`] for several entities: where a kind has no former
-    /// name, its puts go to the store in one batch (one pipelined call on
-    /// Redis); the others one by one.
+    /// [`LazyClient::put`] for several entities in one store call: a batch of
+    /// puts (one pipelined call on Redis) or, where a kind has former names,
+    /// one atomic write of every put and the deletes of the stale copies.
     ///
     /// # Errors
-    /// See [`LazyError`]; the entities before the failing one may be written.
+    /// See [`LazyError`]; on an error of a batch (not atomic), some puts may
+    /// be written.
     pub async fn put_many(&self, entities: Vec<(Key, Map)>) -> Result<()> {
-        let mut batch = Vec::with_capacity(entities.len());
+        // Each put with the deletes of its stale copies under former names.
+        let mut groups = Vec::with_capacity(entities.len());
         for (key, value) in entities {
             let chain = self.chain(&key.kind).await?;
-            if chain.formers.is_empty() {
-                batch.push(Write::Put(Self::stamped(&chain, &key, value)));
-            } else {
-                self.put(&key, value).await?;
-            }
+            let mut group = vec![Write::Put(Self::stamped(&chain, &key, value))];
+            group.extend(Self::former_deletes(&chain, &key, None));
+            groups.push(group);
         }
-        if !batch.is_empty() {
-            self.store.write_checked(batch).await?;
+        if groups.iter().all(|g| g.len() == 1) {
+            let writes: Vec<Write> = groups.into_iter().flatten().collect();
+            if !writes.is_empty() {
+                self.store.write_checked(writes).await?;
+            }
+            return Ok(());
+        }
+        self.need_atomic()?;
+        for chunk in groups.chunks(PUTS_PER_ATOMIC_WRITE) {
+            let writes = chunk.iter().flatten().cloned().collect();
+            self.store.write_atomic_checked(Vec::new(), writes).await?;
         }
         Ok(())
     }

@@ -6,4 +6,5 @@ mod cassandra;
 mod lazy;
 mod mongodb;
 mod redis;
+mod redis_lazy_ops;
 mod redis_types;

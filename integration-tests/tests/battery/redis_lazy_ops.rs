@@ -1,0 +1,180 @@
+//! `RedisLazy`: container commands through the lazy client on the server at
+//! `TERN_IT_REDIS_URL`, with a lazy kind rename pending (KVolve's Amico update,
+//! lazily) and a lazy Rust transform of sets pending: every command runs on the
+//! migrated entity, so no key splits into an old and a new copy, and TTLs stay.
+
+use std::sync::Arc;
+
+use redis::aio::MultiplexedConnection;
+use tern_core::lazy::LazyClient;
+use tern_core::migrate::{EntityMigration, Migration, MigrationSet, Migrator};
+use tern_core::model::{Key, Map, Value};
+use tern_integration_tests::redis::backend;
+use tern_redis::{RedisConfig, RedisLazy, RedisStore};
+use tern_testkit::battery::or_skip;
+
+/// Adds the member `migrated` to a set.
+struct MarkSet;
+
+impl EntityMigration for MarkSet {
+    fn kind(&self) -> &str {
+        "tags"
+    }
+    fn transform(&self, _key: &Key, value: &mut Map) -> Result<bool, String> {
+        let Some(Value::Array(items)) = value.get_mut("members") else {
+            return Err(format!("not a set: {value:?}"));
+        };
+        items.push(Value::from("migrated"));
+        Ok(true)
+    }
+}
+
+fn key(kind: &str, id: &str) -> Key {
+    Key {
+        kind: kind.to_owned(),
+        id: Value::from(id),
+    }
+}
+
+async fn q<T: redis::FromRedisValue>(conn: &mut MultiplexedConnection, cmd: &mut redis::Cmd) -> T {
+    cmd.query_async(conn).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_commands_run_on_the_migrated_entity() {
+    let Some(b) = or_skip(backend(), None).await else {
+        return;
+    };
+    let b = b.with_options(super::redis_types::OPTIONS);
+    let url = b.fresh_url();
+    let ns = url
+        .split("prefix=")
+        .nth(1)
+        .and_then(|rest| rest.split('&').next())
+        .unwrap()
+        .to_owned();
+    let k = |rest: &str| format!("{ns}:{rest}");
+    let mut conn = redis::Client::open(b.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // Data as the old application left it: no version tags, a TTL on one key.
+    let old1 = k("amico:followers:1");
+    q::<()>(
+        &mut conn,
+        redis::cmd("ZADD")
+            .arg(&old1)
+            .arg(1)
+            .arg("ann")
+            .arg(2)
+            .arg("bob"),
+    )
+    .await;
+    q::<()>(&mut conn, redis::cmd("PEXPIRE").arg(&old1).arg(100_000)).await;
+    q::<()>(
+        &mut conn,
+        redis::cmd("ZADD")
+            .arg(k("amico:followers:2"))
+            .arg(1)
+            .arg("x"),
+    )
+    .await;
+    q::<()>(&mut conn, redis::cmd("SADD").arg(k("tags:1")).arg("a")).await;
+
+    let store = Arc::new(
+        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
+            .await
+            .unwrap(),
+    );
+    let mark = Migration::from_code(1, "mark", "r1", Arc::new(MarkSet)).into_lazy();
+    let mut set = MigrationSet::new();
+    set.add(mark.clone()).unwrap();
+    set.add(
+        Migration::from_script(
+            2,
+            "scope",
+            "0002_scope.tern",
+            "lazy\nrename kind `amico:followers` to `amico:followers:default`\n",
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    Migrator::new(store.clone(), set).up(None).await.unwrap();
+    let client = LazyClient::builder(store.clone())
+        .declare("amico:followers:default", 0)
+        .declare("tags", 1)
+        .code(mark)
+        .connect()
+        .await
+        .unwrap();
+    let lazy = RedisLazy::new(Arc::clone(&store), client);
+    let scoped = |id: &str| key("amico:followers:default", id);
+
+    // A ZADD on an entity still under its old name moves it first: one key,
+    // the old members, the new one, the TTL kept.
+    assert!(lazy.zadd(&scoped("1"), b"cat", 3.0).await.unwrap());
+    let new1 = k("amico:followers:default:1");
+    let members: Vec<(String, f64)> = q(
+        &mut conn,
+        redis::cmd("ZRANGE")
+            .arg(&new1)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES"),
+    )
+    .await;
+    assert_eq!(
+        members,
+        vec![
+            ("ann".into(), 1.0),
+            ("bob".into(), 2.0),
+            ("cat".into(), 3.0)
+        ]
+    );
+    assert_eq!(
+        q::<i64>(&mut conn, redis::cmd("EXISTS").arg(&old1)).await,
+        0
+    );
+    let ttl = lazy.pttl(&scoped("1")).await.unwrap();
+    assert!(ttl > 0 && ttl <= 100_000, "TTL kept: {ttl}");
+    // EXISTS of an entity under its old name: true, and moved by the check.
+    assert!(lazy.exists(&scoped("2")).await.unwrap());
+    assert_eq!(
+        q::<i64>(&mut conn, redis::cmd("EXISTS").arg(k("amico:followers:2"))).await,
+        0
+    );
+    assert!(!lazy.exists(&scoped("9")).await.unwrap());
+    assert_eq!(lazy.zincr_by(&scoped("2"), b"x", 1.5).await.unwrap(), 2.5);
+
+    // A stale set is migrated (the transform adds `migrated`) before SADD runs;
+    // its tag says version 1 and follows the TTL set afterwards.
+    assert!(lazy.sadd(&key("tags", "1"), b"b").await.unwrap());
+    let mut tags: Vec<String> = q(&mut conn, redis::cmd("SMEMBERS").arg(k("tags:1"))).await;
+    tags.sort();
+    assert_eq!(tags, vec!["a", "b", "migrated"]);
+    assert!(lazy.pexpire(&key("tags", "1"), 50_000).await.unwrap());
+    let got = lazy.client().get(&key("tags", "1")).await.unwrap().unwrap();
+    assert_eq!(got.version, 1);
+    // A set created by a command carries the declared version: a read does not
+    // migrate it again.
+    assert!(lazy.sadd(&key("tags", "2"), b"fresh").await.unwrap());
+    let fresh = lazy.client().get(&key("tags", "2")).await.unwrap().unwrap();
+    assert_eq!(fresh.version, 1);
+    assert_eq!(
+        fresh.value.get("members"),
+        Some(&Value::Array(vec![Value::from("fresh")]))
+    );
+    // Emptying a set removes its tag with it.
+    assert!(lazy.srem(&key("tags", "2"), b"fresh").await.unwrap());
+    assert!(
+        lazy.client()
+            .get(&key("tags", "2"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A command of the wrong type is Redis's error, named.
+    let err = lazy.rpush(&key("tags", "1"), b"x").await.unwrap_err();
+    assert!(err.to_string().contains("RPUSH"), "{err}");
+}
