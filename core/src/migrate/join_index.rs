@@ -534,12 +534,47 @@ pub(crate) struct Reading<'a> {
     pub(crate) progress: &'a dyn Progress,
 }
 
+/// The top-level properties of a source that the index build and the
+/// conflict detail read: the moved/copied property, the join property and
+/// those θ1 tests.
+fn source_properties(t: &Transfer) -> Vec<String> {
+    let mut props: Vec<String> = std::iter::once(&t.prop.path)
+        .chain(t.join.as_ref().map(|j| &j.source.path))
+        .chain(t.source_conditions.iter().map(|a| &a.prop.path))
+        .filter_map(|p| p.first().cloned())
+        .collect();
+    props.sort_unstable();
+    props.dedup();
+    props
+}
+
+/// The top-level properties of a target that the safety check reads (the join
+/// property and those θ2 tests) and, `with_value`, the property itself (a
+/// move's deliveries).
+fn target_properties(t: &Transfer, with_value: bool) -> Vec<String> {
+    let mut props: Vec<String> = t
+        .join
+        .as_ref()
+        .map(|j| &j.target.path)
+        .into_iter()
+        .chain(with_value.then_some(&t.prop.path))
+        .chain(t.target_conditions.iter().map(|a| &a.prop.path))
+        .filter_map(|p| p.first().cloned())
+        .collect();
+    props.sort_unstable();
+    props.dedup();
+    props
+}
+
 impl Reading<'_> {
-    /// Calls `each` with every page of the entities of `kind` that pass `filter`.
+    /// Calls `each` with every page of the entities of `kind` that pass
+    /// `filter`, each holding at least the top-level `properties`
+    /// ([`Store::scan_projected`]: these passes write nothing back).
     async fn scan(
         &self,
         kind: &str,
         filter: Filter,
+        properties: &[String],
         description: String,
         mut each: impl FnMut(Vec<Entity>) -> Result<()>,
     ) -> Result<()> {
@@ -549,13 +584,14 @@ impl Reading<'_> {
         loop {
             let page = self
                 .store
-                .scan(
+                .scan_projected(
                     kind,
                     ScanRequest {
                         filter: filter.clone(),
                         cursor,
                         limit: self.page.max(100),
                     },
+                    properties,
                 )
                 .await
                 .map_err(MigrateError::store("reading a kind for a move or copy"))?;
@@ -586,6 +622,7 @@ pub(crate) async fn build(
     r.scan(
         &t.prop.kind,
         filter,
+        &source_properties(t),
         format!("indexing {} by its join value", t.prop.kind),
         |page| page.iter().try_for_each(|s| index.add_source(s)),
     )
@@ -633,6 +670,7 @@ pub(crate) async fn check(r: Reading<'_>, index: &JoinIndex) -> Result<Check> {
     r.scan(
         &t.to_kind,
         filter,
+        &target_properties(t, false),
         format!("checking {} for conflicting writes (safety)", t.to_kind),
         |page| {
             let refs: Vec<&Entity> = page.iter().collect();
@@ -661,6 +699,7 @@ pub(crate) async fn check(r: Reading<'_>, index: &JoinIndex) -> Result<Check> {
     r.scan(
         &t.prop.kind,
         filter,
+        &source_properties(t),
         format!("listing the conflicting writes of {}", t.prop.kind),
         |page| {
             for s in page.iter().filter(|s| eval::source_matches(t, s)) {
@@ -712,6 +751,7 @@ pub(crate) async fn deliveries(
     r.scan(
         &t.to_kind,
         filter,
+        &target_properties(t, true),
         format!("finding what {} received", t.to_kind),
         |page| {
             for target in page.iter().filter(|e| eval::target_matches(t, e)) {
