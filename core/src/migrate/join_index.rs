@@ -379,6 +379,11 @@ impl<V: Summary> SpillMap<V> {
         self.spills
     }
 
+    /// The map itself while nothing has spilled: lookups need no batching.
+    fn in_memory(&self) -> Option<&HashMap<GroupKey, V>> {
+        self.scratch.is_none().then_some(&self.memory)
+    }
+
     /// The summaries of `keys` (after [`SpillMap::finish`]).
     pub(crate) fn get_many(&self, keys: &[&GroupKey]) -> Result<Vec<Option<V>>> {
         match &self.scratch {
@@ -406,8 +411,6 @@ pub struct JoinIndex {
 
 /// What the index says about one target of a page.
 pub struct Resolved {
-    /// The groups the target meets.
-    pub(crate) groups: Vec<GroupKey>,
     /// What it becomes (forced when it conflicts); source lists are empty.
     pub resolution: TargetResolution,
     /// Do its sources disagree?
@@ -455,11 +458,70 @@ impl JoinIndex {
     /// Resolves a page of targets (as they are before the statement): `None`
     /// for a target θ2 rejects.
     pub fn resolve(&self, targets: &[&Entity]) -> Result<Vec<Option<Resolved>>> {
+        let opts = self.opts;
+        Ok(self
+            .judge(targets, |g| g.resolve(&opts))?
+            .into_iter()
+            .map(|judged| {
+                let (_, (resolution, conflict)) = judged?;
+                Some(Resolved {
+                    resolution,
+                    conflict,
+                })
+            })
+            .collect())
+    }
+
+    /// The groups of each target of a page that conflicts (its sources
+    /// disagree): what the safety check needs of [`JoinIndex::resolve`],
+    /// without building the resolutions.
+    fn conflicting(&self, targets: &[&Entity]) -> Result<Vec<Option<Vec<GroupKey>>>> {
+        let opts = self.opts;
+        Ok(self
+            .judge(targets, |g| g.sources > 0 && g.conflicts(&opts))?
+            .into_iter()
+            .map(|judged| judged.filter(|(_, conflict)| *conflict).map(|(g, _)| g))
+            .collect())
+    }
+
+    /// `verdict` of the union of the groups each target of a page meets (with
+    /// those groups), `None` for a target θ2 rejects. A target meets one group
+    /// in the common case, judged where it lies, uncopied; while the index is
+    /// in memory each is looked up directly, once spilled the page's distinct
+    /// groups are read in one transaction.
+    fn judge<R>(
+        &self,
+        targets: &[&Entity],
+        verdict: impl Fn(&Group) -> R,
+    ) -> Result<Vec<Option<(Vec<GroupKey>, R)>>> {
         let t = &self.transfer;
         let per_target: Vec<Option<Vec<GroupKey>>> = targets
             .iter()
             .map(|e| eval::target_matches(t, e).then(|| join::target_groups(t, e)))
             .collect();
+        let of_union = |found: &mut dyn Iterator<Item = &Group>| match (found.next(), found.next())
+        {
+            (None, _) => verdict(&Group::default()),
+            (Some(one), None) => verdict(one),
+            (Some(a), Some(b)) => {
+                let mut union = a.clone();
+                union.merge(b.clone());
+                for g in found {
+                    union.merge(g.clone());
+                }
+                verdict(&union)
+            }
+        };
+        if let Some(memory) = self.groups.in_memory() {
+            return Ok(per_target
+                .into_iter()
+                .map(|groups| {
+                    let groups = groups?;
+                    let v = of_union(&mut groups.iter().filter_map(|k| memory.get(k)));
+                    Some((groups, v))
+                })
+                .collect());
+        }
         let mut keys: Vec<&GroupKey> = per_target.iter().flatten().flatten().collect();
         keys.sort_unstable();
         keys.dedup();
@@ -469,25 +531,18 @@ impl JoinIndex {
             .zip(found)
             .filter_map(|(k, g)| Some((k, g?)))
             .collect();
-        let verdicts: Vec<Option<(TargetResolution, bool)>> = per_target
+        let verdicts: Vec<Option<R>> = per_target
             .iter()
             .map(|groups| {
                 let groups = groups.as_ref()?;
-                Some(join::union(groups.iter().filter_map(|k| by_key.get(k))).resolve(&self.opts))
+                Some(of_union(&mut groups.iter().filter_map(|k| by_key.get(k))))
             })
             .collect();
         drop(by_key);
         Ok(per_target
             .into_iter()
             .zip(verdicts)
-            .map(|(groups, verdict)| {
-                let (resolution, conflict) = verdict?;
-                Some(Resolved {
-                    groups: groups.unwrap_or_default(),
-                    resolution,
-                    conflict,
-                })
-            })
+            .map(|(groups, v)| Some((groups?, v?)))
             .collect())
     }
 }
@@ -674,11 +729,11 @@ pub(crate) async fn check(r: Reading<'_>, index: &JoinIndex) -> Result<Check> {
         format!("checking {} for conflicting writes (safety)", t.to_kind),
         |page| {
             let refs: Vec<&Entity> = page.iter().collect();
-            for (target, resolved) in page.iter().zip(index.resolve(&refs)?) {
-                if let Some(resolved) = resolved.filter(|r| r.conflict) {
+            for (target, groups) in page.iter().zip(index.conflicting(&refs)?) {
+                if let Some(groups) = groups {
                     out.conflict_count += 1;
                     if detailed.len() < CONFLICT_DETAIL {
-                        detailed.push((target.key.clone(), resolved.groups));
+                        detailed.push((target.key.clone(), groups));
                     }
                 }
             }

@@ -82,6 +82,41 @@ pub struct EmbeddedOptions {
     pub cache_bytes: usize,
 }
 
+impl EmbeddedOptions {
+    /// Splits the part of an `embedded:` URL after the scheme into the file
+    /// and the options of its query: `PATH?cache_mb=N` sets redb's page cache
+    /// to N MiB (at least 1); without a query, the defaults. A file name
+    /// cannot hold a `?`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::ConfigInvalid`] for an unknown option or a bad number.
+    pub fn split_url(rest: &str) -> Result<(&str, EmbeddedOptions)> {
+        let mut options = EmbeddedOptions::default();
+        let Some((path, query)) = rest.split_once('?') else {
+            return Ok((rest, options));
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let bad = || {
+                Error::new(
+                    ErrorKind::ConfigInvalid,
+                    format!(
+                        "embedded store option {pair:?}: the only option is cache_mb=N (redb's page cache in MiB, default {})",
+                        DEFAULT_CACHE_BYTES >> 20
+                    ),
+                )
+            };
+            match pair.split_once('=') {
+                Some(("cache_mb", n)) => {
+                    let mb: usize = n.parse().ok().filter(|mb| *mb > 0).ok_or_else(bad)?;
+                    options.cache_bytes = mb.checked_mul(1 << 20).ok_or_else(bad)?;
+                }
+                _ => return Err(bad()),
+            }
+        }
+        Ok((path, options))
+    }
+}
+
 impl Default for EmbeddedOptions {
     fn default() -> Self {
         EmbeddedOptions {
