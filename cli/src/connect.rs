@@ -73,8 +73,8 @@ pub async fn open_with(store_url: &str, create: bool) -> anyhow::Result<Arc<dyn 
                 bail!("{}", missing_store_message(path));
             }
             let rest = &store_url["embedded:".len()..];
-            let (_, options) = EmbeddedOptions::split_url(rest)
-                .context("cannot open the embedded store")?;
+            let (_, options) =
+                EmbeddedOptions::split_url(rest).context("cannot open the embedded store")?;
             let store = tern_core::store::embedded::EmbeddedStore::open_with(path, options)
                 .context("cannot open the embedded store")?;
             Ok(Arc::new(store))
@@ -133,4 +133,25 @@ fn missing_store_message(path: &str) -> String {
         "no embedded store at {path}{hint}; check the store URL, or create it: `tern import FILE` creates it, \
          and --create-store lets any command start with a new, empty store"
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::embedded_path;
+
+    #[test]
+    fn the_cache_option_is_not_part_of_the_file() {
+        assert_eq!(
+            embedded_path("embedded:a/t.redb?cache_mb=8").unwrap(),
+            Some("a/t.redb")
+        );
+        assert_eq!(
+            embedded_path("embedded:///abs/t.redb?cache_mb=8").unwrap(),
+            Some("/abs/t.redb")
+        );
+        assert_eq!(embedded_path("embedded:t.redb").unwrap(), Some("t.redb"));
+        let err = embedded_path("embedded:t.redb?cache=8").unwrap_err();
+        assert!(format!("{err:#}").contains("cache_mb"), "{err:#}");
+    }
 }

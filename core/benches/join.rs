@@ -73,7 +73,8 @@ fn plot(path: &str, points: &[JoinTimes]) {
         .y_desc("seconds")
         .draw()
         .expect("mesh");
-    let series: [(&str, RGBColor, fn(&JoinTimes) -> f64); 4] = [
+    type Series = (&'static str, RGBColor, fn(&JoinTimes) -> f64);
+    let series: [Series; 4] = [
         ("add blogpost.likes (baseline)", BLACK, |p| {
             p.add.as_secs_f64()
         }),

@@ -409,6 +409,9 @@ pub struct JoinIndex {
     pub(crate) sources_read: u64,
 }
 
+/// A target's groups and the verdict on their union; `None` when θ2 rejects it.
+type Judged<R> = Option<(Vec<GroupKey>, R)>;
+
 /// What the index says about one target of a page.
 pub struct Resolved {
     /// What it becomes (forced when it conflicts); source lists are empty.
@@ -493,7 +496,7 @@ impl JoinIndex {
         &self,
         targets: &[&Entity],
         verdict: impl Fn(&Group) -> R,
-    ) -> Result<Vec<Option<(Vec<GroupKey>, R)>>> {
+    ) -> Result<Vec<Judged<R>>> {
         let t = &self.transfer;
         let per_target: Vec<Option<Vec<GroupKey>>> = targets
             .iter()
