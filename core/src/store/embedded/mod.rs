@@ -39,6 +39,14 @@
 //! a second open fails with [`ErrorKind::Busy`] naming the path. The
 //! blocking redb calls run on tokio's blocking thread pool when called inside
 //! a tokio runtime (and inline otherwise), so they never stall the async workers.
+//!
+//! # Memory
+//!
+//! redb keeps a page cache (reads, and the write buffer of a transaction, at
+//! most half of it): [`DEFAULT_CACHE_BYTES`] (64 MiB) unless
+//! [`EmbeddedOptions::cache_bytes`] or the URL (`embedded:PATH?cache_mb=N`)
+//! says otherwise; redb's own default of 1 GiB would let a long scan of a
+//! large file take that much.
 
 mod guard;
 mod ops;
