@@ -213,7 +213,9 @@ pub fn resolve(opt: &Opt) -> anyhow::Result<Settings> {
 fn resolve_embedded(url: &str, project_dir: &Path, from_command_line: bool) -> String {
     match crate::connect::embedded_path(url) {
         Ok(Some(path)) if !from_command_line && Path::new(path).is_relative() => {
-            format!("embedded:{}", project_dir.join(path).display())
+            // The options (`?cache_mb=N`) stay.
+            let query = url.find('?').map_or("", |i| &url[i..]);
+            format!("embedded:{}{query}", project_dir.join(path).display())
         }
         _ => url.to_owned(),
     }

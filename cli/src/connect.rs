@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use tern_core::store::embedded::EmbeddedOptions;
 use tern_core::store::{Store, url};
 
 /// Opens the store named by `store_url`, creating a missing embedded store
@@ -15,7 +16,8 @@ pub async fn open(store_url: &str) -> anyhow::Result<Arc<dyn Store>> {
 }
 
 /// The file of an `embedded:` URL (scheme in any case; `embedded:PATH`,
-/// `embedded://PATH` or `embedded:///ABSOLUTE`), or `None` for another scheme.
+/// `embedded://PATH` or `embedded:///ABSOLUTE`, each optionally followed by
+/// `?cache_mb=N`, redb's page cache in MiB), or `None` for another scheme.
 ///
 /// # Errors
 /// A URL naming no file, or one with a user or password (they would become
@@ -38,6 +40,9 @@ pub fn embedded_path(store_url: &str) -> anyhow::Result<Option<&str>> {
         }
         None => rest,
     };
+    // `?cache_mb=N` is an option of the store, not part of the file name.
+    let (path, _) = EmbeddedOptions::split_url(path)
+        .with_context(|| format!("store URL {:?}", url::redact(store_url)))?;
     if path.is_empty() {
         bail!(
             "store URL {:?} names no file; write embedded:PATH, e.g. embedded:tern.redb",
@@ -67,7 +72,10 @@ pub async fn open_with(store_url: &str, create: bool) -> anyhow::Result<Arc<dyn 
             if !create && !std::path::Path::new(path).exists() {
                 bail!("{}", missing_store_message(path));
             }
-            let store = tern_core::store::embedded::EmbeddedStore::open(path)
+            let rest = &store_url["embedded:".len()..];
+            let (_, options) =
+                EmbeddedOptions::split_url(rest).context("cannot open the embedded store")?;
+            let store = tern_core::store::embedded::EmbeddedStore::open_with(path, options)
                 .context("cannot open the embedded store")?;
             Ok(Arc::new(store))
         }
@@ -125,4 +133,25 @@ fn missing_store_message(path: &str) -> String {
         "no embedded store at {path}{hint}; check the store URL, or create it: `tern import FILE` creates it, \
          and --create-store lets any command start with a new, empty store"
     )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::embedded_path;
+
+    #[test]
+    fn the_cache_option_is_not_part_of_the_file() {
+        assert_eq!(
+            embedded_path("embedded:a/t.redb?cache_mb=8").unwrap(),
+            Some("a/t.redb")
+        );
+        assert_eq!(
+            embedded_path("embedded:///abs/t.redb?cache_mb=8").unwrap(),
+            Some("/abs/t.redb")
+        );
+        assert_eq!(embedded_path("embedded:t.redb").unwrap(), Some("t.redb"));
+        let err = embedded_path("embedded:t.redb?cache=8").unwrap_err();
+        assert!(format!("{err:#}").contains("cache_mb"), "{err:#}");
+    }
 }

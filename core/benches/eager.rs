@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tern_core::migrate::RunOptions;
 use tern_core::model::Value;
-use tern_core::store::embedded::EmbeddedStore;
+use tern_core::store::embedded::{DEFAULT_CACHE_BYTES, EmbeddedOptions, EmbeddedStore};
 use tern_core::store::{Filter, ScanRequest, Store, Write};
 use tern_testkit::bench::{self, BenchArgs, Ratios};
 use tern_testkit::intercept::{Intercepted, TwoCalls};
@@ -73,6 +73,15 @@ fn median(values: &[f64]) -> f64 {
 #[tokio::main]
 async fn main() {
     let a = BenchArgs::parse(1_000_000, 3);
+    // `--cache-mb N`: redb's page cache of every store (default: the embedded store's).
+    let store_options = EmbeddedOptions {
+        cache_bytes: a.value("--cache-mb").map_or(DEFAULT_CACHE_BYTES, |v| {
+            v.parse::<usize>().expect("--cache-mb needs a number") << 20
+        }),
+    };
+    let open = |name: &str, dir: &tempfile::TempDir| {
+        EmbeddedStore::open_with(dir.path().join(name), store_options).expect("open")
+    };
     // `--two-calls`: a third side, tern with each batch and its checkpoint in two transactions.
     let two_calls = a.flag("--two-calls");
     // `--no-count`: tern without the progress estimate (the embedded store's
@@ -85,7 +94,8 @@ async fn main() {
         ..RunOptions::default()
     };
     println!(
-        "eager add+rename, embedded store (redb), {} entities, batch {}, {} round(s), tern pushdown {}, progress estimate {}{}",
+        "eager add+rename, embedded store (redb, cache {} MiB), {} entities, batch {}, {} round(s), tern pushdown {}, progress estimate {}{}",
+        store_options.cache_bytes >> 20,
         a.entities,
         a.batch,
         a.rounds,
@@ -101,9 +111,8 @@ async fn main() {
     let (mut two_vs_loop, mut tern_vs_two) = (Vec::new(), Vec::new());
     for round in 0..a.rounds {
         let dir = tempfile::tempdir().expect("tempdir");
-        let loop_store = EmbeddedStore::open(dir.path().join("loop.redb")).expect("open");
-        let tern_store: Arc<dyn Store> =
-            Arc::new(EmbeddedStore::open(dir.path().join("tern.redb")).expect("open"));
+        let loop_store = open("loop.redb", &dir);
+        let tern_store: Arc<dyn Store> = Arc::new(open("tern.redb", &dir));
         bench::load(&loop_store, a.entities).await.expect("load");
         bench::load(tern_store.as_ref(), a.entities)
             .await
@@ -121,10 +130,8 @@ async fn main() {
             ratios.record(round, (n_loop, t_loop), (n_tern, t_tern));
             continue;
         }
-        let two_store: Arc<dyn Store> = Arc::new(Intercepted::new(
-            Arc::new(EmbeddedStore::open(dir.path().join("two.redb")).expect("open")),
-            TwoCalls,
-        ));
+        let two_store: Arc<dyn Store> =
+            Arc::new(Intercepted::new(Arc::new(open("two.redb", &dir)), TwoCalls));
         bench::load(two_store.as_ref(), a.entities)
             .await
             .expect("load");

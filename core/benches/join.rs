@@ -11,7 +11,8 @@
 //!     --points 100000,250000,500000,750000,1000000 --plot docs/join-linearity.png
 //! ```
 //!
-//! `--join-memory BYTES` sets the index's memory budget (default 64 MiB).
+//! `--join-memory BYTES` sets the index's memory budget (default 64 MiB);
+//! `--cache-mb N` redb's page cache (default the embedded store's, 64 MiB).
 //! `--index-only N` builds and probes the index of N users alone, without a
 //! store (the memory bound at 10M sources: `--index-only 10000000`).
 
@@ -20,13 +21,15 @@
 use std::sync::Arc;
 
 use tern_core::migrate::RunOptions;
-use tern_core::store::embedded::EmbeddedStore;
+use tern_core::store::embedded::{DEFAULT_CACHE_BYTES, EmbeddedOptions, EmbeddedStore};
 use tern_testkit::bench::BenchArgs;
 use tern_testkit::join_bench::{self, JoinTimes};
 
-async fn one(n: usize, options: &RunOptions) -> JoinTimes {
+async fn one(n: usize, options: &RunOptions, store_options: EmbeddedOptions) -> JoinTimes {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(EmbeddedStore::open(dir.path().join("bench.redb")).expect("open"));
+    let store = Arc::new(
+        EmbeddedStore::open_with(dir.path().join("bench.redb"), store_options).expect("open"),
+    );
     join_bench::load(store.as_ref(), n).await.expect("load");
     join_bench::run(store, n, options.clone())
         .await
@@ -70,7 +73,8 @@ fn plot(path: &str, points: &[JoinTimes]) {
         .y_desc("seconds")
         .draw()
         .expect("mesh");
-    let series: [(&str, RGBColor, fn(&JoinTimes) -> f64); 4] = [
+    type Series = (&'static str, RGBColor, fn(&JoinTimes) -> f64);
+    let series: [Series; 4] = [
         ("add blogpost.likes (baseline)", BLACK, |p| {
             p.add.as_secs_f64()
         }),
@@ -123,6 +127,11 @@ async fn main() {
             }),
         ..RunOptions::default()
     };
+    let store_options = EmbeddedOptions {
+        cache_bytes: a.value("--cache-mb").map_or(DEFAULT_CACHE_BYTES, |v| {
+            v.parse::<usize>().expect("--cache-mb needs a number") << 20
+        }),
+    };
     if let Some(n) = a.value("--index-only") {
         let n: usize = n.parse().expect("--index-only needs a number");
         let p = join_bench::index_only(n, options.join_memory).expect("probe");
@@ -147,12 +156,14 @@ async fn main() {
         None => vec![a.entities],
     };
     println!(
-        "embedded store (redb), batch {}, join memory {} bytes; each line a fresh store with N users and N posts",
-        options.batch_size, options.join_memory
+        "embedded store (redb, cache {} MiB), batch {}, join memory {} bytes; each line a fresh store with N users and N posts",
+        store_options.cache_bytes >> 20,
+        options.batch_size,
+        options.join_memory
     );
     let mut results = Vec::new();
     for n in points {
-        let times = one(n, &options).await;
+        let times = one(n, &options, store_options).await;
         times.print();
         results.push(times);
         // Drawn after every point, so a long run interrupted still leaves its curve.

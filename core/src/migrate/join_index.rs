@@ -379,6 +379,11 @@ impl<V: Summary> SpillMap<V> {
         self.spills
     }
 
+    /// The map itself while nothing has spilled: lookups need no batching.
+    fn in_memory(&self) -> Option<&HashMap<GroupKey, V>> {
+        self.scratch.is_none().then_some(&self.memory)
+    }
+
     /// The summaries of `keys` (after [`SpillMap::finish`]).
     pub(crate) fn get_many(&self, keys: &[&GroupKey]) -> Result<Vec<Option<V>>> {
         match &self.scratch {
@@ -404,10 +409,11 @@ pub struct JoinIndex {
     pub(crate) sources_read: u64,
 }
 
+/// A target's groups and the verdict on their union; `None` when θ2 rejects it.
+type Judged<R> = Option<(Vec<GroupKey>, R)>;
+
 /// What the index says about one target of a page.
 pub struct Resolved {
-    /// The groups the target meets.
-    pub(crate) groups: Vec<GroupKey>,
     /// What it becomes (forced when it conflicts); source lists are empty.
     pub resolution: TargetResolution,
     /// Do its sources disagree?
@@ -455,11 +461,70 @@ impl JoinIndex {
     /// Resolves a page of targets (as they are before the statement): `None`
     /// for a target θ2 rejects.
     pub fn resolve(&self, targets: &[&Entity]) -> Result<Vec<Option<Resolved>>> {
+        let opts = self.opts;
+        Ok(self
+            .judge(targets, |g| g.resolve(&opts))?
+            .into_iter()
+            .map(|judged| {
+                let (_, (resolution, conflict)) = judged?;
+                Some(Resolved {
+                    resolution,
+                    conflict,
+                })
+            })
+            .collect())
+    }
+
+    /// The groups of each target of a page that conflicts (its sources
+    /// disagree): what the safety check needs of [`JoinIndex::resolve`],
+    /// without building the resolutions.
+    fn conflicting(&self, targets: &[&Entity]) -> Result<Vec<Option<Vec<GroupKey>>>> {
+        let opts = self.opts;
+        Ok(self
+            .judge(targets, |g| g.sources > 0 && g.conflicts(&opts))?
+            .into_iter()
+            .map(|judged| judged.filter(|(_, conflict)| *conflict).map(|(g, _)| g))
+            .collect())
+    }
+
+    /// `verdict` of the union of the groups each target of a page meets (with
+    /// those groups), `None` for a target θ2 rejects. A target meets one group
+    /// in the common case, judged where it lies, uncopied; while the index is
+    /// in memory each is looked up directly, once spilled the page's distinct
+    /// groups are read in one transaction.
+    fn judge<R>(
+        &self,
+        targets: &[&Entity],
+        verdict: impl Fn(&Group) -> R,
+    ) -> Result<Vec<Judged<R>>> {
         let t = &self.transfer;
         let per_target: Vec<Option<Vec<GroupKey>>> = targets
             .iter()
             .map(|e| eval::target_matches(t, e).then(|| join::target_groups(t, e)))
             .collect();
+        let of_union = |found: &mut dyn Iterator<Item = &Group>| match (found.next(), found.next())
+        {
+            (None, _) => verdict(&Group::default()),
+            (Some(one), None) => verdict(one),
+            (Some(a), Some(b)) => {
+                let mut union = a.clone();
+                union.merge(b.clone());
+                for g in found {
+                    union.merge(g.clone());
+                }
+                verdict(&union)
+            }
+        };
+        if let Some(memory) = self.groups.in_memory() {
+            return Ok(per_target
+                .into_iter()
+                .map(|groups| {
+                    let groups = groups?;
+                    let v = of_union(&mut groups.iter().filter_map(|k| memory.get(k)));
+                    Some((groups, v))
+                })
+                .collect());
+        }
         let mut keys: Vec<&GroupKey> = per_target.iter().flatten().flatten().collect();
         keys.sort_unstable();
         keys.dedup();
@@ -469,25 +534,18 @@ impl JoinIndex {
             .zip(found)
             .filter_map(|(k, g)| Some((k, g?)))
             .collect();
-        let verdicts: Vec<Option<(TargetResolution, bool)>> = per_target
+        let verdicts: Vec<Option<R>> = per_target
             .iter()
             .map(|groups| {
                 let groups = groups.as_ref()?;
-                Some(join::union(groups.iter().filter_map(|k| by_key.get(k))).resolve(&self.opts))
+                Some(of_union(&mut groups.iter().filter_map(|k| by_key.get(k))))
             })
             .collect();
         drop(by_key);
         Ok(per_target
             .into_iter()
             .zip(verdicts)
-            .map(|(groups, verdict)| {
-                let (resolution, conflict) = verdict?;
-                Some(Resolved {
-                    groups: groups.unwrap_or_default(),
-                    resolution,
-                    conflict,
-                })
-            })
+            .map(|(groups, v)| Some((groups?, v?)))
             .collect())
     }
 }
@@ -534,12 +592,47 @@ pub(crate) struct Reading<'a> {
     pub(crate) progress: &'a dyn Progress,
 }
 
+/// The top-level properties of a source that the index build and the
+/// conflict detail read: the moved/copied property, the join property and
+/// those θ1 tests.
+fn source_properties(t: &Transfer) -> Vec<String> {
+    let mut props: Vec<String> = std::iter::once(&t.prop.path)
+        .chain(t.join.as_ref().map(|j| &j.source.path))
+        .chain(t.source_conditions.iter().map(|a| &a.prop.path))
+        .filter_map(|p| p.first().cloned())
+        .collect();
+    props.sort_unstable();
+    props.dedup();
+    props
+}
+
+/// The top-level properties of a target that the safety check reads (the join
+/// property and those θ2 tests) and, `with_value`, the property itself (a
+/// move's deliveries).
+fn target_properties(t: &Transfer, with_value: bool) -> Vec<String> {
+    let mut props: Vec<String> = t
+        .join
+        .as_ref()
+        .map(|j| &j.target.path)
+        .into_iter()
+        .chain(with_value.then_some(&t.prop.path))
+        .chain(t.target_conditions.iter().map(|a| &a.prop.path))
+        .filter_map(|p| p.first().cloned())
+        .collect();
+    props.sort_unstable();
+    props.dedup();
+    props
+}
+
 impl Reading<'_> {
-    /// Calls `each` with every page of the entities of `kind` that pass `filter`.
+    /// Calls `each` with every page of the entities of `kind` that pass
+    /// `filter`, each holding at least the top-level `properties`
+    /// ([`Store::scan_projected`]: these passes write nothing back).
     async fn scan(
         &self,
         kind: &str,
         filter: Filter,
+        properties: &[String],
         description: String,
         mut each: impl FnMut(Vec<Entity>) -> Result<()>,
     ) -> Result<()> {
@@ -549,13 +642,14 @@ impl Reading<'_> {
         loop {
             let page = self
                 .store
-                .scan(
+                .scan_projected(
                     kind,
                     ScanRequest {
                         filter: filter.clone(),
                         cursor,
                         limit: self.page.max(100),
                     },
+                    properties,
                 )
                 .await
                 .map_err(MigrateError::store("reading a kind for a move or copy"))?;
@@ -586,6 +680,7 @@ pub(crate) async fn build(
     r.scan(
         &t.prop.kind,
         filter,
+        &source_properties(t),
         format!("indexing {} by its join value", t.prop.kind),
         |page| page.iter().try_for_each(|s| index.add_source(s)),
     )
@@ -633,14 +728,15 @@ pub(crate) async fn check(r: Reading<'_>, index: &JoinIndex) -> Result<Check> {
     r.scan(
         &t.to_kind,
         filter,
+        &target_properties(t, false),
         format!("checking {} for conflicting writes (safety)", t.to_kind),
         |page| {
             let refs: Vec<&Entity> = page.iter().collect();
-            for (target, resolved) in page.iter().zip(index.resolve(&refs)?) {
-                if let Some(resolved) = resolved.filter(|r| r.conflict) {
+            for (target, groups) in page.iter().zip(index.conflicting(&refs)?) {
+                if let Some(groups) = groups {
                     out.conflict_count += 1;
                     if detailed.len() < CONFLICT_DETAIL {
-                        detailed.push((target.key.clone(), resolved.groups));
+                        detailed.push((target.key.clone(), groups));
                     }
                 }
             }
@@ -661,6 +757,7 @@ pub(crate) async fn check(r: Reading<'_>, index: &JoinIndex) -> Result<Check> {
     r.scan(
         &t.prop.kind,
         filter,
+        &source_properties(t),
         format!("listing the conflicting writes of {}", t.prop.kind),
         |page| {
             for s in page.iter().filter(|s| eval::source_matches(t, s)) {
@@ -712,6 +809,7 @@ pub(crate) async fn deliveries(
     r.scan(
         &t.to_kind,
         filter,
+        &target_properties(t, true),
         format!("finding what {} received", t.to_kind),
         |page| {
             for target in page.iter().filter(|e| eval::target_matches(t, e)) {

@@ -82,6 +82,42 @@ pub fn decode_entity(bytes: &[u8]) -> Result<(Value, Version, Map), CodecError> 
     Ok((id, version, value))
 }
 
+/// Decodes an encoded entity into (id, version, value) keeping, of the value,
+/// only the top-level properties for which `keep` holds: the others are
+/// checked (the same errors as [`decode_entity`] for bytes that are not an
+/// encoded entity) but not materialized. For readers that need a few
+/// properties of large entities (a move or copy's index and safety check).
+///
+/// # Errors
+/// Bytes that are not an encoded entity.
+pub fn decode_entity_projected(
+    bytes: &[u8],
+    keep: impl Fn(&str) -> bool,
+) -> Result<(Value, Version, Map), CodecError> {
+    let mut r = Reader { bytes, pos: 0 };
+    let version = r.header()?;
+    let id = r.value(0)?;
+    let n = r.len()?;
+    let mut value = Map::new();
+    let mut last: Option<&str> = None;
+    for _ in 0..n {
+        let name = r.name()?;
+        if last.is_some_and(|l| l >= name) {
+            return Err(CodecError("map names out of order"));
+        }
+        last = Some(name);
+        if keep(name) {
+            value.insert(name.to_owned(), r.value(0)?);
+        } else {
+            r.skip(0)?;
+        }
+    }
+    if r.pos != bytes.len() {
+        return Err(CodecError("trailing bytes after the entity"));
+    }
+    Ok((id, version, value))
+}
+
 fn put_varint(mut v: u64, out: &mut Vec<u8>) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -228,6 +264,59 @@ impl<'a> Reader<'a> {
             .map_err(|_| CodecError("string is not UTF-8"))
     }
 
+    /// A string (a property name, or a skipped value), UTF-8 checked, without allocating.
+    fn name(&mut self) -> Result<&'a str, CodecError> {
+        let n = self.len()?;
+        let raw = self.take(n)?;
+        std::str::from_utf8(raw).map_err(|_| CodecError("string is not UTF-8"))
+    }
+
+    /// Passes over one value with the checks of [`Reader::value`], building nothing.
+    fn skip(&mut self, depth: usize) -> Result<(), CodecError> {
+        match self.byte()? {
+            T_NULL | T_FALSE | T_TRUE => {}
+            T_INT | T_TIMESTAMP => {
+                self.varint()?;
+            }
+            T_FLOAT => {
+                self.take(8)?;
+            }
+            T_STRING => {
+                self.name()?;
+            }
+            T_BYTES => {
+                let n = self.len()?;
+                self.take(n)?;
+            }
+            T_ARRAY => {
+                if depth >= MAX_DEPTH {
+                    return Err(CodecError("value nested too deep"));
+                }
+                let n = self.len()?;
+                for _ in 0..n {
+                    self.skip(depth + 1)?;
+                }
+            }
+            T_MAP => {
+                if depth >= MAX_DEPTH {
+                    return Err(CodecError("value nested too deep"));
+                }
+                let n = self.len()?;
+                let mut last: Option<&str> = None;
+                for _ in 0..n {
+                    let name = self.name()?;
+                    if last.is_some_and(|l| l >= name) {
+                        return Err(CodecError("map names out of order"));
+                    }
+                    last = Some(name);
+                    self.skip(depth + 1)?;
+                }
+            }
+            _ => return Err(CodecError("unknown value tag")),
+        }
+        Ok(())
+    }
+
     fn map(&mut self, depth: usize) -> Result<Map, CodecError> {
         let n = self.len()?;
         let mut map = Map::new();
@@ -322,6 +411,46 @@ mod tests {
             bytes[i] ^= flip;
             let _ = decode_entity(&bytes);
             let _ = decode_entity(&bytes[..i]);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn projection_keeps_exactly_the_named_properties(
+            id in arb_id(),
+            value in arb_map(),
+            pick in prop::collection::vec(any::<prop::sample::Index>(), 0..4),
+        ) {
+            let bytes = enc(&id, 7, &value);
+            let names: Vec<&String> = value.keys().collect();
+            let wanted: Vec<String> = if names.is_empty() {
+                vec!["absent".to_owned()]
+            } else {
+                pick.iter().map(|i| i.get(&names).to_string()).collect()
+            };
+            let (pid, pversion, projected) =
+                decode_entity_projected(&bytes, |n| wanted.iter().any(|w| w == n)).unwrap();
+            let expected: Map = value
+                .iter()
+                .filter(|(k, _)| wanted.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            prop_assert_eq!(pid, id);
+            prop_assert_eq!(pversion, 7);
+            prop_assert_eq!(projected, expected);
+        }
+
+        #[test]
+        fn projection_rejects_what_decoding_rejects(id in arb_id(), value in arb_map(), cut in any::<prop::sample::Index>(), flip in any::<u8>()) {
+            let mut bytes = enc(&id, 3, &value);
+            let at = cut.index(bytes.len());
+            bytes[at] ^= flip;
+            let whole = decode_entity(&bytes);
+            let nothing = decode_entity_projected(&bytes, |_| false);
+            let everything = decode_entity_projected(&bytes, |_| true);
+            // The same bytes are accepted (messages may differ: the order of names is checked first).
+            prop_assert_eq!(whole.is_ok(), nothing.is_ok());
+            prop_assert_eq!(whole.ok(), everything.ok());
         }
     }
 

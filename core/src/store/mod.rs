@@ -475,6 +475,25 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// One page of the entities of `kind` that pass `request.filter`.
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage>;
 
+    /// One page of a scan, as [`Store::scan`] (the same filter, cursor and
+    /// guarantees), where each entity need hold only its top-level
+    /// properties named in `properties`: a store may leave the others out
+    /// (it may also keep them). The filter is still evaluated on the whole
+    /// stored entity. For passes that read a few properties of every entity
+    /// and write nothing back (a move or copy's index and safety check): an
+    /// entity read this way must never be written back or compared in a
+    /// replace. Default: [`Store::scan`], whole entities; the embedded store
+    /// decodes only the named properties.
+    async fn scan_projected(
+        &self,
+        kind: &str,
+        request: ScanRequest,
+        properties: &[String],
+    ) -> Result<ScanPage> {
+        let _ = properties;
+        self.scan(kind, request).await
+    }
+
     /// The entity with this key, or `None`.
     async fn get(&self, key: &Key) -> Result<Option<Entity>>;
 

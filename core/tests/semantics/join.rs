@@ -13,6 +13,7 @@ use tern_core::migrate::{
 };
 use tern_core::model::Entity;
 use tern_core::model::arb::arb_value;
+use tern_core::store::embedded::EmbeddedStore;
 use tern_core::store::memory::MemoryStore;
 use tern_core::store::{Filter, ScanRequest, Store, Write};
 
@@ -53,18 +54,26 @@ async fn dump(store: &dyn Store) -> State {
 }
 
 /// Runs `stmt` as a one-statement migration with `tern up` on a memory store
-/// holding `before`; returns the store's state, or the error.
+/// (or, `embedded`, an embedded store, whose index and check passes decode
+/// only the properties they read) holding `before`; returns the store's
+/// state, or the error.
 fn engine_run(
     stmt: &Statement,
     before: &State,
     run: RunOptions,
+    embedded: bool,
 ) -> Result<State, (MigrateError, State)> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn Store> = if embedded {
+            Arc::new(EmbeddedStore::open(dir.path().join("t.redb")).unwrap())
+        } else {
+            Arc::new(MemoryStore::new())
+        };
         store
             .write_batch(before.values().cloned().map(Write::Put).collect())
             .await
@@ -122,7 +131,8 @@ proptest! {
     #![proptest_config(config(256))]
 
     /// `tern up` of a move or copy through the join index (in memory, and
-    /// spilled to its scratch file under a tiny budget) gives exactly the
+    /// spilled to its scratch file under a tiny budget; on the memory store,
+    /// and on the embedded store's projected scans) gives exactly the
     /// reference semantics, data and versions; an unsafe one is refused with
     /// its conflicting targets and writes nothing, and forced it gives the
     /// reference's forced result.
@@ -133,6 +143,7 @@ proptest! {
         force in prop::bool::ANY,
         budget in prop_oneof![Just(0usize), Just(400), Just(64usize << 20)],
         batch in 1usize..4,
+        embedded in prop::bool::weighted(0.25),
     ) {
         let t = transfer_of(&stmt).unwrap();
         // The parser only accepts top-level moved properties.
@@ -150,7 +161,7 @@ proptest! {
         };
         let mut reference = s.clone();
         let expected = apply_statement(&stmt, &mut reference, &opts);
-        match (expected, engine_run(&stmt, &s, run)) {
+        match (expected, engine_run(&stmt, &s, run, embedded)) {
             (Ok(_), Ok(after)) => prop_assert_eq!(after, reference),
             (Err(EvalError::Unsafe { conflicts, .. }), Err((MigrateError::Unsafe { conflicts: listed, .. }, after))) => {
                 prop_assert_eq!(&after, &s, "an unsafe statement wrote something");

@@ -39,6 +39,14 @@
 //! a second open fails with [`ErrorKind::Busy`] naming the path. The
 //! blocking redb calls run on tokio's blocking thread pool when called inside
 //! a tokio runtime (and inline otherwise), so they never stall the async workers.
+//!
+//! # Memory
+//!
+//! redb keeps a page cache (reads, and the write buffer of a transaction, at
+//! most half of it): [`DEFAULT_CACHE_BYTES`] (64 MiB) unless
+//! [`EmbeddedOptions::cache_bytes`] or the URL (`embedded:PATH?cache_mb=N`)
+//! says otherwise; redb's own default of 1 GiB would let a long scan of a
+//! large file take that much.
 
 mod guard;
 mod ops;
@@ -51,7 +59,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::{Database, TableDefinition};
+use redb::TableDefinition;
 
 use super::{
     BatchMetaOutcome, Capability, Error, ErrorKind, Filter, MetaCas, MetaChange, MetaEntry,
@@ -67,6 +75,63 @@ pub const EMBEDDED_SCHEME: &str = "embedded";
 const ENTITIES: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("tern_entities");
 /// Metadata name → (revision, JSON text).
 const META: TableDefinition<'static, &str, (u64, &str)> = TableDefinition::new("tern_meta");
+
+/// redb's page cache of an embedded store unless [`EmbeddedOptions`] say
+/// otherwise: 64 MiB (redb's own default is 1 GiB, which dominated the
+/// memory of a `tern up` over 1M entities; docs/benchmarks.md "Move and copy
+/// by index" measures both).
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
+/// How an embedded store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmbeddedOptions {
+    /// The most memory redb's page cache takes, in bytes (reads and the write
+    /// buffer together; the write buffer is at most half of it).
+    pub cache_bytes: usize,
+}
+
+impl EmbeddedOptions {
+    /// Splits the part of an `embedded:` URL after the scheme into the file
+    /// and the options of its query: `PATH?cache_mb=N` sets redb's page cache
+    /// to N MiB (at least 1); without a query, the defaults. A file name
+    /// cannot hold a `?`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::ConfigInvalid`] for an unknown option or a bad number.
+    pub fn split_url(rest: &str) -> Result<(&str, EmbeddedOptions)> {
+        let mut options = EmbeddedOptions::default();
+        let Some((path, query)) = rest.split_once('?') else {
+            return Ok((rest, options));
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let bad = || {
+                Error::new(
+                    ErrorKind::ConfigInvalid,
+                    format!(
+                        "embedded store option {pair:?}: the only option is cache_mb=N (redb's page cache in MiB, default {})",
+                        DEFAULT_CACHE_BYTES >> 20
+                    ),
+                )
+            };
+            match pair.split_once('=') {
+                Some(("cache_mb", n)) => {
+                    let mb: usize = n.parse().ok().filter(|mb| *mb > 0).ok_or_else(bad)?;
+                    options.cache_bytes = mb.checked_mul(1 << 20).ok_or_else(bad)?;
+                }
+                _ => return Err(bad()),
+            }
+        }
+        Ok((path, options))
+    }
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        EmbeddedOptions {
+            cache_bytes: DEFAULT_CACHE_BYTES,
+        }
+    }
+}
 
 /// The embedded store: entities and metadata in one redb file.
 ///
@@ -101,14 +166,25 @@ impl EmbeddedStore {
     /// created; [`ErrorKind::Busy`] when it is already open (by this or another process);
     /// [`ErrorKind::InvalidData`] when it is not a redb file or is corrupt.
     pub fn open(path: impl AsRef<Path>) -> Result<EmbeddedStore> {
+        EmbeddedStore::open_with(path, EmbeddedOptions::default())
+    }
+
+    /// As [`EmbeddedStore::open`], with `options` (the page cache's size).
+    ///
+    /// # Errors
+    /// As [`EmbeddedStore::open`].
+    pub fn open_with(path: impl AsRef<Path>, options: EmbeddedOptions) -> Result<EmbeddedStore> {
         let path = path.as_ref().to_path_buf();
+        let mut builder = redb::Builder::new();
+        builder.set_cache_size(options.cache_bytes);
         let location = format!("{EMBEDDED_SCHEME}:{}", path.display());
         let read_only = readonly::file_is_read_only(&path);
         let db = guard::guarded(&location, || {
             if read_only {
-                return readonly::open(&path, &location);
+                return readonly::open(&builder, &path, &location);
             }
-            Database::create(&path).map(readonly::Db::Writable).map_err(|e| {
+            builder
+                .create(&path).map(readonly::Db::Writable).map_err(|e| {
                 let e = redb::Error::from(e);
                 // The location (in the context) names the file.
                 let message = match e {
@@ -215,7 +291,30 @@ impl Store for EmbeddedStore {
 
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
         let kind = kind.to_owned();
-        self.blocking(move |inner| inner.scan(&kind, &request))
+        self.blocking(move |inner| inner.scan(&kind, &request, None))
+            .await
+    }
+
+    /// Decodes, of each entity, only the named properties and those the
+    /// filter's conditions test (the others are checked, not built).
+    async fn scan_projected(
+        &self,
+        kind: &str,
+        request: ScanRequest,
+        properties: &[String],
+    ) -> Result<ScanPage> {
+        let kind = kind.to_owned();
+        let mut keep: Vec<String> = properties.to_vec();
+        keep.extend(
+            request
+                .filter
+                .conditions
+                .iter()
+                .filter_map(|c| c.path.first().cloned()),
+        );
+        keep.sort_unstable();
+        keep.dedup();
+        self.blocking(move |inner| inner.scan(&kind, &request, Some(&keep)))
             .await
     }
 

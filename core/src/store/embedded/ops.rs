@@ -5,7 +5,9 @@ use std::ops::Bound;
 use redb::ReadableTable;
 
 use super::{ENTITIES, Inner, META, map_redb};
-use crate::model::codec::{CodecError, decode_entity, decode_version, encode_entity};
+use crate::model::codec::{
+    CodecError, decode_entity, decode_entity_projected, decode_version, encode_entity,
+};
 use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
 use crate::store::memory::decode_cursor;
@@ -187,7 +189,14 @@ impl Inner {
         Ok(kinds)
     }
 
-    pub(super) fn scan(&self, kind: &str, request: &ScanRequest) -> Result<ScanPage> {
+    /// With `keep` (sorted), only those top-level properties are decoded:
+    /// the caller includes those the filter's conditions test.
+    pub(super) fn scan(
+        &self,
+        kind: &str,
+        request: &ScanRequest,
+        keep: Option<&[String]>,
+    ) -> Result<ScanPage> {
         let prefix = encode_kind_prefix(kind);
         let end = prefix_end(&prefix);
         let start = self.start_bound(kind, &prefix, request.cursor.as_ref())?;
@@ -220,8 +229,13 @@ impl Inner {
             if !request.filter.version.matches(version) {
                 continue;
             }
-            let (id, version, value) =
-                decode_entity(bytes).map_err(|e| self.corrupt(kind, key, e))?;
+            let decoded = match keep {
+                None => decode_entity(bytes),
+                Some(keep) => decode_entity_projected(bytes, |name| {
+                    keep.binary_search_by(|k| k.as_str().cmp(name)).is_ok()
+                }),
+            };
+            let (id, version, value) = decoded.map_err(|e| self.corrupt(kind, key, e))?;
             if request
                 .filter
                 .conditions

@@ -46,8 +46,9 @@ pub(super) fn file_is_read_only(path: &std::path::Path) -> bool {
 }
 
 /// Opens `path` read-only.
-pub(super) fn open(path: &std::path::Path, location: &str) -> Result<Db> {
-    ReadOnlyDatabase::open(path)
+pub(super) fn open(builder: &redb::Builder, path: &std::path::Path, location: &str) -> Result<Db> {
+    builder
+        .open_read_only(path)
         .map(Db::ReadOnly)
         .map_err(|e| map_redb(e, "cannot open the read-only file", location))
 }

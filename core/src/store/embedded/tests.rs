@@ -113,6 +113,77 @@ fn works_without_a_tokio_runtime() {
 }
 
 #[tokio::test]
+async fn a_projected_scan_decodes_the_named_properties_and_those_the_filter_tests() {
+    let (_dir, store) = temp_store();
+    let big = Value::from("x".repeat(1000));
+    let entities: Vec<_> = (0..6)
+        .map(|i| {
+            entity(
+                "k",
+                i,
+                0,
+                &[
+                    ("a", Value::Int(i)),
+                    ("b", Value::Int(i % 2)),
+                    ("text", big.clone()),
+                ],
+            )
+        })
+        .collect();
+    store
+        .write_batch(entities.iter().cloned().map(Write::Put).collect())
+        .await
+        .unwrap();
+    let request = ScanRequest {
+        filter: Filter {
+            version: crate::store::VersionFilter::Any,
+            conditions: vec![Condition {
+                path: vec!["b".into()],
+                values: vec![Value::Int(1)],
+            }],
+        },
+        cursor: None,
+        limit: 100,
+    };
+    let page = store
+        .scan_projected("k", request.clone(), &["a".to_owned()])
+        .await
+        .unwrap();
+    let whole = store.scan("k", request).await.unwrap();
+    assert_eq!(page.entities.len(), 3);
+    assert_eq!(page.cursor, whole.cursor);
+    for (projected, full) in page.entities.iter().zip(&whole.entities) {
+        assert_eq!(projected.key, full.key);
+        assert_eq!(projected.version, full.version);
+        let names: Vec<&String> = projected.value.keys().collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(projected.value.get("a"), full.value.get("a"));
+    }
+}
+
+#[test]
+fn url_options_set_the_cache() {
+    let (path, options) = EmbeddedOptions::split_url("data/t.redb").unwrap();
+    assert_eq!((path, options), ("data/t.redb", EmbeddedOptions::default()));
+    let (path, options) = EmbeddedOptions::split_url("t.redb?cache_mb=256").unwrap();
+    assert_eq!(path, "t.redb");
+    assert_eq!(options.cache_bytes, 256 << 20);
+    for bad in ["t.redb?cache_mb=0", "t.redb?cache_mb=x", "t.redb?cache=1"] {
+        let err = EmbeddedOptions::split_url(bad).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ConfigInvalid, "{bad}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open_with(
+        dir.path().join("small.redb"),
+        EmbeddedOptions {
+            cache_bytes: 1 << 20,
+        },
+    )
+    .unwrap();
+    futures::executor::block_on(store.put(entity("k", 1, 0, &[]))).unwrap();
+}
+
+#[tokio::test]
 async fn pages_respect_the_limit_and_end_without_an_empty_page() {
     let (_dir, store) = temp_store();
     let entities: Vec<_> = (0..10).map(|i| entity("k", i, 0, &[])).collect();
