@@ -147,6 +147,7 @@ struct Scenario {
 }
 
 async fn scenario(
+    url: &str,
     sweep_rate: Option<f64>,
     name: &'static str,
     store: Arc<dyn Store>,
@@ -173,17 +174,33 @@ async fn scenario(
             .expect("install");
         let pause = start.elapsed().as_millis() as u64 - change_ms;
         let new = app(&store, 2, n, start, &samples).await;
-        let report = sweep::sweep(
-            Arc::clone(&store),
-            &LeaseOptions::default(),
-            &BTreeMap::new(),
-            &SweepOptions {
-                max_rate: sweep_rate,
-                ..SweepOptions::default()
-            },
-        )
-        .await
-        .expect("sweep");
+        // `tern sweep` is a process of its own: here a thread with its own runtime
+        // and its own store connection, so it does not share the application's
+        // worker threads.
+        let url = url.to_owned();
+        let sweeper = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let own = common::open(&url).await;
+                sweep::sweep(
+                    own,
+                    &LeaseOptions::default(),
+                    &BTreeMap::new(),
+                    &SweepOptions {
+                        max_rate: sweep_rate,
+                        ..SweepOptions::default()
+                    },
+                )
+                .await
+                .expect("sweep")
+            })
+        });
+        let report = tokio::task::spawn_blocking(move || sweeper.join().expect("sweep thread"))
+            .await
+            .expect("join");
         println!("lazy: sweep migrated {:?}", report);
         (pause, start.elapsed().as_millis() as u64, new)
     };
@@ -279,7 +296,7 @@ async fn main() {
         bench::load(store.as_ref(), args.entities)
             .await
             .expect("load");
-        let s = scenario(sweep_rate, name, store, args.entities, before, after).await;
+        let s = scenario(&url, sweep_rate, name, store, args.entities, before, after).await;
         let end = s.samples.iter().map(|(t, _)| *t).max().unwrap_or(0);
         for (t, rate, p99) in buckets(&s.samples, end) {
             lines.push(format!(
