@@ -61,6 +61,21 @@ impl RedisBackend {
     }
 }
 
+/// The key prefix (`prefix=`) of a store URL made by [`RedisBackend::fresh_url`].
+///
+/// # Panics
+/// When the URL has no prefix.
+pub fn prefix_of(url: &str) -> String {
+    match url
+        .split("prefix=")
+        .nth(1)
+        .and_then(|rest| rest.split('&').next())
+    {
+        Some(p) => p.to_owned(),
+        None => panic!("{url} has no prefix="),
+    }
+}
+
 /// Opens the Redis store named by `url` (`RedisConfig::from_url`, then `RedisStore::connect`).
 ///
 /// # Errors

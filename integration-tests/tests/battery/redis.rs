@@ -86,13 +86,7 @@ mod specific {
         }
     }
 
-    fn prefix_of(url: &str) -> String {
-        url.split("prefix=")
-            .nth(1)
-            .and_then(|rest| rest.split('&').next())
-            .unwrap()
-            .to_owned()
-    }
+    use tern_integration_tests::redis::prefix_of;
 
     #[tokio::test]
     async fn unreachable_url_is_unavailable_and_hides_the_password() {

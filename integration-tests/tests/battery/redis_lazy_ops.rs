@@ -47,12 +47,7 @@ async fn container_commands_run_on_the_migrated_entity() {
     };
     let b = b.with_options(super::redis_types::OPTIONS);
     let url = b.fresh_url();
-    let ns = url
-        .split("prefix=")
-        .nth(1)
-        .and_then(|rest| rest.split('&').next())
-        .unwrap()
-        .to_owned();
+    let ns = tern_integration_tests::redis::prefix_of(&url);
     let k = |rest: &str| format!("{ns}:{rest}");
     let mut conn = redis::Client::open(b.url())
         .unwrap()

@@ -292,12 +292,7 @@ mod server {
         };
         let b = b.with_options(super::OPTIONS);
         let url = b.fresh_url();
-        let ns = url
-            .split("prefix=")
-            .nth(1)
-            .and_then(|rest| rest.split('&').next())
-            .unwrap()
-            .to_owned();
+        let ns = tern_integration_tests::redis::prefix_of(&url);
         let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let client = redis::Client::open(b.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
@@ -316,12 +311,7 @@ mod cluster {
         };
         let b = b.with_options(super::OPTIONS);
         let url = b.fresh_url();
-        let ns = url
-            .split("prefix=")
-            .nth(1)
-            .and_then(|rest| rest.split('&').next())
-            .unwrap()
-            .to_owned();
+        let ns = tern_integration_tests::redis::prefix_of(&url);
         let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let seed = b.url().split('?').next().unwrap().to_owned();
         let client = redis::cluster::ClusterClient::new(vec![seed]).unwrap();
