@@ -4,7 +4,9 @@
 //! `rename kind` migrations (lease, checkpoint per batch, census passes)
 //! against a plain pipelined SCAN + RENAME loop with the same driver, side by
 //! side in one run; then checks that every sorted set kept its members and
-//! scores. Also measures the memory of tern's version tag per container
+//! scores. Then the same update installed `lazy` on a third copy (database
+//! 11): the install's pause and a `tern sweep` that renames every sorted set
+//! (`--no-lazy` skips it). Also measures the memory of tern's version tag per container
 //! (`MEMORY USAGE` of a tagged vs an untagged sorted set and its tag key).
 //!
 //! ```sh
@@ -111,7 +113,9 @@ async fn rename_loop(conn: &mut MultiplexedConnection) -> u64 {
     }
 }
 
-fn migrations() -> MigrationSet {
+/// The five renames, eager or `lazy`.
+fn migrations(lazy: bool) -> MigrationSet {
+    let mode = if lazy { "lazy\n" } else { "" };
     let mut set = MigrationSet::new();
     for (i, scope) in SCOPES.iter().enumerate() {
         let id = u32::try_from(i).expect("id") + 1;
@@ -120,7 +124,7 @@ fn migrations() -> MigrationSet {
                 id,
                 &format!("scope_{scope}"),
                 &format!("{id:04}_scope_{scope}.tern"),
-                &format!("rename kind `amico:{scope}` to `amico:{scope}:default`"),
+                &format!("{mode}rename kind `amico:{scope}` to `amico:{scope}:default`"),
             )
             .expect("script"),
         )
@@ -164,6 +168,48 @@ async fn check(conn: &mut MultiplexedConnection, n: usize) {
             assert_eq!(old, 0, "{} is still there", key(i, false));
         }
     }
+}
+
+/// The same update installed `lazy` on a fresh copy (database 11): the
+/// install's pause, a `tern sweep` of every sorted set, the check.
+async fn lazy_round(url: &str, n: usize, batch: usize) {
+    let mut conn = connect(url).await;
+    flush(&mut conn).await;
+    load(&mut conn, n).await;
+    let config = tern_redis::RedisConfig::from_url(&format!("{url}{}", options())).expect("url");
+    let store = Arc::new(
+        tern_redis::RedisStore::connect(config)
+            .await
+            .expect("connect"),
+    );
+    let t = Instant::now();
+    Migrator::new(store.clone(), migrations(true))
+        .up(None)
+        .await
+        .expect("lazy install");
+    let install = t.elapsed();
+    let t = Instant::now();
+    let report = tern_core::lazy::sweep::sweep(
+        store,
+        &tern_core::migrate::LeaseOptions::default(),
+        &std::collections::BTreeMap::new(),
+        &tern_core::lazy::SweepOptions {
+            batch_size: batch,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("sweep");
+    let sweep = t.elapsed();
+    let moved: u64 = report.migrated.values().sum();
+    check(&mut conn, n).await;
+    println!(
+        "lazy: install {:.1} ms (the pause), then tern sweep renamed {moved} sorted sets in {:.2} s ({:.0}/s); members and scores checked",
+        install.as_secs_f64() * 1e3,
+        sweep.as_secs_f64(),
+        moved as f64 / sweep.as_secs_f64()
+    );
+    flush(&mut conn).await;
 }
 
 async fn memory_usage(conn: &mut MultiplexedConnection, key: &str) -> i64 {
@@ -257,7 +303,7 @@ async fn main() {
                 .expect("connect"),
         );
         let t = Instant::now();
-        let report = Migrator::new(store, migrations())
+        let report = Migrator::new(store, migrations(false))
             .with_run_options(RunOptions {
                 batch_size: a.batch,
                 ..RunOptions::default()
@@ -273,6 +319,9 @@ async fn main() {
         ratios.record(round, (n as u64, loop_time), (n as u64, tern_time));
     }
     ratios.finish();
+    if !a.flag("--no-lazy") {
+        lazy_round(&format!("{base}/11"), n, a.batch).await;
+    }
     tag_memory(&tern_url, &mut tern_conn, 10_000.min(n.max(1))).await;
     flush(&mut tern_conn).await;
     flush(&mut loop_conn).await;
