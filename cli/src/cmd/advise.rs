@@ -242,7 +242,6 @@ pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
             exact_space: args.exact_space,
             ..Default::default()
         },
-        ..Options::default()
     };
     let prepared = tern_advisor::advise::prepare(&model, &workload, &opts)?;
     let rec = prepared.recommend(&opts)?;
