@@ -86,11 +86,16 @@ fn next(state: &mut u64) -> u64 {
     *state
 }
 
-fn value(x: u64) -> Map {
-    let text: String = (0..3)
+/// A 3-byte value drawn from `x`.
+fn text(x: u64) -> String {
+    (0..3)
         .map(|i| char::from(b'a' + ((x >> (i * 5)) % 26) as u8))
-        .collect();
-    Map::from([("val".to_owned(), Value::String(text))])
+        .collect()
+}
+
+/// An entity's value: the one field `val`.
+fn value(x: u64) -> Map {
+    Map::from([("val".to_owned(), Value::String(text(x)))])
 }
 
 /// One client's `ops` operations, `pipeline` to a round trip.
@@ -118,13 +123,10 @@ async fn client_task(ctx: Arc<Ctx>, side: Side, op: Op, pipeline: usize, ops: us
             (Side::Raw, Op::Set) => {
                 let mut p = redis::pipe();
                 for (i, x) in &picks {
-                    let Some(Value::String(v)) = value(*x).remove("val") else {
-                        unreachable!()
-                    };
                     p.cmd("HSET")
                         .arg(format!("{kind}:{}", id(*i)))
                         .arg("val")
-                        .arg(v)
+                        .arg(text(*x))
                         .ignore();
                 }
                 let () = p.query_async(&mut raw).await.expect("raw set");

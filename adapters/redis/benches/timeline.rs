@@ -216,48 +216,39 @@ async fn scenario(
     }
 }
 
-/// Per bucket: (start ms, operations per second, p99 latency in ms).
-fn buckets(samples: &[(u64, u64)], end_ms: u64) -> Vec<(u64, f64, f64)> {
-    let mut by: BTreeMap<u64, Vec<u64>> =
-        (0..=end_ms / BUCKET_MS).map(|b| (b, Vec::new())).collect();
-    for (t, lat) in samples {
-        by.entry(t / BUCKET_MS).or_default().push(*lat);
-    }
-    by.into_iter()
-        .map(|(b, mut lats)| {
-            lats.sort_unstable();
-            let p99 = lats
-                .get((lats.len() * 99).div_ceil(100).saturating_sub(1))
-                .copied()
-                .unwrap_or(0);
-            (
-                b * BUCKET_MS,
-                lats.len() as f64 * 1000.0 / BUCKET_MS as f64,
-                p99 as f64 / 1000.0,
-            )
-        })
-        .collect()
+/// The p99 of latencies in microseconds, in milliseconds (0 for none).
+fn p99_ms(mut lats: Vec<u64>) -> f64 {
+    lats.sort_unstable();
+    let at = (lats.len() * 99).div_ceil(100).saturating_sub(1);
+    lats.get(at).copied().unwrap_or(0) as f64 / 1000.0
 }
 
-fn rate_between(samples: &[(u64, u64)], from: u64, to: u64) -> f64 {
-    let n = samples
-        .iter()
-        .filter(|(t, _)| *t >= from && *t < to)
-        .count();
-    n as f64 * 1000.0 / (to.saturating_sub(from)).max(1) as f64
-}
-
-fn p99_between(samples: &[(u64, u64)], from: u64, to: u64) -> f64 {
-    let mut l: Vec<u64> = samples
+/// Operations per second and their p99 (ms) among the samples of `[from, to)` ms.
+fn window(samples: &[(u64, u64)], from: u64, to: u64) -> (f64, f64) {
+    let lats: Vec<u64> = samples
         .iter()
         .filter(|(t, _)| *t >= from && *t < to)
         .map(|(_, l)| *l)
         .collect();
-    l.sort_unstable();
-    l.get((l.len() * 99).div_ceil(100).saturating_sub(1))
-        .copied()
-        .unwrap_or(0) as f64
-        / 1000.0
+    let rate = lats.len() as f64 * 1000.0 / to.saturating_sub(from).max(1) as f64;
+    (rate, p99_ms(lats))
+}
+
+/// Per bucket: (start ms, operations per second, p99 latency in ms).
+fn buckets(samples: &[(u64, u64)], end_ms: u64) -> Vec<(u64, f64, f64)> {
+    let mut by: Vec<Vec<u64>> = vec![Vec::new(); (end_ms / BUCKET_MS + 1) as usize];
+    for (t, lat) in samples {
+        if let Some(b) = by.get_mut((t / BUCKET_MS) as usize) {
+            b.push(*lat);
+        }
+    }
+    by.into_iter()
+        .enumerate()
+        .map(|(b, lats)| {
+            let rate = lats.len() as f64 * 1000.0 / BUCKET_MS as f64;
+            (b as u64 * BUCKET_MS, rate, p99_ms(lats))
+        })
+        .collect()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -310,17 +301,22 @@ async fn main() {
         );
         let (d0, d1) = (s.change_ms, s.migrated_ms.max(s.change_ms + 1));
         let (a0, a1) = (s.migrated_ms, end);
+        let (before, during, after) = (
+            window(&s.samples, b0, b1),
+            window(&s.samples, d0, d1),
+            window(&s.samples, a0, a1),
+        );
         println!(
             "| {} | {} ms | {:.2} s | {:.0} | {:.0} | {:.0} | {:.2} ms | {:.2} ms | {:.2} ms |",
             s.name,
             s.pause_ms,
             (s.migrated_ms - s.change_ms) as f64 / 1000.0,
-            rate_between(&s.samples, b0, b1),
-            rate_between(&s.samples, d0, d1),
-            rate_between(&s.samples, a0, a1),
-            p99_between(&s.samples, b0, b1),
-            p99_between(&s.samples, d0, d1),
-            p99_between(&s.samples, a0, a1),
+            before.0,
+            during.0,
+            after.0,
+            before.1,
+            during.1,
+            after.1,
         );
     }
     flush(&url).await;

@@ -87,11 +87,7 @@ impl Store for RedisStore {
             return Ok(Vec::new());
         };
         if keys.iter().any(|k| k.kind != first.kind) {
-            let mut out = Vec::with_capacity(keys.len());
-            for key in keys {
-                out.push(self.get(key).await?);
-            }
-            return Ok(out);
+            return tern_core::store::get_each(self, keys).await;
         }
         // One pipelined round trip for keys of one kind.
         let redis_keys = keys

@@ -280,6 +280,19 @@ pub enum BatchMetaOutcome {
     },
 }
 
+/// [`Store::get_many`] as one [`Store::get`] per key (its default; for an
+/// override that has no cheaper path for some calls).
+///
+/// # Errors
+/// The first `get`'s error.
+pub async fn get_each<S: Store + ?Sized>(store: &S, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        out.push(store.get(key).await?);
+    }
+    Ok(out)
+}
+
 /// [`Store::write_batch_with_meta`] as two calls: [`Store::write_batch`], then
 /// [`Store::meta_cas`] with the text computed from its outcomes. Not atomic: a
 /// failing compare-and-set leaves the writes applied. The default of the trait method.
@@ -501,11 +514,7 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// calls [`Store::get`] for each key; a store with a cheaper multi-key read
     /// (one pipelined round trip on Redis) overrides it.
     async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            out.push(self.get(key).await?);
-        }
-        Ok(out)
+        get_each(self, keys).await
     }
 
     /// Applies writes, each atomically on its own; one outcome per write, in order.
