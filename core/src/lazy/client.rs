@@ -256,16 +256,27 @@ impl LazyClient {
         }
     }
 
+    /// Finds the entity under the kind's name, else under a former name.
+    ///
+    /// An entity only ever moves from a former name to the kind's name (a
+    /// client's migration, the sweep's in-place rename), each move atomic. A
+    /// move between the read of the kind's name and the read of the former
+    /// one would show the entity under neither; so when every name is empty
+    /// the kind's name is read once more: absent then, the entity was absent
+    /// (or deleted) at that read.
     async fn locate(&self, chain: &KindChain, key: &Key) -> Result<Option<Found>> {
         if let Some(e) = self.store.get(key).await? {
             return Ok(Some(Found::Here(e)));
+        }
+        if chain.formers.is_empty() {
+            return Ok(None);
         }
         for name in &chain.formers {
             if let Some(e) = self.store.get(&Self::key_under(name, key)).await? {
                 return Ok(Some(Found::Former(e)));
             }
         }
-        Ok(None)
+        Ok(self.store.get(key).await?.map(Found::Here))
     }
 
     fn migrate(chain: &KindChain, e: &Entity) -> Result<Entity> {
@@ -577,15 +588,19 @@ impl LazyClient {
             out.dedup_by(|a, b| a.key == b.key);
             return Ok(out);
         }
+        // Former names first, the kind's name last, its entities winning: an
+        // entity only moves from a former name to the kind's name, so one that
+        // moves while the scans run is seen under one name or the other.
         let mut by_id: BTreeMap<Key, Entity> = BTreeMap::new();
-        for name in std::iter::once(&chain.kind).chain(chain.formers.iter()) {
+        for name in chain.formers.iter().chain(std::iter::once(&chain.kind)) {
+            let here = *name == chain.kind;
             for e in scan_all(self.store.as_ref(), name, Filter::all()).await? {
-                let key = Self::key_under(&chain.kind, &e.key);
-                if by_id.contains_key(&key) {
-                    continue;
-                }
                 let e = self.checked_entity(&chain, &e).await?;
-                by_id.insert(key, e);
+                if here {
+                    by_id.insert(e.key.clone(), e);
+                } else {
+                    by_id.entry(e.key.clone()).or_insert(e);
+                }
             }
         }
         Ok(by_id.into_values().filter(|e| filter.matches(e)).collect())

@@ -125,6 +125,38 @@ impl KindChain {
     }
 }
 
+impl KindChain {
+    /// The longest run of this kind's last steps that a store can run inside
+    /// the server ([`crate::store::Store::update_in_place`]), as the version
+    /// its first step applies to and the server-side steps; `None` when the
+    /// last step cannot run there (a Rust transform, the target of a move or
+    /// copy, a nested rename, a step whose code this client lacks).
+    ///
+    /// Entities below the returned version are not reached by these steps:
+    /// the sweep's census finds them and the per-entity path migrates them.
+    pub fn pushdown(&self) -> Option<(Version, Vec<crate::store::PushStep>)> {
+        let mut start = self.steps.len();
+        let mut expected = self.version;
+        while start > 0 {
+            let step = &self.steps[start - 1];
+            let runs_there = step.version == expected
+                && !self.missing_code.contains_key(&step.migration)
+                && crate::migrate::pushdown_steps(std::slice::from_ref(step)).is_some();
+            if !runs_there {
+                break;
+            }
+            start -= 1;
+            expected -= 1;
+        }
+        let suffix = &self.steps[start..];
+        if suffix.is_empty() {
+            return None;
+        }
+        let push = crate::migrate::pushdown_steps(suffix)?;
+        Some((expected, push))
+    }
+}
+
 /// A Rust transform that a client did not register: its steps are known from
 /// the ledger, but an entity below one cannot be migrated.
 struct Missing {

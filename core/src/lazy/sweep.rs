@@ -1,9 +1,17 @@
 //! Completing lazy migrations: the sweep (`tern sweep`), the hybrid of
 //! \[KV\] and \[SE\]. While clients keep working, the entities still stale are
-//! migrated in checkpointed, rate-limited batches, each write a
-//! compare-and-set on what was read (an entity a client migrated or wrote
-//! meanwhile is left as the client left it). When the census finds no entity
-//! below a lazy migration, it is recorded complete.
+//! migrated in checkpointed, rate-limited batches. When the census finds no
+//! entity below a lazy migration, it is recorded complete.
+//!
+//! The first pass runs inside the store where the store and the steps allow:
+//! entities under a former kind name are re-keyed in place
+//! ([`Store::rename_kind`], each entity atomically, an id the new name holds
+//! already left alone), then the kind's pending steps run server-side
+//! ([`Store::update_in_place`], each entity advanced atomically from the
+//! version it has, so an entity a client migrated or wrote meanwhile is not
+//! touched). Everything else, and whatever a census still finds, takes the
+//! client path: read, migrate as the lazy client does, compare-and-set on what
+//! was read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -15,7 +23,8 @@ use super::spec::{KindChain, Spec, forward};
 use crate::migrate::{Lease, LeaseOptions, Migration, SweepState};
 use crate::model::{Entity, Key};
 use crate::store::{
-    Filter, Guard, ScanRequest, Store, StoreExt, VersionFilter, Write, WriteOutcome,
+    ErrorKind, Filter, Guard, PushdownRequest, RenameKindRequest, ScanRequest, Store, StoreExt,
+    VersionFilter, Write, WriteOutcome,
 };
 
 /// How to sweep.
@@ -29,6 +38,12 @@ pub struct SweepOptions {
     pub max_rate: Option<f64>,
     /// How many census passes before giving up on entities that keep appearing.
     pub passes: u32,
+    /// Whether the first pass may run inside the store: entities under a former
+    /// name re-keyed in place ([`Store::rename_kind`]) and the pending steps
+    /// run server-side ([`Store::update_in_place`]) where the store and the
+    /// steps allow. Off: every entity goes through the client path (read,
+    /// migrate, compare-and-set).
+    pub pushdown: bool,
 }
 
 impl Default for SweepOptions {
@@ -38,6 +53,7 @@ impl Default for SweepOptions {
             batch_size: 1000,
             max_rate: None,
             passes: 3,
+            pushdown: true,
         }
     }
 }
@@ -45,7 +61,9 @@ impl Default for SweepOptions {
 /// What a sweep did, per kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepReport {
-    /// Per kind: entities migrated by the sweep.
+    /// Per kind: entities migrated by the sweep (an entity re-keyed in place
+    /// from a former name and then advanced inside the store counts once for
+    /// each).
     pub migrated: BTreeMap<String, u64>,
     /// Per kind: entities still stale after the last census (0 when clean).
     pub stale: BTreeMap<String, u64>,
@@ -204,20 +222,33 @@ struct Sweeper<'a> {
 }
 
 impl Sweeper<'_> {
-    /// Sweeps one kind, under its name and its former names, until a census
-    /// finds nothing stale (at most `passes` times), continuing from `resume`
-    /// (taken once used). Returns the entities migrated and those still stale.
+    /// Sweeps one kind, under its former names and then its name, until a
+    /// census finds nothing stale (at most `passes` times), continuing from
+    /// `resume` (taken once used). Returns the entities migrated and those
+    /// still stale.
+    ///
+    /// The first pass runs inside the store where it can ([`Pass::InStore`]);
+    /// later passes take the client path for whatever the census still finds
+    /// (entities below the server-side steps, keys the store skipped).
     async fn kind(
         &mut self,
         chain: &KindChain,
         resume: &mut Option<SweepState>,
     ) -> Result<(u64, u64)> {
         let mut migrated = resume.as_ref().map_or(0, |r| r.migrated);
-        let names: Vec<String> = std::iter::once(chain.kind.clone())
-            .chain(chain.formers.iter().cloned())
+        let names: Vec<String> = chain
+            .formers
+            .iter()
+            .cloned()
+            .chain(std::iter::once(chain.kind.clone()))
             .collect();
         let mut stale = 0;
-        for _ in 0..self.options.passes.max(1) {
+        for pass in 0..self.options.passes.max(1) {
+            let how = if pass == 0 && self.options.pushdown {
+                Pass::InStore
+            } else {
+                Pass::Client
+            };
             for name in &names {
                 let mut cursor = None;
                 if let Some(r) = resume.take() {
@@ -227,7 +258,18 @@ impl Sweeper<'_> {
                     }
                     cursor = r.cursor;
                 }
-                self.name(chain, name, cursor, &mut migrated).await?;
+                let at = Position {
+                    chain,
+                    name,
+                    cursor,
+                };
+                let done_in_store =
+                    how == Pass::InStore && self.in_store(&at, &mut migrated).await?;
+                if !done_in_store {
+                    // A cursor of the other path is refused by the store (the name
+                    // starts again) or lands elsewhere; the census catches either.
+                    self.name(chain, name, at.cursor, &mut migrated).await?;
+                }
             }
             stale = census(self.store, chain).await?;
             if stale == 0 {
@@ -235,6 +277,132 @@ impl Sweeper<'_> {
             }
         }
         Ok((migrated, stale))
+    }
+
+    /// Runs the name's part of a pass inside the store: a former name re-keyed
+    /// to the kind in place, the kind's pending steps server-side. `Ok(false)`
+    /// when the store or the steps do not allow it (nothing was written; the
+    /// caller takes the client path).
+    async fn in_store(&mut self, at: &Position<'_>, migrated: &mut u64) -> Result<bool> {
+        let chain = at.chain;
+        let mut cursor = at.cursor.clone();
+        let mut first = true;
+        loop {
+            let page = if at.name == chain.kind {
+                let Some((from, steps)) = chain.pushdown() else {
+                    return Ok(false);
+                };
+                if !self.store.capability().update_pushdown {
+                    return Ok(false);
+                }
+                let request = PushdownRequest {
+                    kind: chain.kind.clone(),
+                    from,
+                    steps,
+                    cursor: cursor.clone(),
+                    limit: self.options.batch_size.max(1),
+                };
+                match self.store.update_in_place(request).await {
+                    Ok(p) => InStorePage {
+                        moved: p.advanced,
+                        collisions: Vec::new(),
+                        cursor: p.cursor,
+                    },
+                    Err(e) => match self.declined(e, first, &mut cursor)? {
+                        Some(done) => return Ok(done),
+                        None => continue,
+                    },
+                }
+            } else {
+                if !self.store.capability().rename_kind {
+                    return Ok(false);
+                }
+                let request = RenameKindRequest {
+                    from: at.name.to_owned(),
+                    to: chain.kind.clone(),
+                    cursor: cursor.clone(),
+                    limit: self.options.batch_size.max(1),
+                };
+                match self.store.rename_kind(request).await {
+                    Ok(p) => InStorePage {
+                        moved: p.renamed,
+                        collisions: p.collisions,
+                        cursor: p.cursor,
+                    },
+                    Err(e) => match self.declined(e, first, &mut cursor)? {
+                        Some(done) => return Ok(done),
+                        None => continue,
+                    },
+                }
+            };
+            first = false;
+            *migrated += page.moved;
+            self.processed += page.moved + page.collisions.len() as u64;
+            // The id is held under the kind's name already: the copy here is
+            // settled as the client path settles it.
+            let mut stale_copies = Vec::with_capacity(page.collisions.len());
+            for key in &page.collisions {
+                if let Some(e) = self.store.get(key).await? {
+                    stale_copies.push(e);
+                }
+            }
+            if !stale_copies.is_empty() {
+                *migrated +=
+                    migrate_batch(self.store, &self.client, chain, at.name, stale_copies).await?;
+            }
+            self.checkpoint(chain, at.name, page.cursor.clone(), *migrated)
+                .await?;
+            throttle(self.options.max_rate, self.started, self.processed).await;
+            match page.cursor {
+                Some(c) => cursor = Some(c),
+                None => return Ok(true),
+            }
+        }
+    }
+
+    /// What an error of the in-store path means: `Some(false)` (run the client
+    /// path instead) for `Unsupported` before anything was written, `None`
+    /// (start the name again, with `cursor` cleared) for a cursor the store
+    /// does not take (a checkpoint of the client path); any other error stops.
+    fn declined(
+        &self,
+        e: crate::store::Error,
+        first: bool,
+        cursor: &mut Option<crate::store::Cursor>,
+    ) -> Result<Option<bool>> {
+        match e.kind() {
+            ErrorKind::Unsupported if first => {
+                tracing::info!(reason = %e, "sweep: the store declines; the client path runs");
+                Ok(Some(false))
+            }
+            ErrorKind::InvalidCursor if cursor.is_some() => {
+                *cursor = None;
+                Ok(None)
+            }
+            _ => Err(e.into()),
+        }
+    }
+
+    /// Records where the sweep is, under the lease.
+    async fn checkpoint(
+        &self,
+        chain: &KindChain,
+        name: &str,
+        cursor: Option<crate::store::Cursor>,
+        migrated: u64,
+    ) -> Result<()> {
+        let (kind, name) = (chain.kind.clone(), name.to_owned());
+        self.lease
+            .update(move |doc| {
+                doc.sweep = Some(SweepState {
+                    kind,
+                    name,
+                    cursor,
+                    migrated,
+                });
+            })
+            .await?;
+        Ok(())
     }
 
     /// Migrates the stale entities under `name` from `cursor`, batch by batch,
@@ -257,22 +425,20 @@ impl Sweeper<'_> {
                         limit: self.options.batch_size.max(1),
                     },
                 )
-                .await?;
+                .await;
+            let page = match page {
+                // A checkpoint of the in-store path: this name starts again.
+                Err(e) if e.kind() == ErrorKind::InvalidCursor && cursor.is_some() => {
+                    cursor = None;
+                    continue;
+                }
+                other => other?,
+            };
             let n = page.entities.len() as u64;
             *migrated +=
                 migrate_batch(self.store, &self.client, chain, name, page.entities).await?;
             self.processed += n;
-            let (kind, at, next) = (chain.kind.clone(), name.to_owned(), page.cursor.clone());
-            let migrated = *migrated;
-            self.lease
-                .update(move |doc| {
-                    doc.sweep = Some(SweepState {
-                        kind,
-                        name: at,
-                        cursor: next,
-                        migrated,
-                    });
-                })
+            self.checkpoint(chain, name, page.cursor.clone(), *migrated)
                 .await?;
             throttle(self.options.max_rate, self.started, self.processed).await;
             match page.cursor {
@@ -281,6 +447,31 @@ impl Sweeper<'_> {
             }
         }
     }
+}
+
+/// How a pass of the sweep migrates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Inside the store where it can: kind renames in place, server-side steps.
+    InStore,
+    /// Read, migrate on the client, compare-and-set.
+    Client,
+}
+
+/// Where a pass is: the kind, the name swept, and the cursor it resumes at.
+struct Position<'a> {
+    chain: &'a KindChain,
+    name: &'a str,
+    cursor: Option<crate::store::Cursor>,
+}
+
+/// One page of the in-store path.
+struct InStorePage {
+    /// Entities re-keyed or advanced.
+    moved: u64,
+    /// Entities left under a former name because the kind's name holds the id.
+    collisions: Vec<Key>,
+    cursor: Option<crate::store::Cursor>,
 }
 
 /// What is stale under `name`: below the version under the kind's own name;

@@ -31,6 +31,6 @@ pub use lease::{Lease, LeaseOptions};
 pub use progress::FaultHook;
 pub use progress::{CancelFlag, FaultAt, FaultPoint, NoProgress, Progress};
 pub use run::RunOptions;
-pub(crate) use run::apply_per_entity;
+pub(crate) use run::{apply_per_entity, pushdown_steps};
 pub use source::{Body, EntityMigration, Migration, MigrationSet};
 pub use state::{KindRename, LazyRecord, LedgerEntry, RunCounts, RunState, StateDoc, SweepState};

@@ -890,7 +890,7 @@ pub(crate) fn apply_per_entity(step: &Step, key: &Key, value: &mut Map) -> Resul
 }
 
 /// The per-entity steps as server-side steps, when every one can run there.
-fn pushdown_steps(steps: &[Step]) -> Option<Vec<PushStep>> {
+pub(crate) fn pushdown_steps(steps: &[Step]) -> Option<Vec<PushStep>> {
     steps
         .iter()
         .map(|step| match &step.op {
