@@ -58,6 +58,9 @@ pub struct RedisStore {
     /// (one per stage shape), each made once.
     pub(crate) scripts:
         Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<redis::Script>>>>,
+    /// One-key read scripts of `get_advanced`, by their steps.
+    pub(crate) read_scripts:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<crate::pushdown::ReadScript>>>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -126,6 +129,7 @@ impl RedisStore {
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
             scripts: Arc::default(),
+            read_scripts: Arc::default(),
         })
     }
 

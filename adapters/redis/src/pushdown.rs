@@ -12,8 +12,10 @@
 //! locals, so a key costs its three Redis calls and little else) and cached
 //! per text by the store: one script per stage, loaded once.
 
+use tern_core::model::{Entity, Key, Version};
 use tern_core::store::{
-    Cursor, Error, ErrorKind, Filter, PushOp, PushdownPage, PushdownRequest, Result, VersionFilter,
+    Cursor, Error, ErrorKind, Filter, PushOp, PushStep, PushdownPage, PushdownRequest, Result,
+    VersionFilter,
 };
 
 use crate::codec;
@@ -24,6 +26,9 @@ use crate::scanpos::ScanPos;
 /// The most distinct fields (or set values) one generated script handles; a
 /// stage that touches more runs on the client.
 const MAX_FIELDS: usize = 60;
+
+/// A compiled one-key read script and its arguments after `from`.
+pub(crate) type ReadScript = (redis::Script, Vec<String>);
 
 /// One batch of server-side steps, SCAN included, compiled for one request:
 /// the Lua text (a function of the steps' shape only, so one script per
@@ -108,14 +113,36 @@ enum Op {
 /// keys...}`; `mode` is `scan` (continue at `cursor`), `done` (the iteration
 /// ended) or `repeat` (see [`COLLECT`]); the pending keys are the few that
 /// the last step returned beyond the batch.
-fn generate(ops: &[Op], slots: usize, values: usize) -> String {
+fn generate(ops: &[Op], slots: usize, values: usize, shape: Shape) -> String {
     let mut lua = lua_arguments(slots, values);
     lua.push_str(COLLECT);
     lua_read_key(&mut lua, ops.len(), slots);
     lua_steps(&mut lua, ops);
     lua_write_back(&mut lua, slots);
+    lua.push_str(match shape {
+        Shape::Batch => ANSWER_BATCH,
+        Shape::ReadOne => ANSWER_READ_ONE,
+    });
     lua
 }
+
+/// What a generated script is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// A batch of `update_in_place`: answers the counts and the scan position.
+    Batch,
+    /// `get_advanced`: one key (KEYS[1], no SCAN), answers its `HGETALL`.
+    ReadOne,
+}
+
+/// The answer of a batch (see [`generate`]).
+const ANSWER_BATCH: &str = "local out = { cur, mode, count, after, advanced, changed_entities }\n\
+for s = 1, #ch do out[#out + 1] = ch[s] end\n\
+for j = limit + 1, nk do out[#out + 1] = keys[j] end\n\
+return out\n";
+
+/// The answer of a one-key read: the key's fields after the steps.
+const ANSWER_READ_ONE: &str = "return call('HGETALL', KEYS[1])\n";
 
 /// `{prefix}2, ..., {prefix}{slots + 1}`: the Lua names of the slots.
 fn slot_list(prefix: &str, slots: usize) -> String {
@@ -221,7 +248,7 @@ fn lua_steps(lua: &mut String, ops: &[Op]) {
 }
 
 /// Writes a key back (`HDEL` of the fields that went, `HSET` of the version
-/// and the fields that changed), then the script's answer.
+/// and the fields that changed) and closes the loop over the keys.
 fn lua_write_back(lua: &mut String, slots: usize) {
     use std::fmt::Write as _;
     lua.push_str("    sets[1], sets[2] = vf, target_text\n    local ns, nd = 2, 0\n");
@@ -237,11 +264,7 @@ fn lua_write_back(lua: &mut String, slots: usize) {
              advanced = advanced + 1\n    \
              if any then changed_entities = changed_entities + 1 end\n  \
            end\n\
-         end\n\
-         local out = { cur, mode, count, after, advanced, changed_entities }\n\
-         for s = 1, #ch do out[#out + 1] = ch[s] end\n\
-         for j = limit + 1, nk do out[#out + 1] = keys[j] end\n\
-         return out\n",
+         end\n",
     );
 }
 
@@ -254,6 +277,16 @@ fn declined(why: &str) -> Error {
 
 /// The script and arguments of a request, or why it must run on the client.
 pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<Compiled> {
+    compile_steps(&request.steps, version_field, Shape::Batch)
+}
+
+/// The script of `steps` in `shape`, and its arguments, or why the steps
+/// must run on the client.
+pub(crate) fn compile_steps(
+    steps: &[PushStep],
+    version_field: &str,
+    shape: Shape,
+) -> Result<Compiled> {
     let top = |path: &[String]| -> Result<String> {
         match path {
             [name] if name != version_field => Ok(name.clone()),
@@ -274,8 +307,8 @@ pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<
         }
     };
     let mut values: Vec<String> = Vec::new();
-    let mut ops = Vec::with_capacity(request.steps.len());
-    for step in &request.steps {
+    let mut ops = Vec::with_capacity(steps.len());
+    for step in steps {
         if !step.conditions.is_empty() {
             return Err(declined("a where-condition"));
         }
@@ -302,7 +335,7 @@ pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<
             "the stage touches more than {MAX_FIELDS} properties"
         )));
     }
-    let script = generate(&ops, names.len(), values.len());
+    let script = generate(&ops, names.len(), values.len(), shape);
     names.extend(values);
     Ok(Compiled {
         script,
@@ -482,6 +515,57 @@ impl RedisStore {
         read_answer(&out, n, next_cursor)
     }
 
+    /// [`tern_core::store::Store::get_advanced`] on a hash kind: the batch
+    /// script generated for one key (KEYS[1], no SCAN) that answers the key's
+    /// `HGETALL` after the steps. Compiled scripts are kept by their steps.
+    pub(crate) async fn get_advanced_hash(
+        &self,
+        key: &Key,
+        from: Version,
+        steps: &[PushStep],
+    ) -> Result<Option<Entity>> {
+        self.check_pushdown(&key.kind)?;
+        let redis_key = self.keys.entity_key(key)?;
+        let compiled = self.read_script(steps)?;
+        let mut invocation = compiled.0.prepare_invoke();
+        invocation
+            .key(&redis_key)
+            .arg(&self.config.version_field)
+            .arg(from);
+        for a in &compiled.1 {
+            invocation.arg(a);
+        }
+        // No SCAN: pattern, cursor, not scanning, one key, no step.
+        invocation.arg("").arg(0).arg("0").arg(1).arg(0);
+        let fields: Vec<(String, String)> = invocation
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| {
+                self.err("reading and migrating an entity", e)
+                    .with_context("key", key.to_string())
+            })?;
+        codec::entity_from_hash(key.clone(), fields, &self.config.version_field)
+    }
+
+    /// The one-key script of `steps` and its arguments, compiled once.
+    fn read_script(&self, steps: &[PushStep]) -> Result<std::sync::Arc<ReadScript>> {
+        let id = format!("{steps:?}");
+        let mut cache = self
+            .read_scripts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(s) = cache.get(&id) {
+            return Ok(std::sync::Arc::clone(s));
+        }
+        let compiled = compile_steps(steps, &self.config.version_field, Shape::ReadOne)?;
+        if cache.len() >= 256 {
+            cache.clear();
+        }
+        let made = std::sync::Arc::new((redis::Script::new(&compiled.script), compiled.args));
+        cache.insert(id, std::sync::Arc::clone(&made));
+        Ok(made)
+    }
+
     /// Whether the steps of `kind` run in the server's script: a hash kind, on
     /// one server, that no longer declared kind extends.
     fn check_pushdown(&self, kind: &str) -> Result<()> {
@@ -569,11 +653,12 @@ mod tests {
             &[Op::Set { slot: 2, value: 1 }, Op::Rename { from: 3, to: 4 }],
             3,
             1,
+            Shape::Batch,
         );
         assert!(a.contains("if v < from + 2 and s3 then s4 = s3; s3 = false;"));
         assert!(a.contains("pcall_('HMGET', key, vf, F2, F3, F4)"));
         assert!(a.contains("local pattern, cur = ARGV[7], ARGV[8]"));
-        let none = generate(&[], 0, 0);
+        let none = generate(&[], 0, 0, Shape::Batch);
         assert!(none.contains("pcall_('HMGET', key, vf)\n"));
     }
 }

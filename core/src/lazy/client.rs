@@ -1,6 +1,6 @@
 //! The client library: reads and writes that migrate stale entities on access.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -94,6 +94,7 @@ impl LazyClientBuilder {
                 spec,
             })),
             checked: Mutex::new(Instant::now()),
+            declined: Mutex::new(BTreeSet::new()),
         })
     }
 }
@@ -135,6 +136,8 @@ pub struct LazyClient {
     refresh: Duration,
     view: RwLock<Arc<View>>,
     checked: Mutex<Instant>,
+    /// Kinds whose reads the store declined to migrate inside itself.
+    declined: Mutex<BTreeSet<String>>,
 }
 
 impl LazyClient {
@@ -353,6 +356,9 @@ impl LazyClient {
     }
 
     async fn get_with(&self, chain: &KindChain, key: &Key) -> Result<Option<Entity>> {
+        if let Some(found) = self.get_advanced(chain, key).await? {
+            return Ok(found);
+        }
         for _ in 0..MAX_ATTEMPTS {
             let found = match self.locate(chain, key).await? {
                 None => return Ok(None),
@@ -376,6 +382,46 @@ impl LazyClient {
             key: key.clone(),
             attempts: MAX_ATTEMPTS,
         })
+    }
+
+    /// While a lazy migration of the kind is pending, one store call that
+    /// reads the entity and runs the pending steps on it inside the store
+    /// ([`Store::get_advanced`]): a stale entity read and migrated in one
+    /// round trip. `None` when that does not apply (no pending steps, former
+    /// names to look under, steps or a store that cannot run there, an entity
+    /// the steps do not reach): the caller reads and migrates on the client.
+    async fn get_advanced(&self, chain: &KindChain, key: &Key) -> Result<Option<Option<Entity>>> {
+        if !chain.pending
+            || !chain.formers.is_empty()
+            || !self.store.capability().update_pushdown
+            || self.no_advance(&chain.kind)
+        {
+            return Ok(None);
+        }
+        let Some((from, steps)) = chain.pushdown() else {
+            return Ok(None);
+        };
+        match self.store.get_advanced(key, from, steps).await {
+            Ok(None) => Ok(Some(None)),
+            Ok(Some(e)) if e.version == chain.version => Ok(Some(Some(e))),
+            Ok(Some(_)) => Ok(None),
+            Err(e) if e.kind() == crate::store::ErrorKind::Unsupported => {
+                tracing::debug!(kind = %chain.kind, reason = %e, "reads of this kind migrate on the client");
+                if let Ok(mut set) = self.declined.lock() {
+                    set.insert(chain.kind.clone());
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Whether the store declined [`Store::get_advanced`] for this kind.
+    fn no_advance(&self, kind: &str) -> bool {
+        self.declined
+            .lock()
+            .map(|s| s.contains(kind))
+            .unwrap_or(false)
     }
 
     /// [`LazyClient::get`] for several keys, each resolved by its own kind.

@@ -29,6 +29,8 @@ pub struct KindChain {
     pub pending: bool,
     steps: Vec<Step>,
     missing_code: BTreeMap<u32, String>,
+    /// [`KindChain::pushdown`], computed once.
+    push: std::sync::OnceLock<Option<(Version, Vec<crate::store::PushStep>)>>,
 }
 
 impl KindChain {
@@ -41,6 +43,7 @@ impl KindChain {
             pending: false,
             steps: Vec::new(),
             missing_code: BTreeMap::new(),
+            push: std::sync::OnceLock::new(),
         }
     }
 
@@ -134,7 +137,14 @@ impl KindChain {
     ///
     /// Entities below the returned version are not reached by these steps:
     /// the sweep's census finds them and the per-entity path migrates them.
-    pub fn pushdown(&self) -> Option<(Version, Vec<crate::store::PushStep>)> {
+    pub fn pushdown(&self) -> Option<(Version, &[crate::store::PushStep])> {
+        self.push
+            .get_or_init(|| self.compute_pushdown())
+            .as_ref()
+            .map(|(from, steps)| (*from, steps.as_slice()))
+    }
+
+    fn compute_pushdown(&self) -> Option<(Version, Vec<crate::store::PushStep>)> {
         let mut start = self.steps.len();
         let mut expected = self.version;
         while start > 0 {
@@ -252,6 +262,7 @@ impl Spec {
                     formers,
                     steps: history.remove(kind).unwrap_or_default(),
                     missing_code: missing_code.clone(),
+                    push: std::sync::OnceLock::new(),
                 }),
             );
         }

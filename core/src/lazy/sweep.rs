@@ -298,7 +298,7 @@ impl Sweeper<'_> {
                 let request = PushdownRequest {
                     kind: chain.kind.clone(),
                     from,
-                    steps,
+                    steps: steps.to_vec(),
                     cursor: cursor.clone(),
                     limit: self.options.batch_size.max(1),
                 };

@@ -9,11 +9,11 @@ use async_trait::async_trait;
 
 use super::{
     BatchMetaOutcome, Capability, Cursor, Error, ErrorKind, MetaCas, MetaChange, MetaEntry,
-    MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
-    ScanRequest, Store, StoreInfo, Write, WriteOutcome, pushdown,
+    MetaUpdate, PushStep, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result,
+    ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome, pushdown,
 };
 use crate::model::keycode::{encode_key, encode_kind_prefix};
-use crate::model::{Entity, Key};
+use crate::model::{Entity, Key, Version};
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -283,6 +283,21 @@ impl Store for MemoryStore {
             .filter(|k| k.starts_with(prefix))
             .cloned()
             .collect())
+    }
+
+    async fn get_advanced(
+        &self,
+        key: &Key,
+        from: Version,
+        steps: &[PushStep],
+    ) -> Result<Option<Entity>> {
+        let mut inner = self.lock();
+        let Some(e) = inner.entities.get_mut(&encode_key(key)) else {
+            return Ok(None);
+        };
+        let mut changed = vec![0; steps.len()];
+        pushdown::advance(from, steps, e, &mut changed);
+        Ok(Some(e.clone()))
     }
 
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {

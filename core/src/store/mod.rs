@@ -558,6 +558,25 @@ pub trait Store: Send + Sync + Debug + 'static {
         Err(Error::unsupported(self.info().scheme, "update_in_place"))
     }
 
+    /// Reads one entity after running `steps` on it inside the server, in one
+    /// atomic step: an entity at a version in `from..from + steps.len()` gets
+    /// the steps from its version on (as [`Store::update_in_place`] would) and
+    /// is written back; any other entity is returned as stored. The lazy
+    /// client's read of a stale entity in one round trip, where it can.
+    ///
+    /// # Errors
+    /// `Unsupported` (the default, or steps the store cannot run exactly),
+    /// having written nothing: the caller then reads and migrates on the client.
+    async fn get_advanced(
+        &self,
+        key: &Key,
+        from: Version,
+        steps: &[PushStep],
+    ) -> Result<Option<Entity>> {
+        let _ = (key, from, steps);
+        Err(Error::unsupported(self.info().scheme, "get_advanced"))
+    }
+
     /// Prepares the schema for a stage that makes `changes` (e.g. `ALTER TABLE ... ADD` for
     /// the columns it will write). Called by the engine before every stage, also when
     /// resuming, so it must be idempotent. Schema-less stores keep the default: nothing.

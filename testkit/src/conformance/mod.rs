@@ -42,7 +42,7 @@ use tern_core::store::{Filter, ScanRequest, Store, Write};
 pub use batch_meta::batch_with_meta;
 pub use entities::{clock, concurrent_replace, round_trip, write_batch_outcomes};
 pub use meta::{metadata_cas, metadata_list, metadata_not_kinds};
-pub use pushdown::update_in_place;
+pub use pushdown::{get_advanced, update_in_place};
 pub use rename::rename_kind;
 pub use scan::{
     count_and_census, kinds_isolated, scan_filter, scan_pagination, scan_resume, scan_skips_deleted,
@@ -229,6 +229,7 @@ pub async fn run_all(store: Arc<dyn Store>) -> Result<(), Failures> {
     )
     .await;
     run(&name, "update_in_place", update_in_place(s), &mut failures).await;
+    run(&name, "get_advanced", get_advanced(s), &mut failures).await;
     run(&name, "rename_kind", rename_kind(s), &mut failures).await;
     run(
         &name,
