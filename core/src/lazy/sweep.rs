@@ -27,12 +27,20 @@ use crate::store::{
     VersionFilter, Write, WriteOutcome,
 };
 
+/// The most entities one call of the in-store path takes. A server-side call
+/// may hold the server for its whole length (Redis runs a script alone), while
+/// the applications keep working: at 1,000 entities a call the application's
+/// throughput fell to ~1,000 operations/s during the sweep on the timeline
+/// bench (docs/benchmarks.md); at 100 a call lasts a millisecond or two.
+pub const IN_STORE_LIMIT: usize = 100;
+
 /// How to sweep.
 #[derive(Debug, Clone)]
 pub struct SweepOptions {
     /// Only these kinds (all kinds with a pending lazy migration when empty).
     pub kinds: Vec<String>,
-    /// Entities per batch (and per checkpoint).
+    /// Entities per batch (and per checkpoint); the in-store path takes a batch
+    /// in calls of at most [`IN_STORE_LIMIT`].
     pub batch_size: usize,
     /// At most this many entities per second, if set.
     pub max_rate: Option<f64>,
@@ -287,6 +295,12 @@ impl Sweeper<'_> {
         let chain = at.chain;
         let mut cursor = at.cursor.clone();
         let mut first = true;
+        let calls_per_checkpoint = self
+            .options
+            .batch_size
+            .max(1)
+            .div_ceil(self.in_store_limit());
+        let mut calls = 0usize;
         loop {
             let page = if at.name == chain.kind {
                 let Some((from, steps)) = chain.pushdown() else {
@@ -300,7 +314,7 @@ impl Sweeper<'_> {
                     from,
                     steps: steps.to_vec(),
                     cursor: cursor.clone(),
-                    limit: self.options.batch_size.max(1),
+                    limit: self.in_store_limit(),
                 };
                 match self.store.update_in_place(request).await {
                     Ok(p) => InStorePage {
@@ -321,7 +335,7 @@ impl Sweeper<'_> {
                     from: at.name.to_owned(),
                     to: chain.kind.clone(),
                     cursor: cursor.clone(),
-                    limit: self.options.batch_size.max(1),
+                    limit: self.in_store_limit(),
                 };
                 match self.store.rename_kind(request).await {
                     Ok(p) => InStorePage {
@@ -350,14 +364,25 @@ impl Sweeper<'_> {
                 *migrated +=
                     migrate_batch(self.store, &self.client, chain, at.name, stale_copies).await?;
             }
-            self.checkpoint(chain, at.name, page.cursor.clone(), *migrated)
-                .await?;
+            // A checkpoint per batch (several calls): a killed sweep redoes at
+            // most one batch, which the version scoping makes harmless.
+            calls += 1;
+            if calls % calls_per_checkpoint == 0 || page.cursor.is_none() {
+                self.checkpoint(chain, at.name, page.cursor.clone(), *migrated)
+                    .await?;
+            }
             throttle(self.options.max_rate, self.started, self.processed).await;
             match page.cursor {
                 Some(c) => cursor = Some(c),
                 None => return Ok(true),
             }
         }
+    }
+
+    /// Entities per call of the in-store path: the batch size, at most
+    /// [`IN_STORE_LIMIT`] (a batch then takes several calls and one checkpoint).
+    fn in_store_limit(&self) -> usize {
+        self.options.batch_size.clamp(1, IN_STORE_LIMIT)
     }
 
     /// What an error of the in-store path means: `Some(false)` (run the client
