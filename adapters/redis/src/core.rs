@@ -41,12 +41,13 @@ fn scan_count(room: usize, floor: usize) -> usize {
     }
 }
 
-/// The most keys one call of the count script examines: about one SCAN step,
-/// a millisecond or two of the server. Redis runs a script alone, so a census
-/// (back-to-back calls) lets the application's commands in between calls: at
-/// 5,000 keys a call (up to ~10 ms) the census at the end of a sweep nearly
-/// stopped the application (docs/benchmarks.md, "Across the change").
-pub(crate) const COUNT_KEYS_PER_CALL: usize = 1000;
+/// About how many keys one call of the count script examines (one SCAN step
+/// of this COUNT): about a millisecond of the server. Redis runs a script
+/// alone, so a census (back-to-back calls) lets the application's commands in
+/// only between calls: at 5,000 keys a call the census at the end of a sweep
+/// brought the application down to ~100 operations/s, at 1,000 to ~800/s
+/// (docs/benchmarks.md, "Across the change").
+pub(crate) const COUNT_KEYS_PER_CALL: usize = 250;
 
 /// A tern store in a Redis database (see the crate docs for the layout).
 #[derive(Clone)]

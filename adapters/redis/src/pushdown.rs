@@ -348,8 +348,8 @@ pub(crate) fn compile_steps(
 ///
 /// ARGV: version field, mode (`any`, `eq`, `below`), version, SCAN pattern,
 /// SCAN cursor, the most keys to examine and the most SCAN steps in this call.
-/// Runs SCAN steps (COUNT 1000, TYPE hash) until the iteration ends or either
-/// bound is reached,
+/// Runs SCAN steps (COUNT the budget, at most 1000, TYPE hash) until the
+/// iteration ends or either bound is reached,
 /// and returns `{next cursor, keys that pass...}` (a missing version field is
 /// 0): the caller counts distinct keys, since SCAN may return a key twice.
 pub(crate) const COUNT_SCRIPT: &str = r"
@@ -359,7 +359,7 @@ local budget, max_steps = tonumber(ARGV[6]), tonumber(ARGV[7])
 local out = { '' }
 local examined, steps = 0, 0
 repeat
-  local r = redis.call('SCAN', cur, 'MATCH', pattern, 'COUNT', 1000, 'TYPE', 'hash')
+  local r = redis.call('SCAN', cur, 'MATCH', pattern, 'COUNT', math.min(1000, budget), 'TYPE', 'hash')
   cur = r[1]
   steps = steps + 1
   for _, key in ipairs(r[2]) do

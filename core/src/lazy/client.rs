@@ -28,6 +28,7 @@ pub struct LazyClientBuilder {
     declared: BTreeMap<String, Version>,
     code: BTreeMap<u32, Migration>,
     refresh: Duration,
+    in_store: bool,
 }
 
 impl LazyClientBuilder {
@@ -50,6 +51,16 @@ impl LazyClientBuilder {
     #[must_use]
     pub fn refresh_every(mut self, every: Duration) -> LazyClientBuilder {
         self.refresh = every;
+        self
+    }
+
+    /// Whether a stale entity may be migrated inside the store in the read's
+    /// own call ([`Store::get_advanced`], where the store and the steps allow;
+    /// default `true`). `false`: every stale entity is read, migrated on the
+    /// client and written back with a compare-and-set (for comparisons and tests).
+    #[must_use]
+    pub fn migrate_in_store(mut self, yes: bool) -> LazyClientBuilder {
+        self.in_store = yes;
         self
     }
 
@@ -95,6 +106,7 @@ impl LazyClientBuilder {
             })),
             checked: Mutex::new(Instant::now()),
             declined: Mutex::new(BTreeSet::new()),
+            in_store: self.in_store,
         })
     }
 }
@@ -138,6 +150,8 @@ pub struct LazyClient {
     checked: Mutex<Instant>,
     /// Kinds whose reads the store declined to migrate inside itself.
     declined: Mutex<BTreeSet<String>>,
+    /// See [`LazyClientBuilder::migrate_in_store`].
+    in_store: bool,
 }
 
 impl LazyClient {
@@ -148,6 +162,7 @@ impl LazyClient {
             declared: BTreeMap::new(),
             code: BTreeMap::new(),
             refresh: DEFAULT_REFRESH,
+            in_store: true,
         }
     }
 
@@ -391,7 +406,8 @@ impl LazyClient {
     /// names to look under, steps or a store that cannot run there, an entity
     /// the steps do not reach): the caller reads and migrates on the client.
     async fn get_advanced(&self, chain: &KindChain, key: &Key) -> Result<Option<Option<Entity>>> {
-        if !chain.pending
+        if !self.in_store
+            || !chain.pending
             || !chain.formers.is_empty()
             || !self.store.capability().update_pushdown
             || self.no_advance(&chain.kind)
