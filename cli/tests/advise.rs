@@ -16,14 +16,27 @@ fn example(name: &str) -> String {
         .to_string()
 }
 
+/// The first line of `text` that starts with `prefix`.
+fn line_starting<'a>(text: &'a str, prefix: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{text}"))
+}
+
+/// Runs `tern advise` through `run` on the example `name` (its `.model` and
+/// `.workload`) with the `extra` arguments.
+fn advise<T>(p: &Project, name: &str, extra: &[&str], run: impl Fn(&Project, &[&str]) -> T) -> T {
+    let model = example(&format!("{name}.model"));
+    let workload = example(&format!("{name}.workload"));
+    let mut args = vec!["advise", model.as_str(), workload.as_str()];
+    args.extend_from_slice(extra);
+    run(p, &args)
+}
+
 #[test]
 fn advise_hotel_prints_the_schema_the_plans_and_the_costs() {
     let p = Project::new(5_000);
-    let out = p.ok(&[
-        "advise",
-        &example("hotel.model"),
-        &example("hotel.workload"),
-    ]);
+    let out = advise(&p, "hotel", &[], Project::ok);
     assert!(out.contains("CREATE TABLE cf1 ("), "{out}");
     assert!(out.contains("PRIMARY KEY (("), "{out}");
     assert!(out.contains("-- query plans"), "{out}");
@@ -45,12 +58,7 @@ fn advise_hotel_prints_the_schema_the_plans_and_the_costs() {
 #[test]
 fn advise_json_has_the_costs_and_one_plan_per_statement() {
     let p = Project::new(5_000);
-    let out = p.ok(&[
-        "advise",
-        &example("eac.model"),
-        &example("eac.workload"),
-        "--json",
-    ]);
+    let out = advise(&p, "eac", &["--json"], Project::ok);
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     let q = r["query_cost"].as_f64().unwrap();
     let u = r["update_cost"].as_f64().unwrap();
@@ -64,15 +72,8 @@ fn advise_json_has_the_costs_and_one_plan_per_statement() {
 fn exact_space_keeps_the_cost_and_count_and_never_takes_more_space() {
     let p = Project::new(5_000);
     let run = |extra: &[&str]| -> serde_json::Value {
-        let mut args = vec![
-            "advise".to_owned(),
-            example("hotel.model"),
-            example("hotel.workload"),
-            "--json".to_owned(),
-        ];
-        args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        serde_json::from_str(&p.ok(&args)).unwrap()
+        let out = advise(&p, "hotel", &[&["--json"], extra].concat(), Project::ok);
+        serde_json::from_str(&out).unwrap()
     };
     let default = run(&[]);
     let exact = run(&["--exact-space"]);
@@ -94,33 +95,17 @@ fn advise_bad_input_names_file_line_and_column() {
         "bad.workload",
         "group G default=1\n  Q: SELECT Server.Nope FROM Server WHERE Server.ServerID = ?;\n",
     );
-    let err = p.fails(&["advise", &example("eac.model"), "bad.workload"], 1);
-    assert!(
-        err.contains("bad.workload:2:20: `Server` has no field `Nope`"),
-        "{err}"
-    );
-    let err = p.fails(
-        &[
-            "advise",
-            &example("eac.model"),
-            &example("eac.workload"),
-            "--space-budget",
-            "1",
-        ],
+    p.fails_saying(
+        &["advise", &example("eac.model"), "bad.workload"],
         1,
+        &["bad.workload:2:20: `Server` has no field `Nope`"],
     );
-    assert!(err.contains("no solution"), "{err}");
-    let err = p.fails(
-        &[
-            "advise",
-            &example("eac.model"),
-            &example("eac.workload"),
-            "--mix",
-            "browsing",
-        ],
-        1,
-    );
-    assert!(err.contains("unknown workload mix `browsing`"), "{err}");
+    advise(&p, "eac", &["--space-budget", "1"], |p, args| {
+        p.fails_saying(args, 1, &["no solution"])
+    });
+    advise(&p, "eac", &["--mix", "browsing"], |p, args| {
+        p.fails_saying(args, 1, &["unknown workload mix `browsing`"])
+    });
 }
 
 /// Normalized EasyAntiCheat data: one kind per entity, ids as properties, foreign keys by relationship name.
@@ -158,13 +143,7 @@ fn the_emitted_migration_denormalizes_the_store_with_tern_up() {
     let p = Project::new(5_000);
     p.write("data.jsonl", &eac_data());
     p.ok(&["import", "data.jsonl"]);
-    p.ok(&[
-        "advise",
-        &example("eac.model"),
-        &example("eac.workload"),
-        "--emit-migration",
-        "migrations",
-    ]);
+    advise(&p, "eac", &["--emit-migration", "migrations"], Project::ok);
     assert!(p.path("migrations/advise_schema.cql").exists());
     let script = std::fs::read_to_string(p.path("migrations/0001_advise.tern")).unwrap();
     assert!(
@@ -197,34 +176,26 @@ fn the_emitted_migration_denormalizes_the_store_with_tern_up() {
         );
     }
     // Nothing pending; running advise again numbers the next file after the applied one.
-    p.ok(&[
-        "advise",
-        &example("eac.model"),
-        &example("eac.workload"),
-        "--emit-migration",
-        "migrations",
-    ]);
+    advise(&p, "eac", &["--emit-migration", "migrations"], Project::ok);
     assert!(p.path("migrations/0002_advise.tern").exists());
 }
 
 #[test]
 fn advise_calibrate_fits_the_cost_model_on_the_embedded_store_and_uses_it() {
     let p = Project::new(5_000);
-    let out = p.run(&[
-        "advise",
-        &example("eac.model"),
-        &example("eac.workload"),
-        "--json",
-        "--calibrate",
-        "embedded:calibration.redb",
-    ]);
+    let out = advise(
+        &p,
+        "eac",
+        &["--json", "--calibrate", "embedded:calibration.redb"],
+        Project::run,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     // "T(n, w) = a + b*n + c*n*w ms": three finite, non-negative constants, not the defaults.
-    let line = stderr
-        .lines()
-        .find(|l| l.starts_with("calibrated on embedded:calibration.redb (12 samples"))
-        .unwrap_or_else(|| panic!("no calibration line:\n{stderr}"));
+    let line = line_starting(
+        &stderr,
+        "calibrated on embedded:calibration.redb (12 samples",
+    );
     let fitted: Vec<f64> = line
         .split("T(n, w) = ")
         .nth(1)
@@ -256,17 +227,19 @@ fn advise_calibrate_fits_the_cost_model_on_the_embedded_store_and_uses_it() {
 fn advise_execute_times_the_recommended_schema_against_the_normalized_baseline() {
     let p = Project::new(5_000);
     for name in ["eac", "hotel"] {
-        let out = p.ok(&[
-            "advise",
-            &example(&format!("{name}.model")),
-            &example(&format!("{name}.workload")),
-            "--execute",
-            &format!("embedded:{name}-exec.redb"),
-            "--execute-rows",
-            "300",
-            "--execute-runs",
-            "3",
-        ]);
+        let out = advise(
+            &p,
+            name,
+            &[
+                "--execute",
+                &format!("embedded:{name}-exec.redb"),
+                "--execute-rows",
+                "300",
+                "--execute-runs",
+                "3",
+            ],
+            Project::ok,
+        );
         assert!(
             out.contains(&format!("-- executed on embedded:{name}-exec.redb")),
             "{out}"
@@ -277,10 +250,7 @@ fn advise_execute_times_the_recommended_schema_against_the_normalized_baseline()
         if name == "eac" {
             assert!(!out.contains("(no plan"), "{out}");
         }
-        let line = out
-            .lines()
-            .find(|l| l.starts_with("-- weighted mean response time: recommended "))
-            .unwrap_or_else(|| panic!("no summary:\n{out}"));
+        let line = line_starting(&out, "-- weighted mean response time: recommended ");
         let ms: Vec<f64> = line
             .split(' ')
             .filter_map(|t| t.parse::<f64>().ok())

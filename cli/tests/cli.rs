@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 mod common;
@@ -12,9 +12,7 @@ use common::{Project, RELEASE2, RELEASE3, blog_lines};
 
 #[test]
 fn the_whole_workflow() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(3, 2));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 3, 2);
     p.ok(&["new", "release2"]);
     p.write("migrations/0001_release2.tern", RELEASE2);
     p.ok(&["new", "release3"]);
@@ -65,32 +63,26 @@ fn exit_codes_and_messages_for_bad_input() {
     let p = Project::new(5_000);
     // No migrations folder.
     std::fs::remove_dir(p.path("migrations")).unwrap();
-    let err = p.fails(&["up"], 1);
-    assert!(
-        err.contains("migrations folder") && err.contains("not found"),
-        "{err}"
-    );
+    p.fails_saying(&["up"], 1, &["migrations folder", "not found"]);
     std::fs::create_dir(p.path("migrations")).unwrap();
     // Malformed and duplicate file numbers.
     p.write("migrations/one_x.tern", "add user.x = 1");
-    let err = p.fails(&["check", "--offline"], 1);
-    assert!(
-        err.contains("one_x.tern") && err.contains("NNNN_name.tern"),
-        "{err}"
+    p.fails_saying(
+        &["check", "--offline"],
+        1,
+        &["one_x.tern", "NNNN_name.tern"],
     );
     std::fs::remove_file(p.path("migrations/one_x.tern")).unwrap();
     p.write("migrations/0001_a.tern", "add user.x = 1");
     p.write("migrations/01_b.tern", "add user.y = 1");
-    let err = p.fails(&["check", "--offline"], 1);
-    assert!(err.contains("used twice"), "{err}");
+    p.fails_saying(&["check", "--offline"], 1, &["used twice"]);
     std::fs::remove_file(p.path("migrations/01_b.tern")).unwrap();
     // A parse error names file:line:col.
     p.write(
         "migrations/0002_b.tern",
         "add user.y = 1\nrename user.y = z\n",
     );
-    let err = p.fails(&["check", "--offline"], 1);
-    assert!(err.contains("0002_b.tern:2:"), "{err}");
+    p.fails_saying(&["check", "--offline"], 1, &["0002_b.tern:2:"]);
     std::fs::remove_file(p.path("migrations/0002_b.tern")).unwrap();
     // Usage errors exit 2.
     p.fails(&["up", "--batch-size", "many"], 2);
@@ -99,15 +91,20 @@ fn exit_codes_and_messages_for_bad_input() {
     let err = p.fails(&["--store", "postgres://u:secret@127.0.0.1/x", "status"], 1);
     assert!(err.contains("postgres") && !err.contains("secret"), "{err}");
     p.write("empty.toml", "");
-    let err = p.fails(&["--config", "empty.toml", "status"], 1);
-    assert!(err.contains("no store given"), "{err}");
+    p.fails_saying(
+        &["--config", "empty.toml", "status"],
+        1,
+        &["no store given"],
+    );
     // A typo in tern.toml.
     p.write("bad.toml", "stor_url = \"embedded:x\"\n");
-    let err = p.fails(&["--config", "bad.toml", "status"], 1);
-    assert!(err.contains("unknown key `stor_url`"), "{err}");
+    p.fails_saying(
+        &["--config", "bad.toml", "status"],
+        1,
+        &["unknown key `stor_url`"],
+    );
     // An edited applied migration: exit 4.
-    p.write("data.jsonl", &blog_lines(2, 1));
-    p.ok(&["import", "data.jsonl"]);
+    p.import_blog(2, 1);
     p.ok(&["up"]);
     p.write("migrations/0001_a.tern", "add user.x = 2");
     let err = p.fails(&["up"], 4);
@@ -128,30 +125,19 @@ fn exit_codes_and_messages_for_bad_input() {
         "migrations/0002_c.tern",
         "copy user.url to blogpost where user.name = blogpost.author\n",
     );
-    let err = p.fails(&["up"], 5);
-    assert!(
-        err.contains("blogpost:tw") && err.contains("user:100") && err.contains("user:101"),
-        "{err}"
-    );
-    let err = p.fails(&["check"], 5);
-    assert!(err.contains("blogpost:tw"), "{err}");
+    p.fails_saying(&["up"], 5, &["blogpost:tw", "user:100", "user:101"]);
+    p.fails_saying(&["check"], 5, &["blogpost:tw"]);
     // A malformed import line names file and line.
     p.write(
         "broken.jsonl",
         "{\"kind\":\"user\",\"id\":1,\"value\":{}}\n{\"kind\":\"user\",\"value\":{}}\n",
     );
-    let err = p.fails(&["import", "broken.jsonl"], 1);
-    assert!(
-        err.contains("broken.jsonl:2") && err.contains("id"),
-        "{err}"
-    );
+    p.fails_saying(&["import", "broken.jsonl"], 1, &["broken.jsonl:2", "id"]);
 }
 
 #[test]
 fn a_second_runner_exits_3_while_the_first_runs_and_waits_with_wait() {
-    let p = Project::new(60_000);
-    p.write("data.jsonl", &blog_lines(300, 3));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(60_000, 300, 3);
     p.write("migrations/0001_release2.tern", RELEASE2);
     let mut first = p.cmd(&["up", "--max-rate", "600", "-q"]).spawn().unwrap();
     // Wait until the first runner is at work (it holds the lock, and the embedded
@@ -232,11 +218,7 @@ fn init_creates_a_project() {
         .current_dir(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     assert!(dir.path().join("proj/migrations/0001_first.tern").exists());
     // --help works everywhere.
     for cmd in [
@@ -254,25 +236,9 @@ fn init_creates_a_project() {
 fn ctrl_c_finishes_the_batch_checkpoints_and_exits_130_resumable() {
     let lines = blog_lines(300, 4);
     let expected = export_after_uninterrupted(&lines);
-    let p = Project::new(300);
-    p.write("data.jsonl", &lines);
-    p.ok(&["import", "data.jsonl"]);
-    p.write("migrations/0001_release2.tern", RELEASE2);
+    let p = Project::with_release2(&lines);
     p.write("migrations/0002_release3.tern", RELEASE3);
-    let child = p
-        .cmd(&["up", "--max-rate", "1000"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(600));
-    let interrupted = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(interrupted.success());
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let stderr = p.up_interrupted("INT", 600);
     assert!(stderr.contains("resume"), "{stderr}");
     // The lock was released on the way out: status shows the interrupted run, up resumes at once.
     let status: serde_json::Value = serde_json::from_str(&p.ok(&["status", "--json"])).unwrap();

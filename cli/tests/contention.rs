@@ -21,12 +21,21 @@ fn tern(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `tern analyze contention` on the example `name`, as text and as JSON,
+/// each asserted to exit with `code`.
+fn contention(name: &str, code: i32) -> (String, serde_json::Value) {
+    let file = example(name);
+    let out = tern(&["analyze", "contention", file.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{text}");
+    let json = tern(&["analyze", "contention", file.to_str().unwrap(), "--json"]);
+    assert_eq!(json.status.code(), Some(code));
+    (text, serde_json::from_slice(&json.stdout).unwrap())
+}
+
 #[test]
 fn article_oriented_is_unsafe_with_witness_and_suggestion() {
-    let file = example("article.mc");
-    let out = tern(&["analyze", "contention", file.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(10), "{text}");
+    let (text, v) = contention("article.mc", 10);
     assert!(text.starts_with("UNSAFE"), "{text}");
     for want in [
         "users(Alice)",
@@ -40,9 +49,6 @@ fn article_oriented_is_unsafe_with_witness_and_suggestion() {
     ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
-    let json = tern(&["analyze", "contention", file.to_str().unwrap(), "--json"]);
-    assert_eq!(json.status.code(), Some(10));
-    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["verdict"], "UNSAFE");
     assert_eq!(v["witness"]["users"], serde_json::json!(["Dave", "Eve"]));
     assert_eq!(v["suggestion"]["safe"], true);
@@ -50,14 +56,8 @@ fn article_oriented_is_unsafe_with_witness_and_suggestion() {
 
 #[test]
 fn user_oriented_is_safe() {
-    let file = example("user.mc");
-    let out = tern(&["analyze", "contention", file.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let (text, v) = contention("user.mc", 0);
     assert!(text.starts_with("SAFE"), "{text}");
-    let json = tern(&["analyze", "contention", file.to_str().unwrap(), "--json"]);
-    assert_eq!(json.status.code(), Some(0));
-    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["verdict"], "SAFE");
     assert!(v["witness"].is_null());
 }

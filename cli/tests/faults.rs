@@ -60,41 +60,40 @@ fn wait(mut child: Child, limit: Duration) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// A dropped connection (twice) during `tern up`: retried, or a resumable
-/// exit with a clear message; the rerun ends like an uninterrupted run.
-async fn dropped_connection(backend: &str, url: Result<String, String>) {
-    let url = match url {
-        Ok(url) => url,
-        Err(reason) => {
-            eprintln!("skipped: dropped connection on {backend}: {reason}");
-            return;
-        }
-    };
-    let proxy = FaultProxy::start(upstream(&url)).await.unwrap();
-    let proxied = through(&url, proxy.addr());
-    let expected = tokio::task::spawn_blocking(expected_export).await.unwrap();
-    let p = Project::on(&proxied, 3_000);
+/// `url`, or `None` after saying that `what` is skipped and why.
+fn or_skip(url: Result<String, String>, what: &str) -> Option<String> {
+    url.map_err(|reason| eprintln!("skipped: {what}: {reason}"))
+        .ok()
+}
+
+/// Runs `f` on a thread that may block (the `tern` binary runs to its end).
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+/// `p` set up, and after `tern import data.jsonl` in it.
+async fn set_up(p: Project) -> Project {
     setup(&p);
-    let p = tokio::task::spawn_blocking(move || {
+    blocking(move || {
         p.ok(&["import", "data.jsonl"]);
         p
     })
     .await
-    .unwrap();
-    let child = p
-        .cmd(&["up", "-q", "--max-rate", "300"])
+}
+
+/// Starts `tern up -q --max-rate MAX_RATE` in `p`, its output piped.
+fn spawn_up(p: &Project, max_rate: &str) -> Child {
+    p.cmd(&["up", "-q", "--max-rate", max_rate])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    proxy.drop_connections();
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    proxy.drop_connections();
-    let out = tokio::task::spawn_blocking(move || wait(child, Duration::from_secs(180)))
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        .unwrap()
+}
+
+/// Asserts a run on `backend` that met a fault ended without a panic, and,
+/// if it failed, said it is resumable; returns its exit code.
+fn survived_or_resumable(backend: &str, out: &Output) -> Option<i32> {
+    let stderr = String::from_utf8_lossy(&out.stderr);
     let code = out.status.code();
     assert!(
         code.is_some() && code != Some(101),
@@ -106,14 +105,38 @@ async fn dropped_connection(backend: &str, url: Result<String, String>) {
             "{backend}: a failed run says it is resumable: {stderr}"
         );
     }
-    let export = tokio::task::spawn_blocking(move || {
+    code
+}
+
+/// Asserts `tern verify` passes in `p`, and returns the export.
+fn verified_export(p: &Project) -> String {
+    let verify: serde_json::Value = serde_json::from_str(&p.ok(&["verify", "--json"])).unwrap();
+    assert_eq!(verify["ok"], true, "{verify}");
+    p.ok(&["export"])
+}
+
+/// A dropped connection (twice) during `tern up`: retried, or a resumable
+/// exit with a clear message; the rerun ends like an uninterrupted run.
+async fn dropped_connection(backend: &str, url: Result<String, String>) {
+    let Some(url) = or_skip(url, &format!("dropped connection on {backend}")) else {
+        return;
+    };
+    let proxy = FaultProxy::start(upstream(&url)).await.unwrap();
+    let proxied = through(&url, proxy.addr());
+    let expected = blocking(expected_export).await;
+    let p = set_up(Project::on(&proxied, 3_000)).await;
+    let child = spawn_up(&p, "300");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.drop_connections();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    proxy.drop_connections();
+    let out = blocking(move || wait(child, Duration::from_secs(180))).await;
+    let code = survived_or_resumable(backend, &out);
+    let export = blocking(move || {
         p.ok(&["up", "-q", "--wait", "60"]);
-        let verify: serde_json::Value = serde_json::from_str(&p.ok(&["verify", "--json"])).unwrap();
-        assert_eq!(verify["ok"], true, "{verify}");
-        p.ok(&["export"])
+        verified_export(&p)
     })
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         export, expected,
         "{backend}: the rerun ends like an uninterrupted run"
@@ -124,61 +147,39 @@ async fn dropped_connection(backend: &str, url: Result<String, String>) {
 /// A runner cut off (blackholed) longer than its lease: a second runner takes
 /// over and completes; the first, healed, writes nothing more and fails.
 async fn cut_off_past_the_lease(backend: &str, url: Result<String, String>) {
-    let url = match url {
-        Ok(url) => url,
-        Err(reason) => {
-            eprintln!("skipped: cut-off runner on {backend}: {reason}");
-            return;
-        }
+    let Some(url) = or_skip(url, &format!("cut-off runner on {backend}")) else {
+        return;
     };
     let proxy = FaultProxy::start(upstream(&url)).await.unwrap();
-    let expected = tokio::task::spawn_blocking(expected_export).await.unwrap();
+    let expected = blocking(expected_export).await;
     let a = Project::on(&through(&url, proxy.addr()), 1_500);
-    let b = Project::on(&url, 1_500);
     setup(&a);
-    setup(&b);
-    let b = tokio::task::spawn_blocking(move || {
-        b.ok(&["import", "data.jsonl"]);
-        b
-    })
-    .await
-    .unwrap();
-    let first = a
-        .cmd(&["up", "-q", "--max-rate", "200"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let b = set_up(Project::on(&url, 1_500)).await;
+    let first = spawn_up(&a, "200");
     tokio::time::sleep(Duration::from_millis(600)).await;
     proxy.blackhole();
     // Longer than the lease: the second runner waits it out and takes over.
     tokio::time::sleep(Duration::from_millis(2_500)).await;
-    let b = tokio::task::spawn_blocking(move || {
+    let b = blocking(move || {
         b.ok(&["up", "-q", "--wait", "60"]);
         b
     })
-    .await
-    .unwrap();
+    .await;
     proxy.heal();
-    let out = tokio::task::spawn_blocking(move || wait(first, Duration::from_secs(180)))
-        .await
-        .unwrap();
+    let out = blocking(move || wait(first, Duration::from_secs(180))).await;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.code().is_some_and(|c| c != 0 && c != 101),
         "{backend}: the cut-off runner must not report success: {:?}\n{stderr}",
         out.status.code()
     );
-    let export = tokio::task::spawn_blocking(move || {
+    let export = blocking(move || {
         let status: serde_json::Value = serde_json::from_str(&b.ok(&["status", "--json"])).unwrap();
         assert!(status["running"].is_null(), "{status}");
         assert_eq!(status["migrations"][1]["state"], "applied", "{status}");
-        let verify: serde_json::Value = serde_json::from_str(&b.ok(&["verify", "--json"])).unwrap();
-        assert_eq!(verify["ok"], true, "{verify}");
-        b.ok(&["export"])
+        verified_export(&b)
     })
-    .await
-    .unwrap();
+    .await;
     assert_eq!(export, expected, "{backend}: no double apply, nothing lost");
     eprintln!("cut-off runner on {backend}: passed ({stderr})");
 }
@@ -204,34 +205,23 @@ async fn cassandra_url() -> Result<String, String> {
         .map(|b| b.fresh_url())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_connection_during_up_on_redis_is_retried_or_resumable() {
-    dropped_connection("redis", redis_url().await).await;
+/// One test a row: `scenario(backend, url)` on a multi-threaded runtime.
+macro_rules! fault_tests {
+    ($($name:ident: $scenario:ident($backend:literal, $url:ident);)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            $scenario($backend, $url().await).await;
+        }
+    )*};
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_connection_during_up_on_mongodb_is_retried_or_resumable() {
-    dropped_connection("mongodb", mongodb_url().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_connection_during_up_on_cassandra_is_retried_or_resumable() {
-    dropped_connection("cassandra", cassandra_url().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runner_cut_off_past_its_lease_on_redis_stops_and_a_second_completes() {
-    cut_off_past_the_lease("redis", redis_url().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runner_cut_off_past_its_lease_on_mongodb_stops_and_a_second_completes() {
-    cut_off_past_the_lease("mongodb", mongodb_url().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runner_cut_off_past_its_lease_on_cassandra_stops_and_a_second_completes() {
-    cut_off_past_the_lease("cassandra", cassandra_url().await).await;
+fault_tests! {
+    a_dropped_connection_during_up_on_redis_is_retried_or_resumable: dropped_connection("redis", redis_url);
+    a_dropped_connection_during_up_on_mongodb_is_retried_or_resumable: dropped_connection("mongodb", mongodb_url);
+    a_dropped_connection_during_up_on_cassandra_is_retried_or_resumable: dropped_connection("cassandra", cassandra_url);
+    a_runner_cut_off_past_its_lease_on_redis_stops_and_a_second_completes: cut_off_past_the_lease("redis", redis_url);
+    a_runner_cut_off_past_its_lease_on_mongodb_stops_and_a_second_completes: cut_off_past_the_lease("mongodb", mongodb_url);
+    a_runner_cut_off_past_its_lease_on_cassandra_stops_and_a_second_completes: cut_off_past_the_lease("cassandra", cassandra_url);
 }
 
 /// A server process of this test's own, on a free port, keeping its data in
@@ -288,12 +278,17 @@ impl OwnServer {
         Ok(())
     }
 
-    /// Kills the server (as a crash would) and starts it again on the same port.
-    fn crash_and_restart(&mut self) -> Result<(), String> {
+    /// Kills the server process, if it runs.
+    fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// Kills the server (as a crash would) and starts it again on the same port.
+    fn crash_and_restart(&mut self) -> Result<(), String> {
+        self.kill();
         std::thread::sleep(Duration::from_millis(300));
         self.spawn()
     }
@@ -301,10 +296,7 @@ impl OwnServer {
 
 impl Drop for OwnServer {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.kill();
     }
 }
 
@@ -315,31 +307,13 @@ fn restart_during_up(backend: &str, mut server: OwnServer, url: &str) {
     let p = Project::on(url, 3_000);
     setup(&p);
     p.ok(&["import", "data.jsonl"]);
-    let child = p
-        .cmd(&["up", "-q", "--max-rate", "300"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_up(&p, "300");
     std::thread::sleep(Duration::from_millis(500));
     server.crash_and_restart().unwrap();
     let out = wait(child, Duration::from_secs(180));
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let code = out.status.code();
-    assert!(
-        code.is_some() && code != Some(101),
-        "{backend}: {code:?}\n{stderr}"
-    );
-    if code != Some(0) {
-        assert!(
-            stderr.contains("tern up") && stderr.contains("resum"),
-            "{backend}: a failed run says it is resumable: {stderr}"
-        );
-    }
+    let code = survived_or_resumable(backend, &out);
     p.ok(&["up", "-q", "--wait", "60"]);
-    let verify: serde_json::Value = serde_json::from_str(&p.ok(&["verify", "--json"])).unwrap();
-    assert_eq!(verify["ok"], true, "{verify}");
-    assert_eq!(p.ok(&["export"]), expected, "{backend}");
+    assert_eq!(verified_export(&p), expected, "{backend}");
     eprintln!("{backend} restart: passed (first run exit {code:?})");
 }
 

@@ -12,15 +12,11 @@ use common::{Project, blog_lines};
 /// link) is refused, and the store still works afterwards.
 #[test]
 fn export_refuses_the_open_store_file() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(3, 2));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 3, 2);
     let before = p.ok(&["export"]);
-    let err = p.fails(&["export", "-o", "store.redb"], 1);
-    assert!(err.contains("store file itself"), "{err}");
+    p.fails_saying(&["export", "-o", "store.redb"], 1, &["store file itself"]);
     std::os::unix::fs::symlink(p.path("store.redb"), p.path("link.redb")).unwrap();
-    let err = p.fails(&["export", "-o", "link.redb"], 1);
-    assert!(err.contains("store file itself"), "{err}");
+    p.fails_saying(&["export", "-o", "link.redb"], 1, &["store file itself"]);
     std::fs::hard_link(p.path("store.redb"), p.path("hard.redb")).unwrap();
     p.fails(&["export", "-o", "hard.redb"], 1);
     assert_eq!(p.ok(&["export"]), before, "the store is intact");
@@ -30,9 +26,7 @@ fn export_refuses_the_open_store_file() {
 /// end: the target holds the complete export, and no temporary file is left.
 #[test]
 fn export_writes_through_a_temporary_file_renamed_at_the_end() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(3, 2));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 3, 2);
     p.write("out.jsonl", "old content that must be replaced whole\n");
     p.ok(&["export", "-o", "out.jsonl"]);
     assert_eq!(
@@ -80,10 +74,10 @@ fn export_of_a_256_level_value_imports_back() {
         "deeper.jsonl",
         &format!("{{\"kind\":\"d\",\"id\":2,\"value\":{{\"x\":{deeper}}}}}\n"),
     );
-    let err = p.fails(&["import", "deeper.jsonl"], 1);
-    assert!(
-        err.contains("deeper.jsonl:1") && err.contains("nested deeper"),
-        "{err}"
+    p.fails_saying(
+        &["import", "deeper.jsonl"],
+        1,
+        &["deeper.jsonl:1", "nested deeper"],
     );
 }
 
@@ -91,9 +85,7 @@ fn export_of_a_256_level_value_imports_back() {
 /// store that `tern up` reports as migrated.
 #[test]
 fn a_mistyped_store_path_is_refused_not_created() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(1, 1));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 1, 1);
     p.write("migrations/0001_a.tern", "add user.x = 1\n");
     for cmd in [
         &["up"][..],
@@ -122,9 +114,7 @@ fn a_mistyped_store_path_is_refused_not_created() {
 /// is refused rather than put into a file name.
 #[test]
 fn store_url_schemes_are_case_insensitive_and_embedded_takes_no_password() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(1, 1));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 1, 1);
     let expected = p.ok(&["export"]);
     assert_eq!(
         p.ok(&["--store", "EMBEDDED:store.redb", "export"]),
@@ -190,10 +180,10 @@ fn import_duplicate_keys_and_lines_are_not_counted_twice() {
         "dup.jsonl",
         "{\"kind\":\"k\",\"id\":1,\"value\":{\"a\":1,\"a\":2}}\n",
     );
-    let err = p.fails(&["import", "dup.jsonl"], 1);
-    assert!(
-        err.contains("dup.jsonl:1") && err.contains("\"a\" appears twice"),
-        "{err}"
+    p.fails_saying(
+        &["import", "dup.jsonl"],
+        1,
+        &["dup.jsonl:1", "\"a\" appears twice"],
     );
     p.write(
         "twice.jsonl",
@@ -218,10 +208,10 @@ fn a_failed_import_says_what_it_already_wrote() {
     let mut lines = blog_lines(30, 0);
     lines.push_str("{\"kind\":\"user\",\"value\":{}}\n");
     p.write("bad.jsonl", &lines);
-    let err = p.fails(&["import", "--batch-size", "10", "bad.jsonl"], 1);
-    assert!(
-        err.contains("bad.jsonl:31") && err.contains("30 lines before it were imported"),
-        "{err}"
+    p.fails_saying(
+        &["import", "--batch-size", "10", "bad.jsonl"],
+        1,
+        &["bad.jsonl:31", "30 lines before it were imported"],
     );
     assert_eq!(p.ok(&["export"]).lines().count(), 30);
 }
@@ -259,10 +249,10 @@ fn import_refuses_versions_above_the_kinds_version() {
         "v.jsonl",
         "{\"kind\":\"user\",\"id\":1,\"value\":{}}\n{\"kind\":\"user\",\"id\":2,\"version\":99,\"value\":{}}\n",
     );
-    let err = p.fails(&["import", "v.jsonl"], 1);
-    assert!(
-        err.contains("v.jsonl:2") && err.contains("version 99 is above kind user's version 0"),
-        "{err}"
+    p.fails_saying(
+        &["import", "v.jsonl"],
+        1,
+        &["v.jsonl:2", "version 99 is above kind user's version 0"],
     );
     // At the kind's version it is fine.
     p.write("migrations/0001_a.tern", "add user.x = 1\n");
@@ -277,72 +267,47 @@ fn import_refuses_versions_above_the_kinds_version() {
 /// Item 5: verify flags entities above their kind's version (exit 1).
 #[test]
 fn verify_flags_entities_above_their_kinds_version() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(2, 1));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 2, 1);
     assert!(p.ok(&["verify"]).contains("verified"));
     put_raw(&p, &[("user", 50, 99)]);
-    let out = p.run(&["verify"]);
-    assert_eq!(out.status.code(), Some(1));
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("1 ABOVE v0") && !text.contains("verified"),
-        "{text}"
-    );
+    verify_flags(&p, "1 ABOVE v0");
     let json: serde_json::Value =
         serde_json::from_slice(&p.run(&["verify", "--json"]).stdout).unwrap();
     assert_eq!(json["above"], 1);
     assert_eq!(json["ok"], false);
 }
 
-/// Item 5: verify flags a migration interrupted halfway (some entities
-/// migrated, some not), naming it "in progress".
-#[test]
-fn verify_flags_an_interrupted_migration() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(20, 0));
-    p.ok(&["import", "data.jsonl"]);
-    p.write("migrations/0001_a.tern", "add user.x = 1\n");
-    // Stop the run after its first checkpoint: a fault is not available to the
-    // binary, so write what an interrupted run leaves: half the entities at
-    // v1 and the run's checkpoint.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let store = tern_core::store::embedded::EmbeddedStore::open(p.path("store.redb")).unwrap();
-        let mut v = tern_core::migrate::state::load(&store).await.unwrap();
-        v.doc.running = Some(tern_core::migrate::RunState {
-            migration: 1,
-            checksum: "sha256:x".into(),
-            started_at: 0,
-            stage: 0,
-            phase: 0,
-            cursor: None,
-            counts: Default::default(),
-            checkpoints: 1,
-        });
-        tern_core::migrate::state::store_if(&store, v.revision, &v.doc)
-            .await
-            .unwrap();
-    });
-    put_raw(&p, &[("user", 0, 1), ("user", 1, 1)]);
+/// Runs `tern verify`, asserts it exits 1 with a report that says `problem`
+/// and not "verified".
+fn verify_flags(p: &Project, problem: &str) {
     let out = p.run(&["verify"]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("migration 1 is in progress") && !text.contains("verified"),
+        text.contains(problem) && !text.contains("verified"),
         "{text}"
     );
+}
+
+/// Item 5: verify flags a migration interrupted halfway (some entities
+/// migrated, some not), naming it "in progress".
+#[test]
+fn verify_flags_an_interrupted_migration() {
+    let p = Project::with_blog(5_000, 20, 0);
+    p.write("migrations/0001_a.tern", "add user.x = 1\n");
+    // Stop the run after its first checkpoint: a fault is not available to the
+    // binary, so write what an interrupted run leaves: half the entities at
+    // v1 and the run's checkpoint.
+    record_run(&p, run_state(1, "sha256:x", 1), None);
+    put_raw(&p, &[("user", 0, 1), ("user", 1, 1)]);
+    verify_flags(&p, "migration 1 is in progress");
 }
 
 /// Item 6: entities written below their kind's version after its last
 /// migration are brought forward by `tern up` with nothing pending.
 #[test]
 fn up_sweeps_late_entities_with_nothing_pending() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(3, 1));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 3, 1);
     p.write("migrations/0001_a.tern", common::RELEASE2);
     p.ok(&["up"]);
     // Old application code writes a post of version 0.
@@ -404,11 +369,7 @@ fn unsafe_refusal_names_each_statement_with_its_own_count() {
             && !err.contains("pending migrations"),
         "{err}"
     );
-    let err = p.fails(&["check"], 5);
-    assert!(
-        err.contains("`copy user.email") && err.contains("writes 3 target(s)"),
-        "{err}"
-    );
+    p.fails_saying(&["check"], 5, &["`copy user.email", "writes 3 target(s)"]);
     let out = p.run(&["check", "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let conflicts = json["unsafe_conflicts"].as_array().unwrap();
@@ -432,11 +393,7 @@ fn unsafe_refusal_names_each_statement_with_its_own_count() {
 fn force_unsafe_reports_the_overridden_conflicts() {
     let p = unsafe_project();
     let out = p.run(&["up", "--force-unsafe", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let forced = json["applied"][0]["forced_conflicts"].as_array().unwrap();
     assert_eq!(forced.len(), 8, "{forced:?}");
@@ -466,6 +423,34 @@ fn record_interrupted_run(
     id: u32,
     lease: Option<tern_core::migrate::state::LeaseRecord>,
 ) {
+    record_run(
+        p,
+        run_state(id, "sha256:the-file-before-the-edit", 0),
+        lease,
+    );
+}
+
+/// The checkpoint a run of migration `id` (its file's `checksum` then)
+/// leaves after `checkpoints` checkpoints, at its start.
+fn run_state(id: u32, checksum: &str, checkpoints: u64) -> tern_core::migrate::RunState {
+    tern_core::migrate::RunState {
+        migration: id,
+        checksum: checksum.into(),
+        started_at: 0,
+        stage: 0,
+        phase: 0,
+        cursor: None,
+        counts: Default::default(),
+        checkpoints,
+    }
+}
+
+/// Writes `running` as the store's run in progress and, optionally, a lease.
+fn record_run(
+    p: &Project,
+    running: tern_core::migrate::RunState,
+    lease: Option<tern_core::migrate::state::LeaseRecord>,
+) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -473,16 +458,7 @@ fn record_interrupted_run(
     rt.block_on(async {
         let store = tern_core::store::embedded::EmbeddedStore::open(p.path("store.redb")).unwrap();
         let mut v = tern_core::migrate::state::load(&store).await.unwrap();
-        v.doc.running = Some(tern_core::migrate::RunState {
-            migration: id,
-            checksum: "sha256:the-file-before-the-edit".into(),
-            started_at: 0,
-            stage: 0,
-            phase: 0,
-            cursor: None,
-            counts: Default::default(),
-            checkpoints: 0,
-        });
+        v.doc.running = Some(running);
         if lease.is_some() {
             v.doc.next_token = 5;
             v.doc.lease = lease;
@@ -497,17 +473,11 @@ fn record_interrupted_run(
 /// the next `tern up` starts it afresh (it used to exit 4 "was applied").
 #[test]
 fn an_interrupted_migration_that_wrote_nothing_may_be_edited() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(3, 0));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 3, 0);
     p.write("migrations/0001_a.tern", "add user.x = 2\n");
     record_interrupted_run(&p, 1, None);
     let out = p.run(&["up"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
     assert!(p.ok(&["export"]).contains("\"x\":2"));
     assert!(p.ok(&["verify"]).contains("verified"));
 }
@@ -516,9 +486,7 @@ fn an_interrupted_migration_that_wrote_nothing_may_be_edited() {
 /// refused, worded "in progress" (not "applied"), and so is `tern abandon`.
 #[test]
 fn an_edited_migration_in_progress_is_refused_as_in_progress_not_applied() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(3, 0));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 3, 0);
     p.write("migrations/0001_a.tern", "add user.x = 2\n");
     record_interrupted_run(&p, 1, None);
     put_raw(&p, &[("user", 0, 1)]);
@@ -527,20 +495,14 @@ fn an_edited_migration_in_progress_is_refused_as_in_progress_not_applied() {
         err.contains("in progress") && !err.contains("was applied") && err.contains("1 of user"),
         "{err}"
     );
-    let err = p.fails(&["abandon"], 1);
-    assert!(
-        err.contains("cannot abandon") && err.contains("half-migrated"),
-        "{err}"
-    );
+    p.fails_saying(&["abandon"], 1, &["cannot abandon", "half-migrated"]);
 }
 
 /// Item 9: `tern abandon` drops an interrupted run that wrote nothing, so
 /// its file can go and later migrations run.
 #[test]
 fn abandon_drops_an_interrupted_run_that_wrote_nothing() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(3, 0));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 3, 0);
     record_interrupted_run(&p, 1, None);
     // Its file is gone; a later migration is blocked.
     p.write("migrations/0002_b.tern", "add user.y = 1\n");
@@ -559,28 +521,10 @@ fn abandon_drops_an_interrupted_run_that_wrote_nothing() {
 /// resumes to the same result.
 #[test]
 fn sigterm_checkpoints_releases_the_lock_and_exits_130() {
-    use std::process::Stdio;
-    let lines = blog_lines(300, 4);
-    let p = Project::new(300);
-    p.write("data.jsonl", &lines);
-    p.ok(&["import", "data.jsonl"]);
-    p.write("migrations/0001_release2.tern", common::RELEASE2);
-    let child = p
-        .cmd(&["up", "--max-rate", "1000"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the run has checkpointed at least once (status cannot open
-    // the store while it runs, so poll stderr-free: just give it time).
-    std::thread::sleep(std::time::Duration::from_millis(700));
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let p = Project::with_release2(&blog_lines(300, 4));
+    // Let the run checkpoint at least once (status cannot open the store
+    // while it runs, so poll stderr-free: just give it time).
+    let stderr = p.up_interrupted("TERM", 700);
     assert!(
         stderr.contains("SIGTERM") && stderr.contains("resume"),
         "{stderr}"
@@ -597,9 +541,7 @@ fn sigterm_checkpoints_releases_the_lock_and_exits_130() {
 /// so, instead of exiting 3 until the lease expires.
 #[test]
 fn a_dead_runners_lease_is_taken_over_at_once() {
-    let p = Project::new(600_000);
-    p.write("data.jsonl", &blog_lines(3, 0));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(600_000, 3, 0);
     p.write("migrations/0001_a.tern", "add user.x = 1\n");
     let far = i64::MAX / 4;
     record_interrupted_run(
@@ -636,10 +578,10 @@ fn check_catches_nesting_depth_that_up_refuses() {
         "migrations/0001_deep.tern",
         &format!("-- deep\nadd user.{} = 1\n", path(300)),
     );
-    let err = p.fails(&["check", "--offline"], 1);
-    assert!(
-        err.contains("0001_deep.tern:2:") && err.contains("nested 299 levels"),
-        "{err}"
+    p.fails_saying(
+        &["check", "--offline"],
+        1,
+        &["0001_deep.tern:2:", "nested 299 levels"],
     );
     // The deepest the store keeps passes check and applies.
     p.write(
@@ -647,8 +589,7 @@ fn check_catches_nesting_depth_that_up_refuses() {
         &format!("add user.{} = 1\n", path(257)),
     );
     p.ok(&["check", "--offline"]);
-    p.write("data.jsonl", &blog_lines(1, 0));
-    p.ok(&["import", "data.jsonl"]);
+    p.import_blog(1, 0);
     p.ok(&["up"]);
     assert!(p.ok(&["verify"]).contains("verified"));
 }
@@ -661,9 +602,7 @@ fn check_catches_nesting_depth_that_up_refuses() {
 /// many offsets across the file.
 #[test]
 fn a_corrupted_store_file_never_panics_and_never_reports_wrong_data() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(40, 3));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 40, 3);
     p.write("migrations/0001_a.tern", common::RELEASE2);
     p.ok(&["up"]);
     let expected = p.ok(&["export"]);
@@ -721,11 +660,9 @@ fn a_corrupted_store_file_never_panics_and_never_reports_wrong_data() {
 #[test]
 fn batch_size_0_and_max_rate_0_are_refused_on_the_command_line() {
     let p = Project::new(5_000);
-    let err = p.fails(&["up", "--batch-size", "0"], 2);
-    assert!(err.contains("at least 1"), "{err}");
+    p.fails_saying(&["up", "--batch-size", "0"], 2, &["at least 1"]);
     p.fails(&["import", "--batch-size", "0", "x.jsonl"], 2);
-    let err = p.fails(&["up", "--max-rate", "0"], 2);
-    assert!(err.contains("above 0"), "{err}");
+    p.fails_saying(&["up", "--max-rate", "0"], 2, &["above 0"]);
     p.fails(&["plan", "--max-rate", "-3"], 2);
 }
 
@@ -766,20 +703,14 @@ fn tern_run_variable_typos_are_errors() {
         .env("TERN_RUN__BATCH_SIZE", "5")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_success(&out);
 }
 
 /// `tern new` writes a comment-only file; `status` still shows the store and
 /// names the problem instead of failing.
 #[test]
 fn status_survives_a_comment_only_migration_from_tern_new() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(1, 0));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 1, 0);
     p.ok(&["new", "next"]);
     let out = p.ok(&["status"]);
     assert!(
@@ -791,9 +722,7 @@ fn status_survives_a_comment_only_migration_from_tern_new() {
 /// Logs written to a file or a pipe carry no ANSI colour codes.
 #[test]
 fn logs_off_a_terminal_have_no_ansi_colours() {
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(1, 0));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 1, 0);
     p.write("migrations/0001_a.tern", "add user.x = 1\n");
     let out = p.run(&["-vv", "up"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -804,9 +733,7 @@ fn logs_off_a_terminal_have_no_ansi_colours() {
 #[test]
 fn export_into_a_closed_pipe_is_not_an_error() {
     use std::io::BufRead as _;
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(300, 5));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 300, 5);
     let mut child = p
         .cmd(&["export"])
         .stdout(std::process::Stdio::piped())
@@ -835,9 +762,7 @@ fn init_and_export_honour_json() {
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["created"], true, "{json}");
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(2, 1));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 2, 1);
     let json: serde_json::Value =
         serde_json::from_str(&p.ok(&["export", "--json", "-o", "out.jsonl"])).unwrap();
     assert_eq!(json["exported"], 4, "{json}");
@@ -875,21 +800,13 @@ fn invalid_utf8_names_its_line() {
         b"{\"kind\":\"k\",\"id\":1,\"value\":{}}\n{\"kind\":\"k\",\"id\":2,\"value\":{\"a\":\"\xff\"}}\n",
     )
     .unwrap();
-    let err = p.fails(&["import", "bad.jsonl"], 1);
-    assert!(
-        err.contains("bad.jsonl:2") && err.contains("UTF-8"),
-        "{err}"
-    );
+    p.fails_saying(&["import", "bad.jsonl"], 1, &["bad.jsonl:2", "UTF-8"]);
     std::fs::write(
         p.path("migrations/0001_a.tern"),
         b"add user.x = 1\nadd user.y = \"\xfe\"\n",
     )
     .unwrap();
-    let err = p.fails(&["check", "--offline"], 1);
-    assert!(
-        err.contains("0001_a.tern:2:15") && err.contains("UTF-8"),
-        "{err}"
-    );
+    p.fails_saying(&["check", "--offline"], 1, &["0001_a.tern:2:15", "UTF-8"]);
 }
 
 /// A byte-order mark neither breaks an import nor shifts the columns of a
@@ -904,8 +821,7 @@ fn a_byte_order_mark_is_ignored() {
     p.ok(&["import", "bom.jsonl"]);
     assert_eq!(p.ok(&["export"]).lines().count(), 1);
     p.write("migrations/0001_a.tern", "\u{feff}add user.x = \n");
-    let err = p.fails(&["check", "--offline"], 1);
-    assert!(err.contains("0001_a.tern:1:14"), "{err}");
+    p.fails_saying(&["check", "--offline"], 1, &["0001_a.tern:1:14"]);
 }
 
 /// `tern help --help` shows the help (exit 0).
@@ -921,9 +837,7 @@ fn help_help_exits_0() {
 #[test]
 fn a_read_only_store_can_be_read_and_refuses_writes_clearly() {
     use std::os::unix::fs::PermissionsExt as _;
-    let p = Project::new(5_000);
-    p.write("data.jsonl", &blog_lines(3, 1));
-    p.ok(&["import", "data.jsonl"]);
+    let p = Project::with_blog(5_000, 3, 1);
     let before = p.ok(&["export"]);
     std::fs::set_permissions(p.path("store.redb"), std::fs::Permissions::from_mode(0o444)).unwrap();
     p.write("migrations/0001_a.tern", "add user.x = 1\n");
@@ -933,8 +847,7 @@ fn a_read_only_store_can_be_read_and_refuses_writes_clearly() {
     p.ok(&["verify"]);
     p.ok(&["plan"]);
     p.ok(&["lock"]);
-    let err = p.fails(&["up"], 1);
-    assert!(err.contains("read-only"), "{err}");
+    p.fails_saying(&["up"], 1, &["read-only"]);
     std::fs::set_permissions(p.path("store.redb"), std::fs::Permissions::from_mode(0o644)).unwrap();
     p.ok(&["up"]);
 }

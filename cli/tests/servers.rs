@@ -6,12 +6,11 @@
 
 mod common;
 
-use common::{Project, RELEASE2, RELEASE3, blog_lines};
+use common::{Project, RELEASE2, RELEASE3};
 
 /// Imports the blog example, applies releases 2 and 3 and returns the export.
 fn workflow(p: &Project) -> String {
-    p.write("data.jsonl", &blog_lines(6, 3));
-    p.ok(&["import", "data.jsonl"]);
+    p.import_blog(6, 3);
     p.write("migrations/0001_release2.tern", RELEASE2);
     p.write("migrations/0002_release3.tern", RELEASE3);
     let plan: serde_json::Value = serde_json::from_str(&p.ok(&["plan", "--json"])).unwrap();
@@ -50,14 +49,19 @@ fn on_server(backend: &str, url: Result<String, String>) {
     eprintln!("tern CLI on {backend}: passed");
 }
 
+/// [`on_server`] on a thread that may block (it runs the `tern` binary).
+async fn on_server_blocking(backend: &'static str, url: Result<String, String>) {
+    tokio::task::spawn_blocking(move || on_server(backend, url))
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_workflow_on_redis_ends_like_on_the_embedded_store() {
     let url = tern_integration_tests::redis::backend()
         .await
         .map(|b| b.fresh_url());
-    tokio::task::spawn_blocking(move || on_server("redis", url))
-        .await
-        .unwrap();
+    on_server_blocking("redis", url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,9 +69,7 @@ async fn the_workflow_on_mongodb_ends_like_on_the_embedded_store() {
     let url = tern_integration_tests::mongodb::backend()
         .await
         .map(|b| b.url_for(&tern_integration_tests::common::unique_name("tern_cli")));
-    tokio::task::spawn_blocking(move || on_server("mongodb", url))
-        .await
-        .unwrap();
+    on_server_blocking("mongodb", url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,9 +77,7 @@ async fn the_workflow_on_cassandra_ends_like_on_the_embedded_store() {
     let url = tern_integration_tests::cassandra::backend()
         .await
         .map(|b| b.fresh_url());
-    tokio::task::spawn_blocking(move || on_server("cassandra", url))
-        .await
-        .unwrap();
+    on_server_blocking("cassandra", url).await;
 }
 
 /// An unreachable server: exit 1 and a message with the URL, never the password.

@@ -39,16 +39,7 @@ async fn one(n: usize, options: &RunOptions, store_options: EmbeddedOptions) -> 
 #[cfg(feature = "plot")]
 fn plot(path: &str, points: &[JoinTimes]) {
     use plotters::prelude::*;
-    // ab_glyph draws text with a font given as bytes: no system font library.
-    let font = std::env::var("TERN_PLOT_FONT")
-        .unwrap_or_else(|_| "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".to_owned());
-    let bytes: &'static [u8] = Box::leak(
-        std::fs::read(&font)
-            .unwrap_or_else(|e| panic!("the plot's font {font} (set TERN_PLOT_FONT): {e}"))
-            .into_boxed_slice(),
-    );
-    plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-        .unwrap_or_else(|_| panic!("{font} is not a font"));
+    tern_core::plot::register_font().unwrap_or_else(|e| panic!("{e}"));
     let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).expect("fill");
     let max_n = points.iter().map(|p| p.n).max().unwrap_or(1) as f64;
@@ -98,13 +89,8 @@ fn plot(path: &str, points: &[JoinTimes]) {
             )
             .expect("points");
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .expect("legend");
+    tern_core::plot::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
+        .unwrap_or_else(|e| panic!("{e}"));
     root.present().expect("write the png");
     println!("plot written to {path}");
 }

@@ -21,4 +21,6 @@ pub mod lang;
 pub mod lazy;
 pub mod migrate;
 pub mod model;
+#[cfg(feature = "plot")]
+pub mod plot;
 pub mod store;

@@ -143,6 +143,10 @@ struct SchemaRecorder {
 }
 
 impl SchemaRecorder {
+    fn record(&self, event: String) {
+        self.events.lock().unwrap().push(event);
+    }
+
     /// Records a write to `kind` (once per run of writes to it).
     fn wrote(&self, kind: &str) {
         let event = format!("write {kind}");
@@ -180,10 +184,7 @@ impl Intercept for SchemaRecorder {
         _inner: &dyn Store,
         changes: &[tern_core::store::SchemaChange],
     ) -> tern_core::store::Result<()> {
-        self.events
-            .lock()
-            .unwrap()
-            .push(format!("prepare {changes:?}"));
+        self.record(format!("prepare {changes:?}"));
         Ok(())
     }
     async fn finish_schema(
@@ -191,10 +192,7 @@ impl Intercept for SchemaRecorder {
         _inner: &dyn Store,
         changes: &[tern_core::store::SchemaChange],
     ) -> tern_core::store::Result<()> {
-        self.events
-            .lock()
-            .unwrap()
-            .push(format!("finish {changes:?}"));
+        self.record(format!("finish {changes:?}"));
         Err(tern_core::store::Error::unsupported("memory", "DROP"))
     }
 }

@@ -135,6 +135,23 @@ async fn forward(client: TcpStream, upstream: SocketAddr, mode: watch::Receiver<
     }
 }
 
+/// Waits while the proxy is blackholed; `false` when a drop happened
+/// meanwhile (or the proxy is gone), so the connection is to close.
+async fn through_blackhole(mode: &mut watch::Receiver<Mode>, generation: u64) -> bool {
+    loop {
+        let m = *mode.borrow();
+        if m.generation != generation {
+            return false;
+        }
+        if !m.blackhole {
+            return true;
+        }
+        if mode.changed().await.is_err() {
+            return false;
+        }
+    }
+}
+
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
@@ -144,17 +161,8 @@ async fn pump(
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // Stall while blackholed; close when a drop happened meanwhile.
-        loop {
-            let m = *mode.borrow();
-            if m.generation != generation {
-                return;
-            }
-            if !m.blackhole {
-                break;
-            }
-            if mode.changed().await.is_err() {
-                return;
-            }
+        if !through_blackhole(&mut mode, generation).await {
+            return;
         }
         let n = tokio::select! {
             r = from.read(&mut buf) => match r {
@@ -173,17 +181,8 @@ async fn pump(
             tokio::time::sleep(m.delay).await;
         }
         // Data read just before a blackhole began is held until it ends.
-        loop {
-            let m = *mode.borrow();
-            if m.generation != generation {
-                return;
-            }
-            if !m.blackhole {
-                break;
-            }
-            if mode.changed().await.is_err() {
-                return;
-            }
+        if !through_blackhole(&mut mode, generation).await {
+            return;
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return;

@@ -95,6 +95,23 @@ impl Backend for RedisBackend {
     }
 }
 
+/// The server at `url`, taken from the variable `var`.
+///
+/// # Panics
+/// The server does not answer: fail (not skip), since the caller asked for
+/// this server.
+async fn answering(var: &str, url: String) -> RedisBackend {
+    let backend = RedisBackend {
+        url,
+        query: String::new(),
+        _container: None,
+    };
+    if let Err(e) = backend.try_fresh().await {
+        panic!("{var} is set but unusable: {e}");
+    }
+    backend
+}
+
 /// The Redis server at `TERN_IT_REDIS_URL`, or why it is not available here.
 ///
 /// # Errors
@@ -103,17 +120,7 @@ pub async fn backend() -> Result<RedisBackend, String> {
     let url = common::env("TERN_IT_REDIS_URL").ok_or_else(|| {
         "TERN_IT_REDIS_URL is not set (run `eval \"$(scripts/servers.sh env)\"`)".to_owned()
     })?;
-    let backend = RedisBackend {
-        url,
-        query: String::new(),
-        _container: None,
-    };
-    // Fail (not skip) when the URL is set but the server does not answer: the
-    // caller asked for this server.
-    if let Err(e) = backend.try_fresh().await {
-        panic!("TERN_IT_REDIS_URL is set but unusable: {e}");
-    }
-    Ok(backend)
+    Ok(answering("TERN_IT_REDIS_URL", url).await)
 }
 
 /// The Redis Cluster at `TERN_IT_REDIS_CLUSTER_URL` (`redis://127.0.0.1:7001/?cluster=1`,
@@ -127,15 +134,7 @@ pub async fn cluster_backend() -> Result<RedisBackend, String> {
          `eval \"$(scripts/servers.sh env cluster)\"`)"
             .to_owned()
     })?;
-    let backend = RedisBackend {
-        url,
-        query: String::new(),
-        _container: None,
-    };
-    if let Err(e) = backend.try_fresh().await {
-        panic!("TERN_IT_REDIS_CLUSTER_URL is set but unusable: {e}");
-    }
-    Ok(backend)
+    Ok(answering("TERN_IT_REDIS_CLUSTER_URL", url).await)
 }
 
 /// A Redis container of `TERN_IT_REDIS_IMAGE` (default [`DEFAULT_IMAGE`]) on a

@@ -21,7 +21,7 @@ use tern_core::migrate::{
 use tern_core::model::json::{entity_from_json_line, entity_to_json_line};
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::memory::MemoryStore;
-use tern_core::store::{Filter, ScanRequest, Store, StoreExt, Write, WriteOutcome};
+use tern_core::store::{Filter, Store, StoreExt, Write, WriteOutcome};
 
 use crate::intercept::{Intercepted, TornWrite};
 
@@ -136,29 +136,28 @@ pub async fn load(store: &dyn Store, entities: &[Entity]) {
         .unwrap();
 }
 
+/// Every entity of `kind`, in the store's scan order (pages of `limit`).
+pub async fn kind_entities(store: &dyn Store, kind: &str, limit: usize) -> Vec<Entity> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = crate::pages::page_of(store, kind, &Filter::all(), cursor, limit)
+            .await
+            .unwrap();
+        out.extend(page.entities);
+        match page.cursor {
+            Some(c) => cursor = Some(c),
+            None => return out,
+        }
+    }
+}
+
 /// Every entity as JSON Lines, sorted: two stores with equal exports hold equal data.
 pub async fn export(store: &dyn Store) -> String {
     let mut lines = Vec::new();
     for kind in store.kinds().await.unwrap() {
-        let mut cursor = None;
-        loop {
-            let page = store
-                .scan(
-                    &kind,
-                    ScanRequest {
-                        filter: Filter::all(),
-                        cursor,
-                        limit: 100,
-                    },
-                )
-                .await
-                .unwrap();
-            lines.extend(page.entities.iter().map(entity_to_json_line));
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
-            }
-        }
+        let entities = kind_entities(store, &kind, 100).await;
+        lines.extend(entities.iter().map(entity_to_json_line));
     }
     lines.sort();
     lines.join("\n")
@@ -1131,13 +1130,13 @@ pub async fn run_and_report<O: Outcome>(
     }
 }
 
-/// One `#[tokio::test]` running `$crate::$module::$test` on a backend, skipped
+/// One `#[tokio::test]` a `$test`, running `$crate::$module::$test` on a backend, skipped
 /// (and reported so) when the backend is not available here; used by
 /// [`battery_tests!`] and `lazy_battery_tests!`.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! battery_test {
-    ($module:ident, $label:expr, $backend:expr, $test:ident) => {
+    ($module:ident, $label:expr, $backend:expr, [$($test:ident),* $(,)?]) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $test() {
             let test = stringify!($test);
@@ -1148,7 +1147,7 @@ macro_rules! battery_test {
             let run = $crate::$module::$test(&backend);
             $crate::battery::run_and_report($label, test, run).await;
         }
-    };
+    )*};
 }
 
 /// Generates one `#[tokio::test]` per battery function for a backend.
@@ -1161,25 +1160,29 @@ macro_rules! battery_test {
 /// lacks the capability, which they checked is refused cleanly.
 #[macro_export]
 macro_rules! battery_tests {
-    (@test $label:expr, $backend:expr, $test:ident) => {
-        $crate::battery_test!(battery, $label, $backend, $test);
-    };
     ($label:expr, $backend:expr) => {
-        $crate::battery_tests!(@test $label, $backend, blog_example_gives_the_exact_expected_entities);
-        $crate::battery_tests!(@test $label, $backend, crash_at_every_batch_boundary_and_mid_batch_resumes_exactly);
-        $crate::battery_tests!(@test $label, $backend, counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_batch);
-        $crate::battery_tests!(@test $label, $backend, a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target);
-        $crate::battery_tests!(@test $label, $backend, late_entities_written_during_the_run_are_swept_by_the_census);
-        $crate::battery_tests!(@test $label, $backend, two_runners_exactly_one_applies);
-        $crate::battery_tests!(@test $label, $backend, a_runner_whose_lease_was_taken_over_stops_without_writing);
-        $crate::battery_tests!(@test $label, $backend, an_edited_applied_migration_is_refused_with_exit_4);
-        $crate::battery_tests!(@test $label, $backend, an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing);
-        $crate::battery_tests!(@test $label, $backend, dry_run_reports_counts_and_samples_without_writing);
-        $crate::battery_tests!(@test $label, $backend, code_migrations_run_as_version_steps_next_to_files);
-        $crate::battery_tests!(@test $label, $backend, rename_kind_rekeys_every_entity_and_keeps_the_prefix_history);
-        $crate::battery_tests!(@test $label, $backend, rename_kind_resumes_after_a_crash_at_every_fault_point);
-        $crate::battery_tests!(@test $label, $backend, rename_kind_with_a_concurrent_writer_on_the_old_kind);
-        $crate::battery_tests!(@test $label, $backend, rename_kind_never_overwrites_and_stops_on_a_namesake);
-        $crate::battery_tests!(@test $label, $backend, store_conformance);
+        $crate::battery_test!(
+            battery,
+            $label,
+            $backend,
+            [
+                blog_example_gives_the_exact_expected_entities,
+                crash_at_every_batch_boundary_and_mid_batch_resumes_exactly,
+                counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_batch,
+                a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target,
+                late_entities_written_during_the_run_are_swept_by_the_census,
+                two_runners_exactly_one_applies,
+                a_runner_whose_lease_was_taken_over_stops_without_writing,
+                an_edited_applied_migration_is_refused_with_exit_4,
+                an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_nothing,
+                dry_run_reports_counts_and_samples_without_writing,
+                code_migrations_run_as_version_steps_next_to_files,
+                rename_kind_rekeys_every_entity_and_keeps_the_prefix_history,
+                rename_kind_resumes_after_a_crash_at_every_fault_point,
+                rename_kind_with_a_concurrent_writer_on_the_old_kind,
+                rename_kind_never_overwrites_and_stops_on_a_namesake,
+                store_conformance,
+            ]
+        );
     };
 }

@@ -19,114 +19,77 @@ use tern_core::store::{
     SchemaChange, Store, StoreInfo, Write, WriteOutcome,
 };
 
-/// What a test changes about a store: every method forwards to `inner` unless overridden.
-#[async_trait]
-pub trait Intercept: Send + Sync + Debug + 'static {
-    /// [`Store::info`].
-    fn info(&self, inner: &dyn Store) -> StoreInfo {
-        inner.info()
+/// Declares [`Intercept`], one hook a [`Store`] method (the method's
+/// arguments after `inner`, forwarding to it by default), and the [`Store`]
+/// impl of [`Intercepted`] that passes every call through its hook.
+macro_rules! intercept_every_method {
+    (
+        sync { $(fn $sname:ident() -> $sret:ty;)* }
+        async { $($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)* }
+    ) => {
+        /// What a test changes about a store: every method forwards to `inner` unless overridden.
+        #[async_trait]
+        pub trait Intercept: Send + Sync + Debug + 'static {
+            $(
+                #[doc = concat!("[`Store::", stringify!($sname), "`].")]
+                fn $sname(&self, inner: &dyn Store) -> $sret {
+                    inner.$sname()
+                }
+            )*
+            $(
+                #[doc = concat!("[`Store::", stringify!($name), "`].")]
+                $(#[$doc])*
+                async fn $name(&self, inner: &dyn Store $(, $arg: $ty)*) -> $ret {
+                    inner.$name($($arg),*).await
+                }
+            )*
+        }
+
+        #[async_trait]
+        impl<I: Intercept> Store for Intercepted<I> {
+            $(
+                fn $sname(&self) -> $sret {
+                    self.hooks.$sname(self.inner.as_ref())
+                }
+            )*
+            $(
+                async fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    self.hooks.$name(self.inner.as_ref() $(, $arg)*).await
+                }
+            )*
+        }
+    };
+}
+
+intercept_every_method! {
+    sync {
+        fn info() -> StoreInfo;
+        fn capability() -> Capability;
     }
-    /// [`Store::capability`].
-    fn capability(&self, inner: &dyn Store) -> Capability {
-        inner.capability()
-    }
-    /// [`Store::kinds`].
-    async fn kinds(&self, inner: &dyn Store) -> Result<Vec<String>> {
-        inner.kinds().await
-    }
-    /// [`Store::scan`].
-    async fn scan(&self, inner: &dyn Store, kind: &str, request: ScanRequest) -> Result<ScanPage> {
-        inner.scan(kind, request).await
-    }
-    /// [`Store::get`].
-    async fn get(&self, inner: &dyn Store, key: &Key) -> Result<Option<Entity>> {
-        inner.get(key).await
-    }
-    /// [`Store::get_many`].
-    async fn get_many(&self, inner: &dyn Store, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
-        inner.get_many(keys).await
-    }
-    /// [`Store::write_batch`].
-    async fn write_batch(
-        &self,
-        inner: &dyn Store,
-        writes: Vec<Write>,
-    ) -> Result<Vec<WriteOutcome>> {
-        inner.write_batch(writes).await
-    }
-    /// [`Store::write_batch_with_meta`]. Forwards to the inner store's (atomic
-    /// there, where it is), so a hook on [`Intercept::write_batch`] does not see
-    /// these writes: override this too, or route it through the hooks with
-    /// [`write_then_meta_cas`](tern_core::store::write_then_meta_cas) and report
-    /// [`Capability::atomic_batch_with_meta`] `false` from [`Intercept::capability`].
-    async fn write_batch_with_meta(
-        &self,
-        inner: &dyn Store,
-        writes: Vec<Write>,
-        meta: MetaUpdate,
-    ) -> Result<BatchMetaOutcome> {
-        inner.write_batch_with_meta(writes, meta).await
-    }
-    /// [`Store::meta_get`].
-    async fn meta_get(&self, inner: &dyn Store, name: &str) -> Result<Option<MetaEntry>> {
-        inner.meta_get(name).await
-    }
-    /// [`Store::meta_cas`].
-    async fn meta_cas(
-        &self,
-        inner: &dyn Store,
-        name: &str,
-        change: MetaChange<'_>,
-    ) -> Result<MetaCas> {
-        inner.meta_cas(name, change).await
-    }
-    /// [`Store::meta_list`].
-    async fn meta_list(&self, inner: &dyn Store, prefix: &str) -> Result<Vec<String>> {
-        inner.meta_list(prefix).await
-    }
-    /// [`Store::update_in_place`].
-    async fn update_in_place(
-        &self,
-        inner: &dyn Store,
-        request: PushdownRequest,
-    ) -> Result<PushdownPage> {
-        inner.update_in_place(request).await
-    }
-    /// [`Store::prepare_schema`].
-    async fn prepare_schema(&self, inner: &dyn Store, changes: &[SchemaChange]) -> Result<()> {
-        inner.prepare_schema(changes).await
-    }
-    /// [`Store::finish_schema`].
-    async fn finish_schema(&self, inner: &dyn Store, changes: &[SchemaChange]) -> Result<()> {
-        inner.finish_schema(changes).await
-    }
-    /// [`Store::rename_kind`].
-    async fn rename_kind(
-        &self,
-        inner: &dyn Store,
-        request: RenameKindRequest,
-    ) -> Result<RenameKindPage> {
-        inner.rename_kind(request).await
-    }
-    /// [`Store::now`].
-    async fn now(&self, inner: &dyn Store) -> Result<i64> {
-        inner.now().await
-    }
-    /// [`Store::count`].
-    async fn count(&self, inner: &dyn Store, kind: &str, filter: Filter) -> Result<u64> {
-        inner.count(kind, filter).await
-    }
-    /// [`Store::estimate_count`].
-    async fn estimate_count(&self, inner: &dyn Store, kind: &str) -> Result<Option<u64>> {
-        inner.estimate_count(kind).await
-    }
-    /// [`Store::version_census`].
-    async fn version_census(
-        &self,
-        inner: &dyn Store,
-        kind: &str,
-    ) -> Result<BTreeMap<Version, u64>> {
-        inner.version_census(kind).await
+    async {
+        fn kinds() -> Result<Vec<String>>;
+        fn scan(kind: &str, request: ScanRequest) -> Result<ScanPage>;
+        fn get(key: &Key) -> Result<Option<Entity>>;
+        fn get_many(keys: &[Key]) -> Result<Vec<Option<Entity>>>;
+        fn write_batch(writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
+        /// Forwards to the inner store's (atomic there, where it is), so a
+        /// hook on [`Intercept::write_batch`] does not see these writes:
+        /// override this too, or route it through the hooks with
+        /// [`write_then_meta_cas`](tern_core::store::write_then_meta_cas) and
+        /// report [`Capability::atomic_batch_with_meta`] `false` from
+        /// [`Intercept::capability`].
+        fn write_batch_with_meta(writes: Vec<Write>, meta: MetaUpdate) -> Result<BatchMetaOutcome>;
+        fn meta_get(name: &str) -> Result<Option<MetaEntry>>;
+        fn meta_cas(name: &str, change: MetaChange<'_>) -> Result<MetaCas>;
+        fn meta_list(prefix: &str) -> Result<Vec<String>>;
+        fn update_in_place(request: PushdownRequest) -> Result<PushdownPage>;
+        fn prepare_schema(changes: &[SchemaChange]) -> Result<()>;
+        fn finish_schema(changes: &[SchemaChange]) -> Result<()>;
+        fn rename_kind(request: RenameKindRequest) -> Result<RenameKindPage>;
+        fn now() -> Result<i64>;
+        fn count(kind: &str, filter: Filter) -> Result<u64>;
+        fn estimate_count(kind: &str) -> Result<Option<u64>>;
+        fn version_census(kind: &str) -> Result<BTreeMap<Version, u64>>;
     }
 }
 
@@ -151,77 +114,6 @@ impl<I: Intercept> Intercepted<I> {
     /// The wrapped store.
     pub fn inner(&self) -> &Arc<dyn Store> {
         &self.inner
-    }
-}
-
-#[async_trait]
-impl<I: Intercept> Store for Intercepted<I> {
-    fn info(&self) -> StoreInfo {
-        self.hooks.info(self.inner.as_ref())
-    }
-    fn capability(&self) -> Capability {
-        self.hooks.capability(self.inner.as_ref())
-    }
-    async fn kinds(&self) -> Result<Vec<String>> {
-        self.hooks.kinds(self.inner.as_ref()).await
-    }
-    async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
-        self.hooks.scan(self.inner.as_ref(), kind, request).await
-    }
-    async fn get(&self, key: &Key) -> Result<Option<Entity>> {
-        self.hooks.get(self.inner.as_ref(), key).await
-    }
-    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
-        self.hooks.get_many(self.inner.as_ref(), keys).await
-    }
-    async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        self.hooks.write_batch(self.inner.as_ref(), writes).await
-    }
-    async fn write_batch_with_meta(
-        &self,
-        writes: Vec<Write>,
-        meta: MetaUpdate,
-    ) -> Result<BatchMetaOutcome> {
-        self.hooks
-            .write_batch_with_meta(self.inner.as_ref(), writes, meta)
-            .await
-    }
-    async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
-        self.hooks.meta_get(self.inner.as_ref(), name).await
-    }
-    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
-        self.hooks.meta_cas(self.inner.as_ref(), name, change).await
-    }
-    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
-        self.hooks.meta_list(self.inner.as_ref(), prefix).await
-    }
-    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
-        self.hooks
-            .update_in_place(self.inner.as_ref(), request)
-            .await
-    }
-    async fn prepare_schema(&self, changes: &[SchemaChange]) -> Result<()> {
-        self.hooks
-            .prepare_schema(self.inner.as_ref(), changes)
-            .await
-    }
-    async fn finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {
-        self.hooks.finish_schema(self.inner.as_ref(), changes).await
-    }
-    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
-        self.hooks.rename_kind(self.inner.as_ref(), request).await
-    }
-    async fn now(&self) -> Result<i64> {
-        self.hooks.now(self.inner.as_ref()).await
-    }
-    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
-        self.hooks.count(self.inner.as_ref(), kind, filter).await
-    }
-    async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
-        self.hooks.estimate_count(self.inner.as_ref(), kind).await
-    }
-    async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
-        self.hooks.version_census(self.inner.as_ref(), kind).await
     }
 }
 

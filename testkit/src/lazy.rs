@@ -17,22 +17,11 @@ use proptest::prelude::*;
 use crate::battery::Backend;
 use tern_core::lang::{self, eval};
 use tern_core::lazy::{self, LazyClient, LazyError, SweepOptions};
-use tern_core::migrate::{LeaseOptions, MigrateError, Migration, MigrationSet, Migrator, state};
+use tern_core::migrate::{LeaseOptions, MigrateError, Migration, Migrator, state};
 use tern_core::model::{Entity, Key, Map, Value};
-use tern_core::store::{Condition, Filter, ScanRequest, Store, Write};
+use tern_core::store::{Condition, Store, Write};
 
-/// A migration set of scripts `(number, text)`.
-pub fn set(scripts: &[(u32, &str)]) -> MigrationSet {
-    let mut s = MigrationSet::new();
-    for (id, text) in scripts {
-        s.add(
-            Migration::from_script(*id, &format!("m{id}"), &format!("{id:04}_m{id}.tern"), text)
-                .unwrap(),
-        )
-        .unwrap();
-    }
-    s
-}
+pub use crate::battery::set;
 
 fn map(pairs: &[(&str, Value)]) -> Map {
     pairs
@@ -60,26 +49,7 @@ async fn put_raw(store: &dyn Store, entities: Vec<Entity>) {
 
 /// Every entity of `kind` as stored (no lazy layer), sorted by key.
 pub async fn raw_kind(store: &dyn Store, kind: &str) -> Vec<Entity> {
-    let mut out = Vec::new();
-    let mut cursor = None;
-    loop {
-        let page = store
-            .scan(
-                kind,
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor,
-                    limit: 500,
-                },
-            )
-            .await
-            .unwrap();
-        out.extend(page.entities);
-        match page.cursor {
-            Some(c) => cursor = Some(c),
-            None => break,
-        }
-    }
+    let mut out = crate::battery::kind_entities(store, kind, 500).await;
     out.sort_by(|a, b| a.key.cmp(&b.key));
     out.dedup_by(|a, b| a.key == b.key);
     out
@@ -1070,21 +1040,25 @@ pub async fn one_read_equals_n_eager_steps(backend: &impl Backend) {
 /// (same arguments as `battery_tests!`).
 #[macro_export]
 macro_rules! lazy_battery_tests {
-    (@test $label:expr, $backend:expr, $test:ident) => {
-        $crate::battery_test!(lazy, $label, $backend, $test);
-    };
     ($label:expr, $backend:expr) => {
-        $crate::lazy_battery_tests!(@test $label, $backend, install_touches_nothing_and_a_read_migrates);
-        $crate::lazy_battery_tests!(@test $label, $backend, three_pending_migrations_apply_in_one_read);
-        $crate::lazy_battery_tests!(@test $label, $backend, a_raced_write_is_never_lost);
-        $crate::lazy_battery_tests!(@test $label, $backend, old_clients_are_fenced_and_newer_entities_refused);
-        $crate::lazy_battery_tests!(@test $label, $backend, two_kind_renames_with_no_access_between);
-        $crate::lazy_battery_tests!(@test $label, $backend, sweep_completes_while_clients_write);
-        $crate::lazy_battery_tests!(@test $label, $backend, client_path_sweep_completes_while_clients_write);
-        $crate::lazy_battery_tests!(@test $label, $backend, a_sweep_in_place_races_clients_across_a_rename);
-        $crate::lazy_battery_tests!(@test $label, $backend, an_eager_migration_after_a_lazy_one_applies_the_pending_steps);
-        $crate::lazy_battery_tests!(@test $label, $backend, move_and_copy_cannot_be_lazy);
-        $crate::lazy_battery_tests!(@test $label, $backend, lazy_equals_eager_on_every_read_and_the_final_export);
-        $crate::lazy_battery_tests!(@test $label, $backend, one_read_equals_n_eager_steps);
+        $crate::battery_test!(
+            lazy,
+            $label,
+            $backend,
+            [
+                install_touches_nothing_and_a_read_migrates,
+                three_pending_migrations_apply_in_one_read,
+                a_raced_write_is_never_lost,
+                old_clients_are_fenced_and_newer_entities_refused,
+                two_kind_renames_with_no_access_between,
+                sweep_completes_while_clients_write,
+                client_path_sweep_completes_while_clients_write,
+                a_sweep_in_place_races_clients_across_a_rename,
+                an_eager_migration_after_a_lazy_one_applies_the_pending_steps,
+                move_and_copy_cannot_be_lazy,
+                lazy_equals_eager_on_every_read_and_the_final_export,
+                one_read_equals_n_eager_steps,
+            ]
+        );
     };
 }

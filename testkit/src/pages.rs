@@ -6,7 +6,31 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tern_core::model::{Entity, Value};
-use tern_core::store::{Cursor, Filter, ScanRequest, Store};
+use tern_core::store::{Cursor, Filter, ScanPage, ScanRequest, Store};
+
+/// One page (at most `limit`) of the entities of `kind` that pass `filter`,
+/// from `cursor`.
+///
+/// # Errors
+/// The store's.
+pub async fn page_of(
+    store: &dyn Store,
+    kind: &str,
+    filter: &Filter,
+    cursor: Option<Cursor>,
+    limit: usize,
+) -> tern_core::store::Result<ScanPage> {
+    store
+        .scan(
+            kind,
+            ScanRequest {
+                filter: filter.clone(),
+                cursor,
+                limit,
+            },
+        )
+        .await
+}
 
 /// What [`scan_pages`] read.
 #[derive(Debug, Clone)]
@@ -69,16 +93,7 @@ where
         cursors: Vec::new(),
     };
     loop {
-        let page = open()
-            .await
-            .scan(
-                kind,
-                ScanRequest {
-                    filter: filter.clone(),
-                    cursor,
-                    limit,
-                },
-            )
+        let page = page_of(open().await.as_ref(), kind, filter, cursor, limit)
             .await
             .unwrap();
         assert!(

@@ -191,13 +191,20 @@ impl CassCore {
         step: &'static str,
     ) -> Result<QueryResult> {
         let prepared = self.prepare(cql).await?;
+        self.execute_prepared(&prepared, values, retry, step).await
+    }
+
+    /// Executes `prepared` with `values`, retrying temporary failures as `retry` allows.
+    async fn execute_prepared(
+        &self,
+        prepared: &PreparedStatement,
+        values: impl SerializeRow + Clone,
+        retry: Retry,
+        step: &'static str,
+    ) -> Result<QueryResult> {
         let mut attempt = 0;
         loop {
-            match self
-                .session
-                .execute_unpaged(&prepared, values.clone())
-                .await
-            {
+            match self.session.execute_unpaged(prepared, values.clone()).await {
                 Ok(result) => return Ok(result),
                 Err(e) => {
                     let retryable = match retry {
@@ -246,23 +253,8 @@ impl CassCore {
             SerialLevel::LocalSerial => Consistency::LocalSerial,
         });
         prepared.set_is_idempotent(true);
-        let mut attempt = 0;
-        loop {
-            match self
-                .session
-                .execute_unpaged(&prepared, values.clone())
-                .await
-            {
-                Ok(result) => return Ok(result),
-                Err(e) => {
-                    if !classify(&e).1 || attempt >= RETRIES {
-                        return Err(driver_error(e, step));
-                    }
-                    tokio::time::sleep(backoff(attempt)).await;
-                    attempt += 1;
-                }
-            }
-        }
+        self.execute_prepared(&prepared, values, Retry::Idempotent, step)
+            .await
     }
 }
 

@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use scylla::response::PagingState;
+use scylla::response::query_result::QueryResult;
+use scylla::statement::prepared::PreparedStatement;
 use scylla::value::{CqlValue, Row};
 use tern_core::model::{Entity, Key, Value};
 use tern_core::store::{Error, ErrorKind, Result, SchemaChange, Write, WriteOutcome};
@@ -75,20 +77,11 @@ impl CassStore {
                 .await?;
             statement.set_page_size(i32::MAX);
             statement.set_is_idempotent(true);
-            let mut paging = PagingState::start();
-            loop {
-                let (result, next) = self
-                    .core
-                    .session
-                    .execute_single_page(&statement, (), paging)
-                    .await
-                    .map_err(|e| driver_error(e, step))?;
+            self.each_page(&statement, step, |result| {
                 rows.extend(rows_of::<SchemaTuple>(result, step)?);
-                match next.into_paging_control_flow() {
-                    std::ops::ControlFlow::Continue(state) => paging = state,
-                    std::ops::ControlFlow::Break(()) => break,
-                }
-            }
+                Ok(true)
+            })
+            .await?;
         }
         Ok(rows
             .into_iter()
@@ -344,25 +337,20 @@ impl CassStore {
     ) -> Result<()> {
         let registry = format!("{}.{JSON_COLUMNS_TABLE}", self.ks());
         let entry = format!("{}.{name}", schema.table);
-        if json {
-            self.core
-                .execute(
-                    &format!("INSERT INTO {registry} (name) VALUES (?)"),
-                    (entry.as_str(),),
-                    Retry::Idempotent,
-                    "registering a JSON column",
-                )
-                .await?;
+        let (registration, step) = if json {
+            (
+                format!("INSERT INTO {registry} (name) VALUES (?)"),
+                "registering a JSON column",
+            )
         } else {
-            self.core
-                .execute(
-                    &format!("DELETE FROM {registry} WHERE name = ?"),
-                    (entry.as_str(),),
-                    Retry::Idempotent,
-                    "registering a column",
-                )
-                .await?;
-        }
+            (
+                format!("DELETE FROM {registry} WHERE name = ?"),
+                "registering a column",
+            )
+        };
+        self.core
+            .execute(&registration, (entry.as_str(),), Retry::Idempotent, step)
+            .await?;
         let cql = schema.add_column(name, ty);
         tracing::info!(table = %schema.qualified, column = name, %ty, json, "adding a column");
         if let Err(e) = self.core.ddl(&cql).await {
@@ -473,28 +461,45 @@ impl CassStore {
         let mut statement = self.core.prepare(&schema.select_columns(names)).await?;
         statement.set_page_size(5000);
         statement.set_is_idempotent(true);
+        let step = "checking emptied columns";
         let mut holding = HashSet::new();
-        let mut paging = PagingState::start();
-        loop {
-            let (result, next) = self
-                .core
-                .session
-                .execute_single_page(&statement, (), paging)
-                .await
-                .map_err(|e| driver_error(e, "checking emptied columns"))?;
-            for row in rows_of::<Row>(result, "checking emptied columns")? {
+        self.each_page(&statement, step, |result| {
+            for row in rows_of::<Row>(result, step)? {
                 for (name, cell) in names.iter().zip(row.columns) {
                     if cell.is_some() {
                         holding.insert(name.clone());
                     }
                 }
             }
-            if holding.len() == names.len() {
-                return Ok(holding);
+            // Every column holds a value: no need to read further.
+            Ok(holding.len() < names.len())
+        })
+        .await?;
+        Ok(holding)
+    }
+
+    /// Runs the prepared `statement` (no bound values) page by page, handing
+    /// each page to `on_page` until it answers `false` or the pages end.
+    async fn each_page(
+        &self,
+        statement: &PreparedStatement,
+        step: &'static str,
+        mut on_page: impl FnMut(QueryResult) -> Result<bool>,
+    ) -> Result<()> {
+        let mut paging = PagingState::start();
+        loop {
+            let (result, next) = self
+                .core
+                .session
+                .execute_single_page(statement, (), paging)
+                .await
+                .map_err(|e| driver_error(e, step))?;
+            if !on_page(result)? {
+                return Ok(());
             }
             match next.into_paging_control_flow() {
                 std::ops::ControlFlow::Continue(state) => paging = state,
-                std::ops::ControlFlow::Break(()) => return Ok(holding),
+                std::ops::ControlFlow::Break(()) => return Ok(()),
             }
         }
     }

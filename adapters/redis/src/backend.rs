@@ -115,16 +115,17 @@ impl Store for RedisStore {
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
         let redis_key = self.keys.entity_key(key)?;
         let vf = self.config.version_field.as_str();
+        let read_failed = |e| {
+            self.err("reading an entity", e)
+                .with_context("key", key.to_string())
+        };
         match self.config.layout(&key.kind) {
             KindLayout::Hash => {
                 let fields: Vec<(String, String)> = redis::cmd("HGETALL")
                     .arg(&redis_key)
                     .query_async(&mut self.conn())
                     .await
-                    .map_err(|e| {
-                        self.err("reading an entity", e)
-                            .with_context("key", key.to_string())
-                    })?;
+                    .map_err(read_failed)?;
                 codec::entity_from_hash(key.clone(), fields, vf)
             }
             KindLayout::Json => {
@@ -132,10 +133,7 @@ impl Store for RedisStore {
                     .arg(&redis_key)
                     .query_async(&mut self.conn())
                     .await
-                    .map_err(|e| {
-                        self.err("reading an entity", e)
-                            .with_context("key", key.to_string())
-                    })?;
+                    .map_err(read_failed)?;
                 text.map(|t| codec::entity_from_json(key.clone(), &t, vf))
                     .transpose()
             }

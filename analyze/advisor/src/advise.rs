@@ -336,12 +336,7 @@ impl Prepared<'_> {
     pub fn recommend(&self, opts: &Options) -> Result<Recommendation> {
         let f = self.formulate(opts);
         let solved = solve_with(&f, opts.time_limit, opts.strategy)?;
-        let chosen: BTreeSet<usize> = f
-            .cf_var
-            .iter()
-            .filter(|(_, v)| solved.x[**v] > 0.5)
-            .map(|(j, _)| *j)
-            .collect();
+        let chosen = f.chosen(&solved.x);
         tracing::debug!(cost = solved.cost, cfs = solved.column_families, "solved");
         let mut r = self.read_off(&chosen, opts, f.vars.len(), f.constraints.len())?;
         // The report prices each statement's cheapest plan over the schema; the program priced

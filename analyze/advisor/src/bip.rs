@@ -101,6 +101,15 @@ pub struct Dag {
 }
 
 impl Formulation {
+    /// The column families (pool indices) a solution `x` of the program chooses.
+    pub fn chosen(&self, x: &[f64]) -> BTreeSet<usize> {
+        self.cf_var
+            .iter()
+            .filter(|(_, v)| x[**v] > 0.5)
+            .map(|(j, _)| *j)
+            .collect()
+    }
+
     /// Builds the program. `write_cost[j]` is the weighted cost of maintaining `j`, `sizes[j]` its
     /// size, `forbidden` the column families that cannot be maintained.
     pub fn build(

@@ -28,6 +28,11 @@ fn model_error(text: &str) -> String {
     }
 }
 
+/// Asserts the error `e` starts with `prefix`.
+fn assert_starts(e: &str, prefix: &str) {
+    assert!(e.starts_with(prefix), "{e}");
+}
+
 #[test]
 fn a_path_through_a_missing_relationship_names_the_relationships() {
     let e = workload_error("Q: SELECT Room.RoomID FROM Room.Guest WHERE Room.RoomID = ?;");
@@ -40,19 +45,16 @@ fn a_path_through_a_missing_relationship_names_the_relationships() {
 #[test]
 fn a_query_without_equality_predicate_asks_for_one() {
     let e = workload_error("Q: SELECT Room.RoomID FROM Room\n   WHERE Room.RoomRate > ?;");
-    assert!(
-        e.starts_with("w.workload:1:4: the query has no equality predicate"),
-        "{e}"
-    );
+    assert_starts(&e, "w.workload:1:4: the query has no equality predicate");
     assert!(e.contains("WHERE Entity.Field = ?"), "{e}");
 }
 
 #[test]
 fn a_cyclic_query_graph_is_refused() {
     let e = workload_error("Q: SELECT Room.RoomID FROM Room.Hotel.Rooms WHERE Room.RoomID = ?;");
-    assert!(
-        e.starts_with("w.workload:1:39: cyclic query graph: `Rooms` leads back to `Room`"),
-        "{e}"
+    assert_starts(
+        &e,
+        "w.workload:1:39: cyclic query graph: `Rooms` leads back to `Room`",
     );
 }
 
@@ -61,10 +63,7 @@ fn a_self_reference_is_refused_in_the_model() {
     let e = model_error(
         "entity Employee 10\n  id EmployeeID\nfk Employee.Manager -> Employee.Reports\n",
     );
-    assert!(
-        e.starts_with("m.model:3:4: self reference `Employee.Manager`"),
-        "{e}"
-    );
+    assert_starts(&e, "m.model:3:4: self reference `Employee.Manager`");
     assert!(e.contains("intermediate entity"), "{e}");
 }
 
@@ -96,13 +95,13 @@ fn model_errors_point_at_the_line() {
         model_error("entity A 10\n"),
         "m.model:1:8: entity `A` has no `id` line"
     );
-    assert!(
-        model_error("entity A 10\n  id AID\n  field X int distinct 11\n")
-            .starts_with("m.model:3:24: distinct values")
+    assert_starts(
+        &model_error("entity A 10\n  id AID\n  field X int distinct 11\n"),
+        "m.model:3:24: distinct values",
     );
-    assert!(
-        model_error("entity A 10\n  id AID\nfk A.B -> C.As\n")
-            .starts_with("m.model:3:4: unknown entity `C`")
+    assert_starts(
+        &model_error("entity A 10\n  id AID\nfk A.B -> C.As\n"),
+        "m.model:3:4: unknown entity `C`",
     );
 }
 
@@ -116,9 +115,9 @@ fn workload_syntax_errors_point_at_the_token() {
         workload_error("Q: FETCH Room.RoomID;"),
         "w.workload:1:4: expected SELECT, INSERT, UPDATE, DELETE, CONNECT or DISCONNECT, found `FETCH`"
     );
-    assert!(
-        workload_error("Q: SELECT Room.RoomID FROM Nope WHERE Nope.X = ?;")
-            .starts_with("w.workload:1:28: unknown entity `Nope`")
+    assert_starts(
+        &workload_error("Q: SELECT Room.RoomID FROM Nope WHERE Nope.X = ?;"),
+        "w.workload:1:28: unknown entity `Nope`",
     );
     assert!(
         workload_error("Q: UPDATE Room SET RoomID = ? WHERE Room.RoomID = ?;")

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::collections::BTreeSet;
-
 use tern_advisor::advise::prepare;
 use tern_advisor::bip::Var;
 use tern_advisor::solver::{Strategy, WINDOW, solve_with};
@@ -147,12 +145,7 @@ fn the_reported_costs_are_the_programs_objective() {
                 _ => rest += c,
             }
         }
-        let chosen: BTreeSet<usize> = f
-            .cf_var
-            .iter()
-            .filter(|(_, v)| solved.x[**v] > 0.5)
-            .map(|(j, _)| *j)
-            .collect();
+        let chosen = f.chosen(&solved.x);
         let rec = p
             .read_off(&chosen, &opts, f.vars.len(), f.constraints.len())
             .unwrap_or_else(|e| panic!("{e}"));

@@ -28,6 +28,21 @@ pub async fn plan(ctx: &Ctx, run: &RunArgs, samples: usize) -> anyhow::Result<u8
     })
 }
 
+/// Prints, indented, the first `most` of `conflicts` that `statement` wrote.
+fn print_examples(
+    conflicts: &[tern_core::migrate::conflict::Conflict],
+    statement: &str,
+    most: usize,
+) {
+    for c in conflicts
+        .iter()
+        .filter(|c| c.statement == statement)
+        .take(most)
+    {
+        println!("    {c}");
+    }
+}
+
 fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
     if ctx.opt.json {
         let stages: Vec<serde_json::Value> = dry
@@ -104,14 +119,7 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
         );
         for (statement, n) in tern_core::migrate::conflict::per_statement(&dry.conflicts) {
             println!("  `{statement}`: {n} target(s), e.g.");
-            for c in dry
-                .conflicts
-                .iter()
-                .filter(|c| c.statement == statement)
-                .take(10)
-            {
-                println!("    {c}");
-            }
+            print_examples(&dry.conflicts, &statement, 10);
         }
     }
 }
@@ -203,14 +211,7 @@ fn print_up(ctx: &Ctx, report: &UpReport) {
             println!(
                 "  --force-unsafe: `{statement}` wrote {n} target(s) whose sources disagree (the greatest source key won):"
             );
-            for c in m
-                .forced_conflicts
-                .iter()
-                .filter(|c| c.statement == statement)
-                .take(20)
-            {
-                println!("    {c}");
-            }
+            print_examples(&m.forced_conflicts, &statement, 20);
         }
         if m.counts.unmatched_sources > 0 {
             println!(

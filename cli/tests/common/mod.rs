@@ -29,6 +29,25 @@ impl Project {
         Project::on("embedded:store.redb", ttl_ms)
     }
 
+    /// A project on the embedded store holding the blog example's
+    /// `blog_lines(users, posts)`, imported from `data.jsonl`.
+    pub fn with_blog(ttl_ms: u64, users: usize, posts: usize) -> Project {
+        let p = Project::new(ttl_ms);
+        p.import_blog(users, posts);
+        p
+    }
+
+    /// A project with a short lease (`ttl_ms` 300) holding the blog
+    /// example's `lines`, imported from `data.jsonl`, and release 2 as its
+    /// first migration.
+    pub fn with_release2(lines: &str) -> Project {
+        let p = Project::new(300);
+        p.write("data.jsonl", lines);
+        p.ok(&["import", "data.jsonl"]);
+        p.write("migrations/0001_release2.tern", RELEASE2);
+        p
+    }
+
     /// A project on the store at `store_url`.
     pub fn on(store_url: &str, ttl_ms: u64) -> Project {
         let dir = tempfile::tempdir().unwrap();
@@ -49,6 +68,12 @@ impl Project {
         std::fs::write(self.path(p), text).unwrap();
     }
 
+    /// Writes `blog_lines(users, posts)` to `data.jsonl` and imports it.
+    pub fn import_blog(&self, users: usize, posts: usize) {
+        self.write("data.jsonl", &blog_lines(users, posts));
+        self.ok(&["import", "data.jsonl"]);
+    }
+
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_tern"));
         c.current_dir(self.dir.path())
@@ -60,6 +85,26 @@ impl Project {
 
     pub fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output().unwrap()
+    }
+
+    /// Starts `tern up --max-rate 1000`, sends it `signal` (`INT`, `TERM`)
+    /// after `after_ms`, asserts it exits 130 and returns its standard error.
+    pub fn up_interrupted(&self, signal: &str, after_ms: u64) -> String {
+        let child = self
+            .cmd(&["up", "--max-rate", "1000"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(after_ms));
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal}");
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(130), "{stderr}");
+        stderr
     }
 
     /// Runs `tern ARGS`, asserts it succeeds, returns its standard output.
@@ -87,6 +132,29 @@ impl Project {
         );
         String::from_utf8(out.stderr).unwrap()
     }
+
+    /// Runs `tern ARGS`, asserts it exits with `code` and that its standard
+    /// error contains every one of `needles`; returns the standard error.
+    pub fn fails_saying(&self, args: &[&str], code: i32, needles: &[&str]) -> String {
+        let err = self.fails(args, code);
+        for needle in needles {
+            assert!(
+                err.contains(needle),
+                "tern {args:?}: no {needle:?} in:\n{err}"
+            );
+        }
+        err
+    }
+}
+
+/// Asserts the command behind `out` succeeded, showing its standard error
+/// if not.
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The blog example as JSON Lines: `users` users (every fourth without a url),

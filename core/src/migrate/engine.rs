@@ -805,19 +805,13 @@ impl Migrator {
         for (kind, &target) in &plan.targets {
             let mut passes = 0u32;
             loop {
-                let below = runner
-                    .store
-                    .count(
-                        kind,
-                        Filter {
-                            version: VersionFilter::Below(target),
-                            conditions: vec![],
-                        },
-                    )
-                    .await
-                    .map_err(MigrateError::store(
-                        "counting entities below their target (census)",
-                    ))?;
+                let below = count_below(
+                    runner.store,
+                    kind,
+                    target,
+                    "counting entities below their target (census)",
+                )
+                .await?;
                 if below == 0 {
                     break;
                 }
@@ -993,6 +987,51 @@ async fn finish_schema(store: &dyn Store, m: &Migration, plan: &Plan, progress: 
     }
 }
 
+/// The ledger's entry for `m` (planned as `plan`), applied at `applied_at`
+/// after a run of `duration_ms` that did `counts`.
+pub(super) fn ledger_entry(
+    m: &Migration,
+    plan: &Plan,
+    applied_at: i64,
+    duration_ms: u64,
+    counts: RunCounts,
+) -> LedgerEntry {
+    LedgerEntry {
+        id: m.id,
+        name: m.name.clone(),
+        checksum: m.checksum.clone(),
+        applied_at,
+        duration_ms,
+        counts,
+        script: m.canonical_text(),
+        steps: plan
+            .steps
+            .iter()
+            .map(|s| (s.kind.clone(), s.version))
+            .collect(),
+    }
+}
+
+/// How many entities of `kind` are below `version` (`step` names the count
+/// in an error).
+async fn count_below(
+    store: &dyn Store,
+    kind: &str,
+    version: Version,
+    step: &'static str,
+) -> Result<u64> {
+    store
+        .count(
+            kind,
+            Filter {
+                version: VersionFilter::Below(version),
+                conditions: vec![],
+            },
+        )
+        .await
+        .map_err(MigrateError::store(step))
+}
+
 /// Records `m` as applied in the ledger, with every kind's version after it (a renamed
 /// kind's under its new name), and clears the running state, under the lease.
 async fn record_applied(
@@ -1007,20 +1046,7 @@ async fn record_applied(
         .now()
         .await
         .map_err(MigrateError::store("reading the clock"))?;
-    let entry = LedgerEntry {
-        id: m.id,
-        name: m.name.clone(),
-        checksum: m.checksum.clone(),
-        applied_at,
-        duration_ms,
-        counts,
-        script: m.canonical_text(),
-        steps: plan
-            .steps
-            .iter()
-            .map(|s| (s.kind.clone(), s.version))
-            .collect(),
-    };
+    let entry = ledger_entry(m, plan, applied_at, duration_ms, counts);
     let kinds_after = plan.kinds_after.clone();
     lease
         .update(move |doc| {

@@ -596,29 +596,30 @@ pub(crate) struct Reading<'a> {
 /// conflict detail read: the moved/copied property, the join property and
 /// those θ1 tests.
 fn source_properties(t: &Transfer) -> Vec<String> {
-    let mut props: Vec<String> = std::iter::once(&t.prop.path)
-        .chain(t.join.as_ref().map(|j| &j.source.path))
-        .chain(t.source_conditions.iter().map(|a| &a.prop.path))
-        .filter_map(|p| p.first().cloned())
-        .collect();
-    props.sort_unstable();
-    props.dedup();
-    props
+    top_level(
+        std::iter::once(&t.prop.path)
+            .chain(t.join.as_ref().map(|j| &j.source.path))
+            .chain(t.source_conditions.iter().map(|a| &a.prop.path)),
+    )
 }
 
 /// The top-level properties of a target that the safety check reads (the join
 /// property and those θ2 tests) and, `with_value`, the property itself (a
 /// move's deliveries).
 fn target_properties(t: &Transfer, with_value: bool) -> Vec<String> {
-    let mut props: Vec<String> = t
-        .join
-        .as_ref()
-        .map(|j| &j.target.path)
-        .into_iter()
-        .chain(with_value.then_some(&t.prop.path))
-        .chain(t.target_conditions.iter().map(|a| &a.prop.path))
-        .filter_map(|p| p.first().cloned())
-        .collect();
+    top_level(
+        t.join
+            .as_ref()
+            .map(|j| &j.target.path)
+            .into_iter()
+            .chain(with_value.then_some(&t.prop.path))
+            .chain(t.target_conditions.iter().map(|a| &a.prop.path)),
+    )
+}
+
+/// The top-level properties of `paths`, sorted, each once.
+fn top_level<'a>(paths: impl Iterator<Item = &'a Vec<String>>) -> Vec<String> {
+    let mut props: Vec<String> = paths.filter_map(|p| p.first().cloned()).collect();
     props.sort_unstable();
     props.dedup();
     props
@@ -673,13 +674,9 @@ pub(crate) async fn build(
     budget: usize,
 ) -> Result<JoinIndex> {
     let mut index = JoinIndex::new(t, opts, budget);
-    let filter = Filter {
-        version: VersionFilter::Any,
-        conditions: eval::conditions(&t.source_conditions),
-    };
     r.scan(
         &t.prop.kind,
-        filter,
+        sources_filter(t),
         &source_properties(t),
         format!("indexing {} by its join value", t.prop.kind),
         |page| page.iter().try_for_each(|s| index.add_source(s)),
@@ -714,6 +711,22 @@ pub(crate) fn describe_conflict(target: &Key, writes: &[(Key, Option<Value>)]) -
     format!("{target}: {}", parts.join(", "))
 }
 
+/// The filter of a scan of the targets of `t` (any version).
+fn targets_filter(t: &Transfer) -> Filter {
+    Filter {
+        version: VersionFilter::Any,
+        conditions: eval::target_query(t),
+    }
+}
+
+/// The filter of a scan of the sources of `t` (any version).
+fn sources_filter(t: &Transfer) -> Filter {
+    Filter {
+        version: VersionFilter::Any,
+        conditions: eval::conditions(&t.source_conditions),
+    }
+}
+
 /// The safety check of \[SE\] Proposition 2 over the store: one scan of the
 /// targets against the index; when a target conflicts, one more scan of the
 /// sources lists the writes of the first [`CONFLICT_DETAIL`].
@@ -721,13 +734,9 @@ pub(crate) async fn check(r: Reading<'_>, index: &JoinIndex) -> Result<Check> {
     let t = &index.transfer;
     let mut out = Check::default();
     let mut detailed: Vec<(Key, Vec<GroupKey>)> = Vec::new();
-    let filter = Filter {
-        version: VersionFilter::Any,
-        conditions: eval::target_query(t),
-    };
     r.scan(
         &t.to_kind,
-        filter,
+        targets_filter(t),
         &target_properties(t, false),
         format!("checking {} for conflicting writes (safety)", t.to_kind),
         |page| {
@@ -750,13 +759,9 @@ pub(crate) async fn check(r: Reading<'_>, index: &JoinIndex) -> Result<Check> {
     let wanted: std::collections::HashSet<&GroupKey> =
         detailed.iter().flat_map(|(_, g)| g).collect();
     let mut entries: HashMap<GroupKey, Vec<(Key, Option<Value>)>> = HashMap::new();
-    let filter = Filter {
-        version: VersionFilter::Any,
-        conditions: eval::conditions(&t.source_conditions),
-    };
     r.scan(
         &t.prop.kind,
-        filter,
+        sources_filter(t),
         &source_properties(t),
         format!("listing the conflicting writes of {}", t.prop.kind),
         |page| {
@@ -802,13 +807,9 @@ pub(crate) async fn deliveries(
     budget: usize,
 ) -> Result<SpillMap<Values>> {
     let mut delivered = SpillMap::new(budget);
-    let filter = Filter {
-        version: VersionFilter::Any,
-        conditions: eval::target_query(t),
-    };
     r.scan(
         &t.to_kind,
-        filter,
+        targets_filter(t),
         &target_properties(t, true),
         format!("finding what {} received", t.to_kind),
         |page| {

@@ -9,12 +9,13 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::engine::MigrationReport;
+use super::engine::{MigrationReport, ledger_entry};
 use super::error::{MigrateError, Result};
 use super::lease::Lease;
 use super::plan::{self, Stage};
+use super::rename::rename_refused;
 use super::source::{Body, Migration, MigrationSet};
-use super::state::{KindRename, LazyRecord, LedgerEntry, RunCounts, StateDoc};
+use super::state::{KindRename, LazyRecord, RunCounts, StateDoc};
 use crate::model::Key;
 use crate::store::{Filter, ScanRequest, Store};
 
@@ -71,20 +72,7 @@ pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<
         .now()
         .await
         .map_err(MigrateError::store("reading the clock"))?;
-    let entry = LedgerEntry {
-        id: m.id,
-        name: m.name.clone(),
-        checksum: m.checksum.clone(),
-        applied_at: now,
-        duration_ms: 0,
-        counts: RunCounts::default(),
-        script: m.canonical_text(),
-        steps: plan
-            .steps
-            .iter()
-            .map(|s| (s.kind.clone(), s.version))
-            .collect(),
-    };
+    let entry = ledger_entry(m, &plan, now, 0, RunCounts::default());
     let renames: Vec<KindRename> = plan
         .renames
         .iter()
@@ -123,11 +111,7 @@ pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<
 /// A lazy rename's new name must be a valid, unused kind: no version, no
 /// entity, not a former name still holding entities.
 async fn check_target(store: &dyn Store, doc: &StateDoc, from: &str, to: &str) -> Result<()> {
-    let refused = |reason: String| MigrateError::RenameKindRefused {
-        from: from.to_owned(),
-        to: to.to_owned(),
-        reason,
-    };
+    let refused = |reason: String| rename_refused(from, to, reason);
     if Key::new(to, 0).is_err() {
         return Err(refused(format!("{to:?} is not a valid kind name")));
     }

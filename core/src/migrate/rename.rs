@@ -169,10 +169,7 @@ impl Runner<'_> {
             if let Some(index) = stage {
                 self.checkpoint(index, pos).await?;
                 fault(batch_no, FaultAt::AfterCheckpoint, pos.phase)?;
-                self.progress.checkpoint(
-                    pos.counts.processed.saturating_sub(pos.stage_base),
-                    &pos.counts,
-                );
+                self.report_checkpoint(pos);
             }
             tracing::info!(
                 from,
@@ -223,14 +220,14 @@ impl Runner<'_> {
                     .count(from, Filter::all())
                     .await
                     .map_err(MigrateError::store("counting the entities of the old kind"))?;
-                return Err(MigrateError::RenameKindRefused {
-                    from: from.to_owned(),
-                    to: to.to_owned(),
-                    reason: format!(
+                return Err(rename_refused(
+                    from,
+                    to,
+                    format!(
                         "{left} entities are still under {from} after {passes} sweeps: an \
                          application keeps writing kind {from}; stop it or run `tern up` again"
                     ),
-                });
+                ));
             }
             passes += 1;
             pos.cursor = None;
@@ -247,17 +244,26 @@ impl Runner<'_> {
         if more > 0 {
             list.push_str(&format!(" and {more} more"));
         }
-        MigrateError::RenameKindRefused {
-            from: from.to_owned(),
-            to: to.to_owned(),
-            reason: format!(
+        rename_refused(
+            from,
+            to,
+            format!(
                 "{} entities of {from} cannot move because {to} already holds their id (written \
                  since the rename started, or a key that is not an entity): {list}; both are kept, \
                  nothing was overwritten. Keep one of each pair (delete the other) and run \
                  `tern up` again to finish the rename",
                 keys.len()
             ),
-        }
+        )
+    }
+}
+
+/// The refusal to rename `from` to `to`, for `reason`.
+pub(crate) fn rename_refused(from: &str, to: &str, reason: String) -> MigrateError {
+    MigrateError::RenameKindRefused {
+        from: from.to_owned(),
+        to: to.to_owned(),
+        reason,
     }
 }
 
@@ -272,11 +278,7 @@ pub(crate) async fn check_rename(
     to: &str,
     target_empty: bool,
 ) -> Result<()> {
-    let refused = |reason: String| MigrateError::RenameKindRefused {
-        from: from.to_owned(),
-        to: to.to_owned(),
-        reason,
-    };
+    let refused = |reason: String| rename_refused(from, to, reason);
     if Key::new(to, 0).is_err() {
         return Err(refused(format!("{to:?} is not a valid kind name")));
     }

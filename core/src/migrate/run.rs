@@ -257,6 +257,28 @@ impl Runner<'_> {
             .await
     }
 
+    /// After the checkpoint of batch `batch_no` of `stage` (in `phase`): the
+    /// crash point there, then the progress report.
+    fn after_checkpoint(
+        &self,
+        stage: usize,
+        phase: u32,
+        batch_no: u64,
+        pos: &Position,
+    ) -> Result<()> {
+        self.fault(self.point(stage, phase, batch_no, FaultAt::AfterCheckpoint))?;
+        self.report_checkpoint(pos);
+        Ok(())
+    }
+
+    /// Reports a checkpoint at `pos` to the progress observer.
+    pub(crate) fn report_checkpoint(&self, pos: &Position) {
+        self.progress.checkpoint(
+            pos.counts.processed.saturating_sub(pos.stage_base),
+            &pos.counts,
+        );
+    }
+
     /// Runs one stage from `pos` to its end. `pos.counts` accumulates.
     pub(crate) async fn run_stage(
         &self,
@@ -378,11 +400,7 @@ impl Runner<'_> {
             if !written.checkpointed {
                 self.checkpoint(index, pos).await?;
             }
-            self.fault(self.point(index, pos.phase, batch_no, FaultAt::AfterCheckpoint))?;
-            self.progress.checkpoint(
-                pos.counts.processed.saturating_sub(pos.stage_base),
-                &pos.counts,
-            );
+            self.after_checkpoint(index, pos.phase, batch_no, pos)?;
             tracing::info!(
                 stage = index,
                 kind,
@@ -634,11 +652,7 @@ impl Runner<'_> {
             pos.counts.changed += page.changed_entities;
             pos.cursor = page.cursor.clone();
             self.checkpoint(index, pos).await?;
-            self.fault(self.point(index, 0, batch_no, FaultAt::AfterCheckpoint))?;
-            self.progress.checkpoint(
-                pos.counts.processed.saturating_sub(pos.stage_base),
-                &pos.counts,
-            );
+            self.after_checkpoint(index, 0, batch_no, pos)?;
             tracing::info!(
                 stage = index,
                 kind,

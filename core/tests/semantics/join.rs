@@ -15,7 +15,7 @@ use tern_core::model::Entity;
 use tern_core::model::arb::arb_value;
 use tern_core::store::embedded::EmbeddedStore;
 use tern_core::store::memory::MemoryStore;
-use tern_core::store::{Filter, ScanRequest, Store, Write};
+use tern_core::store::{Store, Write};
 
 use crate::props::{modes, state, static_reads_moved, transfer, transfer_of, transfer_statement};
 
@@ -30,25 +30,8 @@ fn config(cases: u32) -> ProptestConfig {
 async fn dump(store: &dyn Store) -> State {
     let mut out = State::new();
     for kind in store.kinds().await.unwrap() {
-        let mut cursor = None;
-        loop {
-            let page = store
-                .scan(
-                    &kind,
-                    ScanRequest {
-                        filter: Filter::all(),
-                        cursor,
-                        limit: 100,
-                    },
-                )
-                .await
-                .unwrap();
-            out.extend(page.entities.into_iter().map(|e| (e.key.clone(), e)));
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
-            }
-        }
+        let entities = tern_testkit::battery::kind_entities(store, &kind, 100).await;
+        out.extend(entities.into_iter().map(|e| (e.key.clone(), e)));
     }
     out
 }

@@ -28,6 +28,28 @@ async fn start() -> Result<Session> {
     Ok(session)
 }
 
+/// Creates the keyspace `tern_it` if need be, then runs `create` (a table in it).
+async fn create_table(session: &Session, create: &str) -> Result<()> {
+    session
+        .query_unpaged(
+            "CREATE KEYSPACE IF NOT EXISTS tern_it WITH replication = \
+             {'class': 'SimpleStrategy', 'replication_factor': 1}",
+            &[],
+        )
+        .await?;
+    session.query_unpaged(create, &[]).await?;
+    Ok(())
+}
+
+/// How many rows `select` (no bound values) answers.
+async fn row_count(session: &Session, select: &str) -> Result<usize> {
+    Ok(session
+        .query_unpaged(select, &[])
+        .await?
+        .into_rows_result()?
+        .rows_num())
+}
+
 async fn count_rows(session: &Session, k: i32) -> Result<usize> {
     let result = session
         .query_unpaged("SELECT c FROM tern_it.items WHERE k = ?", (k,))
@@ -39,20 +61,11 @@ async fn count_rows(session: &Session, k: i32) -> Result<usize> {
 #[tokio::test]
 async fn scylla_driver_round_trip() -> Result<()> {
     let session = start().await?;
-    session
-        .query_unpaged(
-            "CREATE KEYSPACE IF NOT EXISTS tern_it WITH replication = \
-             {'class': 'SimpleStrategy', 'replication_factor': 1}",
-            &[],
-        )
-        .await?;
-    session
-        .query_unpaged(
-            "CREATE TABLE IF NOT EXISTS tern_it.items \
-             (k int, c int, v text, PRIMARY KEY (k, c))",
-            &[],
-        )
-        .await?;
+    create_table(
+        &session,
+        "CREATE TABLE IF NOT EXISTS tern_it.items (k int, c int, v text, PRIMARY KEY (k, c))",
+    )
+    .await?;
 
     let insert = session
         .prepare("INSERT INTO tern_it.items (k, c, v) VALUES (?, ?, ?)")
@@ -121,20 +134,11 @@ async fn scylla_driver_round_trip() -> Result<()> {
 }
 
 async fn lwt_table(session: &Session) -> Result<()> {
-    session
-        .query_unpaged(
-            "CREATE KEYSPACE IF NOT EXISTS tern_it WITH replication = \
-             {'class': 'SimpleStrategy', 'replication_factor': 1}",
-            &[],
-        )
-        .await?;
-    session
-        .query_unpaged(
-            "CREATE TABLE IF NOT EXISTS tern_it.lwt (k text PRIMARY KEY, r bigint, v text)",
-            &[],
-        )
-        .await?;
-    Ok(())
+    create_table(
+        session,
+        "CREATE TABLE IF NOT EXISTS tern_it.lwt (k text PRIMARY KEY, r bigint, v text)",
+    )
+    .await
 }
 
 /// `[applied]` of an LWT answer.
@@ -201,11 +205,7 @@ async fn lightweight_transactions_compare_and_set() -> Result<()> {
         .into_rows_result()?
         .first_row::<(i64, String)>()?;
     ensure!((r, v.as_str()) == (2, "y"));
-    let missing = session
-        .query_unpaged("SELECT r FROM tern_it.lwt WHERE k = 'missing'", &[])
-        .await?
-        .into_rows_result()?
-        .rows_num();
+    let missing = row_count(&session, "SELECT r FROM tern_it.lwt WHERE k = 'missing'").await?;
     ensure!(missing == 0, "a failed condition wrote a row");
 
     // DELETE ... IF r = ?, DELETE ... IF EXISTS.
@@ -232,11 +232,7 @@ async fn lightweight_transactions_compare_and_set() -> Result<()> {
         .err()
         .context("LWT batch was accepted")?;
     ensure!(err.to_string().contains(LWT_IN_BATCH), "{err}");
-    let rows = session
-        .query_unpaged("SELECT k FROM tern_it.lwt", &[])
-        .await?
-        .into_rows_result()?
-        .rows_num();
+    let rows = row_count(&session, "SELECT k FROM tern_it.lwt").await?;
     ensure!(rows == 0, "{rows} rows left");
     Ok(())
 }

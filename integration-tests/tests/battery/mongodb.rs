@@ -53,6 +53,17 @@ mod specific {
         tern_core::model::json::json_to_map(&serde_json::from_str(json).unwrap()).unwrap()
     }
 
+    /// The entities `things:<id>` at `version` with the JSON values given.
+    pub(super) fn things(rows: &[(i64, u64, &str)]) -> Vec<Entity> {
+        rows.iter()
+            .map(|&(id, version, json)| Entity {
+                key: Key::new("things", id).unwrap(),
+                version,
+                value: m(json),
+            })
+            .collect()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_bson_types_round_trip_through_tern() {
         let Some(b) = or_skip(backend(), None).await else {
@@ -211,7 +222,7 @@ mod specific {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_pushdown_equals_the_reference() {
-        let ents: Vec<Entity> = [
+        let ents = things(&[
             (1, 0, r#"{"a": null, "t": "x"}"#),
             (2, 0, r#"{"t": "x", "n": {"k": 1}}"#),
             (3, 0, r#"{"a": [null, 1], "n": 5}"#),
@@ -219,14 +230,7 @@ mod specific {
             (5, 0, r#"{"b": [{"a": null}], "a": 1.0}"#),
             (6, 7, r#"{"a": 2}"#),
             (7, 0, r#"{"$oid": "x", "a.b": 1, "n": {"k": 1.0}}"#),
-        ]
-        .into_iter()
-        .map(|(id, v, json)| Entity {
-            key: Key::new("things", id).unwrap(),
-            version: v,
-            value: m(json),
-        })
-        .collect();
+        ]);
         let path = |p: &str| p.split('.').map(str::to_owned).collect::<Vec<_>>();
         same_as_reference(
             &ents,
@@ -268,13 +272,13 @@ mod specific {
 }
 
 mod fast_path {
-    use super::specific::m;
+    use super::specific::{m, things};
     use tern_core::model::{Entity, Key, Value};
     use tern_core::store::{PushOp, PushStep};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_pushdown_without_conditions_equals_the_reference() {
-        let ents: Vec<Entity> = [
+        let ents = things(&[
             (1, 0, r#"{"text": "a"}"#),
             (2, 0, r#"{"likes": 0, "text": "b"}"#),
             (3, 0, r#"{"likes": 0.0}"#),
@@ -284,14 +288,7 @@ mod fast_path {
             (7, 0, r#"{"likes": "0", "text": "g", "gone": null}"#),
             (8, 0, r#"{"likes": 0.0, "text": "h", "gone": []}"#),
             (9, 0, r#"{"likes": null, "text": "i", "gone": {}}"#),
-        ]
-        .into_iter()
-        .map(|(id, v, json)| Entity {
-            key: Key::new("things", id).unwrap(),
-            version: v,
-            value: m(json),
-        })
-        .collect();
+        ]);
         let steps = vec![
             PushStep {
                 conditions: vec![],
@@ -620,10 +617,24 @@ mod renames {
         let (_, db) = b.fresh_named().await;
         let url = b.url_for(&db);
         let client = mongodb::Client::with_uri_str(&url).await.unwrap();
-        let store = MongoStore::connect(tern_mongodb::MongoConfig::from_url(&url).unwrap())
-            .await
-            .unwrap();
+        let store = connect(&url).await;
         Some((store, client.database(&db), url))
+    }
+
+    /// A store on `url`.
+    async fn connect(url: &str) -> MongoStore {
+        MongoStore::connect(tern_mongodb::MongoConfig::from_url(url).unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// [`fresh`], holding `old:1` ... `old:<n>` (see [`ent`]).
+    async fn fresh_with_old(n: i64) -> Option<(MongoStore, mongodb::Database, String)> {
+        let fresh = fresh().await?;
+        for i in 1..=n {
+            fresh.0.put(ent("old", i, i)).await.unwrap();
+        }
+        Some(fresh)
     }
 
     fn ent(kind: &str, id: i64, n: i64) -> Entity {
@@ -697,12 +708,9 @@ mod renames {
     /// reported, both documents kept as they are, the others moved.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_rename_reports_a_collision_and_overwrites_nothing() {
-        let Some((store, _, _)) = fresh().await else {
+        let Some((store, _, _)) = fresh_with_old(5).await else {
             return;
         };
-        for i in 1..=5 {
-            store.put(ent("old", i, i)).await.unwrap();
-        }
         let squatter = ent("new", 4, 400);
         store.put(squatter.clone()).await.unwrap();
         let page = rename_pass(&store, "old", "new", 2).await.unwrap();
@@ -725,34 +733,28 @@ mod renames {
     /// call fail with a temporary `Busy`, the document still under the old kind.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_rename_never_loses_an_update_made_between_copy_and_delete() {
-        let Some((store, db, url)) = fresh().await else {
+        let Some((store, db, url)) = fresh_with_old(6).await else {
             return;
         };
-        for i in 1..=6 {
-            store.put(ent("old", i, i)).await.unwrap();
-        }
         // Once, between the first copy and delete: update id 2, delete id 5.
         let raw = db.collection::<Document>("old");
         let calls = Arc::new(AtomicUsize::new(0));
         let (raw2, calls2) = (raw.clone(), Arc::clone(&calls));
-        let hooked = MongoStore::connect(tern_mongodb::MongoConfig::from_url(&url).unwrap())
-            .await
-            .unwrap()
-            .with_after_copy_hook(move |keys| {
-                let (raw, calls) = (raw2.clone(), Arc::clone(&calls2));
-                Box::pin(async move {
-                    if calls.fetch_add(1, Ordering::SeqCst) == 0 {
-                        assert!(keys.contains(&Key::new("old", 2).unwrap()), "{keys:?}");
-                        raw.update_one(
-                            doc! { "_id": 2_i64 },
-                            doc! { "$set": { "n": 222_i64, "_v": 2_i64 } },
-                        )
-                        .await
-                        .unwrap();
-                        raw.delete_one(doc! { "_id": 5_i64 }).await.unwrap();
-                    }
-                })
-            });
+        let hooked = connect(&url).await.with_after_copy_hook(move |keys| {
+            let (raw, calls) = (raw2.clone(), Arc::clone(&calls2));
+            Box::pin(async move {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    assert!(keys.contains(&Key::new("old", 2).unwrap()), "{keys:?}");
+                    raw.update_one(
+                        doc! { "_id": 2_i64 },
+                        doc! { "$set": { "n": 222_i64, "_v": 2_i64 } },
+                    )
+                    .await
+                    .unwrap();
+                    raw.delete_one(doc! { "_id": 5_i64 }).await.unwrap();
+                }
+            })
+        });
         let page = rename_pass(&hooked, "old", "new", 10).await.unwrap();
         assert!(
             calls.load(Ordering::SeqCst) >= 2,
@@ -780,21 +782,18 @@ mod renames {
         store.put(ent("old", 7, 7)).await.unwrap();
         let bumps = Arc::new(AtomicUsize::new(0));
         let (raw3, bumps2) = (raw.clone(), Arc::clone(&bumps));
-        let busy = MongoStore::connect(tern_mongodb::MongoConfig::from_url(&url).unwrap())
-            .await
-            .unwrap()
-            .with_after_copy_hook(move |_| {
-                let (raw, bumps) = (raw3.clone(), Arc::clone(&bumps2));
-                Box::pin(async move {
-                    let n = i64::try_from(bumps.fetch_add(1, Ordering::SeqCst)).unwrap();
-                    raw.update_one(
-                        doc! { "_id": 7_i64 },
-                        doc! { "$set": { "n": Bson::Int64(1000 + n) } },
-                    )
-                    .await
-                    .unwrap();
-                })
-            });
+        let busy = connect(&url).await.with_after_copy_hook(move |_| {
+            let (raw, bumps) = (raw3.clone(), Arc::clone(&bumps2));
+            Box::pin(async move {
+                let n = i64::try_from(bumps.fetch_add(1, Ordering::SeqCst)).unwrap();
+                raw.update_one(
+                    doc! { "_id": 7_i64 },
+                    doc! { "$set": { "n": Bson::Int64(1000 + n) } },
+                )
+                .await
+                .unwrap();
+            })
+        });
         let err = rename_pass(&busy, "old", "new", 10).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Busy, "{err}");
         assert!(err.is_temporary(), "{err}");

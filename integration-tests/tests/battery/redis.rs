@@ -48,6 +48,39 @@ mod specific {
         store.write_batch(writes).await.unwrap();
     }
 
+    /// Puts the entity `key` with `a` = 1.
+    async fn put_a_1(store: &dyn Store, key: &Key) {
+        store
+            .put(Entity::new(
+                key.clone(),
+                [("a".to_owned(), Value::Int(1))].into(),
+            ))
+            .await
+            .unwrap();
+    }
+
+    /// A fresh store on the server, its keys' prefix and a raw connection to
+    /// the server, or `None` (skipped) where the server is not available.
+    async fn fresh_with_raw() -> Option<(Arc<dyn Store>, String, redis::aio::MultiplexedConnection)>
+    {
+        let b = or_skip(backend(), None).await?;
+        let url = b.fresh_url();
+        let ns = prefix_of(&url);
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
+        let client = redis::Client::open(b.url()).unwrap();
+        let conn = client.get_multiplexed_async_connection().await.unwrap();
+        Some((store, ns, conn))
+    }
+
+    /// A fresh store on the server holding `n` items (see [`items`]), or
+    /// `None` (skipped) where the server is not available.
+    async fn fresh_with_items(n: i64) -> Option<Arc<dyn Store>> {
+        let b = or_skip(backend(), None).await?;
+        let store = b.try_fresh().await.unwrap();
+        items(store.as_ref(), n).await;
+        Some(store)
+    }
+
     /// Sets `n` to `value` on every `item` at version `from` in server-side batches of
     /// `limit`, checking that no call advances more than `most` entities; gives the
     /// entities advanced and the calls made.
@@ -102,12 +135,9 @@ mod specific {
 
     #[tokio::test]
     async fn int_ids_round_trip_and_foreign_hashes_read_as_typed_values() {
-        let Some(b) = or_skip(backend(), None).await else {
+        let Some((store, ns, mut conn)) = fresh_with_raw().await else {
             return;
         };
-        let url = b.fresh_url();
-        let ns = prefix_of(&url);
-        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let mut value = Map::new();
         value.insert("name".into(), "Ann".into());
         value.insert("n".into(), Value::from("5"));
@@ -117,8 +147,6 @@ mod specific {
             .await
             .unwrap();
 
-        let client = redis::Client::open(b.url()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let raw: Vec<(String, String)> = redis::cmd("HGETALL")
             .arg(format!("{ns}:user:#1234"))
             .query_async(&mut conn)
@@ -175,12 +203,10 @@ mod specific {
 
     #[tokio::test]
     async fn pages_respect_the_limit_and_a_full_scan_sees_every_key() {
-        let Some(b) = or_skip(backend(), None).await else {
+        let n = 2500;
+        let Some(store) = fresh_with_items(n).await else {
             return;
         };
-        let store = b.try_fresh().await.unwrap();
-        let n = 2500;
-        items(store.as_ref(), n).await;
         let open = || async { Arc::clone(&store) };
         let pages = scan_pages(open, "item", &Filter::all(), 7, usize::MAX).await;
         let seen: BTreeSet<Key> = pages.entities.into_iter().map(|e| e.key).collect();
@@ -204,12 +230,10 @@ mod specific {
     /// script alone), whatever batch the engine asks for; the pages still cover every key.
     #[tokio::test]
     async fn a_large_pushdown_batch_is_split_into_bounded_script_calls() {
-        let Some(b) = or_skip(backend(), None).await else {
+        let n = 2500;
+        let Some(store) = fresh_with_items(n).await else {
             return;
         };
-        let store = b.try_fresh().await.unwrap();
-        let n = 2500;
-        items(store.as_ref(), n).await;
         let most = tern_redis::MAX_KEYS_PER_SCRIPT as u64;
         let (advanced, pages) = set_n_on_every_item(store.as_ref(), 0, 0, 10_000, most).await;
         assert_eq!(advanced, n as u64, "every key advanced exactly once");
@@ -254,6 +278,15 @@ mod specific {
         tern_testkit::battery::migrator(store, &[(1, "rename kind user to member")], 2)
     }
 
+    /// The error of the rename migration on `store` (it must fail), as text.
+    async fn rename_error(store: &Arc<dyn Store>) -> String {
+        rename_migrator(Arc::clone(store))
+            .up(None)
+            .await
+            .unwrap_err()
+            .to_string()
+    }
+
     /// Runs a command that answers nothing of interest.
     async fn exec(conn: &mut redis::aio::MultiplexedConnection, cmd: &redis::Cmd) {
         let _: () = cmd.query_async(conn).await.unwrap();
@@ -269,12 +302,9 @@ mod specific {
     /// run stops naming it and resumes once it is gone.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rename_kind_moves_keys_and_never_overwrites_a_foreign_key() {
-        let Some(b) = or_skip(backend(), None).await else {
+        let Some((store, ns, mut conn)) = fresh_with_raw().await else {
             return;
         };
-        let url = b.fresh_url();
-        let ns = prefix_of(&url);
-        let store = tern_integration_tests::redis::open(&url).await.unwrap();
         for i in 0..5 {
             let mut e = Entity::new(
                 Key::new("user", format!("u{i}")).unwrap(),
@@ -283,8 +313,6 @@ mod specific {
             e.version = 3;
             store.put(e).await.unwrap();
         }
-        let client = redis::Client::open(b.url()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let raw = |k: &str| format!("{ns}:{k}");
         exec(
             &mut conn,
@@ -303,11 +331,7 @@ mod specific {
         )
         .await;
 
-        let err = rename_migrator(std::sync::Arc::clone(&store))
-            .up(None)
-            .await
-            .unwrap_err();
-        let text = err.to_string();
+        let text = rename_error(&store).await;
         assert!(
             text.contains("cannot rename kind user to member") && text.contains("user:u4"),
             "{text}"
@@ -367,18 +391,8 @@ mod specific {
         let url = format!("{}&json=member", b.fresh_url());
         let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let key = Key::new("user", "u1").unwrap();
-        store
-            .put(Entity::new(
-                key.clone(),
-                [("a".to_owned(), Value::Int(1))].into(),
-            ))
-            .await
-            .unwrap();
-        let err = rename_migrator(std::sync::Arc::clone(&store))
-            .up(None)
-            .await
-            .unwrap_err();
-        let text = err.to_string();
+        put_a_1(store.as_ref(), &key).await;
+        let text = rename_error(&store).await;
         assert!(
             text.contains("kind user is stored as hash (the default) but kind member as json=")
                 && text.contains("json="),
@@ -391,13 +405,7 @@ mod specific {
         let url = format!("{}&json=user,member&sep=/", b.fresh_url());
         let ns = prefix_of(&url);
         let store = tern_integration_tests::redis::open(&url).await.unwrap();
-        store
-            .put(Entity::new(
-                key.clone(),
-                [("a".to_owned(), Value::Int(1))].into(),
-            ))
-            .await
-            .unwrap();
+        put_a_1(store.as_ref(), &key).await;
         rename_migrator(std::sync::Arc::clone(&store))
             .up(None)
             .await

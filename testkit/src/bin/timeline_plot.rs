@@ -40,19 +40,6 @@ fn read(path: &str) -> BTreeMap<String, Series> {
     out
 }
 
-fn register_font() {
-    // ab_glyph draws text with a font given as bytes: no system font library.
-    let font = std::env::var("TERN_PLOT_FONT")
-        .unwrap_or_else(|_| "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".to_owned());
-    let bytes: &'static [u8] = Box::leak(
-        std::fs::read(&font)
-            .unwrap_or_else(|e| panic!("the plot's font {font} (set TERN_PLOT_FONT): {e}"))
-            .into_boxed_slice(),
-    );
-    plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-        .unwrap_or_else(|_| panic!("{font} is not a font"));
-}
-
 fn color(name: &str) -> RGBColor {
     if name == "eager" { RED } else { BLUE }
 }
@@ -63,7 +50,7 @@ fn main() {
         panic!("usage: timeline-plot TIMELINE.csv OUT.png");
     };
     let data = read(csv);
-    register_font();
+    tern_core::plot::register_font().unwrap_or_else(|e| panic!("{e}"));
     let root = BitMapBackend::new(png, (1000, 720)).into_drawing_area();
     root.fill(&WHITE).expect("fill");
     let (top, bottom) = root.split_vertically(380);
@@ -120,13 +107,8 @@ fn main() {
                 )))
                 .expect("marker");
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .expect("legend");
+        tern_core::plot::draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     root.present().expect("write the png");
     println!("plot written to {png}");

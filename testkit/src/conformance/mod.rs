@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tern_core::model::{Entity, Key, Map, Value, Version};
-use tern_core::store::{Filter, ScanRequest, Store, Write};
+use tern_core::store::{Filter, Store, Write};
 
 pub use batch_meta::batch_with_meta;
 pub use entities::{clock, concurrent_replace, round_trip, write_batch_outcomes};
@@ -339,16 +339,7 @@ pub async fn scan_all(
     let mut last_id: Option<Value> = None;
     let mut cursor = None;
     for _ in 0..100_000 {
-        let page = store
-            .scan(
-                kind,
-                ScanRequest {
-                    filter: filter.clone(),
-                    cursor,
-                    limit,
-                },
-            )
-            .await?;
+        let page = crate::pages::page_of(store, kind, filter, cursor, limit).await?;
         for e in page.entities {
             ensure_eq!(
                 e.key.kind,
@@ -415,7 +406,7 @@ mod tests {
     use tern_core::store::memory::MemoryStore;
     use tern_core::store::{
         BatchMetaOutcome, MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage,
-        RenameKindRequest, Result, ScanPage, StoreInfo, WriteOutcome,
+        RenameKindRequest, Result, ScanPage, ScanRequest, StoreInfo, WriteOutcome,
     };
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,12 +2,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::pages::page_of;
+
 use super::{
     CheckResult, Failure, Namespace, by_key, clear_kinds, ensure, ensure_eq, entity, map, put_all,
     scan_all,
 };
 use tern_core::model::{Key, Value};
-use tern_core::store::{Condition, Cursor, Filter, ScanRequest, Store, VersionFilter, Write};
+use tern_core::store::{Condition, Cursor, Filter, Store, VersionFilter, Write};
 
 /// Pages of every size visit every entity (exactly once and in id order with
 /// [`Capability::scan_ordered`](tern_core::store::Capability::scan_ordered)); a
@@ -61,16 +63,7 @@ pub async fn scan_resume(store: &dyn Store) -> CheckResult {
     let mut cursor = None;
     // Read until a page hands back a cursor (pages may be empty).
     for _ in 0..1000 {
-        let page = store
-            .scan(
-                &kind,
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor: cursor.take(),
-                    limit: 3,
-                },
-            )
-            .await?;
+        let page = page_of(store, &kind, &Filter::all(), cursor.take(), 3).await?;
         seen.extend(page.entities.into_iter().map(|e| (e.key.clone(), e)));
         match page.cursor {
             Some(c) if seen.is_empty() => cursor = Some(c),
@@ -89,16 +82,7 @@ pub async fn scan_resume(store: &dyn Store) -> CheckResult {
         ensure_eq!(restored, c, "a cursor survives JSON");
         let mut cursor = Some(restored);
         while let Some(c) = cursor {
-            let page = store
-                .scan(
-                    &kind,
-                    ScanRequest {
-                        filter: Filter::all(),
-                        cursor: Some(c),
-                        limit: 4,
-                    },
-                )
-                .await?;
+            let page = page_of(store, &kind, &Filter::all(), Some(c), 4).await?;
             for e in page.entities {
                 if store.capability().scan_ordered {
                     ensure!(
@@ -268,16 +252,7 @@ pub async fn scan_skips_deleted(store: &dyn Store) -> CheckResult {
     let mut seen = BTreeSet::new();
     let mut cursor = None;
     for _ in 0..1000 {
-        let page = store
-            .scan(
-                &kind,
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor: cursor.take(),
-                    limit: 3,
-                },
-            )
-            .await?;
+        let page = page_of(store, &kind, &Filter::all(), cursor.take(), 3).await?;
         seen.extend(page.entities.into_iter().map(|e| e.key));
         cursor = page.cursor;
         if !seen.is_empty() || cursor.is_none() {
@@ -293,16 +268,7 @@ pub async fn scan_skips_deleted(store: &dyn Store) -> CheckResult {
         .write_batch(deleted.iter().cloned().map(Write::Delete).collect())
         .await?;
     while let Some(c) = cursor {
-        let page = store
-            .scan(
-                &kind,
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor: Some(c),
-                    limit: 3,
-                },
-            )
-            .await?;
+        let page = page_of(store, &kind, &Filter::all(), Some(c), 3).await?;
         for e in page.entities {
             ensure!(
                 !deleted.contains(&e.key),

@@ -8,6 +8,9 @@
 
 use plotters::prelude::*;
 
+/// A panel's value of a measured point (scale, seconds, MiB).
+type Pick = fn(&(f64, f64, f64)) -> f64;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let csv_path = args
@@ -37,27 +40,13 @@ fn main() {
         };
         points.push((scale, total, rss));
     }
-    let font = std::env::var("TERN_PLOT_FONT")
-        .unwrap_or_else(|_| "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf".to_owned());
-    let bytes: &'static [u8] = Box::leak(
-        std::fs::read(&font)
-            .unwrap_or_else(|e| panic!("the plot's font {font} (set TERN_PLOT_FONT): {e}"))
-            .into_boxed_slice(),
-    );
-    plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
-        .unwrap_or_else(|_| panic!("{font} is not a font"));
+    tern_core::plot::register_font().unwrap_or_else(|e| panic!("{e}"));
     let root = BitMapBackend::new(&png_path, (1000, 480)).into_drawing_area();
     root.fill(&WHITE).expect("fill");
     let (left, right) = root.split_horizontally(500);
     let max_t = points.iter().map(|p| p.1).fold(10.0, f64::max) * 1.15;
     let max_m = points.iter().map(|p| p.2).fold(1.0, f64::max) * 1.15;
-    let panels: [(
-        &DrawingArea<_, _>,
-        &str,
-        &str,
-        f64,
-        fn(&(f64, f64, f64)) -> f64,
-    ); 2] = [
+    let panels: [(&DrawingArea<_, _>, &str, &str, f64, Pick); 2] = [
         (&left, "run time", "seconds", max_t, |p| p.1),
         (&right, "peak memory", "MiB (peak RSS)", max_m, |p| p.2),
     ];
@@ -94,13 +83,8 @@ fn main() {
                 .expect("target")
                 .label("10 s target")
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .expect("legend");
+            tern_core::plot::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
+                .unwrap_or_else(|e| panic!("{e}"));
         }
     }
     root.present().expect("write the png");

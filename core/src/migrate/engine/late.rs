@@ -8,12 +8,12 @@
 use std::sync::Arc;
 
 use super::{Migrator, Progress, RunMode};
-use crate::migrate::error::{MigrateError, Result};
+use crate::migrate::error::Result;
 use crate::migrate::lease::Lease;
 use crate::migrate::plan;
 use crate::migrate::run::Runner;
 use crate::migrate::state::StateDoc;
-use crate::store::{Filter, Store, VersionFilter};
+use crate::store::Store;
 
 impl Migrator {
     /// Brings every entity below its kind's version forward (by the steps of
@@ -31,18 +31,13 @@ impl Migrator {
             if version == 0 {
                 continue;
             }
-            let below = store
-                .count(
-                    kind,
-                    Filter {
-                        version: VersionFilter::Below(version),
-                        conditions: vec![],
-                    },
-                )
-                .await
-                .map_err(MigrateError::store(
-                    "counting entities below their kind's version",
-                ))?;
+            let below = super::count_below(
+                store.as_ref(),
+                kind,
+                version,
+                "counting entities below their kind's version",
+            )
+            .await?;
             if below > 0 {
                 late.push((kind.clone(), version, below));
             }
