@@ -15,7 +15,7 @@ use tern_core::store::{
 
 use crate::codec;
 use crate::config::MONGO_SCHEME;
-use crate::core::{META_COLLECTION, MongoStore, page_query};
+use crate::core::{META_COLLECTION, MongoStore, and, id_batch};
 
 #[async_trait]
 impl Store for MongoStore {
@@ -78,11 +78,10 @@ impl Store for MongoStore {
         if ids.is_empty() {
             return Ok(ScanPage::default());
         }
-        // The page's documents as they are now, by their `_id`s (see `batches`).
-        let started = std::time::Instant::now();
+        // The page's documents as they are now, by `_id` range (see `batches`).
         let mut docs: Vec<Document> = self
             .collection(kind)
-            .find(page_query(query, &ids))
+            .find(and(vec![query, id_batch(&ids)]))
             .sort(doc! { "_id": 1 })
             .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
             .await
@@ -90,12 +89,6 @@ impl Store for MongoStore {
             .try_collect()
             .await
             .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?;
-        tracing::debug!(
-            kind,
-            docs = docs.len(),
-            ms = started.elapsed().as_secs_f64() * 1e3,
-            "scan: the page's documents"
-        );
         let cursor = crate::batches::page_cursor(&mut docs, &ids, limit);
         let mut entities = Vec::with_capacity(docs.len());
         for d in &docs {

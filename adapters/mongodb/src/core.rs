@@ -603,56 +603,6 @@ pub(crate) fn id_batch(ids: &[Bson]) -> Document {
     }
 }
 
-/// The query of the documents of a scan page: those of the ids `ids` (read
-/// from the page's id cursor) that match `query`.
-///
-/// When every top-level field of `query` is a plain field condition (no
-/// operator such as `$and`, and not `_id`), one document `{_id: {$in: ids},
-/// <query's fields>}`: SecantusDB's Python build (0.7.0b3) looks documents up
-/// by `_id` only for a query without top-level operators whose `_id`
-/// condition is an equality or `$in` (a range, or anything under `$and`,
-/// scans the whole collection: a scan would cost the square of its size).
-/// Otherwise the `$and` of `query` and [`id_batch`]. Either way the page holds
-/// the documents of `ids` as they are now; the `$in` form does not bring along
-/// a document inserted between two of the ids since they were read (the
-/// scan contract allows missing it; the engine's census catches it).
-pub(crate) fn page_query(query: Document, ids: &[Bson]) -> Document {
-    match plain_fields(&query) {
-        Some(fields) => {
-            let mut page = doc! { "_id": { "$in": ids.to_vec() } };
-            page.extend(fields);
-            page
-        }
-        None => and(vec![query, id_batch(ids)]),
-    }
-}
-
-/// `query` as one document of plain field conditions (an `$and` of such
-/// documents on distinct fields merged), or `None` when it holds an operator
-/// or a condition on `_id`.
-fn plain_fields(query: &Document) -> Option<Document> {
-    let clauses: Vec<&Document> = match query.get("$and") {
-        Some(Bson::Array(parts)) if query.len() == 1 => parts
-            .iter()
-            .map(|p| match p {
-                Bson::Document(d) => Some(d),
-                _ => None,
-            })
-            .collect::<Option<_>>()?,
-        _ => vec![query],
-    };
-    let mut out = Document::new();
-    for clause in clauses {
-        for (k, v) in clause {
-            if k.starts_with('$') || k == "_id" || out.contains_key(k) {
-                return None;
-            }
-            out.insert(k.clone(), v.clone());
-        }
-    }
-    Some(out)
-}
-
 /// The count `n` of a `$group` result (a census or a pushdown batch count). The census
 /// is what proves a migration finished, so a reply that holds no count (missing, negative,
 /// fractional or of another type) is an `InvalidData` error naming `what`, never 0.
@@ -679,44 +629,6 @@ pub(crate) fn group_count(n: Option<&Bson>, what: &str) -> Result<u64, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_page_of_plain_conditions_is_one_document_led_by_the_ids() {
-        let ids = vec![Bson::Int64(3), Bson::Int64(7)];
-        assert_eq!(
-            page_query(doc! { "_v": 2_i64, "author": { "$in": ["a"] } }, &ids),
-            doc! { "_id": { "$in": [3_i64, 7_i64] }, "_v": 2_i64, "author": { "$in": ["a"] } }
-        );
-        assert_eq!(
-            page_query(Document::new(), &ids),
-            doc! { "_id": { "$in": [3_i64, 7_i64] } }
-        );
-        // An `$and` of conditions on distinct fields is merged.
-        assert_eq!(
-            page_query(
-                doc! { "$and": [ { "_v": 2_i64 }, { "author": { "$in": ["a"] } } ] },
-                &ids
-            ),
-            doc! { "_id": { "$in": [3_i64, 7_i64] }, "_v": 2_i64, "author": { "$in": ["a"] } }
-        );
-        // An operator, a condition on `_id`, or two on one field keep the
-        // `$and` with the range.
-        let twice = doc! { "$and": [ { "a": 1_i64 }, { "a": { "$in": [1_i64] } } ] };
-        assert_eq!(
-            page_query(twice.clone(), &ids),
-            doc! { "$and": [ twice, { "_id": { "$gte": 3_i64, "$lte": 7_i64 } } ] }
-        );
-        let or = doc! { "$or": [ { "_v": { "$lt": 2_i64 } }, { "_v": Bson::Null } ] };
-        assert_eq!(
-            page_query(or.clone(), &ids),
-            doc! { "$and": [ or, { "_id": { "$gte": 3_i64, "$lte": 7_i64 } } ] }
-        );
-        let on_id = doc! { "_id": { "$exists": false } };
-        assert_eq!(
-            page_query(on_id.clone(), &ids),
-            doc! { "$and": [ on_id, { "_id": { "$gte": 3_i64, "$lte": 7_i64 } } ] }
-        );
-    }
 
     #[test]
     fn group_counts_are_read_from_every_integer_type() {
