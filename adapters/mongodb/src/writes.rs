@@ -277,12 +277,18 @@ impl MongoStore {
             .iter()
             .map(|w| self.write_model(w))
             .collect::<Result<Vec<WriteModel>>>()?;
+        let started = std::time::Instant::now();
         let reply = self
             .client
             .bulk_write(models)
             .ordered(false)
             .verbose_results()
             .await;
+        tracing::debug!(
+            writes = writes.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "bulk write"
+        );
         let (results, errors) = match reply {
             Ok(r) => (r, Default::default()),
             Err(e) => self.partial_bulk_result(writes, e)?,
