@@ -100,9 +100,22 @@ async fn main() {
         r = load_and_run(&url, &a) => r,
         why = interrupted() => Err(why.to_owned()),
     };
-    match client.database(&db).drop().await {
-        Ok(()) => println!("dropped the database {db}"),
-        Err(e) => println!("could not drop the database {db}: {e}"),
+    // The client sat idle through the run: its first call may meet a
+    // connection the server closed (a broken pipe), so try again.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match client.database(&db).drop().await {
+            Ok(()) => {
+                println!("dropped the database {db}");
+                break;
+            }
+            Err(e) if tries < 3 => println!("dropping the database {db} failed ({e}); again"),
+            Err(e) => {
+                println!("could not drop the database {db}: {e}");
+                break;
+            }
+        }
     }
     match result {
         Ok(times) => times.print(),
