@@ -453,6 +453,34 @@ mod tests {
     }
 
     #[test]
+    fn a_replace_that_changes_the_version_selects_by_id_alone() {
+        let mut value = tern_core::model::Map::new();
+        value.insert("title".into(), Value::from("$title"));
+        let expected = Entity {
+            key: Key::new("post", Value::Int(7)).unwrap(),
+            version: 2,
+            value,
+        };
+        let mut new = expected.clone();
+        new.version = 3;
+        assert!(is_conditional(&expected, &new));
+        assert!(!is_conditional(&expected, &expected));
+        let (filter, pipeline) = conditional_replace(&expected, &new).unwrap();
+        // No top-level operator: every server finds the document by `_id`.
+        assert_eq!(filter, doc! { "_id": 7_i64 });
+        // The new document goes in as a literal (a "$title" value is no field path),
+        // the stored one stays when the test fails.
+        let stage = pipeline[0].get_document("$replaceWith").unwrap();
+        let cond = stage.get_array("$cond").unwrap();
+        assert_eq!(cond[0], Bson::Document(expected_expr(&expected).unwrap()));
+        assert_eq!(
+            cond[1],
+            Bson::Document(doc! { "$literal": codec::entity_to_document(&new).unwrap() })
+        );
+        assert_eq!(cond[2], Bson::String("$$ROOT".into()));
+    }
+
+    #[test]
     fn a_batch_is_cut_where_a_document_repeats() {
         let writes = vec![
             put("a", Value::Int(1)),
