@@ -47,12 +47,14 @@ pub fn post(i: usize) -> Entity {
     super::bench::blog_post_by(i, i)
 }
 
-/// Loads users and posts `0..n`, in batches of 5,000.
+/// Loads users and posts `0..n`, in batches of 5,000, and prints (flushed)
+/// how long it took.
 ///
 /// # Errors
 /// A store error.
 pub async fn load(store: &dyn Store, n: usize) -> Result<(), StoreError> {
     const CHUNK: usize = 5_000;
+    let started = Instant::now();
     let mut start = 0;
     while start < n {
         let end = (start + CHUNK).min(n);
@@ -62,7 +64,50 @@ pub async fn load(store: &dyn Store, n: usize) -> Result<(), StoreError> {
         store.write_batch(writes).await?;
         start = end;
     }
+    println!(
+        "loaded {n} users + {n} posts in {:.2}s",
+        started.elapsed().as_secs_f64()
+    );
+    flush();
     Ok(())
+}
+
+/// Flushes standard output, so a line printed is seen before a long phase ends.
+fn flush() {
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+}
+
+/// Prints the name of a phase about to start (flushed, no newline): a phase
+/// that takes long is then named on the terminal while it runs.
+fn phase_start(name: &str) {
+    print!("  {name:<14}");
+    flush();
+}
+
+/// Ends the line of [`phase_start`]: the phase's time, its ratio to the
+/// baselines measured so far, and its peak resident memory (flushed).
+fn phase_done(
+    took: Duration,
+    add: Option<Duration>,
+    add_client: Option<Duration>,
+    rss: Option<u64>,
+) {
+    let s = took.as_secs_f64();
+    let mut line = format!("{s:>9.2}s");
+    for (name, base) in [("add", add), ("client", add_client)] {
+        if let Some(b) = base {
+            line.push_str(&format!(
+                "  {:>6.2}x {name}",
+                s / b.as_secs_f64().max(f64::MIN_POSITIVE)
+            ));
+        }
+    }
+    if let Some(b) = rss {
+        line.push_str(&format!("  peak RSS {} MB", b >> 20));
+    }
+    println!("{line}");
+    flush();
 }
 
 /// The times of one side-by-side run.
@@ -138,6 +183,9 @@ fn migration(id: u32, text: &str) -> Result<Migration, MigrateError> {
 /// On a store holding [`load`]`(n)`: `tern up` of [`ADD`], of [`ADD_CLIENT`]
 /// without pushdown, then the safety
 /// check of [`COPY`] alone, then `tern up` of [`COPY`] and of [`MOVE`], each timed.
+/// Each phase prints its line (time, ratios to the `add`s, peak memory) as
+/// soon as it ends, so a run stopped early still shows the phases it finished;
+/// [`JoinTimes::print`] then sums them up in one line.
 ///
 /// # Errors
 /// A migration error.
@@ -169,12 +217,16 @@ pub async fn run(
         }
     };
     let mut max = [None; 5];
+    phase_start("add");
     reset_peak();
     let add = timed_up(1, false).await?;
     max[0] = max_rss();
+    phase_done(add, None, None, max[0]);
+    phase_start("add (client)");
     reset_peak();
     let add_client = timed_up(2, true).await?;
     max[1] = max_rss();
+    phase_done(add_client, Some(add), None, max[1]);
     let copy_stmt = parse(COPY)
         .ok()
         .and_then(|s| s.statements.into_iter().next())
@@ -184,22 +236,28 @@ pub async fn run(
             "the benchmark's copy does not parse".into(),
         ));
     };
+    phase_start("check alone");
     reset_peak();
     let started = Instant::now();
     let found = check_on_store(store.as_ref(), &t, &options, &NoProgress).await?;
     let check = started.elapsed();
     max[2] = max_rss();
+    phase_done(check, Some(add), Some(add_client), max[2]);
     if found.conflict_count > 0 {
         return Err(MigrateError::Dirty(format!(
             "the benchmark's copy is unsafe: {found:?}"
         )));
     }
+    phase_start("copy");
     reset_peak();
     let copy = timed_up(3, false).await?;
     max[3] = max_rss();
+    phase_done(copy, Some(add), Some(add_client), max[3]);
+    phase_start("move");
     reset_peak();
     let mv = timed_up(4, false).await?;
     max[4] = max_rss();
+    phase_done(mv, Some(add), Some(add_client), max[4]);
     Ok(JoinTimes {
         n,
         add,

@@ -79,6 +79,7 @@ impl Store for MongoStore {
             return Ok(ScanPage::default());
         }
         // The page's documents as they are now, by `_id` range (see `batches`).
+        let started = std::time::Instant::now();
         let mut docs: Vec<Document> = self
             .collection(kind)
             .find(and(vec![query, id_batch(&ids)]))
@@ -89,6 +90,12 @@ impl Store for MongoStore {
             .try_collect()
             .await
             .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?;
+        tracing::debug!(
+            kind,
+            docs = docs.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "scan: the page's documents"
+        );
         let cursor = crate::batches::page_cursor(&mut docs, &ids, limit);
         let mut entities = Vec::with_capacity(docs.len());
         for d in &docs {

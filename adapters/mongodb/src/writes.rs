@@ -16,7 +16,9 @@ use std::collections::HashSet;
 
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::error::ErrorKind as DriverKind;
-use mongodb::options::{DeleteOneModel, InsertOneModel, ReplaceOneModel, WriteModel};
+use mongodb::options::{
+    DeleteOneModel, InsertOneModel, ReplaceOneModel, UpdateOneModel, WriteModel,
+};
 use mongodb::results::VerboseBulkWriteResult;
 use tern_core::model::Entity;
 use tern_core::store::{Error, ErrorKind, Result, Write, WriteOutcome};
@@ -62,9 +64,10 @@ fn rounds(writes: &[Write]) -> Vec<std::ops::Range<usize>> {
     out
 }
 
-/// The filter of a compare-and-set replace: the `_id`, the version, and every
-/// stored field equal to the expected value, with no other fields.
-pub(crate) fn replace_filter(expected: &Entity) -> Result<Document> {
+/// The test that a stored document is exactly `expected`, as an aggregation
+/// expression over the document: the version, every stored field equal to the
+/// expected value (with its BSON type), and no other fields.
+fn expected_expr(expected: &Entity) -> Result<Document> {
     let mut conds: Vec<Bson> = Vec::new();
     let n = i64::try_from(expected.value.len()).unwrap_or(i64::MAX);
     if expected.version == 0 {
@@ -93,13 +96,56 @@ pub(crate) fn replace_filter(expected: &Entity) -> Result<Document> {
             doc! { "$eq": [ field, { "$literal": lit } ] },
         ));
     }
-    // `$and` of the two, not one document with both: SecantusDB's planner
-    // does not use the `_id` index when `$expr` sits next to `_id` (a
-    // collection scan per write), but does inside `$and`.
+    Ok(doc! { "$and": conds })
+}
+
+/// The filter of a compare-and-set replace: the `_id`, the version, and every
+/// stored field equal to the expected value, with no other fields.
+pub(crate) fn replace_filter(expected: &Entity) -> Result<Document> {
+    // `$and` of the two, not one document with both: SecantusDB's Rust
+    // build does not use the `_id` index when `$expr` sits next to `_id` (a
+    // collection scan per write), but does inside `$and`. (Its Python build
+    // scans the collection for either; see [`conditional_replace`].)
     Ok(doc! { "$and": [
         { "_id": codec::id_to_bson(&expected.key.id) },
-        { "$expr": { "$and": conds } },
+        { "$expr": expected_expr(expected)? },
     ] })
+}
+
+/// Does this compare-and-set replace go to the server as a
+/// [`conditional_replace`] (the test inside the update) rather than a
+/// `replaceOne` filtered by [`replace_filter`]? When the version changes,
+/// which is every replace of a migration, lazy read or sweep: the new
+/// document then always differs from the stored one, so "modified" means
+/// "the test held".
+fn is_conditional(expected: &Entity, new: &Entity) -> bool {
+    expected.version != new.version
+}
+
+/// A compare-and-set replace as an update of the one document with the `_id`
+/// (a point lookup on every server) whose pipeline replaces the document with
+/// `new` when it is exactly `expected` ([`expected_expr`], the test of
+/// [`replace_filter`]) and leaves it as it is otherwise: `(filter, pipeline)`.
+/// The write applied when the update modified the document, which it does iff
+/// the test held, since `new`'s version differs from the stored one
+/// ([`is_conditional`]).
+///
+/// Why not the filter: SecantusDB's Python build (0.7.0b3) looks a write's
+/// documents up by `_id` only for a filter without top-level operators, so a
+/// filter holding `$expr` (or `$and`) scans the whole collection for every
+/// write: 49 ms a replace with 2,000 documents in the collection, 187 ms
+/// with 8,000, against 1.8 ms for this form (measured 2026-11-26).
+pub(crate) fn conditional_replace(
+    expected: &Entity,
+    new: &Entity,
+) -> Result<(Document, Vec<Document>)> {
+    let filter = doc! { "_id": codec::id_to_bson(&expected.key.id) };
+    let pipeline = vec![doc! { "$replaceWith": { "$cond": [
+        expected_expr(expected)?,
+        { "$literal": codec::entity_to_document(new)? },
+        "$$ROOT",
+    ] } }];
+    Ok((filter, pipeline))
 }
 
 /// The filter matching `stored` exactly as it is now: the same `_id` (and its
@@ -188,8 +234,13 @@ fn bulk_outcome(
             .update_results
             .get(&i)
             .map(|_| WriteOutcome::Applied),
-        Write::Replace { .. } => results.update_results.get(&i).map(|r| {
-            if r.matched_count == 1 {
+        Write::Replace { expected, new } => results.update_results.get(&i).map(|r| {
+            let applied = if is_conditional(expected, new) {
+                r.modified_count == 1
+            } else {
+                r.matched_count == 1
+            };
+            if applied {
                 WriteOutcome::Applied
             } else {
                 WriteOutcome::Conflict
@@ -226,12 +277,18 @@ impl MongoStore {
             .iter()
             .map(|w| self.write_model(w))
             .collect::<Result<Vec<WriteModel>>>()?;
+        let started = std::time::Instant::now();
         let reply = self
             .client
             .bulk_write(models)
             .ordered(false)
             .verbose_results()
             .await;
+        tracing::debug!(
+            writes = writes.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "bulk write"
+        );
         let (results, errors) = match reply {
             Ok(r) => (r, Default::default()),
             Err(e) => self.partial_bulk_result(writes, e)?,
@@ -268,6 +325,15 @@ impl MongoStore {
                 .document(codec::entity_to_document(e)?)
                 .build()
                 .into(),
+            Write::Replace { expected, new } if is_conditional(expected, new) => {
+                let (filter, pipeline) = conditional_replace(expected, new)?;
+                UpdateOneModel::builder()
+                    .namespace(self.collection(&new.key.kind).namespace())
+                    .filter(filter)
+                    .update(pipeline)
+                    .build()
+                    .into()
+            }
             Write::Replace { expected, new } => ReplaceOneModel::builder()
                 .namespace(self.collection(&new.key.kind).namespace())
                 .filter(replace_filter(expected)?)
@@ -324,7 +390,9 @@ impl MongoStore {
         Ok((results, errors))
     }
 
-    /// One write, on a server without `bulkWrite`.
+    /// One write, on a server without `bulkWrite` (MongoDB before 8.0, whose
+    /// planner finds a [`replace_filter`]'s document by `_id`; the pipeline
+    /// form of [`conditional_replace`] would also need 4.2).
     async fn write_one(&self, w: Write) -> Result<WriteOutcome> {
         match w {
             Write::Put(e) => {
@@ -382,6 +450,34 @@ mod tests {
 
     fn put(kind: &str, id: Value) -> Write {
         Write::Put(Entity::new(Key::new(kind, id).unwrap(), Default::default()))
+    }
+
+    #[test]
+    fn a_replace_that_changes_the_version_selects_by_id_alone() {
+        let mut value = tern_core::model::Map::new();
+        value.insert("title".into(), Value::from("$title"));
+        let expected = Entity {
+            key: Key::new("post", Value::Int(7)).unwrap(),
+            version: 2,
+            value,
+        };
+        let mut new = expected.clone();
+        new.version = 3;
+        assert!(is_conditional(&expected, &new));
+        assert!(!is_conditional(&expected, &expected));
+        let (filter, pipeline) = conditional_replace(&expected, &new).unwrap();
+        // No top-level operator: every server finds the document by `_id`.
+        assert_eq!(filter, doc! { "_id": 7_i64 });
+        // The new document goes in as a literal (a "$title" value is no field path),
+        // the stored one stays when the test fails.
+        let stage = pipeline[0].get_document("$replaceWith").unwrap();
+        let cond = stage.get_array("$cond").unwrap();
+        assert_eq!(cond[0], Bson::Document(expected_expr(&expected).unwrap()));
+        assert_eq!(
+            cond[1],
+            Bson::Document(doc! { "$literal": codec::entity_to_document(&new).unwrap() })
+        );
+        assert_eq!(cond[2], Bson::String("$$ROOT".into()));
     }
 
     #[test]
