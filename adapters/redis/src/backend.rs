@@ -4,11 +4,11 @@
 use std::collections::BTreeSet;
 
 use async_trait::async_trait;
-use tern_core::model::{Entity, Key, Version};
+use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    Capability, Error, ErrorKind, Filter, Guard, MetaCas, MetaChange, MetaEntry, PushStep,
-    PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
-    ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+    Capability, Error, ErrorKind, Filter, Guard, MetaCas, MetaChange, MetaEntry, PushdownPage,
+    PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, StepsFrom,
+    Store, StoreInfo, Write, WriteOutcome,
 };
 
 use crate::codec;
@@ -232,13 +232,8 @@ impl Store for RedisStore {
         self.pushdown_page(request).await
     }
 
-    async fn get_advanced(
-        &self,
-        key: &Key,
-        from: Version,
-        steps: &[PushStep],
-    ) -> Result<Option<Entity>> {
-        self.get_advanced_hash(key, from, steps).await
+    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Entity>> {
+        self.get_advanced_hash(key, steps).await
     }
 
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {

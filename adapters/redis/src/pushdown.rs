@@ -12,10 +12,10 @@
 //! locals, so a key costs its three Redis calls and little else) and cached
 //! per text by the store: one script per stage, loaded once.
 
-use tern_core::model::{Entity, Key, Version};
+use tern_core::model::{Entity, Key};
 use tern_core::store::{
     Cursor, Error, ErrorKind, Filter, PushOp, PushStep, PushdownPage, PushdownRequest, Result,
-    VersionFilter,
+    StepsFrom, VersionFilter,
 };
 
 use crate::codec;
@@ -521,17 +521,16 @@ impl RedisStore {
     pub(crate) async fn get_advanced_hash(
         &self,
         key: &Key,
-        from: Version,
-        steps: &[PushStep],
+        steps: &StepsFrom,
     ) -> Result<Option<Entity>> {
         self.check_pushdown(&key.kind)?;
         let redis_key = self.keys.entity_key(key)?;
-        let compiled = self.read_script(steps)?;
+        let compiled = self.read_script(&steps.steps)?;
         let mut invocation = compiled.0.prepare_invoke();
         invocation
             .key(&redis_key)
             .arg(&self.config.version_field)
-            .arg(from);
+            .arg(steps.from);
         for a in &compiled.1 {
             invocation.arg(a);
         }

@@ -414,10 +414,10 @@ impl LazyClient {
         {
             return Ok(None);
         }
-        let Some((from, steps)) = chain.pushdown() else {
+        let Some(steps) = chain.pushdown() else {
             return Ok(None);
         };
-        match self.store.get_advanced(key, from, steps).await {
+        match self.store.get_advanced(key, steps).await {
             Ok(None) => Ok(Some(None)),
             Ok(Some(e)) if e.version == chain.version => Ok(Some(Some(e))),
             Ok(Some(_)) => Ok(None),

@@ -30,7 +30,7 @@ pub struct KindChain {
     steps: Vec<Step>,
     missing_code: BTreeMap<u32, String>,
     /// [`KindChain::pushdown`], computed once.
-    push: std::sync::OnceLock<Option<(Version, Vec<crate::store::PushStep>)>>,
+    push: std::sync::OnceLock<Option<crate::store::StepsFrom>>,
 }
 
 impl KindChain {
@@ -137,14 +137,11 @@ impl KindChain {
     ///
     /// Entities below the returned version are not reached by these steps:
     /// the sweep's census finds them and the per-entity path migrates them.
-    pub fn pushdown(&self) -> Option<(Version, &[crate::store::PushStep])> {
-        self.push
-            .get_or_init(|| self.compute_pushdown())
-            .as_ref()
-            .map(|(from, steps)| (*from, steps.as_slice()))
+    pub fn pushdown(&self) -> Option<&crate::store::StepsFrom> {
+        self.push.get_or_init(|| self.compute_pushdown()).as_ref()
     }
 
-    fn compute_pushdown(&self) -> Option<(Version, Vec<crate::store::PushStep>)> {
+    fn compute_pushdown(&self) -> Option<crate::store::StepsFrom> {
         let mut start = self.steps.len();
         let mut expected = self.version;
         while start > 0 {
@@ -162,8 +159,11 @@ impl KindChain {
         if suffix.is_empty() {
             return None;
         }
-        let push = crate::migrate::pushdown_steps(suffix)?;
-        Some((expected, push))
+        let steps = crate::migrate::pushdown_steps(suffix)?;
+        Some(crate::store::StepsFrom {
+            from: expected,
+            steps,
+        })
     }
 }
 

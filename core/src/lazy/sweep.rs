@@ -303,7 +303,7 @@ impl Sweeper<'_> {
         let mut calls = 0usize;
         loop {
             let page = if at.name == chain.kind {
-                let Some((from, steps)) = chain.pushdown() else {
+                let Some(pending) = chain.pushdown() else {
                     return Ok(false);
                 };
                 if !self.store.capability().update_pushdown {
@@ -311,8 +311,8 @@ impl Sweeper<'_> {
                 }
                 let request = PushdownRequest {
                     kind: chain.kind.clone(),
-                    from,
-                    steps: steps.to_vec(),
+                    from: pending.from,
+                    steps: pending.steps.clone(),
                     cursor: cursor.clone(),
                     limit: self.in_store_limit(),
                 };

@@ -9,11 +9,11 @@ use async_trait::async_trait;
 
 use super::{
     BatchMetaOutcome, Capability, Cursor, Error, ErrorKind, MetaCas, MetaChange, MetaEntry,
-    MetaUpdate, PushStep, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result,
-    ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome, pushdown,
+    MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+    ScanRequest, StepsFrom, Store, StoreInfo, Write, WriteOutcome, pushdown,
 };
 use crate::model::keycode::{encode_key, encode_kind_prefix};
-use crate::model::{Entity, Key, Version};
+use crate::model::{Entity, Key};
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -285,18 +285,13 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn get_advanced(
-        &self,
-        key: &Key,
-        from: Version,
-        steps: &[PushStep],
-    ) -> Result<Option<Entity>> {
+    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Entity>> {
         let mut inner = self.lock();
         let Some(e) = inner.entities.get_mut(&encode_key(key)) else {
             return Ok(None);
         };
-        let mut changed = vec![0; steps.len()];
-        pushdown::advance(from, steps, e, &mut changed);
+        let mut changed = vec![0; steps.steps.len()];
+        pushdown::advance(steps.from, &steps.steps, e, &mut changed);
         Ok(Some(e.clone()))
     }
 

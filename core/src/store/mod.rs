@@ -363,6 +363,17 @@ pub struct PushStep {
     pub op: PushOp,
 }
 
+/// Consecutive server-side steps of one kind from a version: step `i` applies
+/// to entities at `from + i`, as in [`PushdownRequest`]
+/// ([`Store::get_advanced`], the pending steps of a lazy migration).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepsFrom {
+    /// The version the first step applies to.
+    pub from: Version,
+    /// The steps, in order.
+    pub steps: Vec<PushStep>,
+}
+
 /// A request to run consecutive steps of one kind inside the server, for one
 /// batch of entities (those after `cursor`, up to `limit`, in the store's order).
 #[derive(Debug, Clone, PartialEq)]
@@ -567,13 +578,8 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// # Errors
     /// `Unsupported` (the default, or steps the store cannot run exactly),
     /// having written nothing: the caller then reads and migrates on the client.
-    async fn get_advanced(
-        &self,
-        key: &Key,
-        from: Version,
-        steps: &[PushStep],
-    ) -> Result<Option<Entity>> {
-        let _ = (key, from, steps);
+    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Entity>> {
+        let _ = (key, steps);
         Err(Error::unsupported(self.info().scheme, "get_advanced"))
     }
 

@@ -6,7 +6,8 @@ use super::{
 };
 use tern_core::model::{Key, Value};
 use tern_core::store::{
-    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, Store, pushdown,
+    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, StepsFrom, Store,
+    pushdown,
 };
 
 /// Without [`Capability::update_pushdown`](tern_core::store::Capability::update_pushdown),
@@ -360,22 +361,25 @@ async fn run_batches(
 pub async fn get_advanced(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
     let kind = ns.kind("advanced");
-    let steps = vec![
-        PushStep {
-            conditions: vec![],
-            op: PushOp::Set {
-                path: vec!["added".into()],
-                value: Value::Int(7),
+    let steps = StepsFrom {
+        from: 2,
+        steps: vec![
+            PushStep {
+                conditions: vec![],
+                op: PushOp::Set {
+                    path: vec!["added".into()],
+                    value: Value::Int(7),
+                },
             },
-        },
-        PushStep {
-            conditions: vec![],
-            op: PushOp::Rename {
-                from: "old".into(),
-                to: "new".into(),
+            PushStep {
+                conditions: vec![],
+                op: PushOp::Rename {
+                    from: "old".into(),
+                    to: "new".into(),
+                },
             },
-        },
-    ];
+        ],
+    };
     let stored = [
         entity(&kind, 1, 2, &[("old", Value::Int(1))]),
         entity(
@@ -389,7 +393,7 @@ pub async fn get_advanced(store: &dyn Store) -> CheckResult {
     ];
     put_all(store, &stored).await?;
     let key = |id: i64| Key::new(&kind, id).map_err(|e| Failure::new(e.to_string()));
-    match store.get_advanced(&key(1)?, 2, &steps).await {
+    match store.get_advanced(&key(1)?, &steps).await {
         Err(e) if e.kind() == ErrorKind::Unsupported => {
             let now = scan_all(store, &kind, &Filter::all(), 100).await?;
             ensure_eq!(now, by_key(&stored), "get_advanced declined but wrote");
@@ -398,7 +402,7 @@ pub async fn get_advanced(store: &dyn Store) -> CheckResult {
         Err(e) => return Err(e.into()),
         Ok(got) => {
             let mut want = stored[0].clone();
-            pushdown::advance(2, &steps, &mut want, &mut [0, 0]);
+            pushdown::advance(steps.from, &steps.steps, &mut want, &mut [0, 0]);
             ensure_eq!(got, Some(want.clone()), "get_advanced of an entity at from");
             ensure_eq!(
                 store.get(&key(1)?).await?,
@@ -409,13 +413,13 @@ pub async fn get_advanced(store: &dyn Store) -> CheckResult {
     }
     for (i, e) in stored.iter().enumerate().skip(1) {
         let mut want = e.clone();
-        pushdown::advance(2, &steps, &mut want, &mut [0, 0]);
-        let got = store.get_advanced(&e.key, 2, &steps).await?;
+        pushdown::advance(steps.from, &steps.steps, &mut want, &mut [0, 0]);
+        let got = store.get_advanced(&e.key, &steps).await?;
         ensure_eq!(got, Some(want.clone()), "get_advanced of entity {i}");
         ensure_eq!(store.get(&e.key).await?, Some(want), "stored entity {i}");
     }
     ensure!(
-        store.get_advanced(&key(99)?, 2, &steps).await?.is_none(),
+        store.get_advanced(&key(99)?, &steps).await?.is_none(),
         "get_advanced of an absent key"
     );
     clear_kinds(store, &[&kind]).await
