@@ -3,10 +3,12 @@
 //! gets and sets, unpipelined and 10 to a round trip, through the raw driver
 //! and through tern's lazy client, side by side in one run.
 //!
-//! Three sides, on up-to-date entities (hashes with one 3-byte field `val`):
+//! Three sides, on up-to-date entities (hashes with one 3-byte field `val`;
+//! with `--layout json`, JSON strings `{"val":"xxx"}`):
 //!
 //! - **raw**: the `redis` crate's multiplexed connection (the driver tern's
-//!   store uses), `HGETALL` and `HSET key val xxx` (pipelined: `redis::pipe`);
+//!   store uses), `HGETALL` and `HSET key val xxx` (with `--layout json`:
+//!   `GET` and `SET key {"val":"xxx"}`; pipelined: `redis::pipe`);
 //! - **lazy**: [`LazyClient::get`] / [`LazyClient::put`] (pipelined:
 //!   `get_many` / `put_many` of 10) on kind `kv`, which has no migration;
 //! - **lazy &prev**: the same on kind `kvnew`, lazily renamed from `kvprev`
@@ -22,6 +24,7 @@
 //! ```sh
 //! scripts/servers.sh start redis
 //! cargo bench -p tern-redis --bench load -- --entities 1000000 --chunks 20 --ops 200
+//! cargo bench -p tern-redis --bench load -- --entities 1000000 --chunks 20 --ops 200 --layout json
 //! ```
 //!
 //! Uses database 14 of the server at `TERN_BENCH_REDIS_URL` (default
@@ -65,6 +68,8 @@ struct Ctx {
     raw: MultiplexedConnection,
     client: LazyClient,
     n: usize,
+    /// Entities are JSON strings (`--layout json`), not hashes.
+    json: bool,
 }
 
 fn id(i: usize) -> String {
@@ -111,6 +116,24 @@ async fn client_task(ctx: Arc<Ctx>, side: Side, op: Op, pipeline: usize, ops: us
             })
             .collect();
         match (side, op) {
+            (Side::Raw, Op::Get) if ctx.json => {
+                let mut p = redis::pipe();
+                for (i, _) in &picks {
+                    p.cmd("GET").arg(format!("{kind}:{}", id(*i)));
+                }
+                let rows: Vec<Option<String>> = p.query_async(&mut raw).await.expect("raw get");
+                assert!(rows.iter().all(Option::is_some), "raw get: a key missing");
+            }
+            (Side::Raw, Op::Set) if ctx.json => {
+                let mut p = redis::pipe();
+                for (i, x) in &picks {
+                    p.cmd("SET")
+                        .arg(format!("{kind}:{}", id(*i)))
+                        .arg(format!("{{\"val\":\"{}\"}}", text(*x)))
+                        .ignore();
+                }
+                let () = p.query_async(&mut raw).await.expect("raw set");
+            }
             (Side::Raw, Op::Get) => {
                 let mut p = redis::pipe();
                 for (i, _) in &picks {
@@ -228,9 +251,14 @@ async fn main() {
     };
     let chunks = number("--chunks", 20);
     let ops = number("--ops", 200);
+    let json = match args.value("--layout") {
+        None | Some("hash") => false,
+        Some("json") => true,
+        Some(other) => panic!("--layout takes hash or json, not {other}"),
+    };
     let url = format!("{}/14", base_url());
     flush(&url).await;
-    let store = common::open(&url).await;
+    let store = common::open(&format!("{url}{}", if json { "?json=*" } else { "" })).await;
     let mut set = MigrationSet::new();
     set.add(
         Migration::from_script(
@@ -250,8 +278,9 @@ async fn main() {
     load(store.as_ref(), "kv", 0, args.entities).await;
     load(store.as_ref(), "kvnew", 0, args.entities).await;
     println!(
-        "Redis at {url}: {} entities under kv: and under kvnew: (renamed lazily from kvprev:), loaded in {:.1} s; {CLIENTS} clients, {chunks} chunks of {ops} operations per client and side",
+        "Redis at {url}: {} entities ({}) under kv: and under kvnew: (renamed lazily from kvprev:), loaded in {:.1} s; {CLIENTS} clients, {chunks} chunks of {ops} operations per client and side",
         args.entities,
+        if json { "JSON strings" } else { "hashes" },
         t.elapsed().as_secs_f64()
     );
     let client = LazyClient::builder(Arc::clone(&store))
@@ -264,6 +293,7 @@ async fn main() {
         raw: connect(&url).await,
         client,
         n: args.entities,
+        json,
     });
     println!(
         "| test | raw ops/s | lazy ops/s | lazy overhead | lazy &prev ops/s | &prev overhead |"

@@ -30,6 +30,12 @@ const MAX_FIELDS: usize = 60;
 /// A compiled one-key read script and its arguments after `from`.
 pub(crate) type ReadScript = (redis::Script, Vec<String>);
 
+/// A cached one-key read script and the steps it was compiled from.
+pub(crate) type CachedReadScript = (Vec<PushStep>, std::sync::Arc<ReadScript>);
+
+/// How many one-key read scripts [`RedisStore`] keeps (then it starts over).
+const READ_SCRIPTS_KEPT: usize = 32;
+
 /// One batch of server-side steps, SCAN included, compiled for one request:
 /// the Lua text (a function of the steps' shape only, so one script per
 /// stage) and its arguments.
@@ -546,22 +552,23 @@ impl RedisStore {
         codec::entity_from_hash(key.clone(), fields, &self.config.version_field)
     }
 
-    /// The one-key script of `steps` and its arguments, compiled once.
+    /// The one-key script of `steps` and its arguments, compiled once. The
+    /// cache is looked up by comparing steps (a few kinds are pending at a
+    /// time): no key is built per read.
     fn read_script(&self, steps: &[PushStep]) -> Result<std::sync::Arc<ReadScript>> {
-        let id = format!("{steps:?}");
         let mut cache = self
             .read_scripts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(s) = cache.get(&id) {
+        if let Some((_, s)) = cache.iter().find(|(cached, _)| cached.as_slice() == steps) {
             return Ok(std::sync::Arc::clone(s));
         }
         let compiled = compile_steps(steps, &self.config.version_field, Shape::ReadOne)?;
-        if cache.len() >= 256 {
+        if cache.len() >= READ_SCRIPTS_KEPT {
             cache.clear();
         }
         let made = std::sync::Arc::new((redis::Script::new(&compiled.script), compiled.args));
-        cache.insert(id, std::sync::Arc::clone(&made));
+        cache.push((steps.to_vec(), std::sync::Arc::clone(&made)));
         Ok(made)
     }
 

@@ -446,9 +446,10 @@ impl LazyClient {
     /// The first error.
     ///
     /// One [`Store::get_many`] call reads every key (one pipelined round trip
-    /// on Redis); an entity found up to date is returned as read, any other
-    /// key (stale, absent, or under a former name) goes through
-    /// [`LazyClient::get`]'s path on its own.
+    /// on Redis); an entity found up to date is returned as read, the other
+    /// keys (stale, absent, or under a former name) go through
+    /// [`LazyClient::get`]'s path together (concurrent calls, which a
+    /// multiplexed connection pipelines).
     pub async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
         let mut chains = Vec::with_capacity(keys.len());
         for key in keys {
@@ -456,11 +457,18 @@ impl LazyClient {
         }
         let read = self.store.get_many(keys).await?;
         let mut out = Vec::with_capacity(keys.len());
-        for ((key, chain), found) in keys.iter().zip(&chains).zip(read) {
+        let mut again = Vec::new();
+        for (i, ((key, chain), found)) in keys.iter().zip(&chains).zip(read).enumerate() {
             match found {
                 Some(e) if e.version == chain.version => out.push(Some(e)),
-                _ => out.push(self.get_with(chain, key).await?),
+                _ => {
+                    out.push(None);
+                    again.push(async move { (i, self.get_with(chain, key).await) });
+                }
             }
+        }
+        for (i, got) in futures::future::join_all(again).await {
+            out[i] = got?;
         }
         Ok(out)
     }

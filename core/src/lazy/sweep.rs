@@ -235,9 +235,10 @@ impl Sweeper<'_> {
     /// `resume` (taken once used). Returns the entities migrated and those
     /// still stale.
     ///
-    /// The first pass runs inside the store where it can ([`Pass::InStore`]);
-    /// later passes take the client path for whatever the census still finds
-    /// (entities below the server-side steps, keys the store skipped).
+    /// The first pass runs inside the store where it can
+    /// ([`SweepOptions::pushdown`]); later passes take the client path for
+    /// whatever the census still finds (entities below the server-side steps,
+    /// keys the store skipped).
     async fn kind(
         &mut self,
         chain: &KindChain,
@@ -252,11 +253,7 @@ impl Sweeper<'_> {
             .collect();
         let mut stale = 0;
         for pass in 0..self.options.passes.max(1) {
-            let how = if pass == 0 && self.options.pushdown {
-                Pass::InStore
-            } else {
-                Pass::Client
-            };
+            let in_store = pass == 0 && self.options.pushdown;
             for name in &names {
                 let mut cursor = None;
                 if let Some(r) = resume.take() {
@@ -271,8 +268,10 @@ impl Sweeper<'_> {
                     name,
                     cursor,
                 };
-                let done_in_store =
-                    how == Pass::InStore && self.in_store(&at, &mut migrated).await?;
+                let done_in_store = match self.in_store_call(&at).filter(|_| in_store) {
+                    Some(call) => self.in_store(&at, &call, &mut migrated).await?,
+                    None => false,
+                };
                 if !done_in_store {
                     // A cursor of the other path is refused by the store (the name
                     // starts again) or lands elsewhere; the census catches either.
@@ -287,67 +286,43 @@ impl Sweeper<'_> {
         Ok((migrated, stale))
     }
 
-    /// Runs the name's part of a pass inside the store: a former name re-keyed
-    /// to the kind in place, the kind's pending steps server-side. `Ok(false)`
-    /// when the store or the steps do not allow it (nothing was written; the
-    /// caller takes the client path).
-    async fn in_store(&mut self, at: &Position<'_>, migrated: &mut u64) -> Result<bool> {
+    /// The server-side call that sweeps the name, where the store and the
+    /// steps allow one: a former name is re-keyed to the kind, the kind's own
+    /// name advanced by its pushable pending steps.
+    fn in_store_call<'c>(&self, at: &Position<'c>) -> Option<InStoreCall<'c>> {
+        let capability = self.store.capability();
+        if at.name == at.chain.kind {
+            let pending = at.chain.pushdown()?;
+            capability
+                .update_pushdown
+                .then_some(InStoreCall::Steps(pending))
+        } else {
+            capability.rename_kind.then_some(InStoreCall::Rename)
+        }
+    }
+
+    /// Runs the name's part of a pass inside the store with `call`.
+    /// `Ok(false)` when the store declines before writing anything (the caller
+    /// takes the client path).
+    async fn in_store(
+        &mut self,
+        at: &Position<'_>,
+        call: &InStoreCall<'_>,
+        migrated: &mut u64,
+    ) -> Result<bool> {
         let chain = at.chain;
         let mut cursor = at.cursor.clone();
         let mut first = true;
-        let calls_per_checkpoint = self
-            .options
-            .batch_size
-            .max(1)
-            .div_ceil(self.in_store_limit());
+        let limit = self.in_store_limit();
+        let calls_per_checkpoint = self.options.batch_size.max(1).div_ceil(limit);
         let mut calls = 0usize;
         loop {
-            let page = if at.name == chain.kind {
-                let Some(pending) = chain.pushdown() else {
-                    return Ok(false);
-                };
-                if !self.store.capability().update_pushdown {
-                    return Ok(false);
-                }
-                let request = PushdownRequest {
-                    kind: chain.kind.clone(),
-                    from: pending.from,
-                    steps: pending.steps.clone(),
-                    cursor: cursor.clone(),
-                    limit: self.in_store_limit(),
-                };
-                match self.store.update_in_place(request).await {
-                    Ok(p) => InStorePage {
-                        moved: p.advanced,
-                        collisions: Vec::new(),
-                        cursor: p.cursor,
-                    },
-                    Err(e) => match self.declined(e, first, &mut cursor)? {
-                        Some(done) => return Ok(done),
-                        None => continue,
-                    },
-                }
-            } else {
-                if !self.store.capability().rename_kind {
-                    return Ok(false);
-                }
-                let request = RenameKindRequest {
-                    from: at.name.to_owned(),
-                    to: chain.kind.clone(),
-                    cursor: cursor.clone(),
-                    limit: self.in_store_limit(),
-                };
-                match self.store.rename_kind(request).await {
-                    Ok(p) => InStorePage {
-                        moved: p.renamed,
-                        collisions: p.collisions,
-                        cursor: p.cursor,
-                    },
-                    Err(e) => match self.declined(e, first, &mut cursor)? {
-                        Some(done) => return Ok(done),
-                        None => continue,
-                    },
-                }
+            let page = match call.run(self.store, at, cursor.clone(), limit).await {
+                Ok(page) => page,
+                Err(e) => match self.declined(e, first, &mut cursor)? {
+                    Some(done) => return Ok(done),
+                    None => continue,
+                },
             };
             first = false;
             *migrated += page.moved;
@@ -474,13 +449,55 @@ impl Sweeper<'_> {
     }
 }
 
-/// How a pass of the sweep migrates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pass {
-    /// Inside the store where it can: kind renames in place, server-side steps.
-    InStore,
-    /// Read, migrate on the client, compare-and-set.
-    Client,
+/// The server-side call of the in-store path for one name.
+enum InStoreCall<'c> {
+    /// The kind's own name: its pending steps, run where the entities lie.
+    Steps(&'c crate::store::StepsFrom),
+    /// A former name: its entities re-keyed to the kind.
+    Rename,
+}
+
+impl InStoreCall<'_> {
+    /// One call over at most `limit` entities of `at.name` after `cursor`.
+    async fn run(
+        &self,
+        store: &dyn Store,
+        at: &Position<'_>,
+        cursor: Option<crate::store::Cursor>,
+        limit: usize,
+    ) -> crate::store::Result<InStorePage> {
+        match self {
+            InStoreCall::Steps(pending) => {
+                let request = PushdownRequest {
+                    kind: at.chain.kind.clone(),
+                    from: pending.from,
+                    steps: pending.steps.clone(),
+                    cursor,
+                    limit,
+                };
+                let p = store.update_in_place(request).await?;
+                Ok(InStorePage {
+                    moved: p.advanced,
+                    collisions: Vec::new(),
+                    cursor: p.cursor,
+                })
+            }
+            InStoreCall::Rename => {
+                let request = RenameKindRequest {
+                    from: at.name.to_owned(),
+                    to: at.chain.kind.clone(),
+                    cursor,
+                    limit,
+                };
+                let p = store.rename_kind(request).await?;
+                Ok(InStorePage {
+                    moved: p.renamed,
+                    collisions: p.collisions,
+                    cursor: p.cursor,
+                })
+            }
+        }
+    }
 }
 
 /// Where a pass is: the kind, the name swept, and the cursor it resumes at.

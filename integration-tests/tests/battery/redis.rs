@@ -530,4 +530,50 @@ mod specific {
         assert_eq!((e.version, e.get("n")), (3, Some(&Value::Int(2))));
         let _: () = redis::cmd("FLUSHDB").query_async(&mut conn).await.unwrap();
     }
+
+    /// A put replaces the whole entity (a field it no longer has is gone) and
+    /// keeps the key's TTL, for a hash (the write script) and for a JSON
+    /// string (one `SET ... KEEPTTL`, no script).
+    #[tokio::test]
+    async fn a_put_replaces_the_whole_entity_and_keeps_its_ttl() {
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
+        let url = format!("{}&json=doc", b.fresh_url());
+        let ns = prefix_of(&url);
+        let store = tern_integration_tests::redis::open(&url).await.unwrap();
+        let mut conn = redis::Client::open(b.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        for kind in ["note", "doc"] {
+            let key = Key::new(kind, "k").unwrap();
+            let old: Map = [
+                ("a".to_owned(), Value::Int(1)),
+                ("gone".to_owned(), Value::Bool(true)),
+            ]
+            .into();
+            store.put(Entity::new(key.clone(), old)).await.unwrap();
+            let raw = format!("{ns}:{kind}:k");
+            let _: bool = redis::cmd("EXPIRE")
+                .arg(&raw)
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let new: Map = [("a".to_owned(), Value::Int(2))].into();
+            let mut entity = Entity::new(key.clone(), new.clone());
+            entity.version = 3;
+            store.write_checked(vec![Write::Put(entity)]).await.unwrap();
+            let got = store.get(&key).await.unwrap().unwrap();
+            assert_eq!((got.version, got.value), (3, new), "{kind}: replaced whole");
+            let ttl: i64 = redis::cmd("TTL")
+                .arg(&raw)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert!(ttl > 900, "{kind}: the TTL is kept ({ttl})");
+        }
+    }
 }
