@@ -529,7 +529,7 @@ impl RedisStore {
         key: &Key,
         steps: &StepsFrom,
     ) -> Result<Option<Entity>> {
-        self.check_pushdown(&key.kind)?;
+        self.check_hash_steps(&key.kind)?;
         let redis_key = self.keys.entity_key(key)?;
         let compiled = self.read_script(&steps.steps)?;
         let mut invocation = compiled.0.prepare_invoke();
@@ -572,9 +572,10 @@ impl RedisStore {
         Ok(made)
     }
 
-    /// Whether the steps of `kind` run in the server's script: a hash kind, on
-    /// one server, that no longer declared kind extends.
-    fn check_pushdown(&self, kind: &str) -> Result<()> {
+    /// Whether the steps of `kind` run in the one-key script of
+    /// `get_advanced`: a hash kind (on one server or a cluster: the script
+    /// touches its one key, in that key's slot).
+    fn check_hash_steps(&self, kind: &str) -> Result<()> {
         self.keys.check_kind(kind)?;
         if self.config.layout(kind) != KindLayout::Hash {
             return Err(Error::new(
@@ -582,6 +583,13 @@ impl RedisStore {
                 "the Redis store runs steps of kinds other than hashes on the client",
             ));
         }
+        Ok(())
+    }
+
+    /// Whether the steps of `kind` run in the server's batch script: a hash
+    /// kind, on one server, that no longer declared kind extends.
+    fn check_pushdown(&self, kind: &str) -> Result<()> {
+        self.check_hash_steps(kind)?;
         if !self.nodes.is_empty() {
             // The script's SCAN would see one master only.
             return Err(Error::new(
