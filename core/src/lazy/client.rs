@@ -107,8 +107,28 @@ impl LazyClientBuilder {
             checked: Mutex::new(Instant::now()),
             declined: Mutex::new(BTreeSet::new()),
             in_store: self.in_store,
+            counters: Counters::default(),
         })
     }
+}
+
+/// What a [`LazyClient`] did since it connected ([`LazyClient::stats`]):
+/// where its stale reads were migrated, for operators and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LazyStats {
+    /// Reads the store answered after running the pending steps itself
+    /// ([`Store::get_advanced`]; the entity was up to date or migrated there).
+    pub reads_in_store: u64,
+    /// Stale entities that reads migrated on the client (read, migrate,
+    /// compare-and-set).
+    pub reads_migrated_on_client: u64,
+}
+
+/// The atomic counters behind [`LazyStats`].
+#[derive(Debug, Default)]
+struct Counters {
+    reads_in_store: std::sync::atomic::AtomicU64,
+    reads_migrated_on_client: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug)]
@@ -152,6 +172,7 @@ pub struct LazyClient {
     declined: Mutex<BTreeSet<String>>,
     /// See [`LazyClientBuilder::migrate_in_store`].
     in_store: bool,
+    counters: Counters,
 }
 
 impl LazyClient {
@@ -163,6 +184,15 @@ impl LazyClient {
             code: BTreeMap::new(),
             refresh: DEFAULT_REFRESH,
             in_store: true,
+        }
+    }
+
+    /// Where this client's stale reads were migrated, since it connected.
+    pub fn stats(&self) -> LazyStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        LazyStats {
+            reads_in_store: self.counters.reads_in_store.load(Relaxed),
+            reads_migrated_on_client: self.counters.reads_migrated_on_client.load(Relaxed),
         }
     }
 
@@ -390,6 +420,9 @@ impl LazyClient {
                 Err(e) => return Err(e),
             };
             if self.replace_found(chain, &found, new.clone()).await? {
+                self.counters
+                    .reads_migrated_on_client
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Ok(Some(new));
             }
         }
@@ -405,11 +438,12 @@ impl LazyClient {
     /// round trip. `None` when that does not apply (no pending steps, former
     /// names to look under, steps or a store that cannot run there, an entity
     /// the steps do not reach): the caller reads and migrates on the client.
+    /// A store that cannot answers `Unsupported` without a round trip (the
+    /// trait's default, or a check of the kind's layout), once per kind.
     async fn get_advanced(&self, chain: &KindChain, key: &Key) -> Result<Option<Option<Entity>>> {
         if !self.in_store
             || !chain.pending
             || !chain.formers.is_empty()
-            || !self.store.capability().update_pushdown
             || self.no_advance(&chain.kind)
         {
             return Ok(None);
@@ -417,9 +451,20 @@ impl LazyClient {
         let Some(steps) = chain.pushdown() else {
             return Ok(None);
         };
+        let answered = || {
+            self.counters
+                .reads_in_store
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
         match self.store.get_advanced(key, steps).await {
-            Ok(None) => Ok(Some(None)),
-            Ok(Some(e)) if e.version == chain.version => Ok(Some(Some(e))),
+            Ok(None) => {
+                answered();
+                Ok(Some(None))
+            }
+            Ok(Some(e)) if e.version == chain.version => {
+                answered();
+                Ok(Some(Some(e)))
+            }
             Ok(Some(_)) => Ok(None),
             Err(e) if e.kind() == crate::store::ErrorKind::Unsupported => {
                 tracing::debug!(kind = %chain.kind, reason = %e, "reads of this kind migrate on the client");

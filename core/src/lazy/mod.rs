@@ -38,7 +38,7 @@ pub mod spec;
 pub mod status;
 pub mod sweep;
 
-pub use client::{DEFAULT_REFRESH, LazyClient, LazyClientBuilder};
+pub use client::{DEFAULT_REFRESH, LazyClient, LazyClientBuilder, LazyStats};
 pub use error::{LazyError, Result};
 pub use spec::{KindChain, Spec};
 pub use status::{KindLazyStatus, retire, status};

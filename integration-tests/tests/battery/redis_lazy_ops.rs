@@ -9,6 +9,7 @@ use redis::aio::MultiplexedConnection;
 use tern_core::lazy::LazyClient;
 use tern_core::migrate::{EntityMigration, Migration, MigrationSet, Migrator};
 use tern_core::model::{Key, Map, Value};
+use tern_core::store::StoreExt;
 use tern_integration_tests::redis::backend;
 use tern_redis::{RedisConfig, RedisLazy, RedisStore};
 use tern_testkit::battery::or_skip;
@@ -172,4 +173,72 @@ async fn container_commands_run_on_the_migrated_entity() {
     // A command of the wrong type is Redis's error, named.
     let err = lazy.rpush(&key("tags", "1"), b"x").await.unwrap_err();
     assert!(err.to_string().contains("RPUSH"), "{err}");
+}
+
+/// A stale hash read through the lazy client is migrated inside Redis (one
+/// script call: [`tern_core::lazy::LazyStats::reads_in_store`]), on one server
+/// and on the cluster; with `migrate_in_store(false)` the same read migrates
+/// on the client. Either way the entity is stored migrated.
+async fn stale_hash_reads_migrate_inside_redis(
+    b: Result<tern_integration_tests::redis::RedisBackend, String>,
+) {
+    let Some(b) = or_skip(async { b }, None).await else {
+        return;
+    };
+    let store = b.try_fresh().await.unwrap();
+    for id in ["1", "2"] {
+        let value = Map::from([("title".to_owned(), Value::from("t"))]);
+        store
+            .put(tern_core::model::Entity::new(key("post", id), value))
+            .await
+            .unwrap();
+    }
+    let mut set = MigrationSet::new();
+    set.add(
+        Migration::from_script(1, "likes", "0001_likes.tern", "lazy\nadd post.likes = 0\n")
+            .unwrap(),
+    )
+    .unwrap();
+    Migrator::new(Arc::clone(&store), set)
+        .up(None)
+        .await
+        .unwrap();
+    let want = Map::from([
+        ("title".to_owned(), Value::from("t")),
+        ("likes".to_owned(), Value::Int(0)),
+    ]);
+    for (id, in_store) in [("1", true), ("2", false)] {
+        let lazy = LazyClient::builder(Arc::clone(&store))
+            .declare("post", 1)
+            .migrate_in_store(in_store)
+            .connect()
+            .await
+            .unwrap();
+        let got = lazy.get(&key("post", id)).await.unwrap().unwrap();
+        assert_eq!((got.version, &got.value), (1, &want), "post {id}");
+        let stats = lazy.stats();
+        let (inside, outside) = (stats.reads_in_store, stats.reads_migrated_on_client);
+        assert_eq!(
+            (inside, outside),
+            if in_store { (1, 0) } else { (0, 1) },
+            "post {id}: reads migrated in the store / on the client"
+        );
+        let stored = store.get(&key("post", id)).await.unwrap().unwrap();
+        assert_eq!(
+            (stored.version, stored.value),
+            (1, want.clone()),
+            "post {id} stored"
+        );
+    }
+}
+
+#[tokio::test]
+async fn stale_hash_reads_migrate_inside_redis_on_one_server() {
+    stale_hash_reads_migrate_inside_redis(backend().await).await;
+}
+
+#[tokio::test]
+async fn stale_hash_reads_migrate_inside_redis_on_the_cluster() {
+    stale_hash_reads_migrate_inside_redis(tern_integration_tests::redis::cluster_backend().await)
+        .await;
 }
