@@ -95,15 +95,13 @@ impl LazyClientBuilder {
                 });
             }
         }
+        let view = View::new(loaded.revision, spec, &self.declared);
         Ok(LazyClient {
             store: self.store,
             declared: self.declared,
             code: self.code,
             refresh: self.refresh,
-            view: RwLock::new(Arc::new(View {
-                revision: loaded.revision,
-                spec,
-            })),
+            view: RwLock::new(Arc::new(view)),
             checked: Mutex::new(Instant::now()),
             declined: Mutex::new(BTreeSet::new()),
             in_store: self.in_store,
@@ -131,10 +129,38 @@ struct Counters {
     reads_migrated_on_client: std::sync::atomic::AtomicU64,
 }
 
+/// The state as this client last read it.
 #[derive(Debug)]
 struct View {
     revision: Option<u64>,
     spec: Spec,
+    /// The chains of the declared kinds that no migration touched, made once
+    /// per view rather than per access.
+    untouched: BTreeMap<String, Arc<KindChain>>,
+}
+
+impl View {
+    fn new(revision: Option<u64>, spec: Spec, declared: &BTreeMap<String, Version>) -> View {
+        let untouched = declared
+            .keys()
+            .filter(|kind| !spec.has_chain(kind))
+            .map(|kind| (kind.clone(), Arc::new(KindChain::untouched(kind))))
+            .collect();
+        View {
+            revision,
+            spec,
+            untouched,
+        }
+    }
+
+    /// The chain of `kind` ([`Spec::chain`], without an allocation for a
+    /// declared kind no migration touched).
+    fn chain(&self, kind: &str) -> Arc<KindChain> {
+        match self.untouched.get(kind) {
+            Some(chain) => Arc::clone(chain),
+            None => self.spec.chain(kind),
+        }
+    }
 }
 
 /// Where an entity was found.
@@ -210,10 +236,7 @@ impl LazyClient {
         let current = self.view().revision;
         if loaded.revision != current {
             let spec = Spec::from_state(&loaded.doc, &self.code)?;
-            let view = Arc::new(View {
-                revision: loaded.revision,
-                spec,
-            });
+            let view = Arc::new(View::new(loaded.revision, spec, &self.declared));
             if let Ok(mut v) = self.view.write() {
                 *v = view;
             }
@@ -265,7 +288,7 @@ impl LazyClient {
                 declared: *declared,
                 current,
             }),
-            Some(_) => Ok(spec.chain(kind)),
+            Some(_) => Ok(view.chain(kind)),
             None => {
                 if let Some(to) = spec.renamed_to(kind) {
                     return Err(LazyError::KindRenamedAway {

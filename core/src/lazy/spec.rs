@@ -281,6 +281,11 @@ impl Spec {
             .unwrap_or_else(|| Arc::new(KindChain::untouched(kind)))
     }
 
+    /// Whether a migration touched `kind` (it has a chain of its own).
+    pub fn has_chain(&self, kind: &str) -> bool {
+        self.chains.contains_key(kind)
+    }
+
     /// The logical version of `kind` (0 when no migration touched it).
     pub fn version(&self, kind: &str) -> Version {
         self.kinds.get(kind).copied().unwrap_or(0)
