@@ -28,3 +28,83 @@ mod embedded {
         Ok::<_, String>(super::EmbeddedBackend(tempfile::tempdir().unwrap()))
     });
 }
+
+/// Records the `limit` of every server-side call a sweep makes.
+#[derive(Debug, Default)]
+struct Limits(std::sync::Mutex<Vec<usize>>);
+
+#[async_trait]
+impl tern_testkit::intercept::Intercept for Limits {
+    async fn update_in_place(
+        &self,
+        inner: &dyn Store,
+        request: tern_core::store::PushdownRequest,
+    ) -> tern_core::store::Result<tern_core::store::PushdownPage> {
+        self.0.lock().unwrap().push(request.limit);
+        inner.update_in_place(request).await
+    }
+}
+
+/// `SweepOptions::call_size` bounds every server-side call of the sweep
+/// (`tern sweep --call-size`), the default being `IN_STORE_LIMIT`; every
+/// entity is migrated either way.
+#[tokio::test]
+async fn the_sweep_takes_at_most_call_size_entities_per_server_side_call() {
+    use tern_core::lazy::{SweepOptions, sweep};
+    use tern_core::migrate::{LeaseOptions, Migration, MigrationSet, Migrator};
+    use tern_core::model::{Entity, Key, Map, Value};
+    use tern_core::store::Write;
+    use tern_core::store::memory::MemoryStore;
+    use tern_testkit::intercept::Intercepted;
+
+    let n = 250;
+    let default = SweepOptions::default().call_size;
+    assert_eq!(default, sweep::IN_STORE_LIMIT);
+    for call_size in [30, default] {
+        let hooked = Arc::new(Intercepted::new(
+            Arc::new(MemoryStore::new()),
+            Limits::default(),
+        ));
+        let store: Arc<dyn Store> = hooked.clone();
+        let writes = (0..n)
+            .map(|i| {
+                let value = Map::from([("n".to_owned(), Value::Int(i))]);
+                Write::Put(Entity::new(Key::new("post", i).unwrap(), value))
+            })
+            .collect();
+        store.write_batch(writes).await.unwrap();
+        let mut set = MigrationSet::new();
+        set.add(
+            Migration::from_script(1, "likes", "0001_likes.tern", "lazy\nadd post.likes = 0\n")
+                .unwrap(),
+        )
+        .unwrap();
+        Migrator::new(Arc::clone(&store), set)
+            .up(None)
+            .await
+            .unwrap();
+        let options = SweepOptions {
+            call_size,
+            ..SweepOptions::default()
+        };
+        let report = sweep::sweep(
+            Arc::clone(&store),
+            &LeaseOptions::default(),
+            &Default::default(),
+            &options,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            report.migrated.get("post"),
+            Some(&(n as u64)),
+            "call size {call_size}"
+        );
+        let limits = hooked.hooks().0.lock().unwrap().clone();
+        assert!(
+            limits.len() >= (n as usize).div_ceil(call_size)
+                && limits.iter().all(|&l| l == call_size),
+            "call size {call_size}: limits {limits:?}"
+        );
+    }
+}

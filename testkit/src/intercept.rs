@@ -16,7 +16,7 @@ use tern_core::model::{Entity, Key, Version};
 use tern_core::store::{
     BatchMetaOutcome, Capability, Filter, MetaCas, MetaChange, MetaEntry, MetaUpdate, PushdownPage,
     PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest,
-    SchemaChange, Store, StoreInfo, Write, WriteOutcome,
+    SchemaChange, StepsFrom, Store, StoreInfo, Write, WriteOutcome,
 };
 
 /// Declares [`Intercept`], one hook a [`Store`] method (the method's
@@ -71,6 +71,7 @@ intercept_every_method! {
         fn scan(kind: &str, request: ScanRequest) -> Result<ScanPage>;
         fn get(key: &Key) -> Result<Option<Entity>>;
         fn get_many(keys: &[Key]) -> Result<Vec<Option<Entity>>>;
+        fn get_advanced(key: &Key, steps: &StepsFrom) -> Result<Option<Entity>>;
         fn write_batch(writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
         /// Forwards to the inner store's (atomic there, where it is), so a
         /// hook on [`Intercept::write_batch`] does not see these writes:

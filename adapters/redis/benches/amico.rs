@@ -6,7 +6,8 @@
 //! side in one run; then checks that every sorted set kept its members and
 //! scores. Then the same update installed `lazy` on a third copy (database
 //! 11): the install's pause and a `tern sweep` that renames every sorted set
-//! (`--no-lazy` skips it). Also measures the memory of tern's version tag per container
+//! (`--no-lazy` skips it; `--call-sizes 100,1000` runs it once per in-store
+//! call size, default 100). Also measures the memory of tern's version tag per container
 //! (`MEMORY USAGE` of a tagged vs an untagged sorted set and its tag key).
 //!
 //! ```sh
@@ -172,7 +173,7 @@ async fn check(conn: &mut MultiplexedConnection, n: usize) {
 
 /// The same update installed `lazy` on a fresh copy (database 11): the
 /// install's pause, a `tern sweep` of every sorted set, the check.
-async fn lazy_round(url: &str, n: usize, batch: usize) {
+async fn lazy_round(url: &str, n: usize, batch: usize, call_size: usize) {
     let mut conn = connect(url).await;
     flush(&mut conn).await;
     load(&mut conn, n).await;
@@ -195,6 +196,7 @@ async fn lazy_round(url: &str, n: usize, batch: usize) {
         &std::collections::BTreeMap::new(),
         &tern_core::lazy::SweepOptions {
             batch_size: batch,
+            call_size,
             ..Default::default()
         },
     )
@@ -204,7 +206,7 @@ async fn lazy_round(url: &str, n: usize, batch: usize) {
     let moved: u64 = report.migrated.values().sum();
     check(&mut conn, n).await;
     println!(
-        "lazy: install {:.1} ms (the pause), then tern sweep renamed {moved} sorted sets in {:.2} s ({:.0}/s); members and scores checked",
+        "lazy (calls of {call_size}): install {:.1} ms (the pause), then tern sweep renamed {moved} sorted sets in {:.2} s ({:.0}/s); members and scores checked",
         install.as_secs_f64() * 1e3,
         sweep.as_secs_f64(),
         moved as f64 / sweep.as_secs_f64()
@@ -320,7 +322,13 @@ async fn main() {
     }
     ratios.finish();
     if !a.flag("--no-lazy") {
-        lazy_round(&format!("{base}/11"), n, a.batch).await;
+        let sizes = a.value("--call-sizes").unwrap_or("100");
+        for size in sizes.split(',') {
+            let size = size
+                .parse()
+                .expect("--call-sizes takes numbers, comma-separated");
+            lazy_round(&format!("{base}/11"), n, a.batch, size).await;
+        }
     }
     tag_memory(&tern_url, &mut tern_conn, 10_000.min(n.max(1))).await;
     flush(&mut tern_conn).await;

@@ -40,8 +40,13 @@ pub struct SweepOptions {
     /// Only these kinds (all kinds with a pending lazy migration when empty).
     pub kinds: Vec<String>,
     /// Entities per batch (and per checkpoint); the in-store path takes a batch
-    /// in calls of at most [`IN_STORE_LIMIT`].
+    /// in calls of at most `call_size`.
     pub batch_size: usize,
+    /// The most entities one call of the in-store path takes (default
+    /// [`IN_STORE_LIMIT`]): a server-side call runs alone on Redis, so
+    /// applications wait for it. Larger calls sweep faster while they slow
+    /// the applications more.
+    pub call_size: usize,
     /// At most this many entities per second, if set.
     pub max_rate: Option<f64>,
     /// How many census passes before giving up on entities that keep appearing.
@@ -59,6 +64,7 @@ impl Default for SweepOptions {
         SweepOptions {
             kinds: Vec::new(),
             batch_size: 1000,
+            call_size: IN_STORE_LIMIT,
             max_rate: None,
             passes: 3,
             pushdown: true,
@@ -355,9 +361,10 @@ impl Sweeper<'_> {
     }
 
     /// Entities per call of the in-store path: the batch size, at most
-    /// [`IN_STORE_LIMIT`] (a batch then takes several calls and one checkpoint).
+    /// [`SweepOptions::call_size`] (a batch then takes several calls and one
+    /// checkpoint).
     fn in_store_limit(&self) -> usize {
-        self.options.batch_size.clamp(1, IN_STORE_LIMIT)
+        self.options.batch_size.min(self.options.call_size).max(1)
     }
 
     /// What an error of the in-store path means: `Some(false)` (run the client
