@@ -51,7 +51,7 @@ impl tern_testkit::intercept::Intercept for Limits {
 #[tokio::test]
 async fn the_sweep_takes_at_most_call_size_entities_per_server_side_call() {
     use tern_core::lazy::{SweepOptions, sweep};
-    use tern_core::migrate::{LeaseOptions, Migration, MigrationSet, Migrator};
+    use tern_core::migrate::LeaseOptions;
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::Write;
     use tern_core::store::memory::MemoryStore;
@@ -73,14 +73,7 @@ async fn the_sweep_takes_at_most_call_size_entities_per_server_side_call() {
             })
             .collect();
         store.write_batch(writes).await.unwrap();
-        let mut set = MigrationSet::new();
-        set.add(
-            Migration::from_script(1, "likes", "0001_likes.tern", "lazy\nadd post.likes = 0\n")
-                .unwrap(),
-        )
-        .unwrap();
-        Migrator::new(Arc::clone(&store), set)
-            .up(None)
+        tern_testkit::lazy::up(&store, &[(1, "lazy\nadd post.likes = 0\n")])
             .await
             .unwrap();
         let options = SweepOptions {

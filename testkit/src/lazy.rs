@@ -55,7 +55,11 @@ pub async fn raw_kind(store: &dyn Store, kind: &str) -> Vec<Entity> {
     out
 }
 
-async fn up(store: &Arc<dyn Store>, scripts: &[(u32, &str)]) -> Result<(), MigrateError> {
+/// `tern up` of migration scripts `(id, text)` (named `<id>_m.tern`) on `store`.
+///
+/// # Errors
+/// The engine's.
+pub async fn up(store: &Arc<dyn Store>, scripts: &[(u32, &str)]) -> Result<(), MigrateError> {
     Migrator::new(Arc::clone(store), set(scripts))
         .up(None)
         .await

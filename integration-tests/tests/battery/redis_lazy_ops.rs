@@ -193,14 +193,7 @@ async fn stale_hash_reads_migrate_inside_redis(
             .await
             .unwrap();
     }
-    let mut set = MigrationSet::new();
-    set.add(
-        Migration::from_script(1, "likes", "0001_likes.tern", "lazy\nadd post.likes = 0\n")
-            .unwrap(),
-    )
-    .unwrap();
-    Migrator::new(Arc::clone(&store), set)
-        .up(None)
+    tern_testkit::lazy::up(&store, &[(1, "lazy\nadd post.likes = 0\n")])
         .await
         .unwrap();
     let want = Map::from([
