@@ -124,3 +124,10 @@ pub fn state(entities: impl IntoIterator<Item = Entity>) -> State {
         .map(|e| (e.key.clone(), e))
         .collect::<BTreeMap<_, _>>()
 }
+
+/// Asserts that the entity `kind:id` of `s` holds `value`.
+#[track_caller]
+pub fn assert_value(s: &State, kind: &str, id: impl Into<Value>, value: serde_json::Value) {
+    let k = key(kind, id);
+    assert_eq!(s[&k].value, map(value), "{k:?}");
+}

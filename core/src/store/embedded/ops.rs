@@ -576,12 +576,7 @@ impl Inner {
         let end = prefix_end(&prefix);
         let start = self.start_bound(kind, &prefix, request.cursor.as_ref())?;
         let limit = request.limit.max(1);
-        let mut page = PushdownPage {
-            advanced: 0,
-            changed: vec![0; request.steps.len()],
-            changed_entities: 0,
-            cursor: None,
-        };
+        let mut page = PushdownPage::empty(request.steps.len(), None);
 
         let txn = self.begin_write()?;
         {
