@@ -457,15 +457,7 @@ fn join_on_a_multi_valued_target_property() {
     assert_eq!(check.conflict_count, 1);
     assert_eq!(check.conflicts[0].target, key("post", 1));
     let mut forced = s.clone();
-    apply_statement(
-        &stmt,
-        &mut forced,
-        &EvalOptions {
-            force: true,
-            ..opts()
-        },
-    )
-    .unwrap();
+    apply_statement(&stmt, &mut forced, &with_force()).unwrap();
     assert_eq!(forced[&key("post", 1)].value.get("url"), Some(&"b".into()));
     assert_eq!(forced[&key("post", 2)].value.get("url"), Some(&"b".into()));
 }
@@ -597,15 +589,7 @@ fn forced_move_keeps_the_property_of_sources_that_won_no_target() {
             ..
         })
     ));
-    let report = apply_statement(
-        &stmt,
-        &mut s,
-        &EvalOptions {
-            force: true,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let report = apply_statement(&stmt, &mut s, &with_force()).unwrap();
     assert_eq!(
         s,
         state([

@@ -131,20 +131,30 @@ fn nosql_post() -> serde_json::Value {
     json!({"title": "NoSQL Data", "content": "NoSQL databases", "author": "Gerhard"})
 }
 
+/// The join of Figures 3 and 4: a user's name is the author of a post.
+fn by_author() -> Option<(&'static str, &'static str)> {
+    Some(("user.name", "blogpost.author"))
+}
+
+/// Gerhard (user 1234 holding `user`) and his post 331175, both at version 1,
+/// after `stmt`: the state and the report.
+fn on_gerhard_and_his_post(
+    user: serde_json::Value,
+    stmt: &Statement,
+) -> (tern_core::lang::eval::State, StatementReport) {
+    let mut s = state([
+        entity("user", 1234, 1, user),
+        entity("blogpost", 331175, 1, nosql_post()),
+    ]);
+    let report = apply_statement(stmt, &mut s, &opts()).unwrap();
+    (s, report)
+}
+
 /// Example 5, Figure 3.
 #[test]
 fn figure_3_move_url() {
-    let mut s = state([
-        entity("user", 1234, 1, gerhard()),
-        entity("blogpost", 331175, 1, nosql_post()),
-    ]);
-    let stmt = mv(
-        "user.url",
-        "blogpost",
-        Some(("user.name", "blogpost.author")),
-        vec![],
-    );
-    let report = apply_statement(&stmt, &mut s, &opts()).unwrap();
+    let stmt = mv("user.url", "blogpost", by_author(), vec![]);
+    let (s, report) = on_gerhard_and_his_post(gerhard(), &stmt);
     assert_eq!(
         s,
         state([
@@ -186,17 +196,8 @@ fn figure_3_move_url() {
 #[test]
 fn figure_4_copy_email() {
     let user = json!({"name": "Gerhard", "email": "gerhard@acm.org", "status": "professional"});
-    let mut s = state([
-        entity("user", 1234, 1, user.clone()),
-        entity("blogpost", 331175, 1, nosql_post()),
-    ]);
-    let stmt = copy(
-        "user.email",
-        "blogpost",
-        Some(("user.name", "blogpost.author")),
-        vec![],
-    );
-    let report = apply_statement(&stmt, &mut s, &opts()).unwrap();
+    let stmt = copy("user.email", "blogpost", by_author(), vec![]);
+    let (s, report) = on_gerhard_and_his_post(user.clone(), &stmt);
     assert_eq!(
         s,
         state([
@@ -311,15 +312,7 @@ fn cross_product_copy_is_unsafe() {
     );
 
     // Forced: the greatest source key wins, the conflicts are reported.
-    let report = apply_statement(
-        &stmt,
-        &mut s,
-        &EvalOptions {
-            force: true,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let report = apply_statement(&stmt, &mut s, &with_force()).unwrap();
     assert_eq!(report.transfer.unwrap().conflicts.len(), 2);
     assert_value(
         &s,

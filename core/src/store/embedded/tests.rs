@@ -15,6 +15,11 @@ fn temp_store() -> (tempfile::TempDir, EmbeddedStore) {
     (dir, store)
 }
 
+/// The kind of the error a scan of `kind` fails with.
+async fn scan_error(store: &EmbeddedStore, kind: &str, request: ScanRequest) -> ErrorKind {
+    store.scan(kind, request).await.unwrap_err().kind()
+}
+
 fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)]) -> Entity {
     Entity {
         key: Key::new(kind, id).unwrap(),
@@ -237,16 +242,19 @@ async fn foreign_cursors_are_invalid() {
     store.put(entity("a", 2, 0, &[])).await.unwrap();
     let page = store.scan("a", ScanRequest::all(None, 1)).await.unwrap();
     let cursor = page.cursor.unwrap();
-    let err = store
-        .scan("b", ScanRequest::all(Some(cursor), 1))
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidCursor);
-    let err = store
-        .scan("a", ScanRequest::all(Some(Cursor("not hex".into())), 1))
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidCursor);
+    assert_eq!(
+        scan_error(&store, "b", ScanRequest::all(Some(cursor), 1)).await,
+        ErrorKind::InvalidCursor
+    );
+    assert_eq!(
+        scan_error(
+            &store,
+            "a",
+            ScanRequest::all(Some(Cursor("not hex".into())), 1)
+        )
+        .await,
+        ErrorKind::InvalidCursor
+    );
 }
 
 #[tokio::test]
@@ -370,11 +378,10 @@ async fn corrupt_entities_are_invalid_data_naming_the_key() {
             .any(|(k, v)| *k == "kind" && v == "user"),
         "{err}"
     );
-    let err = store
-        .scan("user", ScanRequest::all(None, 10))
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidData);
+    assert_eq!(
+        scan_error(&store, "user", ScanRequest::all(None, 10)).await,
+        ErrorKind::InvalidData
+    );
 }
 
 #[tokio::test]
