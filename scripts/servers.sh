@@ -266,6 +266,16 @@ print_env() {
     done
 }
 
+# run_steps "STEP..." SERVICE...: for each service in turn, each step as a timed phase (the
+# function SERVICE_STEP, e.g. redis_install).
+run_steps() {
+    local steps=$1 svc step
+    shift
+    for svc in "$@"; do
+        for step in $steps; do phase "$svc $step" "${svc}_${step}"; done
+    done
+}
+
 # --- main ------------------------------------------------------------------------------------
 
 main() {
@@ -281,21 +291,10 @@ main() {
     done
     start=$(now_ns)
     case $cmd in
-        install)
-            for svc in "${services[@]}"; do phase "$svc install" "${svc}_install"; done ;;
-        start)
-            for svc in "${services[@]}"; do
-                phase "$svc install" "${svc}_install"
-                phase "$svc start" "${svc}_start"
-            done ;;
-        stop)
-            for svc in "${services[@]}"; do phase "$svc stop" "${svc}_stop"; done ;;
-        restart)
-            for svc in "${services[@]}"; do
-                phase "$svc stop" "${svc}_stop"
-                phase "$svc install" "${svc}_install"
-                phase "$svc start" "${svc}_start"
-            done ;;
+        install) run_steps "install" "${services[@]}" ;;
+        start) run_steps "install start" "${services[@]}" ;;
+        stop) run_steps "stop" "${services[@]}" ;;
+        restart) run_steps "stop install start" "${services[@]}" ;;
         status)
             for svc in "${services[@]}"; do status_of "$svc" || rc=$?; done
             return "$rc" ;;

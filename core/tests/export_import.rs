@@ -8,7 +8,7 @@ use tern_core::model::arb::{arb_name, arb_scalar};
 use tern_core::model::json::{entity_from_json_line, entity_to_json_line};
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::embedded::EmbeddedStore;
-use tern_core::store::{Filter, ScanRequest, Store, Write};
+use tern_core::store::{ScanRequest, Store, Write};
 
 /// The store's nesting limit (arrays and maps below a property).
 const STORE_DEPTH: usize = 256;
@@ -41,14 +41,7 @@ fn round_trip(store: &EmbeddedStore, entity: Entity) -> Result<(), TestCaseError
             .await
             .unwrap();
         let page = store
-            .scan(
-                &entity.key.kind,
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor: None,
-                    limit: 10,
-                },
-            )
+            .scan(&entity.key.kind, ScanRequest::all(None, 10))
             .await
             .unwrap();
         let stored = page

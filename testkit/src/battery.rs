@@ -85,6 +85,16 @@ pub fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Va
     e
 }
 
+/// The entity `kind:id` as `store` holds it (panics when it is absent or the read fails).
+pub async fn stored(store: &dyn Store, kind: &str, id: impl Into<Value>) -> Entity {
+    let key = Key::new(kind, id).unwrap();
+    match store.get(&key).await {
+        Ok(Some(e)) => e,
+        Ok(None) => panic!("{key} is not in the store"),
+        Err(e) => panic!("reading {key}: {e}"),
+    }
+}
+
 /// The blog of \[SE\]: users and their posts, plus posts by unknown authors and users without posts.
 pub fn blog(users: usize, posts_per_user: usize) -> Vec<Entity> {
     let mut out = Vec::new();
@@ -311,22 +321,26 @@ async fn scan_kind(store: &Arc<dyn Store>, kind: &str) -> Vec<Entity> {
 pub async fn blog_example_gives_the_exact_expected_entities(backend: &dyn Backend) {
     let store: Arc<dyn Store> = backend.fresh().await;
     let data = [
-        Entity::new(
-            Key::new("user", 1234).unwrap(),
-            map(&[
+        entity(
+            "user",
+            1234,
+            0,
+            &[
                 ("name", "Gerhard".into()),
                 ("email", "gerhard@acm.org".into()),
                 ("status", "professional".into()),
                 ("url", "http://bigdata.org".into()),
-            ]),
+            ],
         ),
-        Entity::new(
-            Key::new("blogpost", 331175).unwrap(),
-            map(&[
+        entity(
+            "blogpost",
+            331175,
+            0,
+            &[
                 ("title", "NoSQL Data".into()),
                 ("text", "NoSQL databases".into()),
                 ("author", "Gerhard".into()),
-            ]),
+            ],
         ),
     ];
     load(store.as_ref(), &data).await;
@@ -335,16 +349,8 @@ pub async fn blog_example_gives_the_exact_expected_entities(backend: &dyn Backen
         .await
         .unwrap();
     assert_eq!(report.applied.len(), 2);
-    let user = store
-        .get(&Key::new("user", 1234).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    let post = store
-        .get(&Key::new("blogpost", 331175).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let user = stored(store.as_ref(), "user", 1234).await;
+    let post = stored(store.as_ref(), "blogpost", 331175).await;
     assert_eq!(
         user.value,
         map(&[
@@ -756,11 +762,7 @@ pub async fn late_entities_written_during_the_run_are_swept_by_the_census(backen
         // behind it; the census sweeps it when the scan did not.
         assert!(report.applied[0].counts.swept <= 1);
     }
-    let late = store
-        .get(&Key::new("blogpost", "a-late").unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let late = stored(store.as_ref(), "blogpost", "a-late").await;
     assert_eq!(late.version, 2);
     assert_eq!(
         late.value,
@@ -971,11 +973,7 @@ pub async fn an_unsafe_copy_is_refused_with_the_conflicting_keys_and_writes_noth
         .up(None)
         .await
         .unwrap();
-    let post = store
-        .get(&Key::new("blogpost", 7).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let post = stored(store.as_ref(), "blogpost", 7).await;
     assert_eq!(post.get("url"), Some(&Value::from("b")));
 }
 
@@ -1045,11 +1043,7 @@ pub async fn code_migrations_run_as_version_steps_next_to_files(backend: &dyn Ba
         .up(None)
         .await
         .unwrap();
-    let u = store
-        .get(&Key::new("user", "u0001").unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let u = stored(store.as_ref(), "user", "u0001").await;
     assert_eq!(u.version, 2);
     assert_eq!(u.get("name"), Some(&Value::from("USER1")));
     assert_eq!(u.get("active"), Some(&Value::Bool(true)));

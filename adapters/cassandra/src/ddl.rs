@@ -145,36 +145,29 @@ mod tests {
 
     /// The blog's tables as an application created them (no version column).
     fn blog() -> BTreeMap<String, Arc<TableSchema>> {
-        let mut schemas = BTreeMap::new();
-        schemas.insert(
-            "user".to_owned(),
-            schema(
+        let key = ("id", "partition_key", "text");
+        let text = |c| (c, "regular", "text");
+        [
+            (
                 "user",
-                &[
-                    ("id", "partition_key", "text"),
-                    ("name", "regular", "text"),
-                    ("email", "regular", "text"),
-                    ("url", "regular", "text"),
-                    ("prefs", "regular", "text"),
-                ],
-                &["prefs"],
+                vec![key, text("name"), text("email"), text("url"), text("prefs")],
+                &["prefs"][..],
             ),
-        );
-        schemas.insert(
-            "blogpost".to_owned(),
-            schema(
+            (
                 "blogpost",
-                &[
-                    ("id", "partition_key", "text"),
-                    ("title", "regular", "text"),
-                    ("text", "regular", "text"),
-                    ("author", "regular", "text"),
+                vec![
+                    key,
+                    text("title"),
+                    text("text"),
+                    text("author"),
                     ("stars", "regular", "int"),
                 ],
                 &[],
             ),
-        );
-        schemas
+        ]
+        .into_iter()
+        .map(|(table, columns, json)| (table.to_owned(), schema(table, &columns, json)))
+        .collect()
     }
 
     /// Every stage's changes of one migration script.

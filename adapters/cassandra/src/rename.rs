@@ -863,42 +863,28 @@ mod tests {
 
     #[test]
     fn schemas_must_match_column_for_column() {
-        let a = schema(&[
-            ("id", "partition_key", "text"),
-            ("v", "regular", "text"),
-            ("tern_version", "regular", "bigint"),
-        ]);
+        let id = ("id", "partition_key", "text");
+        let v = ("v", "regular", "text");
+        let version = ("tern_version", "regular", "bigint");
+        let a = schema(&[id, v, version]);
         assert_eq!(a.difference(&a.clone()), None);
-        let other_type = schema(&[
-            ("id", "partition_key", "text"),
-            ("v", "regular", "bigint"),
-            ("tern_version", "regular", "bigint"),
-        ]);
-        assert_eq!(
-            a.difference(&other_type).unwrap(),
-            "column v text vs v bigint"
-        );
-        let no_version = schema(&[("id", "partition_key", "text"), ("v", "regular", "text")]);
-        assert_eq!(
-            a.difference(&no_version).unwrap(),
-            "column tern_version bigint is missing"
-        );
-        let extra = schema(&[
-            ("id", "partition_key", "text"),
-            ("v", "regular", "text"),
-            ("w", "regular", "text"),
-            ("tern_version", "regular", "bigint"),
-        ]);
-        assert_eq!(a.difference(&extra).unwrap(), "extra column w text");
-        let key = schema(&[
-            ("id", "partition_key", "bigint"),
-            ("v", "regular", "text"),
-            ("tern_version", "regular", "bigint"),
-        ]);
-        assert_eq!(
-            a.difference(&key).unwrap(),
-            "partition key (id text) vs (id bigint)"
-        );
+        for (columns, difference) in [
+            (
+                vec![id, ("v", "regular", "bigint"), version],
+                "column v text vs v bigint",
+            ),
+            (vec![id, v], "column tern_version bigint is missing"),
+            (
+                vec![id, v, ("w", "regular", "text"), version],
+                "extra column w text",
+            ),
+            (
+                vec![("id", "partition_key", "bigint"), v, version],
+                "partition key (id text) vs (id bigint)",
+            ),
+        ] {
+            assert_eq!(a.difference(&schema(&columns)).unwrap(), difference);
+        }
     }
 
     #[test]

@@ -18,9 +18,9 @@ struct InProcess {
 
 impl InProcess {
     async fn start() -> InProcess {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(tern_cql_server::CqlServer::new().serve(listener));
+        let addr = tern_cql_server::CqlServer::spawn_on_loopback()
+            .await
+            .unwrap();
         InProcess {
             addr,
             next: AtomicU64::new(0),

@@ -25,9 +25,9 @@ struct Server {
 
 impl Server {
     async fn start() -> Server {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(tern_cql_server::CqlServer::new().serve(listener));
+        let addr = tern_cql_server::CqlServer::spawn_on_loopback()
+            .await
+            .unwrap();
         let session = SessionBuilder::new()
             .known_node(addr.to_string())
             .auto_await_schema_agreement(false)

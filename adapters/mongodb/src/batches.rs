@@ -68,18 +68,21 @@ impl MongoStore {
                 .with_context("store", self.location.clone())
                 .with_context("kind", kind.to_owned())
         };
-        if let Some(mut open) = self.open_cursors.take(kind, &signature, &at) {
+        let open_cursor = self.open_cursors.take(kind, &signature, &at);
+        // The ids read from `open` (an `age` cursor): logged, the cursor kept if more may follow.
+        let done = |ids: Vec<Bson>, open, age: &str| {
+            tracing::debug!(
+                kind,
+                ids = ids.len(),
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "{purpose}: ids ({age} cursor)"
+            );
+            self.keep_if_more(kind, signature, &ids, limit, open);
+            ids
+        };
+        if let Some(mut open) = open_cursor {
             match read(&mut open, limit).await {
-                Ok(ids) => {
-                    tracing::debug!(
-                        kind,
-                        ids = ids.len(),
-                        ms = started.elapsed().as_secs_f64() * 1e3,
-                        "{purpose}: ids (open cursor)"
-                    );
-                    self.keep_if_more(kind, signature, &ids, limit, open);
-                    return Ok(ids);
-                }
+                Ok(ids) => return Ok(done(ids, open, "open")),
                 // Timed out or killed on the server: start again from `cursor`.
                 Err(e) => {
                     tracing::debug!(kind, error = %e, "{purpose}: the open cursor failed; reopening");
@@ -102,14 +105,7 @@ impl MongoStore {
             .await
             .map_err(ctx)?;
         let ids = read(&mut open, limit).await.map_err(ctx)?;
-        tracing::debug!(
-            kind,
-            ids = ids.len(),
-            ms = started.elapsed().as_secs_f64() * 1e3,
-            "{purpose}: ids (new cursor)"
-        );
-        self.keep_if_more(kind, signature, &ids, limit, open);
-        Ok(ids)
+        Ok(done(ids, open, "new"))
     }
 
     fn keep_if_more(

@@ -384,11 +384,7 @@ impl MongoStore {
         let batch = id_batch(ids);
         let at_from = at_version(request.from)?;
         let n_steps = compiled.len();
-        let mut page = PushdownPage {
-            changed: vec![0; n_steps],
-            cursor,
-            ..PushdownPage::default()
-        };
+        let mut page = PushdownPage::empty(n_steps, cursor);
         let mut moved = 0;
         if !self.counts_first(&request.kind) {
             let mut filter = vec![batch.clone(), at_from.clone()];
@@ -543,11 +539,7 @@ impl MongoStore {
             None
         };
         if ids.is_empty() {
-            return Ok(PushdownPage {
-                changed: vec![0; request.steps.len()],
-                cursor,
-                ..PushdownPage::default()
-            });
+            return Ok(PushdownPage::empty(request.steps.len(), cursor));
         }
         let moved = match self
             .pushdown_fast(&request, &compiled, target, &ids, cursor.clone())
@@ -583,12 +575,7 @@ impl MongoStore {
                 .with_context("kind", request.kind.clone())
         };
 
-        let mut page = PushdownPage {
-            advanced: 0,
-            changed: vec![0; request.steps.len()],
-            changed_entities: 0,
-            cursor,
-        };
+        let mut page = PushdownPage::empty(request.steps.len(), cursor);
         let in_batch = id_batch(ids);
 
         // How many will advance: those at a version the steps cover.

@@ -176,21 +176,29 @@ impl Cursor {
         matches!(self.peek(), Some(Tok::Ident(s)) if s.eq_ignore_ascii_case(kw))
     }
 
-    pub(crate) fn eat_kw(&mut self, kw: &str) -> bool {
-        if self.is_kw(kw) {
+    /// Steps over the next token when `hit` (a test of it) holds.
+    fn eat_if(&mut self, hit: bool) -> bool {
+        if hit {
             self.pos += 1;
-            true
+        }
+        hit
+    }
+
+    /// Steps over the next token when `hit` holds, else the error "expected `what`".
+    fn expect_if(&mut self, hit: bool, what: &str) -> Result<()> {
+        if self.eat_if(hit) {
+            Ok(())
         } else {
-            false
+            Err(self.error(format!("expected `{what}`, found {}", self.describe())))
         }
     }
 
+    pub(crate) fn eat_kw(&mut self, kw: &str) -> bool {
+        self.eat_if(self.is_kw(kw))
+    }
+
     pub(crate) fn expect_kw(&mut self, kw: &str) -> Result<()> {
-        if self.eat_kw(kw) {
-            Ok(())
-        } else {
-            Err(self.error(format!("expected `{kw}`, found {}", self.describe())))
-        }
+        self.expect_if(self.is_kw(kw), kw)
     }
 
     pub(crate) fn is_sym(&self, s: &str) -> bool {
@@ -198,20 +206,11 @@ impl Cursor {
     }
 
     pub(crate) fn eat_sym(&mut self, s: &str) -> bool {
-        if self.is_sym(s) {
-            self.pos += 1;
-            true
-        } else {
-            false
-        }
+        self.eat_if(self.is_sym(s))
     }
 
     pub(crate) fn expect_sym(&mut self, s: &str) -> Result<()> {
-        if self.eat_sym(s) {
-            Ok(())
-        } else {
-            Err(self.error(format!("expected `{s}`, found {}", self.describe())))
-        }
+        self.expect_if(self.is_sym(s), s)
     }
 
     pub(crate) fn ident(&mut self, what: &str) -> Result<(String, Span)> {
@@ -241,12 +240,7 @@ impl Cursor {
     }
 
     pub(crate) fn eat_newline(&mut self) -> bool {
-        if matches!(self.peek(), Some(Tok::Newline)) {
-            self.pos += 1;
-            true
-        } else {
-            false
-        }
+        self.eat_if(matches!(self.peek(), Some(Tok::Newline)))
     }
 
     pub(crate) fn describe(&self) -> String {

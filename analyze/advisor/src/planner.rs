@@ -249,13 +249,7 @@ impl Planner<'_> {
     fn rows_before(&self, state: &State) -> f64 {
         let Some(x) = state.join else { return 1.0 };
         let q = self.q;
-        let mut done: BTreeSet<usize> = q
-            .graph
-            .entities
-            .difference(&state.graph.entities)
-            .copied()
-            .collect();
-        done.insert(x);
+        let done = difference_with(&q.graph.entities, &state.graph.entities, x);
         let g = q.graph.induced(self.model, &done);
         let eq: BTreeSet<Attr> =
             q.eq.iter()
@@ -316,13 +310,7 @@ impl Planner<'_> {
             {
                 continue;
             }
-            let mut keep: BTreeSet<usize> = state
-                .graph
-                .entities
-                .difference(&cf.graph.entities)
-                .copied()
-                .collect();
-            keep.insert(x);
+            let keep = difference_with(&state.graph.entities, &cf.graph.entities, x);
             let in_keep = |a: &Attr| keep.contains(&a.entity) && (a.entity != x || !cf.has(*a));
             let mut eq: BTreeSet<Attr> = state.eq.iter().copied().filter(in_keep).collect();
             eq.insert(Attr::id(x));
@@ -424,4 +412,11 @@ impl Planner<'_> {
             cost,
         }
     }
+}
+
+/// The entities of `a` not in `b`, and `x`.
+fn difference_with(a: &BTreeSet<usize>, b: &BTreeSet<usize>, x: usize) -> BTreeSet<usize> {
+    let mut out: BTreeSet<usize> = a.difference(b).copied().collect();
+    out.insert(x);
+    out
 }

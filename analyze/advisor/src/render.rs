@@ -85,22 +85,14 @@ pub fn text(r: &Recommendation) -> String {
     }
     let _ = writeln!(out, "-- query plans");
     for q in &r.queries {
-        let _ = writeln!(
-            out,
-            "{} (weight {}, {:.3} ms): {}",
-            q.name, q.weight, q.cost, q.text
-        );
+        statement_line(&mut out, &q.name, q.weight, q.cost, &q.text);
         plan_text(&mut out, q, "    ");
     }
     if !r.updates.is_empty() {
         let _ = writeln!(out, "\n-- update plans");
     }
     for u in &r.updates {
-        let _ = writeln!(
-            out,
-            "{} (weight {}, {:.3} ms): {}",
-            u.name, u.weight, u.cost, u.text
-        );
+        statement_line(&mut out, &u.name, u.weight, u.cost, &u.text);
         for m in &u.maintain {
             for s in &m.support {
                 let _ = writeln!(out, "    support: {}", s.text);
@@ -130,4 +122,9 @@ pub fn text(r: &Recommendation) -> String {
         );
     }
     out
+}
+
+/// A statement's heading line: `NAME (weight W, C ms): TEXT`.
+fn statement_line(out: &mut String, name: &str, weight: f64, cost: f64, text: &str) {
+    let _ = writeln!(out, "{name} (weight {weight}, {cost:.3} ms): {text}");
 }

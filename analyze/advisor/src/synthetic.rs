@@ -67,7 +67,11 @@ pub fn generate(scale: usize, seed: u64) -> Synthetic {
     }
     let (adj, fks) = relationships(&mut rng, &mut model, n, edges);
     let mut workload = String::new();
-    let walk = |rng: &mut Rng, start: usize, len: usize| -> (String, Vec<usize>) {
+    // A random path of at most `max_len - 1` steps from a random entity:
+    // (its start, its text, the entities on it, its last entity).
+    let walk = |rng: &mut Rng, max_len: usize| -> (usize, String, Vec<usize>, usize) {
+        let start = rng.below(n);
+        let len = rng.below(max_len);
         let mut path = format!("E{start}");
         let mut seen = vec![start];
         let mut at = start;
@@ -83,14 +87,12 @@ pub fn generate(scale: usize, seed: u64) -> Synthetic {
             seen.push(*t);
             at = *t;
         }
-        (path, seen)
+        let last = *seen.last().unwrap_or(&start);
+        (start, path, seen, last)
     };
     let _ = writeln!(workload, "group Reads default=1");
     for q in 0..30 * scale {
-        let start = rng.below(n);
-        let len = rng.below(4);
-        let (path, seen) = walk(&mut rng, start, len);
-        let last = *seen.last().unwrap_or(&start);
+        let (_, path, seen, last) = walk(&mut rng, 4);
         let pick = |rng: &mut Rng, e: usize| -> String {
             let fs = &fields[e];
             format!("E{e}.{}", fs[rng.below(fs.len())])
@@ -121,10 +123,7 @@ pub fn generate(scale: usize, seed: u64) -> Synthetic {
     }
     let _ = writeln!(workload, "group Writes default=1");
     for u in 0..3 * scale {
-        let e = rng.below(n);
-        let len = rng.below(2);
-        let (path, seen) = walk(&mut rng, e, len);
-        let last = *seen.last().unwrap_or(&e);
+        let (e, path, _, last) = walk(&mut rng, 2);
         let fs = &fields[e];
         let _ = writeln!(
             workload,

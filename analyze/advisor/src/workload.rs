@@ -537,42 +537,46 @@ fn parse_update(c: &mut Cursor, model: &Model, start: &Span) -> Result<Body> {
             "an UPDATE cannot change an id: delete and insert instead",
         ));
     }
-    c.expect_kw("where")?;
-    let (eq, range) = parse_where(c, &mut b)?;
-    if eq.is_empty() {
-        return Err(AdvisorError::input(
-            start,
-            "the UPDATE has no equality predicate: add `WHERE Entity.Field = ?`",
-        ));
-    }
-    Ok(Body::Update(Update {
-        kind: UpdateKind::Update,
-        entity,
-        graph: b.graph,
-        set,
-        eq,
-        range,
-        connections: BTreeSet::new(),
-    }))
+    finish_where(c, b, start, (UpdateKind::Update, "UPDATE"), entity, set)
 }
 
 fn parse_delete(c: &mut Cursor, model: &Model, start: &Span) -> Result<Body> {
     c.expect_kw("from")?;
-    let mut b = GraphBuilder::new(model, c)?;
+    let b = GraphBuilder::new(model, c)?;
     let entity = b.root;
+    finish_where(
+        c,
+        b,
+        start,
+        (UpdateKind::Delete, "DELETE"),
+        entity,
+        BTreeSet::new(),
+    )
+}
+
+/// The `WHERE` clause that ends an UPDATE or a DELETE (`kind`, with the
+/// statement's word for messages): it must hold an equality predicate.
+fn finish_where(
+    c: &mut Cursor,
+    mut b: GraphBuilder<'_>,
+    start: &Span,
+    (kind, word): (UpdateKind, &str),
+    entity: usize,
+    set: BTreeSet<Attr>,
+) -> Result<Body> {
     c.expect_kw("where")?;
     let (eq, range) = parse_where(c, &mut b)?;
     if eq.is_empty() {
         return Err(AdvisorError::input(
             start,
-            "the DELETE has no equality predicate: add `WHERE Entity.Field = ?`",
+            format!("the {word} has no equality predicate: add `WHERE Entity.Field = ?`"),
         ));
     }
     Ok(Body::Update(Update {
-        kind: UpdateKind::Delete,
+        kind,
         entity,
         graph: b.graph,
-        set: BTreeSet::new(),
+        set,
         eq,
         range,
         connections: BTreeSet::new(),

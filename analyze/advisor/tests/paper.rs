@@ -95,12 +95,16 @@ fn fig7_query(m: &Model) -> tern_advisor::query::Query {
     }
 }
 
+/// The hotel model and the plan space of Fig. 7's query over Fig. 7's column families.
+fn fig7_space() -> (Model, tern_advisor::planner::PlanSpace) {
+    let (m, _) = common::example("hotel");
+    let space = plan_space(&m, &CostModel::default(), &fig7_cfs(&m), &fig7_query(&m));
+    (m, space)
+}
+
 #[test]
 fn fig7_hotel_query_has_exactly_the_three_plans_of_the_paper() {
-    let (m, _) = common::example("hotel");
-    let cfs = fig7_cfs(&m);
-    let q = fig7_query(&m);
-    let space = plan_space(&m, &CostModel::default(), &cfs, &q);
+    let (m, space) = fig7_space();
     let mut plans: Vec<Vec<usize>> = space
         .plans()
         .into_iter()
@@ -141,10 +145,7 @@ fn fig9_holds(d1: &[f64; 5], d: &[f64; 5]) -> bool {
 
 #[test]
 fn fig9_plan_graph_constraints_admit_exactly_the_assignments_of_the_paper() {
-    let (m, _) = common::example("hotel");
-    let cfs = fig7_cfs(&m);
-    let q = fig7_query(&m);
-    let space = plan_space(&m, &CostModel::default(), &cfs, &q);
+    let (_, space) = fig7_space();
     let f = Formulation::build(
         &[Weighted {
             space: &space,

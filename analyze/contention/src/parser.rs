@@ -251,18 +251,28 @@ impl Parser {
         let mut sorts = Vec::new();
         if self.peek() == &Tok::LParen {
             self.next();
-            if self.peek() != &Tok::RParen {
-                loop {
-                    sorts.push(self.ident("a sort name, e.g. `user`")?.0);
-                    if self.peek() != &Tok::Comma {
-                        break;
-                    }
-                    self.next();
-                }
-            }
+            sorts = self.comma_list(|p| Ok(p.ident("a sort name, e.g. `user`")?.0))?;
             self.expect(&Tok::RParen, "`)`")?;
         }
         Ok(KeyDecl { name, sorts, span })
+    }
+
+    /// Items separated by commas up to (not including) a `)`; none when it follows at once.
+    fn comma_list<T>(
+        &mut self,
+        mut item: impl FnMut(&mut Self) -> Result<T, Error>,
+    ) -> Result<Vec<T>, Error> {
+        let mut items = Vec::new();
+        if self.peek() == &Tok::RParen {
+            return Ok(items);
+        }
+        loop {
+            items.push(item(self)?);
+            if self.peek() != &Tok::Comma {
+                return Ok(items);
+            }
+            self.next();
+        }
     }
 
     fn template(&mut self) -> Result<RawTemplate, Error> {
@@ -273,27 +283,17 @@ impl Parser {
             && self.span().col as usize == span.col as usize + name.chars().count();
         if self.peek() == &Tok::LParen && adjacent {
             self.next();
-            if self.peek() != &Tok::RParen {
-                loop {
-                    match self.next() {
-                        (Tok::Ident(v), _) => args.push(Term::Var(v)),
-                        (Tok::Str(c), _) => args.push(Term::Const(c)),
-                        (t, s) => {
-                            return Err(Error::new(
-                                s,
-                                format!(
-                                    "expected a variable or a \"constant\", found {}",
-                                    t.describe()
-                                ),
-                            ));
-                        }
-                    }
-                    if self.peek() != &Tok::Comma {
-                        break;
-                    }
-                    self.next();
-                }
-            }
+            args = self.comma_list(|p| match p.next() {
+                (Tok::Ident(v), _) => Ok(Term::Var(v)),
+                (Tok::Str(c), _) => Ok(Term::Const(c)),
+                (t, s) => Err(Error::new(
+                    s,
+                    format!(
+                        "expected a variable or a \"constant\", found {}",
+                        t.describe()
+                    ),
+                )),
+            })?;
             self.expect(&Tok::RParen, "`)` closing the key")?;
         }
         Ok(RawTemplate { name, args, span })

@@ -44,12 +44,18 @@ comments(u, a) ::= eps
 
 /// Example 8 as intended: any mix of the user's own articles and comments.
 fn example8_intended() -> String {
+    user_oriented("eps", PUTS)
+}
+
+/// The user-oriented schema of Example 8 (any mix of a user's articles and
+/// comments) with `comments` as the comments' production and `writes` as the writes.
+fn user_oriented(comments: &str, writes: &str) -> String {
     format!(
         "{DECLS}root ::= users(u')
 users(u) ::= (articles(u, a') | comments(u, a'))*
 articles(u, a) ::= eps
-comments(u, a) ::= eps
-{PUTS}"
+comments(u, a) ::= {comments}
+{writes}"
     )
 }
 
@@ -202,13 +208,7 @@ fn deletes_add_no_rules() {
 #[test]
 fn recursive_comments_on_comments() {
     // Replies by anyone nest under the comment they answer: UNSAFE.
-    let unsafe_src = format!(
-        "{DECLS}root ::= users(u')
-users(u) ::= (articles(u, a') | comments(u, a'))*
-articles(u, a) ::= eps
-comments(u, a) ::= comments(u', a)*
-{PUTS}"
-    );
+    let unsafe_src = user_oriented("comments(u', a)*", PUTS);
     let g = parse(&unsafe_src).expect("parses");
     let r = tern_contention::analyze_grammar(&g);
     assert_eq!(r.verdict, Verdict::Unsafe);
@@ -223,13 +223,7 @@ comments(u, a) ::= comments(u', a)*
         Ok(Verdict::Safe)
     );
     // A user's own notes nested under her own comments: SAFE, recursion and all.
-    let safe_src = format!(
-        "{DECLS}root ::= users(u')
-users(u) ::= (articles(u, a') | comments(u, a'))*
-articles(u, a) ::= eps
-comments(u, a) ::= comments(u, a')*
-{PUTS}"
-    );
+    let safe_src = user_oriented("comments(u, a')*", PUTS);
     let r = analyze(&safe_src).expect("analyses");
     assert_eq!(r.verdict, Verdict::Safe);
     assert_eq!(r.finite.map(|f| f.safe()), Some(true));
@@ -237,15 +231,12 @@ comments(u, a) ::= comments(u, a')*
 
 #[test]
 fn a_write_whose_key_does_not_bind_its_writer_makes_a_w_nondeterministic() {
-    let src = format!(
-        "{DECLS}root ::= users(u')
-users(u) ::= (articles(u, a') | comments(u, a'))*
-articles(u, a) ::= eps
-comments(u, a) ::= eps
-put_u(users(u))
+    let src = user_oriented(
+        "eps",
+        "put_u(users(u))
 put_u(articles(u, a))
 put_u(comments(v, a))
-"
+",
     );
     let r = analyze(&src).expect("analyses");
     assert_eq!(r.verdict, Verdict::Unsafe);

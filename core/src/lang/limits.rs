@@ -35,20 +35,5 @@ pub fn too_deep(script: &Script) -> Option<(Span, String)> {
 
 /// Levels of arrays and maps in `v` (a scalar is 0), without recursion.
 fn value_depth(v: &Value) -> usize {
-    let mut deepest = 0;
-    let mut todo = vec![(v, 0usize)];
-    while let Some((v, d)) = todo.pop() {
-        match v {
-            Value::Array(items) => {
-                deepest = deepest.max(d + 1);
-                todo.extend(items.iter().map(|i| (i, d + 1)));
-            }
-            Value::Map(m) => {
-                deepest = deepest.max(d + 1);
-                todo.extend(m.values().map(|i| (i, d + 1)));
-            }
-            _ => {}
-        }
-    }
-    deepest
+    crate::model::json::nesting_depth([v])
 }

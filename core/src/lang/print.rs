@@ -169,43 +169,53 @@ mod tests {
         );
     }
 
+    /// Checks the canonical form of each `(source, printed)`.
+    fn assert_canonical(cases: &[(&str, &str)]) {
+        for (source, printed) in cases {
+            assert_eq!(canonical(source), *printed, "{source:?}");
+        }
+    }
+
     #[test]
     fn names_are_quoted_when_needed() {
-        assert_eq!(quote_name("likes"), "likes");
-        assert_eq!(quote_name("_a1"), "_a1");
-        assert_eq!(quote_name("to"), "`to`");
-        assert_eq!(quote_name("WHERE"), "`WHERE`");
-        assert_eq!(quote_name("comment-likes"), "`comment-likes`");
-        assert_eq!(quote_name("1a"), "`1a`");
-        assert_eq!(quote_name("a`b"), "`a``b`");
-        assert_eq!(quote_name(""), "``");
-        assert_eq!(quote_name("straße"), "`straße`");
-        assert_eq!(
-            canonical("rename kind kind to `x`"),
-            "rename kind `kind` to x\n"
-        );
-        // The example of docs/language.md.
-        assert_eq!(
-            canonical(
-                "MOVE user.url TO blogpost WHERE blogpost.v = 2 AND blogpost.author = user.name"
+        for (name, quoted) in [
+            ("likes", "likes"),
+            ("_a1", "_a1"),
+            ("to", "`to`"),
+            ("WHERE", "`WHERE`"),
+            ("comment-likes", "`comment-likes`"),
+            ("1a", "`1a`"),
+            ("a`b", "`a``b`"),
+            ("", "``"),
+            ("straße", "`straße`"),
+        ] {
+            assert_eq!(quote_name(name), quoted, "{name:?}");
+        }
+        assert_canonical(&[
+            ("rename kind kind to `x`", "rename kind `kind` to x\n"),
+            // The example of docs/language.md.
+            (
+                "MOVE user.url TO blogpost WHERE blogpost.v = 2 AND blogpost.author = user.name",
+                "move user.url to blogpost where user.name = blogpost.author and blogpost.v = 2\n",
             ),
-            "move user.url to blogpost where user.name = blogpost.author and blogpost.v = 2\n"
-        );
+        ]);
     }
 
     #[test]
     fn literals_use_the_lossless_json_form() {
-        assert_eq!(canonical("add a.b = 2.0"), "add a.b = 2.0\n");
-        assert_eq!(canonical("add a.b = 1e3"), "add a.b = 1000.0\n");
-        assert_eq!(canonical("add a.b = 'it\\'s'"), "add a.b = \"it's\"\n");
-        assert_eq!(
-            canonical("add a.b = {\"$float\": \"NaN\"}"),
-            "add a.b = {\"$float\":\"NaN\"}\n"
-        );
-        assert_eq!(
-            canonical("add a.b = { \"y\" : [1, true] ,\"x\":null}"),
-            "add a.b = {\"x\":null,\"y\":[1,true]}\n"
-        );
+        assert_canonical(&[
+            ("add a.b = 2.0", "add a.b = 2.0\n"),
+            ("add a.b = 1e3", "add a.b = 1000.0\n"),
+            ("add a.b = 'it\\'s'", "add a.b = \"it's\"\n"),
+            (
+                "add a.b = {\"$float\": \"NaN\"}",
+                "add a.b = {\"$float\":\"NaN\"}\n",
+            ),
+            (
+                "add a.b = { \"y\" : [1, true] ,\"x\":null}",
+                "add a.b = {\"x\":null,\"y\":[1,true]}\n",
+            ),
+        ]);
         let statement = Statement::Add {
             prop: PropRef {
                 kind: "a".into(),

@@ -447,22 +447,10 @@ impl Migrator {
             .begin_or_resume(store.as_ref(), lease, m, &doc, progress)
             .await?;
         let runner = Runner {
-            store: store.as_ref(),
-            migration: m.id,
-            migration_name: &m.name,
-            lease,
-            options: &self.run,
-            progress,
-            cancel: &self.cancel,
-            #[cfg(feature = "fault-injection")]
-            faults: self.faults.as_ref(),
-            history: &history,
-            conflicts: std::sync::Mutex::new(Vec::new()),
             collect_conflicts: mode.is_dry(),
             started,
-            processed_in_run: std::sync::atomic::AtomicU64::new(0),
-            unmatched: std::sync::atomic::AtomicU64::new(0),
             prebuilt: std::sync::Mutex::new(prebuilt),
+            ..self.runner(store.as_ref(), (m.id, &m.name), lease, progress, &history)
         };
         let mut total = self
             .run_stages(&runner, m, &plan, stage_index, pos, mode.collector())
@@ -896,6 +884,36 @@ impl Migrator {
             });
         }
         Ok(out)
+    }
+
+    /// A runner of `migration` (its id and name) with this migrator's options:
+    /// collecting no conflicts, nothing prebuilt, started now.
+    fn runner<'a>(
+        &'a self,
+        store: &'a dyn Store,
+        (migration, migration_name): (u32, &'a str),
+        lease: &'a Lease,
+        progress: &'a dyn Progress,
+        history: &'a BTreeMap<String, Vec<plan::Step>>,
+    ) -> Runner<'a> {
+        Runner {
+            store,
+            migration,
+            migration_name,
+            lease,
+            options: &self.run,
+            progress,
+            cancel: &self.cancel,
+            #[cfg(feature = "fault-injection")]
+            faults: self.faults.as_ref(),
+            history,
+            conflicts: std::sync::Mutex::new(Vec::new()),
+            collect_conflicts: false,
+            started: Instant::now(),
+            processed_in_run: std::sync::atomic::AtomicU64::new(0),
+            unmatched: std::sync::atomic::AtomicU64::new(0),
+            prebuilt: std::sync::Mutex::new(None),
+        }
     }
 }
 

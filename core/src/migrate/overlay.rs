@@ -144,14 +144,7 @@ impl Store for OverlayStore {
             // Scan the base without the filter, then apply the overlay and filter.
             let page = self
                 .base
-                .scan(
-                    kind,
-                    ScanRequest {
-                        filter: crate::store::Filter::all(),
-                        cursor,
-                        limit: request.limit,
-                    },
-                )
+                .scan(kind, ScanRequest::all(cursor, request.limit))
                 .await?;
             // The page's entities as the run left them: one read of the change log per page.
             let keys: Vec<Key> = page.entities.iter().map(|e| e.key.clone()).collect();
@@ -310,11 +303,7 @@ impl Store for OverlayStore {
         let page = self
             .scan(
                 &request.from,
-                ScanRequest {
-                    filter: crate::store::Filter::all(),
-                    cursor: request.cursor,
-                    limit: request.limit,
-                },
+                ScanRequest::all(request.cursor, request.limit),
             )
             .await?;
         let mut out = RenameKindPage {

@@ -83,28 +83,17 @@ impl Runner<'_> {
                 to: to.to_owned(),
                 started_at: now,
             };
-            let counts = pos.counts;
-            self.lease
-                .update(move |doc| {
-                    if let Some(run) = doc.running.as_mut() {
-                        run.stage = index;
-                        run.phase = BATCHES;
-                        run.cursor = None;
-                        run.counts = counts;
-                        run.checkpoints += 1;
-                    }
-                    let known = doc.renames.iter().any(|r| {
-                        r.migration == record.migration
-                            && r.from == record.from
-                            && r.to == record.to
-                    });
-                    if !known {
-                        doc.renames.push(record);
-                    }
-                })
-                .await?;
             pos.phase = BATCHES;
             pos.cursor = None;
+            self.checkpoint_and(index, pos, move |doc| {
+                let known = doc.renames.iter().any(|r| {
+                    r.migration == record.migration && r.from == record.from && r.to == record.to
+                });
+                if !known {
+                    doc.renames.push(record);
+                }
+            })
+            .await?;
             self.fault(self.point(index, CHECK, 0, FaultAt::AfterCheckpoint))?;
         }
         if pos.phase == BATCHES {

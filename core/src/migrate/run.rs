@@ -23,7 +23,7 @@ use super::plan::{Stage, Step, StepOp};
 #[cfg(feature = "fault-injection")]
 use super::progress::FaultHook;
 use super::progress::{CancelFlag, FaultAt, FaultPoint, Progress};
-use super::state::RunCounts;
+use super::state::{RunCounts, StateDoc};
 use crate::lang::eval::{self, TargetResolution};
 use crate::lang::{Statement, Transfer};
 use crate::model::{Entity, Key, Map, Value, Version};
@@ -243,6 +243,17 @@ impl Runner<'_> {
 
     /// Writes the checkpoint of `stage` under the lease.
     pub(crate) async fn checkpoint(&self, stage: usize, pos: &Position) -> Result<()> {
+        self.checkpoint_and(stage, pos, |_| ()).await
+    }
+
+    /// Writes the checkpoint of `stage` under the lease, and makes `also` in
+    /// the same update of the state document.
+    pub(crate) async fn checkpoint_and(
+        &self,
+        stage: usize,
+        pos: &Position,
+        also: impl FnOnce(&mut StateDoc),
+    ) -> Result<()> {
         let (phase, cursor, counts) = (pos.phase, pos.cursor.clone(), pos.counts);
         self.lease
             .update(move |doc| {
@@ -253,6 +264,7 @@ impl Runner<'_> {
                     run.counts = counts;
                     run.checkpoints += 1;
                 }
+                also(doc);
             })
             .await
     }

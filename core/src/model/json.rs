@@ -259,8 +259,14 @@ pub fn entity_from_json_line(line: &str) -> Result<Entity, JsonError> {
 /// The nesting of arrays and maps below the properties of `map` (a map of
 /// scalars is 0), as the store's codec counts it.
 pub(crate) fn depth_of_map(map: &Map) -> usize {
+    nesting_depth(map.values())
+}
+
+/// The deepest nesting of arrays and maps in `values` (scalars only: 0),
+/// without recursion.
+pub(crate) fn nesting_depth<'a>(values: impl IntoIterator<Item = &'a Value>) -> usize {
     let mut deepest = 0;
-    let mut todo: Vec<(&Value, usize)> = map.values().map(|v| (v, 0)).collect();
+    let mut todo: Vec<(&Value, usize)> = values.into_iter().map(|v| (v, 0)).collect();
     while let Some((v, depth)) = todo.pop() {
         match v {
             Value::Array(items) => {

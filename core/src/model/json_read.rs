@@ -71,16 +71,22 @@ impl Reader<'_> {
         }
     }
 
+    /// Steps over ASCII digits; how many.
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
     fn number(&mut self) -> Result<Json, StrictJsonError> {
         let start = self.pos;
         if self.peek() == Some(b'-') {
             self.pos += 1;
         }
         let digits_start = self.pos;
-        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
-            self.pos += 1;
-        }
-        let int_digits = self.pos - digits_start;
+        let int_digits = self.digits();
         if int_digits == 0 || (int_digits > 1 && self.bytes.get(digits_start) == Some(&b'0')) {
             return Err(self.error(start, "invalid number"));
         }
@@ -88,11 +94,7 @@ impl Reader<'_> {
         if self.peek() == Some(b'.') {
             integer = false;
             self.pos += 1;
-            let frac = self.pos;
-            while self.peek().is_some_and(|b| b.is_ascii_digit()) {
-                self.pos += 1;
-            }
-            if self.pos == frac {
+            if self.digits() == 0 {
                 return Err(self.error(start, "invalid number: a digit must follow `.`"));
             }
         }
@@ -102,11 +104,7 @@ impl Reader<'_> {
             if let Some(b'+' | b'-') = self.peek() {
                 self.pos += 1;
             }
-            let exp = self.pos;
-            while self.peek().is_some_and(|b| b.is_ascii_digit()) {
-                self.pos += 1;
-            }
-            if self.pos == exp {
+            if self.digits() == 0 {
                 return Err(self.error(start, "invalid number: a digit must follow the exponent"));
             }
         }

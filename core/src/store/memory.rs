@@ -105,14 +105,7 @@ impl Store for MemoryStore {
     }
 
     fn capability(&self) -> Capability {
-        Capability {
-            scan_ordered: true,
-            update_pushdown: true,
-            server_clock: false,
-            atomic_batch_with_meta: true,
-            rename_kind: true,
-            atomic_writes: true,
-        }
+        Capability::IN_PROCESS
     }
 
     async fn kinds(&self) -> Result<Vec<String>> {
@@ -303,12 +296,7 @@ impl Store for MemoryStore {
             None => std::ops::Bound::Included(prefix.clone()),
         };
         let limit = request.limit.max(1);
-        let mut page = PushdownPage {
-            advanced: 0,
-            changed: vec![0; request.steps.len()],
-            changed_entities: 0,
-            cursor: None,
-        };
+        let mut page = PushdownPage::empty(request.steps.len(), None);
         let mut inner = self.lock();
         let mut range = inner
             .entities

@@ -107,6 +107,19 @@ pub struct Capability {
     pub atomic_writes: bool,
 }
 
+impl Capability {
+    /// A store in this process (the embedded and memory stores): every
+    /// capability, and the clock is this machine's, the only one there is.
+    pub const IN_PROCESS: Capability = Capability {
+        scan_ordered: true,
+        update_pushdown: true,
+        server_clock: false,
+        atomic_batch_with_meta: true,
+        rename_kind: true,
+        atomic_writes: true,
+    };
+}
+
 /// Which store this is, for messages. Never holds a password.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreInfo {
@@ -136,6 +149,18 @@ pub struct ScanRequest {
     pub cursor: Option<Cursor>,
     /// The most entities to return in this page (a hint for stores like Redis).
     pub limit: usize,
+}
+
+impl ScanRequest {
+    /// A page of every entity of the kind (no filter): at most `limit`,
+    /// from `cursor` (`None`: the beginning).
+    pub fn all(cursor: Option<Cursor>, limit: usize) -> ScanRequest {
+        ScanRequest {
+            filter: Filter::all(),
+            cursor,
+            limit,
+        }
+    }
 }
 
 /// One page of a scan.
@@ -403,6 +428,19 @@ pub struct PushdownPage {
     pub changed_entities: u64,
     /// Where the next batch starts, or `None` when done.
     pub cursor: Option<Cursor>,
+}
+
+impl PushdownPage {
+    /// Nothing advanced or changed yet, a zero count for each of `steps`
+    /// steps, and where the next batch starts.
+    pub fn empty(steps: usize, cursor: Option<Cursor>) -> PushdownPage {
+        PushdownPage {
+            advanced: 0,
+            changed: vec![0; steps],
+            changed_entities: 0,
+            cursor,
+        }
+    }
 }
 
 /// How a stage changes the top-level properties of kinds: what a store with a fixed schema

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use tern_core::lang::ast::{Atom, Join, PropRef, Span, Statement, Transfer};
-use tern_core::lang::eval::State;
+use tern_core::lang::eval::{EvalOptions, State};
 use tern_core::model::json::json_to_map;
 use tern_core::model::{Entity, Key, Map, Value};
 
@@ -123,4 +123,19 @@ pub fn state(entities: impl IntoIterator<Item = Entity>) -> State {
         .into_iter()
         .map(|e| (e.key.clone(), e))
         .collect::<BTreeMap<_, _>>()
+}
+
+/// Asserts that the entity `kind:id` of `s` holds `value`.
+#[track_caller]
+pub fn assert_value(s: &State, kind: &str, id: impl Into<Value>, value: serde_json::Value) {
+    let k = key(kind, id);
+    assert_eq!(s[&k].value, map(value), "{k:?}");
+}
+
+/// The default options with `force`: an unsafe move or copy runs anyway.
+pub fn with_force() -> EvalOptions {
+    EvalOptions {
+        force: true,
+        ..EvalOptions::default()
+    }
 }

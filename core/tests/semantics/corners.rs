@@ -33,6 +33,21 @@ fn local(
     (effect, tern_core::model::json::map_to_json(&m))
 }
 
+/// Checks a per-entity statement with [`local`] on each case
+/// `options: value before => effect, value after;` (JSON values, an options
+/// function, a [`LocalEffect`] variant).
+macro_rules! assert_local {
+    ($stmt:expr; $($o:ident: $before:tt => $effect:ident, $after:tt;)+) => {
+        $(assert_eq!(
+            local($stmt, json!($before), &$o()),
+            (LocalEffect::$effect, json!($after)),
+            "{} with {}",
+            json!($before),
+            stringify!($o)
+        );)+
+    };
+}
+
 fn transfer_of(stmt: &Statement) -> &tern_core::lang::Transfer {
     match stmt {
         Statement::Move(t) | Statement::Copy(t) => t,
@@ -114,67 +129,46 @@ fn conditions_convert_to_scan_conditions_with_the_same_meaning() {
 #[test]
 fn add_creates_or_replaces() {
     let stmt = add("k.a", 1, vec![]);
-    assert_eq!(
-        local(&stmt, json!({}), &opts()),
-        (LocalEffect::Changed, json!({"a": 1}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"a": "old"}), &opts()),
-        (LocalEffect::Changed, json!({"a": 1}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"a": 1}), &opts()),
-        (LocalEffect::Unchanged, json!({"a": 1}))
-    );
+    assert_local! { &stmt;
+        opts: {} => Changed, {"a": 1};
+        opts: {"a": "old"} => Changed, {"a": 1};
+        opts: {"a": 1} => Unchanged, {"a": 1};
+    }
     // 1.0 is a different stored value than 1, so replacing it is a change.
-    assert_eq!(
-        local(&stmt, json!({"a": 1.0}), &opts()),
-        (LocalEffect::Changed, json!({"a": 1}))
-    );
+    assert_local! { &stmt;
+        opts: {"a": 1.0} => Changed, {"a": 1};
+    }
     // Over a multi-valued property: replaced as a whole.
-    assert_eq!(
-        local(&stmt, json!({"a": [1, 2]}), &opts()),
-        (LocalEffect::Changed, json!({"a": 1}))
-    );
+    assert_local! { &stmt;
+        opts: {"a": [1, 2]} => Changed, {"a": 1};
+    }
 }
 
 #[test]
 fn add_null_is_a_value() {
     let stmt = add("k.a", Value::Null, vec![]);
-    assert_eq!(
-        local(&stmt, json!({}), &opts()),
-        (LocalEffect::Changed, json!({"a": null}))
-    );
+    assert_local! { &stmt;
+        opts: {} => Changed, {"a": null};
+    }
 }
 
 #[test]
 fn add_where_not_matching_changes_nothing() {
     let stmt = add("k.a", 1, vec![atom("k.b", 2)]);
-    assert_eq!(
-        local(&stmt, json!({"b": 3}), &opts()),
-        (LocalEffect::NotMatched, json!({"b": 3}))
-    );
-    assert_eq!(
-        local(&stmt, json!({}), &opts()),
-        (LocalEffect::NotMatched, json!({}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"b": [2]}), &opts()),
-        (LocalEffect::Changed, json!({"a": 1, "b": [2]}))
-    );
+    assert_local! { &stmt;
+        opts: {"b": 3} => NotMatched, {"b": 3};
+        opts: {} => NotMatched, {};
+        opts: {"b": [2]} => Changed, {"a": 1, "b": [2]};
+    }
 }
 
 #[test]
 fn add_nested_creates_intermediate_maps() {
     let stmt = add("k.a.b.c", 1, vec![]);
-    assert_eq!(
-        local(&stmt, json!({}), &opts()),
-        (LocalEffect::Changed, json!({"a": {"b": {"c": 1}}}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"a": {"x": 0}}), &opts()),
-        (LocalEffect::Changed, json!({"a": {"x": 0, "b": {"c": 1}}}))
-    );
+    assert_local! { &stmt;
+        opts: {} => Changed, {"a": {"b": {"c": 1}}};
+        opts: {"a": {"x": 0}} => Changed, {"a": {"x": 0, "b": {"c": 1}}};
+    }
 }
 
 #[test]
@@ -209,10 +203,9 @@ fn add_nested_under_a_non_map_changes_nothing() {
 #[test]
 fn delete_absent_changes_nothing_but_the_version() {
     let stmt = delete("k.a", vec![]);
-    assert_eq!(
-        local(&stmt, json!({"b": 1}), &opts()),
-        (LocalEffect::Unchanged, json!({"b": 1}))
-    );
+    assert_local! { &stmt;
+        opts: {"b": 1} => Unchanged, {"b": 1};
+    }
     let mut s = state([entity("k", 1, 3, json!({"b": 1}))]);
     let report = apply_statement(&stmt, &mut s, &opts()).unwrap();
     assert_eq!(s, state([entity("k", 1, 4, json!({"b": 1}))]));
@@ -222,44 +215,29 @@ fn delete_absent_changes_nothing_but_the_version() {
 #[test]
 fn delete_removes_null_and_multi_valued_properties() {
     let stmt = delete("k.a", vec![]);
-    assert_eq!(
-        local(&stmt, json!({"a": null}), &opts()),
-        (LocalEffect::Changed, json!({}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"a": [1, 2]}), &opts()),
-        (LocalEffect::Changed, json!({}))
-    );
+    assert_local! { &stmt;
+        opts: {"a": null} => Changed, {};
+        opts: {"a": [1, 2]} => Changed, {};
+    }
 }
 
 #[test]
 fn delete_nested() {
     let stmt = delete("k.a.b", vec![]);
-    assert_eq!(
-        local(&stmt, json!({"a": {"b": 1}}), &opts()),
-        (LocalEffect::Changed, json!({"a": {}}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"a": "b"}), &opts()),
-        (LocalEffect::Unchanged, json!({"a": "b"}))
-    );
-    assert_eq!(
-        local(&stmt, json!({}), &opts()),
-        (LocalEffect::Unchanged, json!({}))
-    );
+    assert_local! { &stmt;
+        opts: {"a": {"b": 1}} => Changed, {"a": {}};
+        opts: {"a": "b"} => Unchanged, {"a": "b"};
+        opts: {} => Unchanged, {};
+    }
 }
 
 #[test]
 fn delete_where_on_the_deleted_property() {
     let stmt = delete("k.a", vec![atom("k.a", "x")]);
-    assert_eq!(
-        local(&stmt, json!({"a": ["x", "y"]}), &opts()),
-        (LocalEffect::Changed, json!({}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"a": "y"}), &opts()),
-        (LocalEffect::NotMatched, json!({"a": "y"}))
-    );
+    assert_local! { &stmt;
+        opts: {"a": ["x", "y"]} => Changed, {};
+        opts: {"a": "y"} => NotMatched, {"a": "y"};
+    }
 }
 
 // ---- rename ------------------------------------------------------------------
@@ -267,73 +245,46 @@ fn delete_where_on_the_deleted_property() {
 #[test]
 fn rename_absent_changes_nothing() {
     let stmt = rename("k.a", "b", vec![]);
-    assert_eq!(
-        local(&stmt, json!({"b": 1}), &opts()),
-        (LocalEffect::Unchanged, json!({"b": 1}))
-    );
+    assert_local! { &stmt;
+        opts: {"b": 1} => Unchanged, {"b": 1};
+    }
 }
 
 #[test]
 fn rename_absent_literal_removes_the_target() {
     let stmt = rename("k.a", "b", vec![]);
-    assert_eq!(
-        local(&stmt, json!({"b": 1, "c": 2}), &literal()),
-        (LocalEffect::Changed, json!({"c": 2}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"c": 2}), &literal()),
-        (LocalEffect::Unchanged, json!({"c": 2}))
-    );
+    assert_local! { &stmt;
+        literal: {"b": 1, "c": 2} => Changed, {"c": 2};
+        literal: {"c": 2} => Unchanged, {"c": 2};
+    }
 }
 
 #[test]
 fn rename_onto_existing_target_replaces_it() {
     let stmt = rename("k.a", "b", vec![]);
-    assert_eq!(
-        local(&stmt, json!({"a": 1, "b": 2}), &opts()),
-        (LocalEffect::Changed, json!({"b": 1}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"a": [1], "b": [1]}), &opts()),
-        (LocalEffect::Changed, json!({"b": [1]}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"a": null}), &opts()),
-        (LocalEffect::Changed, json!({"b": null}))
-    );
+    assert_local! { &stmt;
+        opts: {"a": 1, "b": 2} => Changed, {"b": 1};
+        opts: {"a": [1], "b": [1]} => Changed, {"b": [1]};
+        opts: {"a": null} => Changed, {"b": null};
+    }
 }
 
 #[test]
 fn rename_to_itself() {
     let stmt = rename("k.a", "a", vec![]);
-    assert_eq!(
-        local(&stmt, json!({"a": 1}), &opts()),
-        (LocalEffect::Unchanged, json!({"a": 1}))
-    );
-    assert_eq!(
-        local(&stmt, json!({"a": 1}), &literal()),
-        (LocalEffect::Changed, json!({}))
-    );
+    assert_local! { &stmt;
+        opts: {"a": 1} => Unchanged, {"a": 1};
+        literal: {"a": 1} => Changed, {};
+    }
 }
 
 #[test]
 fn rename_nested_stays_in_its_parent() {
     let stmt = rename("k.author.name", "fullname", vec![]);
-    assert_eq!(
-        local(
-            &stmt,
-            json!({"author": {"name": "Ann"}, "name": 1}),
-            &opts()
-        ),
-        (
-            LocalEffect::Changed,
-            json!({"author": {"fullname": "Ann"}, "name": 1})
-        )
-    );
-    assert_eq!(
-        local(&stmt, json!({"author": "Ann"}), &opts()),
-        (LocalEffect::Unchanged, json!({"author": "Ann"}))
-    );
+    assert_local! { &stmt;
+        opts: {"author": {"name": "Ann"}, "name": 1} => Changed, {"author": {"fullname": "Ann"}, "name": 1};
+        opts: {"author": "Ann"} => Unchanged, {"author": "Ann"};
+    }
 }
 
 #[test]
@@ -416,11 +367,8 @@ fn source_lacking_the_property_keeps_the_target() {
             entity("post", 1, 0, json!({"author": "ann", "url": "kept"})),
         ]);
         let report = apply_statement(&stmt, &mut s, &opts()).unwrap();
-        assert_eq!(
-            s[&key("post", 1)].value,
-            map(json!({"author": "ann", "url": "kept"}))
-        );
-        assert_eq!(s[&key("user", 1)].value, map(json!({"name": "ann"})));
+        assert_value(&s, "post", 1, json!({"author": "ann", "url": "kept"}));
+        assert_value(&s, "user", 1, json!({"name": "ann"}));
         let t = report.transfer.unwrap();
         assert_eq!(
             (t.targets_matched, t.targets_lacking, t.sources_lacking),
@@ -433,7 +381,7 @@ fn source_lacking_the_property_keeps_the_target() {
             entity("post", 1, 0, json!({"author": "ann", "url": "kept"})),
         ]);
         apply_statement(&stmt, &mut s, &literal()).unwrap();
-        assert_eq!(s[&key("post", 1)].value, map(json!({"author": "ann"})));
+        assert_value(&s, "post", 1, json!({"author": "ann"}));
     }
 }
 
@@ -447,10 +395,7 @@ fn a_lacking_source_next_to_a_writing_one_is_no_conflict() {
     ]);
     let mut s = s0.clone();
     apply_statement(&stmt, &mut s, &opts()).unwrap();
-    assert_eq!(
-        s[&key("post", 1)].value,
-        map(json!({"author": "ann", "url": "a"}))
-    );
+    assert_value(&s, "post", 1, json!({"author": "ann", "url": "a"}));
     // Literally, the absent value and "a" conflict.
     let check = check_transfer_with(transfer_of(&stmt), &s0, &literal());
     assert_eq!(
@@ -475,10 +420,7 @@ fn transfer_overwrites_an_existing_target_property() {
         &opts(),
     )
     .unwrap();
-    assert_eq!(
-        s[&key("post", 1)].value,
-        map(json!({"author": "ann", "url": "new"}))
-    );
+    assert_value(&s, "post", 1, json!({"author": "ann", "url": "new"}));
 }
 
 #[test]
@@ -495,8 +437,8 @@ fn unmatched_join_writes_nothing() {
         &opts(),
     )
     .unwrap();
-    assert_eq!(s[&key("post", 1)].value, map(json!({"title": "no author"})));
-    assert_eq!(s[&key("post", 2)].value, map(json!({"author": "ann"})));
+    assert_value(&s, "post", 1, json!({"title": "no author"}));
+    assert_value(&s, "post", 2, json!({"author": "ann"}));
     assert_eq!(report.step("post").unwrap().matched, 0);
     assert_eq!(report.step("post").unwrap().entities, 2);
 }
@@ -515,15 +457,7 @@ fn join_on_a_multi_valued_target_property() {
     assert_eq!(check.conflict_count, 1);
     assert_eq!(check.conflicts[0].target, key("post", 1));
     let mut forced = s.clone();
-    apply_statement(
-        &stmt,
-        &mut forced,
-        &EvalOptions {
-            force: true,
-            ..opts()
-        },
-    )
-    .unwrap();
+    apply_statement(&stmt, &mut forced, &with_force()).unwrap();
     assert_eq!(forced[&key("post", 1)].value.get("url"), Some(&"b".into()));
     assert_eq!(forced[&key("post", 2)].value.get("url"), Some(&"b".into()));
 }
@@ -655,15 +589,7 @@ fn forced_move_keeps_the_property_of_sources_that_won_no_target() {
             ..
         })
     ));
-    let report = apply_statement(
-        &stmt,
-        &mut s,
-        &EvalOptions {
-            force: true,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let report = apply_statement(&stmt, &mut s, &with_force()).unwrap();
     assert_eq!(
         s,
         state([
@@ -696,14 +622,13 @@ fn move_into_a_blocked_nested_path_keeps_the_source() {
         &opts(),
     )
     .unwrap();
-    assert_eq!(
-        s[&key("user", 1)].value,
-        map(json!({"name": "ann", "profile": {"url": "a"}}))
+    assert_value(
+        &s,
+        "user",
+        1,
+        json!({"name": "ann", "profile": {"url": "a"}}),
     );
-    assert_eq!(
-        s[&key("post", 1)].value,
-        map(json!({"author": "ann", "profile": "flat"}))
-    );
+    assert_value(&s, "post", 1, json!({"author": "ann", "profile": "flat"}));
     assert_eq!(report.step("post").unwrap().blocked, 1);
     assert_eq!(report.transfer.unwrap().sources_kept, 1);
 }

@@ -5,7 +5,7 @@
 //! ([`Value::atom_matches`]).
 
 use tern_core::lang::Statement;
-use tern_core::lang::ast::{Atom, Transfer};
+use tern_core::lang::ast::{Atom, PropRef, Transfer};
 use tern_core::model::{Key, Map, Value};
 
 /// One entity: key, version, value.
@@ -87,6 +87,17 @@ fn parent<'a>(m: &'a mut Map, path: &[String]) -> Option<&'a mut Map> {
     }
 }
 
+/// `get(kind = c ∧ θ)`: the entities of `prop`'s kind whose value satisfies `conditions`.
+fn selected<'a>(
+    state: &'a mut NState,
+    prop: &'a PropRef,
+    conditions: &'a [Atom],
+) -> impl Iterator<Item = &'a mut E> {
+    state
+        .iter_mut()
+        .filter(move |e| e.key.kind == prop.kind && holds(conditions, &e.value))
+}
+
 fn holds(atoms: &[Atom], m: &Map) -> bool {
     for a in atoms {
         match get(m, &a.prop.path) {
@@ -106,18 +117,14 @@ pub fn run(stmt: &Statement, state: &mut NState, mode: Mode, order: Order) {
             conditions,
         } => {
             // foreach e in get(kind = c ∧ θ) do setProperty(e, n, v) od
-            for e in state.iter_mut() {
-                if e.key.kind == prop.kind && holds(conditions, &e.value) {
-                    set(&mut e.value, &prop.path, value.clone());
-                }
+            for e in selected(state, prop, conditions) {
+                set(&mut e.value, &prop.path, value.clone());
             }
             bump(state, &prop.kind);
         }
         Statement::Delete { prop, conditions } => {
-            for e in state.iter_mut() {
-                if e.key.kind == prop.kind && holds(conditions, &e.value) {
-                    remove(&mut e.value, &prop.path);
-                }
+            for e in selected(state, prop, conditions) {
+                remove(&mut e.value, &prop.path);
             }
             bump(state, &prop.kind);
         }
@@ -126,25 +133,23 @@ pub fn run(stmt: &Statement, state: &mut NState, mode: Mode, order: Order) {
             to,
             conditions,
         } => {
-            for e in state.iter_mut() {
-                if e.key.kind == prop.kind && holds(conditions, &e.value) {
-                    let last = prop.path[prop.path.len() - 1].clone();
-                    if let Some(p) = parent(&mut e.value, &prop.path) {
-                        // setProperty(e, m, getProperty(e, n)); removeProperty(e, n)
-                        match p.get(&last).cloned() {
-                            Some(v) if last != *to => {
-                                p.insert(to.clone(), v);
+            for e in selected(state, prop, conditions) {
+                let last = prop.path[prop.path.len() - 1].clone();
+                if let Some(p) = parent(&mut e.value, &prop.path) {
+                    // setProperty(e, m, getProperty(e, n)); removeProperty(e, n)
+                    match p.get(&last).cloned() {
+                        Some(v) if last != *to => {
+                            p.insert(to.clone(), v);
+                            p.remove(&last);
+                        }
+                        Some(_) => {
+                            if mode.literal_rename {
                                 p.remove(&last);
                             }
-                            Some(_) => {
-                                if mode.literal_rename {
-                                    p.remove(&last);
-                                }
-                            }
-                            None => {
-                                if mode.literal_rename {
-                                    p.remove(to);
-                                }
+                        }
+                        None => {
+                            if mode.literal_rename {
+                                p.remove(to);
                             }
                         }
                     }

@@ -6,7 +6,10 @@
 //! is an ordinary property atom.
 
 use serde_json::json;
-use tern_core::lang::eval::{EvalError, EvalOptions, apply_script, apply_statement};
+use tern_core::lang::Statement;
+use tern_core::lang::eval::{
+    EvalError, EvalOptions, StatementReport, apply_script, apply_statement,
+};
 use tern_core::lang::safety::{StaticWarning, check_transfer};
 
 use crate::build::*;
@@ -15,23 +18,26 @@ fn opts() -> EvalOptions {
     EvalOptions::default()
 }
 
+/// Applies `stmt` to the paper's blogpost 331175 at version 1 holding
+/// `before`, checks that it is then at version 2 holding `after`, and returns
+/// the report.
+fn on_the_blogpost(
+    stmt: &Statement,
+    before: serde_json::Value,
+    after: serde_json::Value,
+) -> StatementReport {
+    let mut s = state([entity("blogpost", 331175, 1, before)]);
+    let report = apply_statement(stmt, &mut s, &opts()).unwrap();
+    assert_eq!(s, state([entity("blogpost", 331175, 2, after)]));
+    report
+}
+
 #[test]
 fn example_2_add_likes() {
-    let mut s = state([entity(
-        "blogpost",
-        331175,
-        1,
+    let report = on_the_blogpost(
+        &add("blogpost.likes", 0, vec![]),
         json!({"title": "NoSQL Data..", "content": "NoSQL databases.."}),
-    )]);
-    let report = apply_statement(&add("blogpost.likes", 0, vec![]), &mut s, &opts()).unwrap();
-    assert_eq!(
-        s,
-        state([entity(
-            "blogpost",
-            331175,
-            2,
-            json!({"title": "NoSQL Data..", "content": "NoSQL databases..", "likes": 0})
-        )])
+        json!({"title": "NoSQL Data..", "content": "NoSQL databases..", "likes": 0}),
     );
     let step = report.step("blogpost").unwrap();
     assert_eq!((step.entities, step.matched, step.changed), (1, 1, 1));
@@ -39,18 +45,10 @@ fn example_2_add_likes() {
 
 #[test]
 fn example_3_delete_url() {
-    let before =
-        json!({"title": "NoSQL Data..", "content": "NoSQL databases..", "url": "www.mypage.com"});
-    let mut s = state([entity("blogpost", 331175, 1, before)]);
-    apply_statement(&delete("blogpost.url", vec![]), &mut s, &opts()).unwrap();
-    assert_eq!(
-        s,
-        state([entity(
-            "blogpost",
-            331175,
-            2,
-            json!({"title": "NoSQL Data..", "content": "NoSQL databases.."})
-        )])
+    on_the_blogpost(
+        &delete("blogpost.url", vec![]),
+        json!({"title": "NoSQL Data..", "content": "NoSQL databases..", "url": "www.mypage.com"}),
+        json!({"title": "NoSQL Data..", "content": "NoSQL databases.."}),
     );
 }
 
@@ -107,21 +105,10 @@ fn example_3_delete_url_where_version_property() {
 
 #[test]
 fn example_4_rename_text_to_content() {
-    let mut s = state([entity(
-        "blogpost",
-        331175,
-        1,
+    on_the_blogpost(
+        &rename("blogpost.text", "content", vec![]),
         json!({"title": "NoSQL Data..", "text": "NoSQL databases.."}),
-    )]);
-    apply_statement(&rename("blogpost.text", "content", vec![]), &mut s, &opts()).unwrap();
-    assert_eq!(
-        s,
-        state([entity(
-            "blogpost",
-            331175,
-            2,
-            json!({"title": "NoSQL Data..", "content": "NoSQL databases.."})
-        )])
+        json!({"title": "NoSQL Data..", "content": "NoSQL databases.."}),
     );
 }
 
@@ -129,16 +116,10 @@ fn example_4_rename_text_to_content() {
 /// any existing property named content."
 #[test]
 fn example_4_rename_overwrites_existing_content() {
-    let mut s = state([entity(
-        "blogpost",
-        331175,
-        1,
+    on_the_blogpost(
+        &rename("blogpost.text", "content", vec![]),
         json!({"text": "new", "content": "old"}),
-    )]);
-    apply_statement(&rename("blogpost.text", "content", vec![]), &mut s, &opts()).unwrap();
-    assert_eq!(
-        s,
-        state([entity("blogpost", 331175, 2, json!({"content": "new"}))])
+        json!({"content": "new"}),
     );
 }
 
@@ -150,20 +131,30 @@ fn nosql_post() -> serde_json::Value {
     json!({"title": "NoSQL Data", "content": "NoSQL databases", "author": "Gerhard"})
 }
 
+/// The join of Figures 3 and 4: a user's name is the author of a post.
+fn by_author() -> Option<(&'static str, &'static str)> {
+    Some(("user.name", "blogpost.author"))
+}
+
+/// Gerhard (user 1234 holding `user`) and his post 331175, both at version 1,
+/// after `stmt`: the state and the report.
+fn on_gerhard_and_his_post(
+    user: serde_json::Value,
+    stmt: &Statement,
+) -> (tern_core::lang::eval::State, StatementReport) {
+    let mut s = state([
+        entity("user", 1234, 1, user),
+        entity("blogpost", 331175, 1, nosql_post()),
+    ]);
+    let report = apply_statement(stmt, &mut s, &opts()).unwrap();
+    (s, report)
+}
+
 /// Example 5, Figure 3.
 #[test]
 fn figure_3_move_url() {
-    let mut s = state([
-        entity("user", 1234, 1, gerhard()),
-        entity("blogpost", 331175, 1, nosql_post()),
-    ]);
-    let stmt = mv(
-        "user.url",
-        "blogpost",
-        Some(("user.name", "blogpost.author")),
-        vec![],
-    );
-    let report = apply_statement(&stmt, &mut s, &opts()).unwrap();
+    let stmt = mv("user.url", "blogpost", by_author(), vec![]);
+    let (s, report) = on_gerhard_and_his_post(gerhard(), &stmt);
     assert_eq!(
         s,
         state([
@@ -205,17 +196,8 @@ fn figure_3_move_url() {
 #[test]
 fn figure_4_copy_email() {
     let user = json!({"name": "Gerhard", "email": "gerhard@acm.org", "status": "professional"});
-    let mut s = state([
-        entity("user", 1234, 1, user.clone()),
-        entity("blogpost", 331175, 1, nosql_post()),
-    ]);
-    let stmt = copy(
-        "user.email",
-        "blogpost",
-        Some(("user.name", "blogpost.author")),
-        vec![],
-    );
-    let report = apply_statement(&stmt, &mut s, &opts()).unwrap();
+    let stmt = copy("user.email", "blogpost", by_author(), vec![]);
+    let (s, report) = on_gerhard_and_his_post(user.clone(), &stmt);
     assert_eq!(
         s,
         state([
@@ -330,23 +312,19 @@ fn cross_product_copy_is_unsafe() {
     );
 
     // Forced: the greatest source key wins, the conflicts are reported.
-    let report = apply_statement(
-        &stmt,
-        &mut s,
-        &EvalOptions {
-            force: true,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let report = apply_statement(&stmt, &mut s, &with_force()).unwrap();
     assert_eq!(report.transfer.unwrap().conflicts.len(), 2);
-    assert_eq!(
-        s[&key("blogpost", 10)].value,
-        map(json!({"title": "x", "url": "http://b.org"}))
+    assert_value(
+        &s,
+        "blogpost",
+        10,
+        json!({"title": "x", "url": "http://b.org"}),
     );
-    assert_eq!(
-        s[&key("blogpost", 11)].value,
-        map(json!({"title": "y", "url": "http://b.org"}))
+    assert_value(
+        &s,
+        "blogpost",
+        11,
+        json!({"title": "y", "url": "http://b.org"}),
     );
 }
 
@@ -366,10 +344,7 @@ fn cross_product_with_one_value_is_safe() {
     assert!(check.is_safe());
     assert_eq!((check.targets_written, check.writes), (1, 2));
     apply_statement(&stmt, &mut s, &opts()).unwrap();
-    assert_eq!(
-        s[&key("blogpost", 10)].value,
-        map(json!({"url": "http://a.org"}))
-    );
+    assert_value(&s, "blogpost", 10, json!({"url": "http://a.org"}));
 }
 
 /// The running example of [SE] Section 1 (EXTRACT.md 1.2.8), as far as the

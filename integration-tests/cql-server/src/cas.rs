@@ -102,11 +102,7 @@ pub(crate) fn prepare(db: &mut KassandraSession, cql: &str) -> Result<LwtPrepare
         "SELECT {selected} FROM {}.{} WHERE {}",
         table.ks_name,
         table.table_name,
-        key_names
-            .iter()
-            .map(|k| format!("{k} = ?"))
-            .collect::<Vec<_>>()
-            .join(" AND ")
+        crate::keys_bound(&key_names)
     );
     let QueryResult::Prepared(Prepared {
         id: select_id,

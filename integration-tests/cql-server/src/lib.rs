@@ -58,6 +58,14 @@ mod nulls;
 pub use cas::Condition;
 pub use lwt::{has_lwt_condition, split_condition, statement_texts};
 
+/// `k1 = ? AND k2 = ?`: a WHERE clause binding each of `keys` to a marker.
+fn keys_bound(keys: &[impl std::fmt::Display]) -> String {
+    keys.iter()
+        .map(|k| format!("{k} = ?"))
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
 /// Error message sent for conditional statements inside a BATCH.
 pub const LWT_IN_BATCH: &str = "conditional statements (IF ...) inside a BATCH are not supported \
      by this test server; send them one by one";
@@ -147,6 +155,18 @@ impl CqlServer {
     /// A server whose database holds only its self-description (see [`UNSUPPORTED`]).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Starts a fresh server on an ephemeral port of 127.0.0.1, serving in a task of its own
+    /// (for tests); its address.
+    ///
+    /// # Errors
+    /// The port cannot be bound.
+    pub async fn spawn_on_loopback() -> std::io::Result<SocketAddr> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(CqlServer::new().serve(listener));
+        Ok(addr)
     }
 
     /// Accepts connections on `listener` forever, one task per connection.

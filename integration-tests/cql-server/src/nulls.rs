@@ -137,11 +137,7 @@ pub(crate) fn clear_nulls(
         nulls.join(", "),
         info.keyspace,
         info.table,
-        key_columns
-            .iter()
-            .map(|k| format!("{k} = ?"))
-            .collect::<Vec<_>>()
-            .join(" AND ")
+        crate::keys_bound(&key_columns)
     );
     // kassandra cannot prepare a DELETE of columns: run it as a query with bound values.
     db.process(Query {

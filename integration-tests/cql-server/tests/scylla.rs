@@ -10,13 +10,10 @@ use scylla::client::session_builder::SessionBuilder;
 use scylla::response::PagingState;
 use scylla::statement::batch::Batch;
 use tern_cql_server::{CqlServer, LWT_IN_BATCH};
-use tokio::net::TcpListener;
 
 /// Starts a server on an ephemeral loopback port and connects a driver session to it.
 async fn start() -> Result<Session> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(CqlServer::new().serve(listener));
+    let addr = CqlServer::spawn_on_loopback().await?;
     let session = SessionBuilder::new()
         .known_node_addr(addr)
         // kassandra has no system.peers / schema tables: see ENVIRONMENT.md.

@@ -16,6 +16,17 @@ fn same_json(a: &str, b: &str) -> bool {
 }
 
 /// The revision and JSON of an entry, or a failure.
+/// Deletes the metadata document `name` at revision 1 (`what` names the step
+/// in a failure).
+async fn delete_at_1(store: &dyn Store, name: &str, what: &str) -> CheckResult {
+    ensure_eq!(
+        store.meta_cas(name, MetaChange::delete(1)).await?,
+        MetaCas::Applied(0),
+        "{what}"
+    );
+    Ok(())
+}
+
 fn entry_of(entry: Option<MetaEntry>, what: &str) -> Result<MetaEntry, Failure> {
     entry.ok_or_else(|| Failure::new(format!("{what}: the document is missing")))
 }
@@ -111,12 +122,7 @@ pub async fn metadata_cas(store: &dyn Store) -> CheckResult {
         MetaCas::Applied(1),
         "create again after delete"
     );
-    ensure_eq!(
-        store.meta_cas(&name, MetaChange::delete(1)).await?,
-        MetaCas::Applied(0),
-        "cleanup"
-    );
-    Ok(())
+    delete_at_1(store, &name, "cleanup").await
 }
 
 /// [`Store::meta_list`] lists the names with a prefix, sorted, and no others.
@@ -158,11 +164,7 @@ pub async fn metadata_list(store: &dyn Store) -> CheckResult {
         "meta_list(\"\") lacks a document"
     );
     for name in &names {
-        ensure_eq!(
-            store.meta_cas(name, MetaChange::delete(1)).await?,
-            MetaCas::Applied(0),
-            "delete {name}"
-        );
+        delete_at_1(store, name, &format!("delete {name}")).await?;
     }
     ensure_eq!(
         store.meta_list(&ns.meta("")).await?,
@@ -209,10 +211,5 @@ pub async fn metadata_not_kinds(store: &dyn Store) -> CheckResult {
         store.meta_get(&name).await?.is_some(),
         "deleting entities deleted a metadata document"
     );
-    ensure_eq!(
-        store.meta_cas(&name, MetaChange::delete(1)).await?,
-        MetaCas::Applied(0),
-        "cleanup"
-    );
-    Ok(())
+    delete_at_1(store, &name, "cleanup").await
 }

@@ -180,6 +180,13 @@ impl Default for Namespace {
     }
 }
 
+/// Runs each check `check(arg)` in turn with [`run`], under the check's name.
+macro_rules! run_checks {
+    ($store:expr, $failures:expr; $($check:ident($arg:expr)),+ $(,)?) => {
+        $(run($store, stringify!($check), $check($arg), $failures).await;)+
+    };
+}
+
 /// Runs every check against `store`, printing one line per check, and
 /// returns the failures, if any.
 ///
@@ -192,53 +199,25 @@ pub async fn run_all(store: Arc<dyn Store>) -> Result<(), Failures> {
     let name = store.info().to_string();
     let mut failures = Vec::new();
     let s: &dyn Store = &*store;
-    run(&name, "round_trip", round_trip(s), &mut failures).await;
-    run(
-        &name,
-        "write_batch_outcomes",
+    run_checks! { &name, &mut failures;
+        round_trip(s),
         write_batch_outcomes(s),
-        &mut failures,
-    )
-    .await;
-    run(&name, "scan_pagination", scan_pagination(s), &mut failures).await;
-    run(&name, "scan_resume", scan_resume(s), &mut failures).await;
-    run(&name, "scan_filter", scan_filter(s), &mut failures).await;
-    run(
-        &name,
-        "scan_skips_deleted",
+        scan_pagination(s),
+        scan_resume(s),
+        scan_filter(s),
         scan_skips_deleted(s),
-        &mut failures,
-    )
-    .await;
-    run(&name, "kinds_isolated", kinds_isolated(s), &mut failures).await;
-    run(
-        &name,
-        "count_and_census",
+        kinds_isolated(s),
         count_and_census(s),
-        &mut failures,
-    )
-    .await;
-    run(&name, "metadata_cas", metadata_cas(s), &mut failures).await;
-    run(&name, "metadata_list", metadata_list(s), &mut failures).await;
-    run(&name, "batch_with_meta", batch_with_meta(s), &mut failures).await;
-    run(
-        &name,
-        "metadata_not_kinds",
+        metadata_cas(s),
+        metadata_list(s),
+        batch_with_meta(s),
         metadata_not_kinds(s),
-        &mut failures,
-    )
-    .await;
-    run(&name, "update_in_place", update_in_place(s), &mut failures).await;
-    run(&name, "get_advanced", get_advanced(s), &mut failures).await;
-    run(&name, "rename_kind", rename_kind(s), &mut failures).await;
-    run(
-        &name,
-        "concurrent_replace",
+        update_in_place(s),
+        get_advanced(s),
+        rename_kind(s),
         concurrent_replace(Arc::clone(&store)),
-        &mut failures,
-    )
-    .await;
-    run(&name, "clock", clock(s), &mut failures).await;
+        clock(s),
+    }
     if failures.is_empty() {
         Ok(())
     } else {

@@ -11,7 +11,6 @@ use super::{Migrator, Progress, RunMode};
 use crate::migrate::error::Result;
 use crate::migrate::lease::Lease;
 use crate::migrate::plan;
-use crate::migrate::run::Runner;
 use crate::migrate::state::StateDoc;
 use crate::store::Store;
 
@@ -49,24 +48,13 @@ impl Migrator {
         let last = doc.applied.last().map_or(0, |e| e.id);
         let history = plan::history(&self.set, last);
         let progress: &dyn Progress = self.progress.as_ref();
-        let runner = Runner {
-            store: store.as_ref(),
-            migration: last,
-            migration_name: "late writes",
-            lease: &lease,
-            options: &self.run,
+        let runner = self.runner(
+            store.as_ref(),
+            (last, "late writes"),
+            &lease,
             progress,
-            cancel: &self.cancel,
-            #[cfg(feature = "fault-injection")]
-            faults: self.faults.as_ref(),
-            history: &history,
-            conflicts: std::sync::Mutex::new(Vec::new()),
-            collect_conflicts: false,
-            started: std::time::Instant::now(),
-            processed_in_run: std::sync::atomic::AtomicU64::new(0),
-            unmatched: std::sync::atomic::AtomicU64::new(0),
-            prebuilt: std::sync::Mutex::new(None),
-        };
+            &history,
+        );
         let mut out = Vec::new();
         let mut result = Ok(());
         for (kind, version, _) in late {

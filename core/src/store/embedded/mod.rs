@@ -275,14 +275,7 @@ impl Store for EmbeddedStore {
     /// - `server_clock`: false; [`Store::now`] is this machine's clock (the only
     ///   clock there is, since one process at a time opens the file).
     fn capability(&self) -> Capability {
-        Capability {
-            scan_ordered: true,
-            update_pushdown: true,
-            server_clock: false,
-            atomic_batch_with_meta: true,
-            rename_kind: true,
-            atomic_writes: true,
-        }
+        Capability::IN_PROCESS
     }
 
     async fn kinds(&self) -> Result<Vec<String>> {

@@ -72,6 +72,38 @@ impl Inner {
             .map_err(self.fail("begin a read transaction"))
     }
 
+    /// The entity table, in a read transaction of its own (the table keeps it open).
+    fn read_entities(&self) -> Result<redb::ReadOnlyTable<&'static [u8], &'static [u8]>> {
+        self.begin_read()?
+            .open_table(ENTITIES)
+            .map_err(self.fail("open the entity table"))
+    }
+
+    /// The metadata table, in a read transaction of its own (the table keeps it open).
+    fn read_meta(&self) -> Result<redb::ReadOnlyTable<&'static str, (u64, &'static str)>> {
+        self.begin_read()?
+            .open_table(META)
+            .map_err(self.fail("open the metadata table"))
+    }
+
+    /// The entity table of a write transaction.
+    fn write_entities<'t>(
+        &self,
+        txn: &'t redb::WriteTransaction,
+    ) -> Result<redb::Table<'t, &'static [u8], &'static [u8]>> {
+        txn.open_table(ENTITIES)
+            .map_err(self.fail("open the entity table"))
+    }
+
+    /// The metadata table of a write transaction.
+    fn write_meta<'t>(
+        &self,
+        txn: &'t redb::WriteTransaction,
+    ) -> Result<redb::Table<'t, &'static str, (u64, &'static str)>> {
+        txn.open_table(META)
+            .map_err(self.fail("open the metadata table"))
+    }
+
     fn begin_write(&self) -> Result<redb::WriteTransaction> {
         self.db
             .writable(&self.location)?
@@ -125,6 +157,28 @@ impl Inner {
         })
     }
 
+    /// Hands `each` the rows of `table` from `start` up to `end` (excluded), at most `limit`
+    /// of them (`what` names the operation in errors); whether the range ended within them.
+    fn each_row(
+        &self,
+        table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+        (start, end): (&Bound<Vec<u8>>, &[u8]),
+        limit: usize,
+        what: &'static str,
+        mut each: impl FnMut(&[u8], &[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        let bounds = (start.as_ref().map(Vec::as_slice), Bound::Excluded(end));
+        let range = table.range::<&[u8]>(bounds).map_err(self.fail(what))?;
+        for (examined, item) in range.enumerate() {
+            let (key, value) = item.map_err(self.fail(what))?;
+            if examined >= limit {
+                return Ok(false);
+            }
+            each(key.value(), value.value())?;
+        }
+        Ok(true)
+    }
+
     /// Where a scan of `kind` starts: after the cursor, else at the kind's first key.
     fn start_bound(
         &self,
@@ -158,10 +212,7 @@ impl Inner {
     }
 
     pub(super) fn kinds(&self) -> Result<Vec<String>> {
-        let txn = self.begin_read()?;
-        let table = txn
-            .open_table(ENTITIES)
-            .map_err(self.fail("open the entity table"))?;
+        let table = self.read_entities()?;
         let mut kinds = Vec::new();
         let mut from: Option<Vec<u8>> = None;
         loop {
@@ -203,10 +254,7 @@ impl Inner {
         let limit = request.limit.max(1);
         let budget = limit.saturating_mul(EXAMINE_PER_RESULT).max(MIN_EXAMINE);
 
-        let txn = self.begin_read()?;
-        let table = txn
-            .open_table(ENTITIES)
-            .map_err(self.fail("open the entity table"))?;
+        let table = self.read_entities()?;
         let bounds = (
             start.as_ref().map(Vec::as_slice),
             Bound::Excluded(end.as_slice()),
@@ -262,10 +310,7 @@ impl Inner {
     pub(super) fn count(&self, kind: &str, filter: Option<&Filter>) -> Result<u64> {
         let prefix = encode_kind_prefix(kind);
         let end = prefix_end(&prefix);
-        let txn = self.begin_read()?;
-        let table = txn
-            .open_table(ENTITIES)
-            .map_err(self.fail("open the entity table"))?;
+        let table = self.read_entities()?;
         let range = table
             .range::<&[u8]>(prefix.as_slice()..end.as_slice())
             .map_err(self.fail("count"))?;
@@ -294,10 +339,7 @@ impl Inner {
 
     pub(super) fn get(&self, key: Key) -> Result<Option<Entity>> {
         let encoded = encode_key(&key);
-        let txn = self.begin_read()?;
-        let table = txn
-            .open_table(ENTITIES)
-            .map_err(self.fail("open the entity table"))?;
+        let table = self.read_entities()?;
         let Some(stored) = table.get(encoded.as_slice()).map_err(self.fail("get"))? else {
             return Ok(None);
         };
@@ -313,9 +355,7 @@ impl Inner {
     pub(super) fn write_batch(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
         let txn = self.begin_write()?;
         let outcomes = {
-            let mut table = txn
-                .open_table(ENTITIES)
-                .map_err(self.fail("open the entity table"))?;
+            let mut table = self.write_entities(&txn)?;
             self.apply_writes(&mut table, writes)?
         };
         let dirty = outcomes.contains(&WriteOutcome::Applied);
@@ -334,18 +374,14 @@ impl Inner {
     ) -> Result<BatchMetaOutcome> {
         let txn = self.begin_write()?;
         let outcome = {
-            let mut meta_table = txn
-                .open_table(META)
-                .map_err(self.fail("open the metadata table"))?;
+            let mut meta_table = self.write_meta(&txn)?;
             let current = meta_table
                 .get(meta.name.as_str())
                 .map_err(self.fail("read metadata"))?
                 .map(|stored| meta_entry(stored.value()));
             if current.as_ref().map(|e| e.revision) == meta.expected {
                 let revision = self.next_revision(&meta.name, meta.expected)?;
-                let mut table = txn
-                    .open_table(ENTITIES)
-                    .map_err(self.fail("open the entity table"))?;
+                let mut table = self.write_entities(&txn)?;
                 let outcomes = self.apply_writes(&mut table, writes)?;
                 let value = (meta.value)(&outcomes)?;
                 meta_table
@@ -380,9 +416,7 @@ impl Inner {
     ) -> Result<WriteOutcome> {
         let txn = self.begin_write()?;
         let applied = {
-            let mut table = txn
-                .open_table(ENTITIES)
-                .map_err(self.fail("open the entity table"))?;
+            let mut table = self.write_entities(&txn)?;
             let mut holds = true;
             let mut buf = Vec::with_capacity(256);
             for guard in guards {
@@ -505,10 +539,7 @@ impl Inner {
     }
 
     pub(super) fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
-        let txn = self.begin_read()?;
-        let table = txn
-            .open_table(META)
-            .map_err(self.fail("open the metadata table"))?;
+        let table = self.read_meta()?;
         let entry = table
             .get(name)
             .map_err(self.fail("read metadata"))?
@@ -520,9 +551,7 @@ impl Inner {
         let MetaChange { expected, value } = change;
         let txn = self.begin_write()?;
         let outcome = {
-            let mut table = txn
-                .open_table(META)
-                .map_err(self.fail("open the metadata table"))?;
+            let mut table = self.write_meta(&txn)?;
             let current = table
                 .get(name)
                 .map_err(self.fail("read metadata"))?
@@ -550,10 +579,7 @@ impl Inner {
     }
 
     pub(super) fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
-        let txn = self.begin_read()?;
-        let table = txn
-            .open_table(META)
-            .map_err(self.fail("open the metadata table"))?;
+        let table = self.read_meta()?;
         let mut names = Vec::new();
         for item in table
             .range::<&str>(prefix..)
@@ -576,42 +602,22 @@ impl Inner {
         let end = prefix_end(&prefix);
         let start = self.start_bound(kind, &prefix, request.cursor.as_ref())?;
         let limit = request.limit.max(1);
-        let mut page = PushdownPage {
-            advanced: 0,
-            changed: vec![0; request.steps.len()],
-            changed_entities: 0,
-            cursor: None,
-        };
+        let mut page = PushdownPage::empty(request.steps.len(), None);
 
         let txn = self.begin_write()?;
         {
-            let mut table = txn
-                .open_table(ENTITIES)
-                .map_err(self.fail("open the entity table"))?;
+            let mut table = self.write_entities(&txn)?;
             // Read the batch first: redb does not write a table while iterating it.
             let mut pending = Vec::new();
             let mut last = Vec::new();
-            let mut exhausted = true;
-            {
-                let bounds = (
-                    start.as_ref().map(Vec::as_slice),
-                    Bound::Excluded(end.as_slice()),
-                );
-                let range = table
-                    .range::<&[u8]>(bounds)
-                    .map_err(self.fail("update in place"))?;
-                for (examined, item) in range.enumerate() {
-                    let (key, value) = item.map_err(self.fail("update in place"))?;
-                    if examined >= limit {
-                        exhausted = false;
-                        break;
-                    }
-                    let (key, bytes) = (key.value(), value.value());
+            let range = (&start, end.as_slice());
+            let exhausted =
+                self.each_row(&table, range, limit, "update in place", |key, bytes| {
                     last.clear();
                     last.extend_from_slice(key);
                     let version = decode_version(bytes).map_err(|e| self.corrupt(kind, key, e))?;
                     if version < request.from || version >= target {
-                        continue;
+                        return Ok(());
                     }
                     let (id, version, value) =
                         decode_entity(bytes).map_err(|e| self.corrupt(kind, key, e))?;
@@ -626,8 +632,8 @@ impl Inner {
                             value,
                         },
                     ));
-                }
-            }
+                    Ok(())
+                })?;
             let mut buf = Vec::with_capacity(256);
             for (key, mut entity) in pending {
                 let before: u64 = page.changed.iter().sum();
@@ -670,29 +676,15 @@ impl Inner {
         let start = self.start_bound(from, &prefix, request.cursor.as_ref())?;
         let txn = self.begin_write()?;
         {
-            let mut table = txn
-                .open_table(ENTITIES)
-                .map_err(self.fail("open the entity table"))?;
+            let mut table = self.write_entities(&txn)?;
             // Read the batch first: redb does not write a table while iterating it.
             let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-            let mut exhausted = true;
-            {
-                let bounds = (
-                    start.as_ref().map(Vec::as_slice),
-                    Bound::Excluded(end.as_slice()),
-                );
-                let range = table
-                    .range::<&[u8]>(bounds)
-                    .map_err(self.fail("rename kind"))?;
-                for item in range {
-                    let (key, value) = item.map_err(self.fail("rename kind"))?;
-                    if batch.len() >= request.limit {
-                        exhausted = false;
-                        break;
-                    }
-                    batch.push((key.value().to_vec(), value.value().to_vec()));
-                }
-            }
+            let range = (&start, end.as_slice());
+            let exhausted =
+                self.each_row(&table, range, request.limit, "rename kind", |k, v| {
+                    batch.push((k.to_vec(), v.to_vec()));
+                    Ok(())
+                })?;
             for (old, bytes) in &batch {
                 let mut new_key = to_prefix.clone();
                 new_key.extend_from_slice(&old[prefix.len()..]);

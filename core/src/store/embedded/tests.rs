@@ -15,6 +15,11 @@ fn temp_store() -> (tempfile::TempDir, EmbeddedStore) {
     (dir, store)
 }
 
+/// The kind of the error a scan of `kind` fails with.
+async fn scan_error(store: &EmbeddedStore, kind: &str, request: ScanRequest) -> ErrorKind {
+    store.scan(kind, request).await.unwrap_err().kind()
+}
+
 fn entity(kind: &str, id: impl Into<Value>, version: u64, props: &[(&str, Value)]) -> Entity {
     Entity {
         key: Key::new(kind, id).unwrap(),
@@ -194,17 +199,7 @@ async fn pages_respect_the_limit_and_end_without_an_empty_page() {
     let mut cursor = None;
     let mut pages = Vec::new();
     loop {
-        let page = store
-            .scan(
-                "k",
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor,
-                    limit: 5,
-                },
-            )
-            .await
-            .unwrap();
+        let page = store.scan("k", ScanRequest::all(cursor, 5)).await.unwrap();
         pages.push(page.entities.len());
         match page.cursor {
             Some(c) => cursor = Some(c),
@@ -245,42 +240,21 @@ async fn foreign_cursors_are_invalid() {
     let (_dir, store) = temp_store();
     store.put(entity("a", 1, 0, &[])).await.unwrap();
     store.put(entity("a", 2, 0, &[])).await.unwrap();
-    let page = store
-        .scan(
-            "a",
-            ScanRequest {
-                filter: Filter::all(),
-                cursor: None,
-                limit: 1,
-            },
-        )
-        .await
-        .unwrap();
+    let page = store.scan("a", ScanRequest::all(None, 1)).await.unwrap();
     let cursor = page.cursor.unwrap();
-    let err = store
-        .scan(
-            "b",
-            ScanRequest {
-                filter: Filter::all(),
-                cursor: Some(cursor),
-                limit: 1,
-            },
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidCursor);
-    let err = store
-        .scan(
+    assert_eq!(
+        scan_error(&store, "b", ScanRequest::all(Some(cursor), 1)).await,
+        ErrorKind::InvalidCursor
+    );
+    assert_eq!(
+        scan_error(
+            &store,
             "a",
-            ScanRequest {
-                filter: Filter::all(),
-                cursor: Some(Cursor("not hex".into())),
-                limit: 1,
-            },
+            ScanRequest::all(Some(Cursor("not hex".into())), 1)
         )
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidCursor);
+        .await,
+        ErrorKind::InvalidCursor
+    );
 }
 
 #[tokio::test]
@@ -404,18 +378,10 @@ async fn corrupt_entities_are_invalid_data_naming_the_key() {
             .any(|(k, v)| *k == "kind" && v == "user"),
         "{err}"
     );
-    let err = store
-        .scan(
-            "user",
-            ScanRequest {
-                filter: Filter::all(),
-                cursor: None,
-                limit: 10,
-            },
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidData);
+    assert_eq!(
+        scan_error(&store, "user", ScanRequest::all(None, 10)).await,
+        ErrorKind::InvalidData
+    );
 }
 
 #[tokio::test]
@@ -546,14 +512,7 @@ async fn check_after_crash(store: &EmbeddedStore, committed: Option<i64>) -> Opt
     let mut marker_ids = Vec::new();
     loop {
         let page = store
-            .scan(
-                "marker",
-                ScanRequest {
-                    filter: Filter::all(),
-                    cursor,
-                    limit: 1000,
-                },
-            )
+            .scan("marker", ScanRequest::all(cursor, 1000))
             .await
             .unwrap();
         marker_ids.extend(page.entities.into_iter().map(|e| e.key.id));
