@@ -236,10 +236,13 @@ mod scratch {
             Ok(Scratch { db, path })
         }
 
-        /// Merges `rows` (sorted by key) into the table: `merge(old, new)` gives the stored bytes.
+        /// Merges `rows` (sorted by key) into the table: `merge(old, new)`
+        /// gives the stored bytes. `fresh`: the table is empty (the first
+        /// spill), so nothing is looked up.
         pub(super) fn merge_all<'r>(
             &self,
             rows: impl Iterator<Item = (&'r [u8], &'r [u8])>,
+            fresh: bool,
             mut merge: impl FnMut(&[u8], &[u8]) -> Result<Vec<u8>>,
         ) -> Result<()> {
             let mut txn = self.db.begin_write().map_err(|e| spill_err("writing", e))?;
@@ -248,9 +251,13 @@ mod scratch {
             {
                 let mut table = txn.open_table(TABLE).map_err(|e| spill_err("writing", e))?;
                 for (k, v) in rows {
-                    let merged = match table.get(k).map_err(|e| spill_err("reading", e))? {
-                        Some(old) => Some(merge(old.value(), v)?),
-                        None => None,
+                    let merged = if fresh {
+                        None
+                    } else {
+                        match table.get(k).map_err(|e| spill_err("reading", e))? {
+                            Some(old) => Some(merge(old.value(), v)?),
+                            None => None,
+                        }
                     };
                     table
                         .insert(k, merged.as_deref().unwrap_or(v))
@@ -305,6 +312,7 @@ mod scratch {
         pub(super) fn merge_all<'r>(
             &self,
             rows: impl Iterator<Item = (&'r [u8], &'r [u8])>,
+            _fresh: bool,
             mut merge: impl FnMut(&[u8], &[u8]) -> Result<Vec<u8>>,
         ) -> Result<()> {
             let mut map = self
@@ -457,15 +465,20 @@ impl<V: Summary> SpillMap<V> {
         let mut rows: Vec<Entry> = self.memory.drain().collect();
         rows.sort_unstable_by(|a, b| a.key().cmp(b.key()));
         self.bytes = 0;
+        let fresh = self.spills == 0;
         self.spills += 1;
         // A smaller table next time: the drained one keeps its capacity.
         self.memory = HashSet::new();
         if let Some(scratch) = &self.scratch {
             let mut out = Vec::new();
-            scratch.merge_all(rows.iter().map(|e| (e.key(), e.summary())), |old, new| {
-                merge_flat::<V>(old, new, &mut out)?;
-                Ok(out.clone())
-            })?;
+            scratch.merge_all(
+                rows.iter().map(|e| (e.key(), e.summary())),
+                fresh,
+                |old, new| {
+                    merge_flat::<V>(old, new, &mut out)?;
+                    Ok(out.clone())
+                },
+            )?;
         }
         Ok(())
     }
@@ -481,6 +494,11 @@ impl<V: Summary> SpillMap<V> {
     /// How many times the map spilled to disk.
     pub(crate) fn spills(&self) -> u64 {
         self.spills
+    }
+
+    /// Did it spill (lookups then read the scratch file)?
+    fn spilled(&self) -> bool {
+        self.scratch.is_some()
     }
 
     /// The flat forms of `keys` (sorted, each once), each with its key
@@ -648,9 +666,14 @@ impl JoinIndex {
             .iter()
             .map(|e| eval::target_matches(t, e).then(|| join::target_groups(t, e)))
             .collect();
-        let mut keys: Vec<&GroupKey> = per_target.iter().flatten().flatten().collect();
-        keys.sort_unstable();
-        keys.dedup();
+        // In memory each group is looked up where it lies; once spilled the
+        // page's distinct groups are read in key order.
+        let mut keys: Vec<&GroupKey> = Vec::new();
+        if self.groups.spilled() {
+            keys = per_target.iter().flatten().flatten().collect();
+            keys.sort_unstable();
+            keys.dedup();
+        }
         let flat = self.groups.get_flat(&keys)?;
         let verdicts: Vec<Option<R>> = per_target
             .iter()
