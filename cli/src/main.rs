@@ -4,6 +4,14 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc instead of glibc's malloc, whose per-thread arenas (one per tokio
+/// blocking thread of the embedded store) keep what they once held: a 1M-entity
+/// move/copy peaked at about 500 MB with them (docs/benchmarks.md). The
+/// default feature `mimalloc`; without it, the system allocator.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     // redb panics on some corrupted files; the embedded store turns those

@@ -14,12 +14,14 @@
 //! | move: deliveries | the targets (after their step) | - |
 //! | move: source step | the sources | each source once |
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
 
 use crate::lang::Transfer;
 use crate::lang::eval::{self, EvalOptions, SourceOutcome, TargetResolution};
 use crate::lang::join::{self, Group, GroupKey};
-use crate::model::{Entity, Key, Map, Value};
+use crate::model::codec::{self, ValueReader};
+use crate::model::{Entity, Key, Value};
 use crate::store::{Filter, ScanRequest, Store, VersionFilter};
 
 use super::error::{MigrateError, Result};
@@ -42,81 +44,135 @@ fn spill_err(what: &str, e: impl std::fmt::Display) -> MigrateError {
     }
 }
 
-/// A summary the index keeps per group: mergeable, sized, and storable.
-pub(crate) trait Summary: Sized + Clone {
+/// A summary the index keeps per group: mergeable, and kept (in memory as on
+/// disk) in a flat binary form that is read without building a map.
+pub(crate) trait Summary: Sized {
     /// Merges the summary of other entities into this one.
     fn merge(&mut self, other: Self);
-    /// A rough count of its bytes in memory.
-    fn approx_bytes(&self) -> usize;
-    /// As a map, for the scratch file.
-    fn to_map(&self) -> Map;
-    /// Back from [`Summary::to_map`].
-    fn from_map(map: Map) -> Option<Self>;
+    /// Appends its flat binary form to `out`.
+    fn encode(&self, out: &mut Vec<u8>) -> Result<()>;
+    /// Back from [`Summary::encode`]'s form.
+    fn decode(bytes: &[u8]) -> Result<Self>;
 }
 
-fn pair(id: &Value, v: Option<&Value>) -> Value {
-    Value::Array(std::iter::once(id.clone()).chain(v.cloned()).collect())
+fn codec_err(e: crate::model::codec::CodecError) -> MigrateError {
+    spill_err("decoding a summary", e)
 }
 
-fn unpair(v: Option<&Value>) -> Option<Option<(Value, Option<Value>)>> {
-    match v {
-        None => Some(None),
-        Some(Value::Array(items)) => {
-            let mut items = items.iter().cloned();
-            let id = items.next()?;
-            Some(Some((id, items.next())))
-        }
-        Some(_) => None,
-    }
+fn put(v: &Value, out: &mut Vec<u8>) -> Result<()> {
+    codec::put_value(v, out).map_err(|e| spill_err("encoding a summary", e))
 }
 
-fn some_pair(v: Option<&Value>) -> Option<Option<(Value, Value)>> {
-    Some(match unpair(v)? {
-        None => None,
-        Some((id, value)) => Some((id, value?)),
-    })
+/// The flags byte of a [`Group`]'s flat form.
+mod flag {
+    pub(super) const MIXED: u8 = 1;
+    pub(super) const LAST_SOME: u8 = 2;
+    pub(super) const LITERAL: u8 = 4;
+    pub(super) const LITERAL_LAST_VALUE: u8 = 8;
+    pub(super) const FIRST_SOME: u8 = 16;
+    pub(super) const ALL: u8 = 31;
 }
 
+/// What the safety check needs of a [`Group`]'s flat form, read without
+/// decoding its values: `(mixed, sources, with_value)`.
+fn group_counts(bytes: &[u8]) -> Result<(bool, u64, u64)> {
+    let mut r = ValueReader::new(bytes);
+    let flags = r.byte().map_err(codec_err)?;
+    let sources = r.u64().map_err(codec_err)?;
+    let with_value = r.u64().map_err(codec_err)?;
+    Ok((flags & flag::MIXED != 0, sources, with_value))
+}
+
+/// A [`Group`]'s flat form:
+/// `flags sources(varint) with_value(varint) [last_some: id value]
+/// [literal: last_id [last_value] [first_some: id value]]`, values as the
+/// entity codec writes them.
 impl Summary for Group {
     fn merge(&mut self, other: Self) {
         Group::merge(self, other);
     }
-    fn approx_bytes(&self) -> usize {
-        Group::approx_bytes(self)
-    }
-    fn to_map(&self) -> Map {
-        let mut m = Map::new();
-        m.insert("n".into(), Value::Int(self.sources as i64));
-        m.insert("w".into(), Value::Int(self.with_value as i64));
-        m.insert("m".into(), Value::Bool(self.mixed));
-        if let Some((id, v)) = &self.last_some {
-            m.insert("ls".into(), pair(id, Some(v)));
+    fn encode(&self, out: &mut Vec<u8>) -> Result<()> {
+        let mut flags = 0;
+        if self.mixed {
+            flags |= flag::MIXED;
+        }
+        if self.last_some.is_some() {
+            flags |= flag::LAST_SOME;
         }
         if let Some(l) = &self.literal {
-            m.insert("l".into(), pair(&l.last.0, l.last.1.as_ref()));
-            if let Some((id, v)) = &l.first_some {
-                m.insert("fs".into(), pair(id, Some(v)));
+            flags |= flag::LITERAL;
+            if l.last.1.is_some() {
+                flags |= flag::LITERAL_LAST_VALUE;
+            }
+            if l.first_some.is_some() {
+                flags |= flag::FIRST_SOME;
             }
         }
-        m
+        out.push(flags);
+        codec::put_u64(self.sources, out);
+        codec::put_u64(self.with_value, out);
+        if let Some((id, v)) = &self.last_some {
+            put(id, out)?;
+            put(v, out)?;
+        }
+        if let Some(l) = &self.literal {
+            put(&l.last.0, out)?;
+            if let Some(v) = &l.last.1 {
+                put(v, out)?;
+            }
+            if let Some((id, v)) = &l.first_some {
+                put(id, out)?;
+                put(v, out)?;
+            }
+        }
+        Ok(())
     }
-    fn from_map(map: Map) -> Option<Self> {
-        let int = |k: &str| match map.get(k) {
-            Some(Value::Int(i)) => u64::try_from(*i).ok(),
-            _ => None,
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = ValueReader::new(bytes);
+        let flags = r.byte().map_err(codec_err)?;
+        if flags & !flag::ALL != 0
+            || (flags & flag::LITERAL == 0
+                && flags & (flag::LITERAL_LAST_VALUE | flag::FIRST_SOME) != 0)
+        {
+            return Err(spill_err("decoding", "a malformed summary"));
+        }
+        let sources = r.u64().map_err(codec_err)?;
+        let with_value = r.u64().map_err(codec_err)?;
+        let mut pair = |present: bool| -> Result<Option<(Value, Value)>> {
+            if !present {
+                return Ok(None);
+            }
+            let id = r.value().map_err(codec_err)?;
+            Ok(Some((id, r.value().map_err(codec_err)?)))
         };
-        Some(Group {
-            sources: int("n")?,
-            with_value: int("w")?,
-            mixed: matches!(map.get("m"), Some(Value::Bool(true))),
-            last_some: some_pair(map.get("ls"))?,
-            literal: match unpair(map.get("l"))? {
-                None => None,
-                Some(last) => Some(Box::new(join::LiteralEnds {
-                    last,
-                    first_some: some_pair(map.get("fs"))?,
-                })),
-            },
+        let last_some = pair(flags & flag::LAST_SOME != 0)?;
+        let literal = if flags & flag::LITERAL != 0 {
+            let id = r.value().map_err(codec_err)?;
+            let value = if flags & flag::LITERAL_LAST_VALUE != 0 {
+                Some(r.value().map_err(codec_err)?)
+            } else {
+                None
+            };
+            let first_some = if flags & flag::FIRST_SOME != 0 {
+                let id = r.value().map_err(codec_err)?;
+                Some((id, r.value().map_err(codec_err)?))
+            } else {
+                None
+            };
+            Some(Box::new(join::LiteralEnds {
+                last: (id, value),
+                first_some,
+            }))
+        } else {
+            None
+        };
+        r.end().map_err(codec_err)?;
+        Ok(Group {
+            sources,
+            with_value,
+            mixed: flags & flag::MIXED != 0,
+            last_some,
+            literal,
         })
     }
 }
@@ -125,6 +181,7 @@ impl Summary for Group {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Values(Vec<Value>);
 
+/// Flat form: `count(varint) value*`.
 impl Summary for Values {
     fn merge(&mut self, other: Self) {
         for v in other.0 {
@@ -133,22 +190,20 @@ impl Summary for Values {
             }
         }
     }
-    fn approx_bytes(&self) -> usize {
-        std::mem::size_of::<Values>()
-            + self
-                .0
-                .iter()
-                .map(|v| std::mem::size_of::<Value>() + join::heap_bytes(v))
-                .sum::<usize>()
+    fn encode(&self, out: &mut Vec<u8>) -> Result<()> {
+        codec::put_u64(self.0.len() as u64, out);
+        self.0.iter().try_for_each(|v| put(v, out))
     }
-    fn to_map(&self) -> Map {
-        Map::from([("v".to_owned(), Value::Array(self.0.clone()))])
-    }
-    fn from_map(mut map: Map) -> Option<Self> {
-        match map.remove("v") {
-            Some(Value::Array(items)) => Some(Values(items)),
-            _ => None,
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut r = ValueReader::new(bytes);
+        let n = r.u64().map_err(codec_err)?;
+        // Each value takes at least a byte: a corrupt count cannot make us allocate without bound.
+        let mut items = Vec::with_capacity(usize::try_from(n).unwrap_or(0).min(bytes.len()));
+        for _ in 0..n {
+            items.push(r.value().map_err(codec_err)?);
         }
+        r.end().map_err(codec_err)?;
+        Ok(Values(items))
     }
 }
 
@@ -181,11 +236,14 @@ mod scratch {
             Ok(Scratch { db, path })
         }
 
-        /// Merges `rows` (sorted by key) into the table: `merge(old, new)` gives the stored bytes.
-        pub(super) fn merge_all(
+        /// Merges `rows` (sorted by key) into the table: `merge(old, new)`
+        /// gives the stored bytes. `fresh`: the table is empty (the first
+        /// spill), so nothing is looked up.
+        pub(super) fn merge_all<'r>(
             &self,
-            rows: Vec<(Vec<u8>, Vec<u8>)>,
-            mut merge: impl FnMut(&[u8], Vec<u8>) -> Result<Vec<u8>>,
+            rows: impl Iterator<Item = (&'r [u8], &'r [u8])>,
+            fresh: bool,
+            mut merge: impl FnMut(&[u8], &[u8]) -> Result<Vec<u8>>,
         ) -> Result<()> {
             let mut txn = self.db.begin_write().map_err(|e| spill_err("writing", e))?;
             txn.set_durability(Durability::None)
@@ -193,16 +251,16 @@ mod scratch {
             {
                 let mut table = txn.open_table(TABLE).map_err(|e| spill_err("writing", e))?;
                 for (k, v) in rows {
-                    let old = table
-                        .get(k.as_slice())
-                        .map_err(|e| spill_err("reading", e))?
-                        .map(|g| g.value().to_vec());
-                    let v = match old {
-                        Some(old) => merge(&old, v)?,
-                        None => v,
+                    let merged = if fresh {
+                        None
+                    } else {
+                        match table.get(k).map_err(|e| spill_err("reading", e))? {
+                            Some(old) => Some(merge(old.value(), v)?),
+                            None => None,
+                        }
                     };
                     table
-                        .insert(k.as_slice(), v.as_slice())
+                        .insert(k, merged.as_deref().unwrap_or(v))
                         .map_err(|e| spill_err("writing", e))?;
                 }
             }
@@ -251,21 +309,22 @@ mod scratch {
             Ok(Scratch(Mutex::new(BTreeMap::new())))
         }
 
-        pub(super) fn merge_all(
+        pub(super) fn merge_all<'r>(
             &self,
-            rows: Vec<(Vec<u8>, Vec<u8>)>,
-            mut merge: impl FnMut(&[u8], Vec<u8>) -> Result<Vec<u8>>,
+            rows: impl Iterator<Item = (&'r [u8], &'r [u8])>,
+            _fresh: bool,
+            mut merge: impl FnMut(&[u8], &[u8]) -> Result<Vec<u8>>,
         ) -> Result<()> {
             let mut map = self
                 .0
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             for (k, v) in rows {
-                let v = match map.remove(&k) {
-                    Some(old) => merge(&old, v)?,
-                    None => v,
+                let v = match map.get(k) {
+                    Some(old) => merge(old, v)?,
+                    None => v.to_vec(),
                 };
-                map.insert(k, v);
+                map.insert(k.to_vec(), v);
             }
             Ok(())
         }
@@ -280,60 +339,115 @@ mod scratch {
     }
 }
 
-/// A map from group keys to summaries: a hash map up to `budget` bytes, then
-/// spilled (merged) into a scratch file; after [`SpillMap::finish`] every
-/// entry is in exactly one of the two.
+/// One entry of the map in memory: a group key and its summary's flat form in
+/// a single allocation (`key length (u32, little-endian) key summary`),
+/// hashed and compared by its key. About 100 bytes for a short join value
+/// and a short string, against some 400 for the key and [`Group`] apart.
+struct Entry(Box<[u8]>);
+
+impl Entry {
+    fn new(key: &[u8], summary: &[u8]) -> Result<Entry> {
+        let len = u32::try_from(key.len())
+            .map_err(|_| spill_err("indexing", "a join value of 4 GiB or more"))?;
+        let mut bytes = Vec::with_capacity(4 + key.len() + summary.len());
+        bytes.extend_from_slice(&len.to_le_bytes());
+        bytes.extend_from_slice(key);
+        bytes.extend_from_slice(summary);
+        Ok(Entry(bytes.into_boxed_slice()))
+    }
+
+    fn key_len(&self) -> usize {
+        self.0
+            .get(..4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, u32::from_le_bytes) as usize
+    }
+
+    fn key(&self) -> &[u8] {
+        self.0.get(4..4 + self.key_len()).unwrap_or_default()
+    }
+
+    fn summary(&self) -> &[u8] {
+        self.0.get(4 + self.key_len()..).unwrap_or_default()
+    }
+
+    /// What it counts against the budget: the slot (a hash table is up to
+    /// half empty: twice its size) and its allocation with the allocator's overhead.
+    fn cost(&self) -> usize {
+        2 * std::mem::size_of::<Entry>() + 16 + self.0.len().next_multiple_of(16)
+    }
+}
+
+impl std::hash::Hash for Entry {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Entry {}
+
+impl std::borrow::Borrow<[u8]> for Entry {
+    fn borrow(&self) -> &[u8] {
+        self.key()
+    }
+}
+
+/// A map from group keys to summaries in their flat form: in memory up to
+/// `budget` bytes, then spilled (merged) into a scratch file; after
+/// [`SpillMap::finish`] every entry is in exactly one of the two.
 pub(crate) struct SpillMap<V: Summary> {
-    memory: HashMap<GroupKey, V>,
+    memory: HashSet<Entry>,
     bytes: usize,
     budget: usize,
     scratch: Option<scratch::Scratch>,
     spills: u64,
+    /// Reused to encode summaries.
+    buf: Vec<u8>,
+    summary: PhantomData<fn() -> V>,
 }
 
-fn encode_summary<V: Summary>(v: &V) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    crate::model::codec::encode_entity(&Value::Null, 0, &v.to_map(), &mut out)
-        .map_err(|e| spill_err("encoding", e))?;
-    Ok(out)
-}
-
-fn decode_summary<V: Summary>(bytes: &[u8]) -> Result<V> {
-    let (_, _, map) =
-        crate::model::codec::decode_entity(bytes).map_err(|e| spill_err("decoding", e))?;
-    V::from_map(map).ok_or_else(|| spill_err("decoding", "a malformed summary"))
+fn merge_flat<V: Summary>(old: &[u8], new: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    let mut old = V::decode(old)?;
+    old.merge(V::decode(new)?);
+    out.clear();
+    old.encode(out)
 }
 
 impl<V: Summary> SpillMap<V> {
     /// An empty map that keeps at most about `budget` bytes in memory.
     pub(crate) fn new(budget: usize) -> SpillMap<V> {
         SpillMap {
-            memory: HashMap::new(),
+            memory: HashSet::new(),
             bytes: 0,
             budget,
             scratch: None,
             spills: 0,
+            buf: Vec::new(),
+            summary: PhantomData,
         }
     }
 
     /// Merges `v` into the entry of `key`.
-    pub(crate) fn add(&mut self, key: GroupKey, v: V) -> Result<()> {
-        match self.memory.get_mut(&key) {
-            Some(existing) => {
-                let before = existing.approx_bytes();
-                existing.merge(v);
-                self.bytes = (self.bytes + existing.approx_bytes()).saturating_sub(before);
+    pub(crate) fn add(&mut self, key: &[u8], v: V) -> Result<()> {
+        self.buf.clear();
+        match self.memory.take(key) {
+            Some(old) => {
+                self.bytes = self.bytes.saturating_sub(old.cost());
+                let mut merged = V::decode(old.summary())?;
+                merged.merge(v);
+                merged.encode(&mut self.buf)?;
             }
-            None => {
-                // The entry inline (a hash table is up to half empty: twice
-                // its size), the key's allocation, the summary's heap.
-                self.bytes += 2 * std::mem::size_of::<(GroupKey, V)>()
-                    + 16
-                    + key.len().next_multiple_of(16)
-                    + v.approx_bytes();
-                self.memory.insert(key, v);
-            }
+            None => v.encode(&mut self.buf)?,
         }
+        let entry = Entry::new(key, &self.buf)?;
+        self.bytes += entry.cost();
+        self.memory.insert(entry);
         if self.bytes > self.budget {
             self.spill()?;
         }
@@ -348,20 +462,23 @@ impl<V: Summary> SpillMap<V> {
         if self.scratch.is_none() {
             self.scratch = Some(scratch::Scratch::new()?);
         }
-        let mut rows = self
-            .memory
-            .drain()
-            .map(|(k, v)| Ok((k, encode_summary(&v)?)))
-            .collect::<Result<Vec<_>>>()?;
-        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut rows: Vec<Entry> = self.memory.drain().collect();
+        rows.sort_unstable_by(|a, b| a.key().cmp(b.key()));
         self.bytes = 0;
+        let fresh = self.spills == 0;
         self.spills += 1;
+        // A smaller table next time: the drained one keeps its capacity.
+        self.memory = HashSet::new();
         if let Some(scratch) = &self.scratch {
-            scratch.merge_all(rows, |old, new| {
-                let mut old: V = decode_summary(old)?;
-                old.merge(decode_summary(&new)?);
-                encode_summary(&old)
-            })?;
+            let mut out = Vec::new();
+            scratch.merge_all(
+                rows.iter().map(|e| (e.key(), e.summary())),
+                fresh,
+                |old, new| {
+                    merge_flat::<V>(old, new, &mut out)?;
+                    Ok(out.clone())
+                },
+            )?;
         }
         Ok(())
     }
@@ -379,23 +496,52 @@ impl<V: Summary> SpillMap<V> {
         self.spills
     }
 
-    /// The map itself while nothing has spilled: lookups need no batching.
-    fn in_memory(&self) -> Option<&HashMap<GroupKey, V>> {
-        self.scratch.is_none().then_some(&self.memory)
+    /// Did it spill (lookups then read the scratch file)?
+    fn spilled(&self) -> bool {
+        self.scratch.is_some()
+    }
+
+    /// The flat forms of `keys` (sorted, each once), each with its key
+    /// (after [`SpillMap::finish`]): borrowed from memory while nothing
+    /// spilled, else read from the scratch file in one transaction.
+    fn get_flat<'k>(&self, keys: &[&'k GroupKey]) -> Result<Flat<'_, 'k>> {
+        match &self.scratch {
+            None => Ok(Flat::Memory(&self.memory)),
+            Some(scratch) => {
+                let raw: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+                Ok(Flat::Read(
+                    keys.iter()
+                        .copied()
+                        .zip(scratch.get_many(&raw)?)
+                        .filter_map(|(k, v)| Some((k, v?)))
+                        .collect(),
+                ))
+            }
+        }
     }
 
     /// The summaries of `keys` (after [`SpillMap::finish`]).
     pub(crate) fn get_many(&self, keys: &[&GroupKey]) -> Result<Vec<Option<V>>> {
-        match &self.scratch {
-            None => Ok(keys.iter().map(|k| self.memory.get(*k).cloned()).collect()),
-            Some(scratch) => {
-                let raw: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-                scratch
-                    .get_many(&raw)?
-                    .into_iter()
-                    .map(|b| b.as_deref().map(decode_summary).transpose())
-                    .collect()
-            }
+        let flat = self.get_flat(keys)?;
+        keys.iter()
+            .map(|k| flat.get(k).map(V::decode).transpose())
+            .collect()
+    }
+}
+
+/// Flat summaries found for a page's keys.
+enum Flat<'m, 'k> {
+    /// The map in memory (nothing spilled).
+    Memory(&'m HashSet<Entry>),
+    /// Those of the page's keys read from the scratch file.
+    Read(HashMap<&'k GroupKey, Vec<u8>>),
+}
+
+impl Flat<'_, '_> {
+    fn get(&self, key: &GroupKey) -> Option<&[u8]> {
+        match self {
+            Flat::Memory(set) => set.get(key.as_slice()).map(Entry::summary),
+            Flat::Read(map) => map.get(key).map(Vec::as_slice),
         }
     }
 }
@@ -443,7 +589,7 @@ impl JoinIndex {
                 eval::transfer_value(&self.transfer, source),
                 &self.opts,
             );
-            self.groups.add(g, one)?;
+            self.groups.add(&g, one)?;
         }
         Ok(())
     }
@@ -463,7 +609,11 @@ impl JoinIndex {
     pub fn resolve(&self, targets: &[&Entity]) -> Result<Vec<Option<Resolved>>> {
         let opts = self.opts;
         Ok(self
-            .judge(targets, |g| g.resolve(&opts))?
+            .judge(
+                targets,
+                |flat| Ok(Group::decode(flat)?.resolve(&opts)),
+                |g| g.resolve(&opts),
+            )?
             .into_iter()
             .map(|judged| {
                 let (_, (resolution, conflict)) = judged?;
@@ -477,71 +627,76 @@ impl JoinIndex {
 
     /// The groups of each target of a page that conflicts (its sources
     /// disagree): what the safety check needs of [`JoinIndex::resolve`],
-    /// without building the resolutions.
+    /// without building the resolutions. A target of one group is judged
+    /// from the counts at the head of its flat summary, decoding no value.
     fn conflicting(&self, targets: &[&Entity]) -> Result<Vec<Option<Vec<GroupKey>>>> {
         let opts = self.opts;
+        let conflicts = move |mixed: bool, sources: u64, with_value: u64| {
+            sources > 0
+                && (mixed || (opts.literal_transfer && with_value > 0 && with_value < sources))
+        };
         Ok(self
-            .judge(targets, |g| g.sources > 0 && g.conflicts(&opts))?
+            .judge(
+                targets,
+                |flat| {
+                    let (mixed, sources, with_value) = group_counts(flat)?;
+                    Ok(conflicts(mixed, sources, with_value))
+                },
+                |g| g.sources > 0 && g.conflicts(&opts),
+            )?
             .into_iter()
             .map(|judged| judged.filter(|(_, conflict)| *conflict).map(|(g, _)| g))
             .collect())
     }
 
-    /// `verdict` of the union of the groups each target of a page meets (with
-    /// those groups), `None` for a target θ2 rejects. A target meets one group
-    /// in the common case, judged where it lies, uncopied; while the index is
-    /// in memory each is looked up directly, once spilled the page's distinct
-    /// groups are read in one transaction.
+    /// The verdict on the union of the groups each target of a page meets
+    /// (with those groups), `None` for a target θ2 rejects: `one` of the flat
+    /// summary of a target's only group (the common case, judged where it
+    /// lies), `union` of the decoded and merged summaries otherwise. The
+    /// page's distinct groups are looked up once (in one transaction once
+    /// spilled).
     fn judge<R>(
         &self,
         targets: &[&Entity],
-        verdict: impl Fn(&Group) -> R,
+        one: impl Fn(&[u8]) -> Result<R>,
+        union: impl Fn(&Group) -> R,
     ) -> Result<Vec<Judged<R>>> {
         let t = &self.transfer;
         let per_target: Vec<Option<Vec<GroupKey>>> = targets
             .iter()
             .map(|e| eval::target_matches(t, e).then(|| join::target_groups(t, e)))
             .collect();
-        let of_union = |found: &mut dyn Iterator<Item = &Group>| match (found.next(), found.next())
-        {
-            (None, _) => verdict(&Group::default()),
-            (Some(one), None) => verdict(one),
-            (Some(a), Some(b)) => {
-                let mut union = a.clone();
-                union.merge(b.clone());
-                for g in found {
-                    union.merge(g.clone());
-                }
-                verdict(&union)
-            }
-        };
-        if let Some(memory) = self.groups.in_memory() {
-            return Ok(per_target
-                .into_iter()
-                .map(|groups| {
-                    let groups = groups?;
-                    let v = of_union(&mut groups.iter().filter_map(|k| memory.get(k)));
-                    Some((groups, v))
-                })
-                .collect());
+        // In memory each group is looked up where it lies; once spilled the
+        // page's distinct groups are read in key order.
+        let mut keys: Vec<&GroupKey> = Vec::new();
+        if self.groups.spilled() {
+            keys = per_target.iter().flatten().flatten().collect();
+            keys.sort_unstable();
+            keys.dedup();
         }
-        let mut keys: Vec<&GroupKey> = per_target.iter().flatten().flatten().collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let found = self.groups.get_many(&keys)?;
-        let by_key: HashMap<&GroupKey, Group> = keys
-            .into_iter()
-            .zip(found)
-            .filter_map(|(k, g)| Some((k, g?)))
-            .collect();
+        let flat = self.groups.get_flat(&keys)?;
         let verdicts: Vec<Option<R>> = per_target
             .iter()
             .map(|groups| {
-                let groups = groups.as_ref()?;
-                Some(of_union(&mut groups.iter().filter_map(|k| by_key.get(k))))
+                let Some(groups) = groups else {
+                    return Ok(None);
+                };
+                let mut found = groups.iter().filter_map(|k| flat.get(k));
+                Ok(Some(match (found.next(), found.next()) {
+                    (None, _) => union(&Group::default()),
+                    (Some(only), None) => one(only)?,
+                    (Some(a), Some(b)) => {
+                        let mut all = Group::decode(a)?;
+                        all.merge(Group::decode(b)?);
+                        for g in found {
+                            all.merge(Group::decode(g)?);
+                        }
+                        union(&all)
+                    }
+                }))
             })
-            .collect();
-        drop(by_key);
+            .collect::<Result<_>>()?;
+        drop(flat);
         Ok(per_target
             .into_iter()
             .zip(verdicts)
@@ -818,7 +973,7 @@ pub(crate) async fn deliveries(
                     continue;
                 };
                 for g in join::target_groups(t, target) {
-                    delivered.add(g, Values(vec![held.clone()]))?;
+                    delivered.add(&g, Values(vec![held.clone()]))?;
                 }
             }
             Ok(())
@@ -1046,4 +1201,107 @@ pub async fn check_on_store(
         conflict_count: found.conflict_count,
         conflicts: found.conflicts,
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::model::arb::{arb_id, arb_value};
+    use proptest::prelude::*;
+
+    /// The summary of some sources, each `(id, value)`, merged in the order given.
+    fn group_of(sources: &[(Value, Option<Value>)], literal: bool) -> Group {
+        let opts = EvalOptions {
+            literal_transfer: literal,
+            ..EvalOptions::default()
+        };
+        let mut out = Group::default();
+        for (id, v) in sources {
+            out.merge(Group::of_source(id, v.as_ref(), &opts));
+        }
+        out
+    }
+
+    fn arb_sources() -> impl Strategy<Value = Vec<(Value, Option<Value>)>> {
+        prop::collection::vec((arb_id(), prop::option::of(arb_value())), 0..6)
+    }
+
+    fn flat<V: Summary>(v: &V) -> Vec<u8> {
+        let mut out = Vec::new();
+        v.encode(&mut out).unwrap();
+        out
+    }
+
+    proptest! {
+        /// A group's flat form decodes to the same group, and its head gives its counts.
+        #[test]
+        fn group_flat_form_round_trips(sources in arb_sources(), literal in prop::bool::ANY) {
+            let g = group_of(&sources, literal);
+            let bytes = flat(&g);
+            prop_assert_eq!(&Group::decode(&bytes).unwrap(), &g);
+            prop_assert_eq!(group_counts(&bytes).unwrap(), (g.mixed, g.sources, g.with_value));
+        }
+
+        /// A move's deliveries round-trip too.
+        #[test]
+        fn values_flat_form_round_trips(values in prop::collection::vec(arb_value(), 0..5)) {
+            let v = Values(values);
+            prop_assert_eq!(&Values::decode(&flat(&v)).unwrap(), &v);
+        }
+
+        /// The map gives the same merged summaries whether it stays in memory
+        /// or spills (a budget of 0 spills at every entry).
+        #[test]
+        fn spilling_changes_no_summary(
+            adds in prop::collection::vec((0u8..6, arb_id(), prop::option::of(arb_value())), 0..24),
+            literal in prop::bool::ANY,
+        ) {
+            let opts = EvalOptions { literal_transfer: literal, ..EvalOptions::default() };
+            let mut memory = SpillMap::<Group>::new(usize::MAX);
+            let mut spilled = SpillMap::<Group>::new(0);
+            let mut expected: HashMap<GroupKey, Group> = HashMap::new();
+            for (k, id, v) in &adds {
+                let one = Group::of_source(id, v.as_ref(), &opts);
+                let key = vec![*k; usize::from(*k)];
+                memory.add(&key, one.clone()).unwrap();
+                spilled.add(&key, one.clone()).unwrap();
+                expected.entry(key).or_default().merge(one);
+            }
+            memory.finish().unwrap();
+            spilled.finish().unwrap();
+            prop_assert_eq!(memory.spills(), 0);
+            prop_assert_eq!(spilled.spills() > 0, !adds.is_empty());
+            let keys: Vec<GroupKey> = (0u8..7).map(|k| vec![k; usize::from(k)]).collect();
+            let refs: Vec<&GroupKey> = keys.iter().collect();
+            let want: Vec<Option<Group>> = keys.iter().map(|k| expected.get(k).cloned()).collect();
+            prop_assert_eq!(&memory.get_many(&refs).unwrap(), &want);
+            prop_assert_eq!(&spilled.get_many(&refs).unwrap(), &want);
+        }
+    }
+
+    #[test]
+    fn a_malformed_summary_is_an_error_not_a_panic() {
+        for bytes in [
+            &[][..],
+            &[0xff, 1, 1],
+            &[flag::LAST_SOME, 1, 1],
+            &[0, 1, 1, 0],
+        ] {
+            assert!(Group::decode(bytes).is_err(), "{bytes:?}");
+        }
+        assert!(Values::decode(&[200, 200, 200, 200]).is_err());
+    }
+
+    #[test]
+    fn an_entry_is_keyed_by_its_key_alone() {
+        let a = Entry::new(b"key", b"one").unwrap();
+        let b = Entry::new(b"key", b"other summary").unwrap();
+        assert_eq!(a.key(), b"key");
+        assert_eq!(b.summary(), b"other summary");
+        assert!(a == b);
+        let set: HashSet<Entry> = [a].into_iter().collect();
+        assert_eq!(set.get(&b"key"[..]).map(Entry::summary), Some(&b"one"[..]));
+        assert!(!set.contains(&b"ke"[..]));
+    }
 }

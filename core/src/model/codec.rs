@@ -118,6 +118,55 @@ pub fn decode_entity_projected(
     Ok((id, version, value))
 }
 
+/// Appends the encoding of one value (the `value` of the grammar above) to
+/// `out`: for other compact records built of values (a move or copy's join
+/// index summaries), read back with [`ValueReader`].
+///
+/// # Errors
+/// A value nested deeper than the store accepts.
+pub(crate) fn put_value(value: &Value, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    encode_value(value, 0, out)
+}
+
+/// Appends `v` as a varint (the grammar's `varint`), for [`ValueReader::u64`].
+pub(crate) fn put_u64(v: u64, out: &mut Vec<u8>) {
+    put_varint(v, out);
+}
+
+/// Reads back, in order, what [`put_value`], [`put_u64`] and plain bytes wrote.
+pub(crate) struct ValueReader<'a>(Reader<'a>);
+
+impl<'a> ValueReader<'a> {
+    /// A reader at the start of `bytes`.
+    pub(crate) fn new(bytes: &'a [u8]) -> ValueReader<'a> {
+        ValueReader(Reader { bytes, pos: 0 })
+    }
+
+    /// The next byte.
+    pub(crate) fn byte(&mut self) -> Result<u8, CodecError> {
+        self.0.byte()
+    }
+
+    /// The next varint.
+    pub(crate) fn u64(&mut self) -> Result<u64, CodecError> {
+        self.0.varint()
+    }
+
+    /// The next value.
+    pub(crate) fn value(&mut self) -> Result<Value, CodecError> {
+        self.0.value(0)
+    }
+
+    /// Fails unless every byte was read.
+    pub(crate) fn end(&self) -> Result<(), CodecError> {
+        if self.0.pos == self.0.bytes.len() {
+            Ok(())
+        } else {
+            Err(CodecError("trailing bytes after the record"))
+        }
+    }
+}
+
 fn put_varint(mut v: u64, out: &mut Vec<u8>) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
