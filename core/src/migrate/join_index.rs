@@ -14,7 +14,7 @@
 //! | move: deliveries | the targets (after their step) | - |
 //! | move: source step | the sources | each source once |
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::marker::PhantomData;
 
 use crate::lang::Transfer;
@@ -25,6 +25,7 @@ use crate::model::{Entity, Key, Value};
 use crate::store::{Filter, ScanRequest, Store, VersionFilter};
 
 use super::error::{MigrateError, Result};
+use super::flat_table::FlatTable;
 use super::plan::Stage;
 use super::progress::Progress;
 
@@ -339,71 +340,11 @@ mod scratch {
     }
 }
 
-/// One entry of the map in memory: a group key and its summary's flat form in
-/// a single allocation (`key length (u32, little-endian) key summary`),
-/// hashed and compared by its key. About 100 bytes for a short join value
-/// and a short string, against some 400 for the key and [`Group`] apart.
-struct Entry(Box<[u8]>);
-
-impl Entry {
-    fn new(key: &[u8], summary: &[u8]) -> Result<Entry> {
-        let len = u32::try_from(key.len())
-            .map_err(|_| spill_err("indexing", "a join value of 4 GiB or more"))?;
-        let mut bytes = Vec::with_capacity(4 + key.len() + summary.len());
-        bytes.extend_from_slice(&len.to_le_bytes());
-        bytes.extend_from_slice(key);
-        bytes.extend_from_slice(summary);
-        Ok(Entry(bytes.into_boxed_slice()))
-    }
-
-    fn key_len(&self) -> usize {
-        self.0
-            .get(..4)
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .map_or(0, u32::from_le_bytes) as usize
-    }
-
-    fn key(&self) -> &[u8] {
-        self.0.get(4..4 + self.key_len()).unwrap_or_default()
-    }
-
-    fn summary(&self) -> &[u8] {
-        self.0.get(4 + self.key_len()..).unwrap_or_default()
-    }
-
-    /// What it counts against the budget: the slot (a hash table is up to
-    /// half empty: twice its size) and its allocation with the allocator's overhead.
-    fn cost(&self) -> usize {
-        2 * std::mem::size_of::<Entry>() + 16 + self.0.len().next_multiple_of(16)
-    }
-}
-
-impl std::hash::Hash for Entry {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.key().hash(state);
-    }
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Entry) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for Entry {}
-
-impl std::borrow::Borrow<[u8]> for Entry {
-    fn borrow(&self) -> &[u8] {
-        self.key()
-    }
-}
-
 /// A map from group keys to summaries in their flat form: in memory up to
 /// `budget` bytes, then spilled (merged) into a scratch file; after
 /// [`SpillMap::finish`] every entry is in exactly one of the two.
 pub(crate) struct SpillMap<V: Summary> {
-    memory: HashSet<Entry>,
-    bytes: usize,
+    memory: FlatTable,
     budget: usize,
     scratch: Option<scratch::Scratch>,
     spills: u64,
@@ -423,8 +364,7 @@ impl<V: Summary> SpillMap<V> {
     /// An empty map that keeps at most about `budget` bytes in memory.
     pub(crate) fn new(budget: usize) -> SpillMap<V> {
         SpillMap {
-            memory: HashSet::new(),
-            bytes: 0,
+            memory: FlatTable::new(budget),
             budget,
             scratch: None,
             spills: 0,
@@ -436,19 +376,25 @@ impl<V: Summary> SpillMap<V> {
     /// Merges `v` into the entry of `key`.
     pub(crate) fn add(&mut self, key: &[u8], v: V) -> Result<()> {
         self.buf.clear();
-        match self.memory.take(key) {
+        match self.memory.get(key) {
             Some(old) => {
-                self.bytes = self.bytes.saturating_sub(old.cost());
-                let mut merged = V::decode(old.summary())?;
+                let mut merged = V::decode(old)?;
                 merged.merge(v);
                 merged.encode(&mut self.buf)?;
             }
             None => v.encode(&mut self.buf)?,
         }
-        let entry = Entry::new(key, &self.buf)?;
-        self.bytes += entry.cost();
-        self.memory.insert(entry);
-        if self.bytes > self.budget {
+        if !self.memory.set(key, &self.buf) {
+            // The arena is full (4 GiB): spill, then the entry fits.
+            self.spill()?;
+            if !self.memory.set(key, &self.buf) {
+                return Err(spill_err(
+                    "indexing",
+                    "a join value and summary of 4 GiB or more",
+                ));
+            }
+        }
+        if self.memory.bytes() > self.budget {
             self.spill()?;
         }
         Ok(())
@@ -462,24 +408,16 @@ impl<V: Summary> SpillMap<V> {
         if self.scratch.is_none() {
             self.scratch = Some(scratch::Scratch::new()?);
         }
-        let mut rows: Vec<Entry> = self.memory.drain().collect();
-        rows.sort_unstable_by(|a, b| a.key().cmp(b.key()));
-        self.bytes = 0;
         let fresh = self.spills == 0;
         self.spills += 1;
-        // A smaller table next time: the drained one keeps its capacity.
-        self.memory = HashSet::new();
         if let Some(scratch) = &self.scratch {
             let mut out = Vec::new();
-            scratch.merge_all(
-                rows.iter().map(|e| (e.key(), e.summary())),
-                fresh,
-                |old, new| {
-                    merge_flat::<V>(old, new, &mut out)?;
-                    Ok(out.clone())
-                },
-            )?;
+            scratch.merge_all(self.memory.sorted(), fresh, |old, new| {
+                merge_flat::<V>(old, new, &mut out)?;
+                Ok(out.clone())
+            })?;
         }
+        self.memory.clear();
         Ok(())
     }
 
@@ -532,7 +470,7 @@ impl<V: Summary> SpillMap<V> {
 /// Flat summaries found for a page's keys.
 enum Flat<'m, 'k> {
     /// The map in memory (nothing spilled).
-    Memory(&'m HashSet<Entry>),
+    Memory(&'m FlatTable),
     /// Those of the page's keys read from the scratch file.
     Read(HashMap<&'k GroupKey, Vec<u8>>),
 }
@@ -540,7 +478,7 @@ enum Flat<'m, 'k> {
 impl Flat<'_, '_> {
     fn get(&self, key: &GroupKey) -> Option<&[u8]> {
         match self {
-            Flat::Memory(set) => set.get(key.as_slice()).map(Entry::summary),
+            Flat::Memory(table) => table.get(key.as_slice()),
             Flat::Read(map) => map.get(key).map(Vec::as_slice),
         }
     }
@@ -1291,17 +1229,5 @@ mod tests {
             assert!(Group::decode(bytes).is_err(), "{bytes:?}");
         }
         assert!(Values::decode(&[200, 200, 200, 200]).is_err());
-    }
-
-    #[test]
-    fn an_entry_is_keyed_by_its_key_alone() {
-        let a = Entry::new(b"key", b"one").unwrap();
-        let b = Entry::new(b"key", b"other summary").unwrap();
-        assert_eq!(a.key(), b"key");
-        assert_eq!(b.summary(), b"other summary");
-        assert!(a == b);
-        let set: HashSet<Entry> = [a].into_iter().collect();
-        assert_eq!(set.get(&b"key"[..]).map(Entry::summary), Some(&b"one"[..]));
-        assert!(!set.contains(&b"ke"[..]));
     }
 }

@@ -8,6 +8,7 @@ mod changelog;
 pub mod conflict;
 pub mod engine;
 pub mod error;
+mod flat_table;
 pub(crate) mod join_index;
 pub mod lazy_install;
 pub mod lease;

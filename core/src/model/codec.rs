@@ -157,6 +157,11 @@ impl<'a> ValueReader<'a> {
         self.0.value(0)
     }
 
+    /// How many bytes were read.
+    pub(crate) fn position(&self) -> usize {
+        self.0.pos
+    }
+
     /// Fails unless every byte was read.
     pub(crate) fn end(&self) -> Result<(), CodecError> {
         if self.0.pos == self.0.bytes.len() {
