@@ -89,27 +89,17 @@ impl Store for RedisStore {
         if keys.iter().any(|k| k.kind != first.kind) {
             return tern_core::store::get_each(self, keys).await;
         }
-        // One pipelined round trip for keys of one kind.
+        // One pipelined round trip for keys of one kind, answered in order.
         let redis_keys = keys
             .iter()
             .map(|k| self.keys.entity_key(k))
             .collect::<Result<Vec<_>>>()?;
-        let mut found: std::collections::HashMap<Key, Entity> = self
-            .fetch(&first.kind, &redis_keys)
-            .await?
-            .into_iter()
-            .map(|e| (e.key.clone(), e))
-            .collect();
-        // Each entity moves to its last place in `keys`; a key asked twice is cloned.
-        let mut out: Vec<Option<Entity>> = vec![None; keys.len()];
-        let mut placed: std::collections::HashMap<&Key, usize> = Default::default();
-        for (i, k) in keys.iter().enumerate().rev() {
-            out[i] = match placed.insert(k, i) {
-                Some(later) => out[later].clone(),
-                None => found.remove(k),
-            };
-        }
-        Ok(out)
+        self.fetch_at(&first.kind, &redis_keys, |i| {
+            keys.get(i)
+                .cloned()
+                .ok_or_else(|| Error::new(ErrorKind::Unexpected, "more replies than keys read"))
+        })
+        .await
     }
 
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use tern_core::model::Entity;
+use tern_core::model::{Entity, Key};
 use tern_core::store::{Cursor, Error, ErrorKind, Result, Write, WriteOutcome, url};
 
 use crate::codec::{self, Keys};
@@ -330,11 +330,30 @@ impl RedisStore {
         Ok((out, pos.to_cursor()))
     }
 
-    /// Reads the entities at `redis_keys` (all of `kind`); vanished keys, and
-    /// keys of another Redis type, are skipped. One pipeline: `HGETALL` or
-    /// `GET` per key, or for containers one call of the read script per key
-    /// (the container and its version tag, atomically).
+    /// Reads the entities at `redis_keys` (all of `kind`, found by a scan);
+    /// vanished keys, and keys of another Redis type, are skipped.
     pub(crate) async fn fetch(&self, kind: &str, redis_keys: &[String]) -> Result<Vec<Entity>> {
+        let found = self
+            .fetch_at(kind, redis_keys, |i| {
+                let k = redis_keys.get(i).map_or("", String::as_str);
+                self.keys.parse_entity_key(kind, k)
+            })
+            .await?;
+        Ok(found.into_iter().flatten().collect())
+    }
+
+    /// The entity at each of `redis_keys` (all of `kind`), in their order:
+    /// `None` for a missing key or a key of another Redis type. `key_of(i)`
+    /// gives the entity key of the `i`-th (parsed from a scanned name, or the
+    /// key asked for). One pipeline: `HGETALL` or `GET` per key, or for
+    /// containers one call of the read script per key (the container and its
+    /// version tag, atomically).
+    pub(crate) async fn fetch_at(
+        &self,
+        kind: &str,
+        redis_keys: &[String],
+        key_of: impl Fn(usize) -> Result<Key>,
+    ) -> Result<Vec<Option<Entity>>> {
         if redis_keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -368,35 +387,34 @@ impl RedisStore {
         match layout {
             KindLayout::Hash => {
                 let rows: Vec<redis::Value> = self.conn().many(cmds).await.map_err(failed)?;
-                for (k, row) in redis_keys.iter().zip(rows) {
+                for (i, row) in rows.into_iter().enumerate() {
                     // A key of another type (WRONGTYPE) is not an entity of the kind.
                     let Ok(fields) = redis::from_redis_value::<Vec<(String, String)>>(row) else {
+                        out.push(None);
                         continue;
                     };
-                    let key = self.keys.parse_entity_key(kind, k)?;
-                    if let Some(e) = codec::entity_from_hash(key, fields, vf)? {
-                        out.push(e);
+                    if fields.is_empty() {
+                        out.push(None);
+                        continue;
                     }
+                    out.push(codec::entity_from_hash(key_of(i)?, fields, vf)?);
                 }
             }
             KindLayout::Json => {
                 let rows: Vec<redis::Value> = self.conn().many(cmds).await.map_err(failed)?;
-                for (k, row) in redis_keys.iter().zip(rows) {
+                for (i, row) in rows.into_iter().enumerate() {
                     let Ok(Some(text)) = redis::from_redis_value::<Option<String>>(row) else {
+                        out.push(None);
                         continue;
                     };
-                    let key = self.keys.parse_entity_key(kind, k)?;
-                    out.push(codec::entity_from_json(key, &text, vf)?);
+                    out.push(Some(codec::entity_from_json(key_of(i)?, &text, vf)?));
                 }
             }
             _ => {
                 let rows: Vec<Option<Vec<Vec<u8>>>> =
                     self.conn().many(cmds).await.map_err(failed)?;
-                for (k, row) in redis_keys.iter().zip(rows) {
-                    let key = self.keys.parse_entity_key(kind, k)?;
-                    if let Some(e) = containers::from_items(key, layout, row)? {
-                        out.push(e);
-                    }
+                for (i, row) in rows.into_iter().enumerate() {
+                    out.push(containers::from_items(key_of(i)?, layout, row)?);
                 }
             }
         }

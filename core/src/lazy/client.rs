@@ -519,9 +519,14 @@ impl LazyClient {
     /// [`LazyClient::get`]'s path together (concurrent calls, which a
     /// multiplexed connection pipelines).
     pub async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Entity>>> {
-        let mut chains = Vec::with_capacity(keys.len());
+        let mut chains: Vec<Arc<KindChain>> = Vec::with_capacity(keys.len());
         for key in keys {
-            chains.push(self.chain(&key.kind).await?);
+            // Keys of one kind (the common case) share its chain.
+            let chain = match chains.last() {
+                Some(last) if last.kind == key.kind => Arc::clone(last),
+                _ => self.chain(&key.kind).await?,
+            };
+            chains.push(chain);
         }
         let read = self.store.get_many(keys).await?;
         let mut out = Vec::with_capacity(keys.len());
