@@ -58,6 +58,8 @@ pub struct RedisStore {
     /// The masters of the cluster, in address order (empty: one server).
     pub(crate) nodes: Arc<Vec<Node>>,
     pub(crate) write_script: Arc<redis::Script>,
+    /// [`HASH_PUT_SCRIPT`].
+    hash_put_script: Arc<redis::Script>,
     pub(crate) meta_script: Arc<redis::Script>,
     /// Scripts of the feature files and generated pushdown scripts, by text
     /// (one per stage shape), each made once.
@@ -131,6 +133,7 @@ impl RedisStore {
             conn,
             nodes: Arc::new(nodes),
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
+            hash_put_script: Arc::new(redis::Script::new(HASH_PUT_SCRIPT)),
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
             scripts: Arc::default(),
             read_scripts: Arc::default(),
@@ -442,48 +445,92 @@ impl RedisStore {
         self.config.layout(kind).type_name()
     }
 
-    /// The `SET key json KEEPTTL` of each write when every write of the chunk
-    /// is a put of a JSON-string kind (`None` otherwise). Such a put needs no
-    /// script: the whole entity, its version inside, replaces the key in one
-    /// command that keeps its TTL, as the write script's put does.
-    fn json_puts(&self, writes: &[Write]) -> Result<Option<Vec<redis::Cmd>>> {
-        let all_json = writes.iter().all(
-            |w| matches!(w, Write::Put(e) if self.config.layout(&e.key.kind) == KindLayout::Json),
-        );
-        if !all_json {
+    /// The commands of a chunk of puts that need no call of the write script
+    /// (`None` for any other chunk), pipelined:
+    /// - puts of JSON-string kinds: `SET key json KEEPTTL` each, no script: the
+    ///   whole entity, its version inside, replaces the key in one command that
+    ///   keeps its TTL, as the write script's put does;
+    /// - puts of hash kinds: calls of [`HASH_PUT_SCRIPT`], one for the chunk on
+    ///   one server, one per put on a cluster (each in its key's slot).
+    fn plain_puts(&self, writes: &[Write]) -> Result<Option<Vec<redis::Cmd>>> {
+        let all = |layout: KindLayout| {
+            writes
+                .iter()
+                .all(|w| matches!(w, Write::Put(e) if self.config.layout(&e.key.kind) == layout))
+        };
+        let json = all(KindLayout::Json);
+        if !json && !all(KindLayout::Hash) {
             return Ok(None);
         }
         let vf = self.config.version_field.as_str();
-        let mut cmds = Vec::with_capacity(writes.len());
+        let one_call = !json && self.nodes.is_empty();
+        let mut cmds = Vec::with_capacity(if one_call { 1 } else { writes.len() });
+        let (mut keys, mut args) = (Vec::new(), Vec::new());
         for w in writes {
-            if let Write::Put(e) = w {
+            let Write::Put(e) = w else { continue };
+            let key = self.keys.entity_key(&e.key)?;
+            if json {
                 let mut cmd = redis::cmd("SET");
-                cmd.arg(self.keys.entity_key(&e.key)?)
+                cmd.arg(key)
                     .arg(codec::entity_to_json(e, vf)?)
                     .arg("KEEPTTL");
                 cmds.push(cmd);
+                continue;
             }
+            let items = codec::entity_to_hash(e, vf)?;
+            keys.push(key);
+            args.push(items.len().to_string());
+            args.extend(items);
+            if !one_call {
+                cmds.push(self.hash_put_call(&mut keys, &mut args));
+            }
+        }
+        if one_call {
+            cmds.push(self.hash_put_call(&mut keys, &mut args));
         }
         Ok(Some(cmds))
     }
 
-    /// Sends the puts of [`RedisStore::json_puts`] in one pipeline: each is
-    /// applied.
-    async fn write_json_puts(&self, cmds: Vec<redis::Cmd>) -> Result<Vec<WriteOutcome>> {
-        let n = cmds.len();
-        let _: Vec<redis::Value> = self
-            .conn()
-            .many(cmds)
-            .await
-            .map_err(|e| self.err("writing entities", e))?;
-        Ok(vec![WriteOutcome::Applied; n])
+    /// One `EVALSHA` of [`HASH_PUT_SCRIPT`] for the puts gathered in `keys`
+    /// and `args` (left empty).
+    fn hash_put_call(&self, keys: &mut Vec<String>, args: &mut Vec<String>) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.hash_put_script.get_hash())
+            .arg(keys.len())
+            .arg(std::mem::take(keys))
+            .arg(std::mem::take(args));
+        cmd
+    }
+
+    /// Sends `cmds` in one pipeline; where a script they call is not loaded
+    /// (`NOSCRIPT`: a server restarted, or a cluster master that never ran
+    /// it), loads `script` (on every master of a cluster) and sends them again
+    /// once.
+    async fn many_loading<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        cmds: Vec<redis::Cmd>,
+        what: &str,
+    ) -> Result<Vec<T>> {
+        let failed = |e| self.err(what, e);
+        let mut conn = self.conn();
+        match conn.many(cmds.clone()).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                script.load_async(&mut conn).await.map_err(failed)?;
+                conn.many(cmds).await.map_err(failed)
+            }
+            other => other.map_err(failed),
+        }
     }
 
     /// Writes one chunk in one call of the write script: KEYS are each
     /// write's key and its version key (see [`WRITE_SCRIPT`]).
     pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
-        if let Some(sets) = self.json_puts(writes)? {
-            return self.write_json_puts(sets).await;
+        if let Some(puts) = self.plain_puts(writes)? {
+            let _: Vec<redis::Value> = self
+                .many_loading(&self.hash_put_script, puts, "writing entities")
+                .await?;
+            return Ok(vec![WriteOutcome::Applied; writes.len()]);
         }
         // Per write: its two keys and its arguments.
         let mut each = Vec::with_capacity(writes.len());
@@ -542,20 +589,9 @@ impl RedisStore {
                     cmd
                 })
                 .collect();
-            let mut conn = self.conn();
-            let replies: Vec<Vec<i64>> = match conn.many(cmds.clone()).await {
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    // Load the script on every master (a node restarted), and try again once.
-                    self.write_script
-                        .load_async(&mut conn)
-                        .await
-                        .map_err(failed)?;
-                    conn.many(cmds).await.map_err(failed)?
-                }
-                other => other.map_err(failed)?,
-            };
+            let replies: Vec<Vec<i64>> = self
+                .many_loading(&self.write_script, cmds, "writing entities")
+                .await?;
             replies.into_iter().flatten().collect()
         };
         if codes.len() != writes.len() {
@@ -713,6 +749,29 @@ pub(crate) use write_lua_prelude;
 /// payloads: the expected entity, then the new one. A replaced key keeps its
 /// TTL (and the version key gets it). Returns one integer per write: 1
 /// applied, 0 conflict.
+/// The puts of hash entities, each whole, keeping its TTL: `KEYS` the
+/// hashes, `ARGV` for each in turn the count of its field/value items then
+/// the items (the version field among them). What [`WRITE_SCRIPT`] does for
+/// puts of hashes, without its set-up (its tables and functions, made on
+/// every call).
+pub(crate) const HASH_PUT_SCRIPT: &str = r#"
+local a = 1
+for j = 1, #KEYS do
+  local k = KEYS[j]
+  local stop = a + tonumber(ARGV[a])
+  a = a + 1
+  local ttl = redis.call('PTTL', k)
+  redis.call('DEL', k)
+  while a <= stop do
+    local last = math.min(a + 999, stop)
+    redis.call('HSET', k, unpack(ARGV, a, last))
+    a = last + 1
+  end
+  if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
+end
+return #KEYS
+"#;
+
 pub(crate) const WRITE_SCRIPT: &str = concat!(
     write_lua_prelude!(),
     r#"

@@ -562,12 +562,35 @@ mod specific {
                 .query_async(&mut conn)
                 .await
                 .unwrap();
+            // A second entity in the same chunk (one script call for both on
+            // one server), written before and without a TTL.
+            let other = Key::new(kind, "k2").unwrap();
+            let before: Map = [("b".to_owned(), Value::Int(1))].into();
+            store.put(Entity::new(other.clone(), before)).await.unwrap();
             let new: Map = [("a".to_owned(), Value::Int(2))].into();
             let mut entity = Entity::new(key.clone(), new.clone());
             entity.version = 3;
-            store.write_checked(vec![Write::Put(entity)]).await.unwrap();
+            let new2: Map = [("c".to_owned(), Value::from("x"))].into();
+            let mut entity2 = Entity::new(other.clone(), new2.clone());
+            entity2.version = 3;
+            store
+                .write_checked(vec![Write::Put(entity), Write::Put(entity2)])
+                .await
+                .unwrap();
             let got = store.get(&key).await.unwrap().unwrap();
             assert_eq!((got.version, got.value), (3, new), "{kind}: replaced whole");
+            let got = store.get(&other).await.unwrap().unwrap();
+            assert_eq!(
+                (got.version, got.value),
+                (3, new2),
+                "{kind}: the second too"
+            );
+            let ttl: i64 = redis::cmd("TTL")
+                .arg(format!("{ns}:{kind}:k2"))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(ttl, -1, "{kind}: no TTL where there was none");
             let ttl: i64 = redis::cmd("TTL")
                 .arg(&raw)
                 .query_async(&mut conn)
