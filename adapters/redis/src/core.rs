@@ -146,6 +146,10 @@ impl RedisStore {
             .scripts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Found without copying the text (a script is kilobytes; this runs per call).
+        if let Some(script) = cache.get(text) {
+            return Arc::clone(script);
+        }
         Arc::clone(
             cache
                 .entry(text.to_owned())
