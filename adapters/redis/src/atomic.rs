@@ -7,10 +7,16 @@
 //! key moves with it, TTLs are kept). An entity put under a new key in the
 //! same call that deletes the entity of the same id under another kind is a
 //! move (a lazy kind rename): it takes the deleted key's TTL. Not offered on
-//! a cluster: the keys of two kinds lie in different slots.
+//! a cluster: the keys of two kinds lie in different slots. Puts of hash kinds
+//! with the deletes of their former copies (a lazy client's put of a renamed
+//! kind) and nothing else go as one run of the smaller
+//! [`HASH_PUT_SCRIPT`](crate::core::HASH_PUT_SCRIPT), with the same outcome.
 
+use tern_core::model::Key;
 use tern_core::store::{Error, ErrorKind, Guard, Result, Write, WriteOutcome};
 
+use crate::codec;
+use crate::config::KindLayout;
 use crate::core::{RedisStore, write_lua_prelude};
 
 /// `KEYS`: per op, the entity's key and its version key. `ARGV[1]`: the
@@ -69,6 +75,12 @@ impl RedisStore {
                 "redis",
                 "write_atomic on a Redis Cluster (the keys lie in different slots)",
             ));
+        }
+        if let Some(call) = self.moving_hash_puts(&guards, &writes)? {
+            let _: Vec<redis::Value> = self
+                .many_loading(&self.hash_put_script, vec![call], "writing atomically")
+                .await?;
+            return Ok(WriteOutcome::Applied);
         }
         let mut keys: Vec<String> = Vec::new();
         let mut args: Vec<Vec<u8>> = vec![self.config.version_field.as_bytes().to_vec()];
@@ -148,6 +160,53 @@ impl RedisStore {
 
 /// The index among `writes` of the delete of the entity of `key`'s id under
 /// another kind: the entity moves there from that key.
+impl RedisStore {
+    /// One call of [`crate::core::HASH_PUT_SCRIPT`] when the writes are puts of hash kinds,
+    /// each followed by the deletes of its copies under former names (hash
+    /// kinds too, same id), with no guard: a lazy client's put of a kind with
+    /// a former name (`None` for anything else, which the atomic script runs).
+    /// One script run, so all or nothing, as the atomic script.
+    fn moving_hash_puts(&self, guards: &[Guard], writes: &[Write]) -> Result<Option<redis::Cmd>> {
+        if !guards.is_empty() {
+            return Ok(None);
+        }
+        let hash = |k: &Key| self.config.layout(&k.kind) == KindLayout::Hash;
+        let vf = self.config.version_field.as_str();
+        let (mut keys, mut args) = (Vec::new(), Vec::new());
+        let mut rest = writes;
+        while let Some((first, after)) = rest.split_first() {
+            let Write::Put(e) = first else {
+                return Ok(None);
+            };
+            if !hash(&e.key) {
+                return Ok(None);
+            }
+            let formers: Vec<&Key> = after
+                .iter()
+                .map_while(|w| match w {
+                    Write::Delete(d) if d.id == e.key.id && d.kind != e.key.kind && hash(d) => {
+                        Some(d)
+                    }
+                    _ => None,
+                })
+                .collect();
+            keys.push(self.keys.entity_key(&e.key)?);
+            for d in &formers {
+                keys.push(self.keys.entity_key(d)?);
+            }
+            let items = codec::entity_to_hash(e, vf)?;
+            args.push(formers.len().to_string());
+            args.push(items.len().to_string());
+            args.extend(items);
+            rest = after.get(formers.len()..).unwrap_or_default();
+        }
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.hash_put_call(&mut keys, &mut args)))
+    }
+}
+
 fn moved_from(writes: &[Write], key: &tern_core::model::Key) -> Option<usize> {
     writes
         .iter()

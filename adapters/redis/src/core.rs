@@ -59,7 +59,7 @@ pub struct RedisStore {
     pub(crate) nodes: Arc<Vec<Node>>,
     pub(crate) write_script: Arc<redis::Script>,
     /// [`HASH_PUT_SCRIPT`].
-    hash_put_script: Arc<redis::Script>,
+    pub(crate) hash_put_script: Arc<redis::Script>,
     pub(crate) meta_script: Arc<redis::Script>,
     /// Scripts of the feature files and generated pushdown scripts, by text
     /// (one per stage shape), each made once.
@@ -483,6 +483,7 @@ impl RedisStore {
             }
             let items = codec::entity_to_hash(e, vf)?;
             keys.push(key);
+            args.push("0".to_owned());
             args.push(items.len().to_string());
             args.extend(items);
             if !one_call {
@@ -497,7 +498,11 @@ impl RedisStore {
 
     /// One `EVALSHA` of [`HASH_PUT_SCRIPT`] for the puts gathered in `keys`
     /// and `args` (left empty).
-    fn hash_put_call(&self, keys: &mut Vec<String>, args: &mut Vec<String>) -> redis::Cmd {
+    pub(crate) fn hash_put_call(
+        &self,
+        keys: &mut Vec<String>,
+        args: &mut Vec<String>,
+    ) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(self.hash_put_script.get_hash())
             .arg(keys.len())
@@ -510,7 +515,7 @@ impl RedisStore {
     /// (`NOSCRIPT`: a server restarted, or a cluster master that never ran
     /// it), loads `script` (on every master of a cluster) and sends them again
     /// once.
-    async fn many_loading<T: redis::FromRedisValue>(
+    pub(crate) async fn many_loading<T: redis::FromRedisValue>(
         &self,
         script: &redis::Script,
         cmds: Vec<redis::Cmd>,
@@ -753,18 +758,22 @@ pub(crate) use write_lua_prelude;
 /// payloads: the expected entity, then the new one. A replaced key keeps its
 /// TTL (and the version key gets it). Returns one integer per write: 1
 /// applied, 0 conflict.
-/// The puts of hash entities, each whole, keeping its TTL: `KEYS` the
-/// hashes, `ARGV` for each in turn the count of its field/value items then
-/// the items (the version field among them). What [`WRITE_SCRIPT`] does for
-/// puts of hashes, without its set-up (its tables and functions, made on
-/// every call).
+/// The puts of hash entities, each whole, keeping its TTL, each with the
+/// deletes of its stale copies under former kind names (hashes too) in the
+/// same run. `KEYS`: for each put its hash, then its former copies; `ARGV`:
+/// for each put the count of its former copies, the count of its
+/// field/value items, then the items (the version field among them). A put
+/// that creates its key takes the TTL of its first former copy (the copy it
+/// replaces). What [`WRITE_SCRIPT`] and the atomic script do for such
+/// writes, without their set-up (tables and functions made on every call).
 pub(crate) const HASH_PUT_SCRIPT: &str = r#"
-local a = 1
-for j = 1, #KEYS do
-  local k = KEYS[j]
-  local stop = a + tonumber(ARGV[a])
-  a = a + 1
+local a, j = 1, 1
+while j <= #KEYS do
+  local k, formers = KEYS[j], tonumber(ARGV[a])
+  local stop = a + 1 + tonumber(ARGV[a + 1])
+  a = a + 2
   local ttl = redis.call('PTTL', k)
+  if ttl == -2 and formers > 0 then ttl = redis.call('PTTL', KEYS[j + 1]) end
   redis.call('DEL', k)
   while a <= stop do
     local last = math.min(a + 999, stop)
@@ -772,8 +781,10 @@ for j = 1, #KEYS do
     a = last + 1
   end
   if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
+  for f = 1, formers do redis.call('DEL', KEYS[j + f]) end
+  j = j + 1 + formers
 end
-return #KEYS
+return 1
 "#;
 
 pub(crate) const WRITE_SCRIPT: &str = concat!(

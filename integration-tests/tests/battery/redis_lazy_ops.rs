@@ -235,3 +235,72 @@ async fn stale_hash_reads_migrate_inside_redis_on_the_cluster() {
     stale_hash_reads_migrate_inside_redis(tern_integration_tests::redis::cluster_backend().await)
         .await;
 }
+
+/// A lazy put of a hash kind with a former name (one run of the small put
+/// script): the entity replaced whole under the new name, the stale copy
+/// under the old name gone in the same run, and the TTL of the copy it
+/// replaces taken by a key it creates; a key that exists keeps its own.
+#[tokio::test]
+async fn a_put_of_a_renamed_hash_kind_moves_the_ttl_and_drops_the_stale_copy() {
+    let Some(b) = or_skip(backend(), None).await else {
+        return;
+    };
+    let url = b.fresh_url();
+    let ns = tern_integration_tests::redis::prefix_of(&url);
+    let k = |rest: &str| format!("{ns}:{rest}");
+    let mut conn = redis::Client::open(b.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let store: Arc<dyn tern_core::store::Store> = Arc::new(
+        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
+            .await
+            .unwrap(),
+    );
+    for id in ["1", "2"] {
+        let value = Map::from([
+            ("a".to_owned(), Value::Int(1)),
+            ("gone".to_owned(), Value::Bool(true)),
+        ]);
+        store
+            .put(tern_core::model::Entity::new(key("prev", id), value))
+            .await
+            .unwrap();
+    }
+    q::<()>(
+        &mut conn,
+        redis::cmd("PEXPIRE").arg(k("prev:1")).arg(100_000),
+    )
+    .await;
+    tern_testkit::lazy::up(&store, &[(1, "lazy\nrename kind prev to next\n")])
+        .await
+        .unwrap();
+    let lazy = LazyClient::builder(Arc::clone(&store))
+        .declare("next", 0)
+        .connect()
+        .await
+        .unwrap();
+    let one = |n: i64| Map::from([("a".to_owned(), Value::Int(n))]);
+    lazy.put(&key("next", "1"), one(2)).await.unwrap();
+    lazy.put_many(vec![(key("next", "2"), one(3)), (key("next", "1"), one(4))])
+        .await
+        .unwrap();
+    for (id, want) in [("1", 4), ("2", 3)] {
+        let got = lazy.get(&key("next", id)).await.unwrap().unwrap();
+        assert_eq!((got.version, got.value), (0, one(want)), "next:{id} whole");
+        let stale = q::<i64>(
+            &mut conn,
+            redis::cmd("EXISTS").arg(k(&format!("prev:{id}"))),
+        )
+        .await;
+        assert_eq!(stale, 0, "prev:{id} deleted with the put");
+    }
+    let ttl1 = q::<i64>(&mut conn, redis::cmd("PTTL").arg(k("next:1"))).await;
+    assert!(
+        ttl1 > 90_000 && ttl1 <= 100_000,
+        "next:1 took prev:1's TTL: {ttl1}"
+    );
+    let ttl2 = q::<i64>(&mut conn, redis::cmd("PTTL").arg(k("next:2"))).await;
+    assert_eq!(ttl2, -1, "next:2 had no TTL to take");
+}
