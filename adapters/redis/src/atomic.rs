@@ -7,10 +7,10 @@
 //! key moves with it, TTLs are kept). An entity put under a new key in the
 //! same call that deletes the entity of the same id under another kind is a
 //! move (a lazy kind rename): it takes the deleted key's TTL. Not offered on
-//! a cluster: the keys of two kinds lie in different slots. Puts of hash kinds
-//! with the deletes of their former copies (a lazy client's put of a renamed
-//! kind) and nothing else go as one run of the smaller
-//! [`HASH_PUT_SCRIPT`](crate::core::HASH_PUT_SCRIPT), with the same outcome.
+//! a cluster: the keys of two kinds lie in different slots. Puts of hash and
+//! JSON-string kinds with the deletes of their former copies (a lazy client's
+//! put of a renamed kind) and nothing else go as one run of the smaller
+//! [`PUT_SCRIPT`](crate::core::PUT_SCRIPT), with the same outcome.
 
 use tern_core::model::Key;
 use tern_core::store::{Error, ErrorKind, Guard, Result, Write, WriteOutcome};
@@ -76,9 +76,9 @@ impl RedisStore {
                 "write_atomic on a Redis Cluster (the keys lie in different slots)",
             ));
         }
-        if let Some(call) = self.moving_hash_puts(&guards, &writes)? {
+        if let Some(call) = self.moving_puts(&guards, &writes)? {
             let _: Vec<redis::Value> = self
-                .many_loading(&self.hash_put_script, vec![call], "writing atomically")
+                .many_loading(&self.put_script, vec![call], "writing atomically")
                 .await?;
             return Ok(WriteOutcome::Applied);
         }
@@ -161,16 +161,22 @@ impl RedisStore {
 /// The index among `writes` of the delete of the entity of `key`'s id under
 /// another kind: the entity moves there from that key.
 impl RedisStore {
-    /// One call of [`crate::core::HASH_PUT_SCRIPT`] when the writes are puts of hash kinds,
-    /// each followed by the deletes of its copies under former names (hash
-    /// kinds too, same id), with no guard: a lazy client's put of a kind with
-    /// a former name (`None` for anything else, which the atomic script runs).
-    /// One script run, so all or nothing, as the atomic script.
-    fn moving_hash_puts(&self, guards: &[Guard], writes: &[Write]) -> Result<Option<redis::Cmd>> {
+    /// One call of [`crate::core::PUT_SCRIPT`] when the writes are puts of
+    /// hash or JSON-string kinds, each followed by the deletes of its copies
+    /// under former names (of those layouts too, same id), with no guard: a
+    /// lazy client's put of a kind with a former name (`None` for anything
+    /// else, which the atomic script runs). One script run, so all or
+    /// nothing, as the atomic script.
+    fn moving_puts(&self, guards: &[Guard], writes: &[Write]) -> Result<Option<redis::Cmd>> {
         if !guards.is_empty() {
             return Ok(None);
         }
-        let hash = |k: &Key| self.config.layout(&k.kind) == KindLayout::Hash;
+        let simple = |k: &Key| {
+            matches!(
+                self.config.layout(&k.kind),
+                KindLayout::Hash | KindLayout::Json
+            )
+        };
         let vf = self.config.version_field.as_str();
         let (mut keys, mut args) = (Vec::new(), Vec::new());
         let mut rest = writes;
@@ -178,13 +184,13 @@ impl RedisStore {
             let Write::Put(e) = first else {
                 return Ok(None);
             };
-            if !hash(&e.key) {
+            if !simple(&e.key) {
                 return Ok(None);
             }
             let formers: Vec<&Key> = after
                 .iter()
                 .map_while(|w| match w {
-                    Write::Delete(d) if d.id == e.key.id && d.kind != e.key.kind && hash(d) => {
+                    Write::Delete(d) if d.id == e.key.id && d.kind != e.key.kind && simple(d) => {
                         Some(d)
                     }
                     _ => None,
@@ -194,7 +200,11 @@ impl RedisStore {
             for d in &formers {
                 keys.push(self.keys.entity_key(d)?);
             }
-            let items = codec::entity_to_hash(e, vf)?;
+            let (code, items) = match self.config.layout(&e.key.kind) {
+                KindLayout::Json => ("j", vec![codec::entity_to_json(e, vf)?]),
+                _ => ("h", codec::entity_to_hash(e, vf)?),
+            };
+            args.push(code.to_owned());
             args.push(formers.len().to_string());
             args.push(items.len().to_string());
             args.extend(items);
@@ -203,7 +213,7 @@ impl RedisStore {
         if keys.is_empty() {
             return Ok(None);
         }
-        Ok(Some(self.hash_put_call(&mut keys, &mut args)))
+        Ok(Some(self.put_call(&mut keys, &mut args)))
     }
 }
 

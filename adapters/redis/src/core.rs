@@ -58,8 +58,8 @@ pub struct RedisStore {
     /// The masters of the cluster, in address order (empty: one server).
     pub(crate) nodes: Arc<Vec<Node>>,
     pub(crate) write_script: Arc<redis::Script>,
-    /// [`HASH_PUT_SCRIPT`].
-    pub(crate) hash_put_script: Arc<redis::Script>,
+    /// [`PUT_SCRIPT`].
+    pub(crate) put_script: Arc<redis::Script>,
     pub(crate) meta_script: Arc<redis::Script>,
     /// Scripts of the feature files and generated pushdown scripts, by text
     /// (one per stage shape), each made once.
@@ -133,7 +133,7 @@ impl RedisStore {
             conn,
             nodes: Arc::new(nodes),
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
-            hash_put_script: Arc::new(redis::Script::new(HASH_PUT_SCRIPT)),
+            put_script: Arc::new(redis::Script::new(PUT_SCRIPT)),
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
             scripts: Arc::default(),
             read_scripts: Arc::default(),
@@ -454,7 +454,7 @@ impl RedisStore {
     /// - puts of JSON-string kinds: `SET key json KEEPTTL` each, no script: the
     ///   whole entity, its version inside, replaces the key in one command that
     ///   keeps its TTL, as the write script's put does;
-    /// - puts of hash kinds: calls of [`HASH_PUT_SCRIPT`], one for the chunk on
+    /// - puts of hash kinds: calls of [`PUT_SCRIPT`], one for the chunk on
     ///   one server, one per put on a cluster (each in its key's slot).
     fn plain_puts(&self, writes: &[Write]) -> Result<Option<Vec<redis::Cmd>>> {
         let all = |layout: KindLayout| {
@@ -483,28 +483,25 @@ impl RedisStore {
             }
             let items = codec::entity_to_hash(e, vf)?;
             keys.push(key);
+            args.push("h".to_owned());
             args.push("0".to_owned());
             args.push(items.len().to_string());
             args.extend(items);
             if !one_call {
-                cmds.push(self.hash_put_call(&mut keys, &mut args));
+                cmds.push(self.put_call(&mut keys, &mut args));
             }
         }
         if one_call {
-            cmds.push(self.hash_put_call(&mut keys, &mut args));
+            cmds.push(self.put_call(&mut keys, &mut args));
         }
         Ok(Some(cmds))
     }
 
-    /// One `EVALSHA` of [`HASH_PUT_SCRIPT`] for the puts gathered in `keys`
+    /// One `EVALSHA` of [`PUT_SCRIPT`] for the puts gathered in `keys`
     /// and `args` (left empty).
-    pub(crate) fn hash_put_call(
-        &self,
-        keys: &mut Vec<String>,
-        args: &mut Vec<String>,
-    ) -> redis::Cmd {
+    pub(crate) fn put_call(&self, keys: &mut Vec<String>, args: &mut Vec<String>) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.hash_put_script.get_hash())
+        cmd.arg(self.put_script.get_hash())
             .arg(keys.len())
             .arg(std::mem::take(keys))
             .arg(std::mem::take(args));
@@ -537,7 +534,7 @@ impl RedisStore {
     pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
         if let Some(puts) = self.plain_puts(writes)? {
             let _: Vec<redis::Value> = self
-                .many_loading(&self.hash_put_script, puts, "writing entities")
+                .many_loading(&self.put_script, puts, "writing entities")
                 .await?;
             return Ok(vec![WriteOutcome::Applied; writes.len()]);
         }
@@ -758,23 +755,28 @@ pub(crate) use write_lua_prelude;
 /// payloads: the expected entity, then the new one. A replaced key keeps its
 /// TTL (and the version key gets it). Returns one integer per write: 1
 /// applied, 0 conflict.
-/// The puts of hash entities, each whole, keeping its TTL, each with the
-/// deletes of its stale copies under former kind names (hashes too) in the
-/// same run. `KEYS`: for each put its hash, then its former copies; `ARGV`:
-/// for each put the count of its former copies, the count of its
-/// field/value items, then the items (the version field among them). A put
-/// that creates its key takes the TTL of its first former copy (the copy it
-/// replaces). What [`WRITE_SCRIPT`] and the atomic script do for such
+/// Puts of hash and JSON-string entities, each whole, keeping its TTL, each
+/// with the deletes of its stale copies under former kind names in the same
+/// run. `KEYS`: for each put its key, then its former copies; `ARGV`: for
+/// each put its layout code (`h` hash, `j` JSON string), the count of its
+/// former copies, the count of its items, then the items (a hash's
+/// field/value pairs, the version field among them; a JSON string's text). A
+/// put that creates its key takes the TTL of its first former copy (the copy
+/// it replaces). What [`WRITE_SCRIPT`] and the atomic script do for such
 /// writes, without their set-up (tables and functions made on every call).
-pub(crate) const HASH_PUT_SCRIPT: &str = r#"
+pub(crate) const PUT_SCRIPT: &str = r#"
 local a, j = 1, 1
 while j <= #KEYS do
-  local k, formers = KEYS[j], tonumber(ARGV[a])
-  local stop = a + 1 + tonumber(ARGV[a + 1])
-  a = a + 2
+  local k, lay, formers = KEYS[j], ARGV[a], tonumber(ARGV[a + 1])
+  local stop = a + 2 + tonumber(ARGV[a + 2])
+  a = a + 3
   local ttl = redis.call('PTTL', k)
   if ttl == -2 and formers > 0 then ttl = redis.call('PTTL', KEYS[j + 1]) end
   redis.call('DEL', k)
+  if lay == 'j' then
+    redis.call('SET', k, ARGV[a])
+    a = stop + 1
+  end
   while a <= stop do
     local last = math.min(a + 999, stop)
     redis.call('HSET', k, unpack(ARGV, a, last))

@@ -236,17 +236,26 @@ async fn stale_hash_reads_migrate_inside_redis_on_the_cluster() {
         .await;
 }
 
-/// A lazy put of a hash kind with a former name (one run of the small put
-/// script): the entity replaced whole under the new name, the stale copy
-/// under the old name gone in the same run, and the TTL of the copy it
-/// replaces taken by a key it creates; a key that exists keeps its own.
+/// A lazy put of a kind with a former name, hashes and JSON strings (one run
+/// of the small put script): the entity replaced whole under the new name,
+/// the stale copy under the old name gone in the same run, and the TTL of the
+/// copy it replaces taken by a key it creates; a key that exists keeps its own.
 #[tokio::test]
-async fn a_put_of_a_renamed_hash_kind_moves_the_ttl_and_drops_the_stale_copy() {
+async fn a_put_of_a_renamed_kind_moves_the_ttl_and_drops_the_stale_copy() {
     let Some(b) = or_skip(backend(), None).await else {
         return;
     };
-    let url = b.fresh_url();
-    let ns = tern_integration_tests::redis::prefix_of(&url);
+    for json in [false, true] {
+        let mut url = b.fresh_url();
+        if json {
+            url.push_str("&json=prev,next");
+        }
+        put_of_a_renamed_kind(&b, &url).await;
+    }
+}
+
+async fn put_of_a_renamed_kind(b: &tern_integration_tests::redis::RedisBackend, url: &str) {
+    let ns = tern_integration_tests::redis::prefix_of(url);
     let k = |rest: &str| format!("{ns}:{rest}");
     let mut conn = redis::Client::open(b.url())
         .unwrap()
@@ -254,7 +263,7 @@ async fn a_put_of_a_renamed_hash_kind_moves_the_ttl_and_drops_the_stale_copy() {
         .await
         .unwrap();
     let store: Arc<dyn tern_core::store::Store> = Arc::new(
-        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
+        RedisStore::connect(RedisConfig::from_url(url).unwrap())
             .await
             .unwrap(),
     );
@@ -268,6 +277,7 @@ async fn a_put_of_a_renamed_hash_kind_moves_the_ttl_and_drops_the_stale_copy() {
             .await
             .unwrap();
     }
+    let layout: String = q(&mut conn, redis::cmd("TYPE").arg(k("prev:1"))).await;
     q::<()>(
         &mut conn,
         redis::cmd("PEXPIRE").arg(k("prev:1")).arg(100_000),
@@ -288,19 +298,25 @@ async fn a_put_of_a_renamed_hash_kind_moves_the_ttl_and_drops_the_stale_copy() {
         .unwrap();
     for (id, want) in [("1", 4), ("2", 3)] {
         let got = lazy.get(&key("next", id)).await.unwrap().unwrap();
-        assert_eq!((got.version, got.value), (0, one(want)), "next:{id} whole");
+        assert_eq!(
+            (got.version, got.value),
+            (0, one(want)),
+            "{layout} next:{id} whole"
+        );
         let stale = q::<i64>(
             &mut conn,
             redis::cmd("EXISTS").arg(k(&format!("prev:{id}"))),
         )
         .await;
-        assert_eq!(stale, 0, "prev:{id} deleted with the put");
+        assert_eq!(stale, 0, "{layout} prev:{id} deleted with the put");
     }
+    let now: String = q(&mut conn, redis::cmd("TYPE").arg(k("next:1"))).await;
+    assert_eq!(now, layout, "the layout is kept");
     let ttl1 = q::<i64>(&mut conn, redis::cmd("PTTL").arg(k("next:1"))).await;
     assert!(
         ttl1 > 90_000 && ttl1 <= 100_000,
-        "next:1 took prev:1's TTL: {ttl1}"
+        "{layout} next:1 took prev:1's TTL: {ttl1}"
     );
     let ttl2 = q::<i64>(&mut conn, redis::cmd("PTTL").arg(k("next:2"))).await;
-    assert_eq!(ttl2, -1, "next:2 had no TTL to take");
+    assert_eq!(ttl2, -1, "{layout} next:2 had no TTL to take");
 }
