@@ -279,7 +279,7 @@ pub(crate) fn object_to_map(json: &Json) -> std::result::Result<Map, String> {
 /// [`value_from_json`], consuming the JSON: strings and property names move
 /// into the value instead of being copied (a read of a JSON-string entity
 /// allocates each once).
-fn value_into(json: Json) -> std::result::Result<Value, String> {
+pub(crate) fn value_into(json: Json) -> std::result::Result<Value, String> {
     match json {
         Json::String(s) => Ok(Value::String(s)),
         Json::Array(items) => items
@@ -457,19 +457,8 @@ pub(crate) fn entity_from_json(key: Key, text: &str, version_field: &str) -> Res
         Error::new(ErrorKind::InvalidData, format!("a JSON-string entity {m}"))
             .with_context("key", key.to_string())
     };
-    let mut json: Json =
-        serde_json::from_str(text).map_err(|e| bad("is not JSON").with_source(e))?;
-    let Json::Object(obj) = &mut json else {
-        return Err(bad("is not a JSON object"));
-    };
-    let version = match obj.remove(version_field) {
-        None => 0,
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| bad("has a version field that is not a non-negative integer"))?,
-    };
-    let value =
-        object_into_map(json).map_err(|e| bad(&format!("holds malformed typed JSON: {e}")))?;
+    let (version, value) = crate::typed_json::read_entity(text, version_field)
+        .map_err(|e| bad(&format!("cannot be read: {e}")))?;
     Ok(Entity {
         key,
         version,

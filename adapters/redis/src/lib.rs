@@ -21,6 +21,7 @@ mod lazy_ops;
 mod pushdown;
 mod rename;
 mod scanpos;
+mod typed_json;
 
 use std::sync::Arc;
 

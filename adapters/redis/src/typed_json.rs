@@ -1,0 +1,215 @@
+//! Reads a JSON-string entity straight into tern's values in one pass: no
+//! `serde_json::Value` tree built and then converted, so each string is
+//! allocated once. A tagged value (an object whose only key starts with `$`:
+//! `{"$float": ...}`, `{"$map": ...}`...) is read as JSON and given to the
+//! general conversion ([`codec::value_from_json`]), so every value reads as
+//! that conversion reads it.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value as Json;
+use tern_core::model::{Map, Value, Version};
+
+use crate::codec;
+
+/// The version (the `version_field` property, 0 without it) and the other
+/// properties of the JSON object `text`. Its top level is a map of
+/// properties, never a tagged value.
+///
+/// # Errors
+/// What is wrong, with serde_json's line and column for text that is not JSON.
+pub(crate) fn read_entity(text: &str, version_field: &str) -> Result<(Version, Map), String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let read = EntitySeed { version_field }
+        .deserialize(&mut de)
+        .map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(read)
+}
+
+/// The top level: properties and the version field.
+struct EntitySeed<'a> {
+    version_field: &'a str,
+}
+
+impl<'de> DeserializeSeed<'de> for EntitySeed<'_> {
+    type Value = (Version, Map);
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EntitySeed<'_> {
+    type Value = (Version, Map);
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let mut version = 0;
+        let mut map = Map::new();
+        while let Some(name) = m.next_key::<String>()? {
+            if name == self.version_field {
+                let v: Json = m.next_value()?;
+                version = v.as_u64().ok_or_else(|| {
+                    de::Error::custom("the version field is not a non-negative integer")
+                })?;
+            } else {
+                let v = m.next_value_seed(ValueSeed)?;
+                map.insert(name, v);
+            }
+        }
+        Ok((version, map))
+    }
+}
+
+/// One value below the top level.
+struct ValueSeed;
+
+/// A scalar through the general conversion (integers beyond 64 bits refused as there).
+fn scalar<E: de::Error>(json: Json) -> Result<Value, E> {
+    codec::value_from_json(&json).map_err(E::custom)
+}
+
+impl<'de> DeserializeSeed<'de> for ValueSeed {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ValueSeed {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Value, E> {
+        scalar(Json::from(n))
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Value, E> {
+        scalar(Json::from(n))
+    }
+
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<Value, E> {
+        scalar(Json::from(n))
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(s.size_hint().unwrap_or(0));
+        while let Some(v) = s.next_element_seed(ValueSeed)? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Value, A::Error> {
+        let mut map = Map::new();
+        let Some(first) = m.next_key::<String>()? else {
+            return Ok(Value::Map(map));
+        };
+        if first.starts_with('$') {
+            // Maybe a tag: it is one only if no other key follows.
+            let inner: Json = m.next_value()?;
+            let Some(second) = m.next_key::<String>()? else {
+                let tagged = Json::Object([(first, inner)].into_iter().collect());
+                return codec::value_from_json(&tagged).map_err(de::Error::custom);
+            };
+            map.insert(first, codec::value_into(inner).map_err(de::Error::custom)?);
+            let v = m.next_value_seed(ValueSeed)?;
+            map.insert(second, v);
+        } else {
+            let v = m.next_value_seed(ValueSeed)?;
+            map.insert(first, v);
+        }
+        while let Some(name) = m.next_key::<String>()? {
+            let v = m.next_value_seed(ValueSeed)?;
+            map.insert(name, v);
+        }
+        Ok(Value::Map(map))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The two-pass reading this module replaces: a JSON tree, then the
+    /// general conversion (the reference).
+    fn two_pass(text: &str, vf: &str) -> Result<(Version, Map), ()> {
+        let mut json: Json = serde_json::from_str(text).map_err(|_| ())?;
+        let Json::Object(obj) = &mut json else {
+            return Err(());
+        };
+        let version = match obj.remove(vf) {
+            None => 0,
+            Some(v) => v.as_u64().ok_or(())?,
+        };
+        Ok((version, codec::object_to_map(&json).map_err(|_| ())?))
+    }
+
+    #[test]
+    fn reads_as_the_two_pass_conversion() {
+        for text in [
+            r#"{}"#,
+            r#"{"_v":3,"a":[1,2.5,"s",null,true,{},[]]}"#,
+            r#"{"a":{"$float":"NaN:7ff8000000000001"}}"#,
+            r#"{"a":{"$float":"inf"}}"#,
+            r#"{"a":{"$float":5}}"#,
+            r#"{"a":{"$bytes":"AQI="}}"#,
+            r#"{"a":{"$date":12}}"#,
+            r#"{"a":{"$map":{"$float":1}}}"#,
+            r#"{"a":{"$map":3}}"#,
+            r#"{"a":{"$foo":1}}"#,
+            r#"{"a":{"$x":1,"y":{"$float":"-0"}}}"#,
+            r#"{"a":{"y":1,"$float":2}}"#,
+            r#"{"a":18446744073709551615}"#,
+            r#"{"a":-9223372036854775808,"b":1e300}"#,
+            r#"{"a":1,"a":2,"_v":1,"_v":4}"#,
+            r#"{"_v":-1}"#,
+            r#"{"_v":"1"}"#,
+            r#"[1]"#,
+            r#"{"a":1} x"#,
+            r#"{"a":"\u00e9\n"}"#,
+        ] {
+            let got = read_entity(text, "_v").map_err(|_| ());
+            assert_eq!(got, two_pass(text, "_v"), "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any map of values, written as tern writes it, reads back through
+        /// both readings alike.
+        #[test]
+        fn reads_what_tern_writes(map in tern_core::model::arb::arb_map()) {
+            proptest::prop_assume!(!map.contains_key("_v"));
+            let text = codec::map_to_object(&map).to_string();
+            let got = read_entity(&text, "_v").map_err(|_| ());
+            proptest::prop_assert_eq!(&got, &two_pass(&text, "_v"));
+            proptest::prop_assert_eq!(got, Ok((0, map)));
+        }
+    }
+}
