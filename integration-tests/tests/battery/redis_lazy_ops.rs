@@ -37,6 +37,15 @@ fn key(kind: &str, id: &str) -> Key {
     }
 }
 
+/// A plain connection to the server, beside the store.
+async fn raw(b: &tern_integration_tests::redis::RedisBackend) -> MultiplexedConnection {
+    redis::Client::open(b.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 async fn q<T: redis::FromRedisValue>(conn: &mut MultiplexedConnection, cmd: &mut redis::Cmd) -> T {
     cmd.query_async(conn).await.unwrap()
 }
@@ -50,11 +59,7 @@ async fn container_commands_run_on_the_migrated_entity() {
     let url = b.fresh_url();
     let ns = tern_integration_tests::redis::prefix_of(&url);
     let k = |rest: &str| format!("{ns}:{rest}");
-    let mut conn = redis::Client::open(b.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = raw(&b).await;
     // Data as the old application left it: no version tags, a TTL on one key.
     let old1 = k("amico:followers:1");
     q::<()>(
@@ -257,11 +262,7 @@ async fn a_put_of_a_renamed_kind_moves_the_ttl_and_drops_the_stale_copy() {
 async fn put_of_a_renamed_kind(b: &tern_integration_tests::redis::RedisBackend, url: &str) {
     let ns = tern_integration_tests::redis::prefix_of(url);
     let k = |rest: &str| format!("{ns}:{rest}");
-    let mut conn = redis::Client::open(b.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = raw(b).await;
     let store: Arc<dyn tern_core::store::Store> = Arc::new(
         RedisStore::connect(RedisConfig::from_url(url).unwrap())
             .await
