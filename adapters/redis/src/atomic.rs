@@ -15,9 +15,8 @@
 use tern_core::model::Key;
 use tern_core::store::{Error, ErrorKind, Guard, Result, Write, WriteOutcome};
 
-use crate::codec;
 use crate::config::KindLayout;
-use crate::core::{RedisStore, write_lua_prelude};
+use crate::core::{PutCall, RedisStore, write_lua_prelude};
 
 /// `KEYS`: per op, the entity's key and its version key. `ARGV[1]`: the
 /// version field; then per op its code (`A` absent, `U` unchanged + payload,
@@ -76,10 +75,8 @@ impl RedisStore {
                 "write_atomic on a Redis Cluster (the keys lie in different slots)",
             ));
         }
-        if let Some(call) = self.moving_puts(&guards, &writes)? {
-            let _: Vec<redis::Value> = self
-                .many_loading(&self.put_script, vec![call], "writing atomically")
-                .await?;
+        if let Some(puts) = self.moving_puts(&guards, &writes)? {
+            self.run_puts(puts, "writing atomically").await?;
             return Ok(WriteOutcome::Applied);
         }
         let mut keys: Vec<String> = Vec::new();
@@ -158,17 +155,15 @@ impl RedisStore {
     }
 }
 
-/// The index among `writes` of the delete of the entity of `key`'s id under
-/// another kind: the entity moves there from that key.
 impl RedisStore {
-    /// One call of [`crate::core::PUT_SCRIPT`] when the writes are puts of
-    /// hash or JSON-string kinds, each followed by the deletes of its copies
-    /// under former names (of those layouts too, same id), with no guard: a
-    /// lazy client's put of a kind with a former name (`None` for anything
-    /// else, which the atomic script runs). One script run, so all or
-    /// nothing, as the atomic script.
-    fn moving_puts(&self, guards: &[Guard], writes: &[Write]) -> Result<Option<redis::Cmd>> {
-        if !guards.is_empty() {
+    /// The [`PUT_SCRIPT`](crate::core::PUT_SCRIPT) calls of the writes when
+    /// they are puts of hash or JSON-string kinds, each followed by the
+    /// deletes of its copies under former names (of those layouts too, same
+    /// id), with no guard: a lazy client's put of a kind with a former name
+    /// (`None` for anything else, which the atomic script runs). One script
+    /// run on one server, so all or nothing, as the atomic script.
+    fn moving_puts(&self, guards: &[Guard], writes: &[Write]) -> Result<Option<Vec<PutCall>>> {
+        if !guards.is_empty() || writes.is_empty() {
             return Ok(None);
         }
         let simple = |k: &Key| {
@@ -177,8 +172,7 @@ impl RedisStore {
                 KindLayout::Hash | KindLayout::Json
             )
         };
-        let vf = self.config.version_field.as_str();
-        let (mut keys, mut args) = (Vec::new(), Vec::new());
+        let mut puts = Vec::new();
         let mut rest = writes;
         while let Some((first, after)) = rest.split_first() {
             let Write::Put(e) = first else {
@@ -196,27 +190,15 @@ impl RedisStore {
                     _ => None,
                 })
                 .collect();
-            keys.push(self.keys.entity_key(&e.key)?);
-            for d in &formers {
-                keys.push(self.keys.entity_key(d)?);
-            }
-            let (code, items) = match self.config.layout(&e.key.kind) {
-                KindLayout::Json => ("j", vec![codec::entity_to_json(e, vf)?]),
-                _ => ("h", codec::entity_to_hash(e, vf)?),
-            };
-            args.push(code.to_owned());
-            args.push(formers.len().to_string());
-            args.push(items.len().to_string());
-            args.extend(items);
+            puts.push(self.put_call(e, &formers)?);
             rest = after.get(formers.len()..).unwrap_or_default();
         }
-        if keys.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(self.put_call(&mut keys, &mut args)))
+        Ok(Some(puts))
     }
 }
 
+/// The index among `writes` of the delete of the entity of `key`'s id under
+/// another kind: the entity moves there from that key.
 fn moved_from(writes: &[Write], key: &tern_core::model::Key) -> Option<usize> {
     writes
         .iter()

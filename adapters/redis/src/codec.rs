@@ -276,39 +276,6 @@ pub(crate) fn object_to_map(json: &Json) -> std::result::Result<Map, String> {
     }
 }
 
-/// [`value_from_json`], consuming the JSON: strings and property names move
-/// into the value instead of being copied (a read of a JSON-string entity
-/// allocates each once).
-pub(crate) fn value_into(json: Json) -> std::result::Result<Value, String> {
-    match json {
-        Json::String(s) => Ok(Value::String(s)),
-        Json::Array(items) => items
-            .into_iter()
-            .map(value_into)
-            .collect::<std::result::Result<_, _>>()
-            .map(Value::Array),
-        // A tagged value (`{"$float": ...}`, `{"$map": ...}`) takes the general path.
-        Json::Object(ref obj)
-            if obj.len() == 1 && obj.keys().next().is_some_and(|k| k.starts_with('$')) =>
-        {
-            value_from_json(&json)
-        }
-        Json::Object(_) => object_into_map(json).map(Value::Map),
-        other => value_from_json(&other),
-    }
-}
-
-/// [`object_to_map`], consuming the JSON.
-pub(crate) fn object_into_map(json: Json) -> std::result::Result<Map, String> {
-    match json {
-        Json::Object(obj) => obj
-            .into_iter()
-            .map(|(k, v)| Ok((k, value_into(v)?)))
-            .collect(),
-        _ => Err("expected a JSON object".to_owned()),
-    }
-}
-
 /// A string id is itself, unless it starts with `#`; every other id (and such
 /// a string) is `#` followed by tern's typed JSON of the id: `7` → `#7`.
 pub(crate) fn encode_id(id: &Value) -> String {
@@ -567,20 +534,13 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// A JSON-string entity reads back as written, and reading consumes
-        /// the JSON to the same map the copying conversion gives.
+        /// A JSON-string entity reads back as written.
         #[test]
-        fn json_entities_round_trip(
-            entity in tern_core::model::arb::arb_entity("k"),
-            map in tern_core::model::arb::arb_map(),
-        ) {
-            if !entity.value.contains_key("_v") {
-                let text = entity_to_json(&entity, "_v").unwrap();
-                let back = entity_from_json(entity.key.clone(), &text, "_v").unwrap();
-                proptest::prop_assert_eq!(back, entity);
-            }
-            let json = map_to_object(&map);
-            proptest::prop_assert_eq!(object_into_map(json.clone()), object_to_map(&json));
+        fn json_entities_round_trip(entity in tern_core::model::arb::arb_entity("k")) {
+            proptest::prop_assume!(!entity.value.contains_key("_v"));
+            let text = entity_to_json(&entity, "_v").unwrap();
+            let back = entity_from_json(entity.key.clone(), &text, "_v").unwrap();
+            proptest::prop_assert_eq!(back, entity);
         }
 
         /// The shortcut never calls JSON text a plain string.

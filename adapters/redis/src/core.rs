@@ -449,70 +449,105 @@ impl RedisStore {
         self.config.layout(kind).type_name()
     }
 
-    /// The commands of a chunk of puts that need no call of the write script
-    /// (`None` for any other chunk), pipelined:
-    /// - puts of JSON-string kinds: `SET key json KEEPTTL` each, no script: the
-    ///   whole entity, its version inside, replaces the key in one command that
-    ///   keeps its TTL, as the write script's put does;
-    /// - puts of hash kinds: calls of [`PUT_SCRIPT`], one for the chunk on
-    ///   one server, one per put on a cluster (each in its key's slot).
-    fn plain_puts(&self, writes: &[Write]) -> Result<Option<Vec<redis::Cmd>>> {
-        let all = |layout: KindLayout| {
-            writes
-                .iter()
-                .all(|w| matches!(w, Write::Put(e) if self.config.layout(&e.key.kind) == layout))
-        };
-        let json = all(KindLayout::Json);
-        if !json && !all(KindLayout::Hash) {
-            return Ok(None);
-        }
+    /// The `SET key json KEEPTTL` of each write when every write of the chunk
+    /// is a put of a JSON-string kind (`None` otherwise). Such a put needs no
+    /// script: the whole entity, its version inside, replaces the key in one
+    /// command that keeps its TTL, as the write script's put does.
+    fn json_sets(&self, writes: &[Write]) -> Result<Option<Vec<redis::Cmd>>> {
         let vf = self.config.version_field.as_str();
-        let one_call = !json && self.nodes.is_empty();
-        let mut cmds = Vec::with_capacity(if one_call { 1 } else { writes.len() });
-        let (mut keys, mut args) = (Vec::new(), Vec::new());
+        let mut cmds = Vec::with_capacity(writes.len());
         for w in writes {
-            let Write::Put(e) = w else { continue };
-            let key = self.keys.entity_key(&e.key)?;
-            if json {
-                let mut cmd = redis::cmd("SET");
-                cmd.arg(key)
-                    .arg(codec::entity_to_json(e, vf)?)
-                    .arg("KEEPTTL");
-                cmds.push(cmd);
-                continue;
+            match w {
+                Write::Put(e) if self.config.layout(&e.key.kind) == KindLayout::Json => {
+                    let mut cmd = redis::cmd("SET");
+                    cmd.arg(self.keys.entity_key(&e.key)?)
+                        .arg(codec::entity_to_json(e, vf)?)
+                        .arg("KEEPTTL");
+                    cmds.push(cmd);
+                }
+                _ => return Ok(None),
             }
-            let items = codec::entity_to_hash(e, vf)?;
-            keys.push(key);
-            args.push("h".to_owned());
-            args.push("0".to_owned());
-            args.push(items.len().to_string());
-            args.extend(items);
-            if !one_call {
-                cmds.push(self.put_call(&mut keys, &mut args));
-            }
-        }
-        if one_call {
-            cmds.push(self.put_call(&mut keys, &mut args));
         }
         Ok(Some(cmds))
     }
 
-    /// One `EVALSHA` of [`PUT_SCRIPT`] for the puts gathered in `keys`
-    /// and `args` (left empty).
-    pub(crate) fn put_call(&self, keys: &mut Vec<String>, args: &mut Vec<String>) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.put_script.get_hash())
-            .arg(keys.len())
-            .arg(std::mem::take(keys))
-            .arg(std::mem::take(args));
-        cmd
+    /// The [`PUT_SCRIPT`] arguments of each write when every write of the
+    /// chunk is a put of a hash kind (`None` otherwise).
+    fn hash_puts(&self, writes: &[Write]) -> Result<Option<Vec<PutCall>>> {
+        let mut puts = Vec::with_capacity(writes.len());
+        for w in writes {
+            match w {
+                Write::Put(e) if self.config.layout(&e.key.kind) == KindLayout::Hash => {
+                    puts.push(self.put_call(e, &[])?);
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(puts))
     }
 
-    /// Sends `cmds` in one pipeline; where a script they call is not loaded
-    /// (`NOSCRIPT`: a server restarted, or a cluster master that never ran
-    /// it), loads `script` (on every master of a cluster) and sends them again
-    /// once.
-    pub(crate) async fn many_loading<T: redis::FromRedisValue>(
+    /// The [`PUT_SCRIPT`] keys and arguments of the put of `e` (of a hash or
+    /// JSON-string kind) with the deletes of its copies under `formers`.
+    pub(crate) fn put_call(&self, e: &Entity, formers: &[&Key]) -> Result<PutCall> {
+        let vf = self.config.version_field.as_str();
+        let mut keys = Vec::with_capacity(1 + formers.len());
+        keys.push(self.keys.entity_key(&e.key)?);
+        for d in formers {
+            keys.push(self.keys.entity_key(d)?);
+        }
+        let (code, items) = match self.config.layout(&e.key.kind) {
+            KindLayout::Json => ("j", vec![codec::entity_to_json(e, vf)?]),
+            _ => ("h", codec::entity_to_hash(e, vf)?),
+        };
+        let mut args = Vec::with_capacity(3 + items.len());
+        args.push(code.to_owned());
+        args.push(formers.len().to_string());
+        args.push(items.len().to_string());
+        args.extend(items);
+        Ok(PutCall { keys, args })
+    }
+
+    /// Runs [`PUT_SCRIPT`] for `puts`: one call for all of them on one server
+    /// (the script is loaded when missing), one per put on a cluster (each in
+    /// its key's slot).
+    pub(crate) async fn run_puts(&self, puts: Vec<PutCall>, what: &str) -> Result<()> {
+        if self.nodes.is_empty() {
+            let mut invocation = self.put_script.prepare_invoke();
+            for p in &puts {
+                for k in &p.keys {
+                    invocation.key(k);
+                }
+            }
+            for p in &puts {
+                for a in &p.args {
+                    invocation.arg(a);
+                }
+            }
+            let _: redis::Value = invocation
+                .invoke_async(&mut self.conn())
+                .await
+                .map_err(|e| self.err(what, e))?;
+            return Ok(());
+        }
+        let cmds = puts
+            .into_iter()
+            .map(|p| {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(self.put_script.get_hash())
+                    .arg(p.keys.len())
+                    .arg(p.keys)
+                    .arg(p.args);
+                cmd
+            })
+            .collect();
+        let _: Vec<redis::Value> = self.many_loading(&self.put_script, cmds, what).await?;
+        Ok(())
+    }
+
+    /// Sends `cmds` (script calls on a cluster) in one pipeline; where the
+    /// script is not loaded (`NOSCRIPT`: a master restarted, or one that
+    /// never ran it), loads `script` on every master and sends them again once.
+    async fn many_loading<T: redis::FromRedisValue>(
         &self,
         script: &redis::Script,
         cmds: Vec<redis::Cmd>,
@@ -532,10 +567,16 @@ impl RedisStore {
     /// Writes one chunk in one call of the write script: KEYS are each
     /// write's key and its version key (see [`WRITE_SCRIPT`]).
     pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
-        if let Some(puts) = self.plain_puts(writes)? {
+        if let Some(sets) = self.json_sets(writes)? {
             let _: Vec<redis::Value> = self
-                .many_loading(&self.put_script, puts, "writing entities")
-                .await?;
+                .conn()
+                .many(sets)
+                .await
+                .map_err(|e| self.err("writing entities", e))?;
+            return Ok(vec![WriteOutcome::Applied; writes.len()]);
+        }
+        if let Some(puts) = self.hash_puts(writes)? {
+            self.run_puts(puts, "writing entities").await?;
             return Ok(vec![WriteOutcome::Applied; writes.len()]);
         }
         // Per write: its two keys and its arguments.
@@ -743,18 +784,12 @@ end
 }
 pub(crate) use write_lua_prelude;
 
-/// One batch of writes, each atomic (the whole call is, in fact).
-///
-/// KEYS: per write, the entity's key and its version key (used by containers
-/// only; it shares the key's cluster slot). `ARGV[1]` is the version field;
-/// then per write: op (`P`ut, `I`nsert, `R`eplace, `D`elete), layout code
-/// (`h` hash, `j` JSON string, `t` plain string, `s` set, `l` list, `z`
-/// sorted set), and payloads, each a count followed by that many strings
-/// (field/value pairs for a hash; the JSON text; for containers the version,
-/// then the value, members, items or score/member pairs). `R` has two
-/// payloads: the expected entity, then the new one. A replaced key keeps its
-/// TTL (and the version key gets it). Returns one integer per write: 1
-/// applied, 0 conflict.
+/// The keys and arguments of one put in a call of [`PUT_SCRIPT`].
+pub(crate) struct PutCall {
+    keys: Vec<String>,
+    args: Vec<String>,
+}
+
 /// Puts of hash and JSON-string entities, each whole, keeping its TTL, each
 /// with the deletes of its stale copies under former kind names in the same
 /// run. `KEYS`: for each put its key, then its former copies; `ARGV`: for
@@ -775,13 +810,14 @@ while j <= #KEYS do
   redis.call('DEL', k)
   if lay == 'j' then
     redis.call('SET', k, ARGV[a])
-    a = stop + 1
+  else
+    while a <= stop do
+      local last = math.min(a + 999, stop)
+      redis.call('HSET', k, unpack(ARGV, a, last))
+      a = last + 1
+    end
   end
-  while a <= stop do
-    local last = math.min(a + 999, stop)
-    redis.call('HSET', k, unpack(ARGV, a, last))
-    a = last + 1
-  end
+  a = stop + 1
   if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
   for f = 1, formers do redis.call('DEL', KEYS[j + f]) end
   j = j + 1 + formers
@@ -789,6 +825,18 @@ end
 return 1
 "#;
 
+/// One batch of writes, each atomic (the whole call is, in fact).
+///
+/// KEYS: per write, the entity's key and its version key (used by containers
+/// only; it shares the key's cluster slot). `ARGV[1]` is the version field;
+/// then per write: op (`P`ut, `I`nsert, `R`eplace, `D`elete), layout code
+/// (`h` hash, `j` JSON string, `t` plain string, `s` set, `l` list, `z`
+/// sorted set), and payloads, each a count followed by that many strings
+/// (field/value pairs for a hash; the JSON text; for containers the version,
+/// then the value, members, items or score/member pairs). `R` has two
+/// payloads: the expected entity, then the new one. A replaced key keeps its
+/// TTL (and the version key gets it). Returns one integer per write: 1
+/// applied, 0 conflict.
 pub(crate) const WRITE_SCRIPT: &str = concat!(
     write_lua_prelude!(),
     r#"

@@ -137,7 +137,10 @@ impl<'de> Visitor<'de> for ValueSeed {
                 let tagged = Json::Object([(first, inner)].into_iter().collect());
                 return codec::value_from_json(&tagged).map_err(de::Error::custom);
             };
-            map.insert(first, codec::value_into(inner).map_err(de::Error::custom)?);
+            map.insert(
+                first,
+                codec::value_from_json(&inner).map_err(de::Error::custom)?,
+            );
             let v = m.next_value_seed(ValueSeed)?;
             map.insert(second, v);
         } else {
