@@ -512,21 +512,34 @@ impl RedisStore {
     /// its key's slot).
     pub(crate) async fn run_puts(&self, puts: Vec<PutCall>, what: &str) -> Result<()> {
         if self.nodes.is_empty() {
-            let mut invocation = self.put_script.prepare_invoke();
+            // One command, sent by reference: sent again after loading the
+            // script, it is neither rebuilt nor copied.
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(self.put_script.get_hash())
+                .arg(puts.iter().map(|p| p.keys.len()).sum::<usize>());
             for p in &puts {
-                for k in &p.keys {
-                    invocation.key(k);
-                }
+                cmd.arg(&p.keys);
             }
             for p in &puts {
-                for a in &p.args {
-                    invocation.arg(a);
+                cmd.arg(&p.args);
+            }
+            let failed = |e| self.err(what, e);
+            let mut conn = self.conn();
+            let sent: redis::RedisResult<redis::Value> = cmd.query_async(&mut conn).await;
+            match sent {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    self.put_script
+                        .load_async(&mut conn)
+                        .await
+                        .map_err(failed)?;
+                    let _: redis::Value = cmd.query_async(&mut conn).await.map_err(failed)?;
+                }
+                other => {
+                    other.map_err(failed)?;
                 }
             }
-            let _: redis::Value = invocation
-                .invoke_async(&mut self.conn())
-                .await
-                .map_err(|e| self.err(what, e))?;
             return Ok(());
         }
         let cmds = puts
