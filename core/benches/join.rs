@@ -16,7 +16,7 @@
 //! on the system allocator (glibc's malloc), for comparison.
 //!
 //! `--join-memory BYTES` sets the index's memory budget (default 64 MiB);
-//! `--cache-mb N` redb's page cache (default the embedded store's, 64 MiB).
+//! `--cache-mb N` redb's page cache (default the embedded store's, 32 MiB).
 //! `--index-only N` builds and probes the index of N users alone, without a
 //! store (the memory bound at 10M sources: `--index-only 10000000`).
 

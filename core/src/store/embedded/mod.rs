@@ -43,7 +43,7 @@
 //! # Memory
 //!
 //! redb keeps a page cache (reads, and the write buffer of a transaction, at
-//! most half of it): [`DEFAULT_CACHE_BYTES`] (64 MiB) unless
+//! most half of it): [`DEFAULT_CACHE_BYTES`] (32 MiB) unless
 //! [`EmbeddedOptions::cache_bytes`] or the URL (`embedded:PATH?cache_mb=N`)
 //! says otherwise; redb's own default of 1 GiB would let a long scan of a
 //! large file take that much.
@@ -77,10 +77,12 @@ const ENTITIES: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("t
 const META: TableDefinition<'static, &str, (u64, &str)> = TableDefinition::new("tern_meta");
 
 /// redb's page cache of an embedded store unless [`EmbeddedOptions`] say
-/// otherwise: 64 MiB (redb's own default is 1 GiB, which dominated the
-/// memory of a `tern up` over 1M entities; docs/benchmarks.md "Move and copy
-/// by index" measures both).
-pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+/// otherwise: 32 MiB. redb's own default is 1 GiB, which dominated the memory
+/// of a `tern up` over 1M entities; with 64 MiB a move/copy over 1M entities
+/// (its 64 MiB join index beside the cache) peaked just over 200 MB, with 32
+/// MiB it peaks at 150-175 MB and runs as fast (docs/benchmarks.md, "redb's
+/// page cache" and "Move and copy by index").
+pub const DEFAULT_CACHE_BYTES: usize = 32 << 20;
 
 /// How an embedded store is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
