@@ -427,3 +427,93 @@ async fn the_progress_total_is_the_stores_estimate_without_a_counting_pass() {
         "the census counted after the stage"
     );
 }
+
+/// Which full passes a kind rename makes: the counts of a kind, and the rename
+/// passes started from the beginning of the old kind.
+#[derive(Debug, Default)]
+struct PassSpy {
+    counts: std::sync::Mutex<Vec<String>>,
+    rename_passes: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait]
+impl Intercept for PassSpy {
+    async fn count(
+        &self,
+        inner: &dyn Store,
+        kind: &str,
+        filter: tern_core::store::Filter,
+    ) -> tern_core::store::Result<u64> {
+        self.counts.lock().unwrap().push(kind.to_owned());
+        inner.count(kind, filter).await
+    }
+    async fn rename_kind(
+        &self,
+        inner: &dyn Store,
+        request: tern_core::store::RenameKindRequest,
+    ) -> tern_core::store::Result<tern_core::store::RenameKindPage> {
+        if request.cursor.is_none() && request.limit > 0 {
+            self.rename_passes.fetch_add(1, Ordering::SeqCst);
+        }
+        inner.rename_kind(request).await
+    }
+}
+
+/// A migration whose only stage renames a kind passes over each name as
+/// often as it must and no more (on Redis each pass is a SCAN of the whole
+/// database): the new name counted once (empty before anything moves), the
+/// old name twice (the batches, then the census pass that proves nothing is
+/// left). With a later stage, the migration's census passes over the old
+/// name once more (old code may write it meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_rename_passes_over_each_name_no_more_than_it_must() {
+    for (script, counts_of_post, passes) in [
+        ("rename kind blogpost to post", 1, 2),
+        // + the census of `post` below the add's version.
+        ("rename kind blogpost to post\nadd post.seen = true", 2, 3),
+    ] {
+        let spy = Intercepted::new(
+            Arc::new(tern_core::store::memory::MemoryStore::new()),
+            PassSpy::default(),
+        );
+        let store = Arc::new(spy);
+        load(store.as_ref(), &blog(5, 2)).await;
+        let posts = inner_count(store.as_ref(), "blogpost").await;
+        assert!(posts > 0);
+        store.hooks().counts.lock().unwrap().clear();
+        let report = migrator(Arc::clone(&store) as Arc<dyn Store>, &[(1, script)], 2)
+            .up(None)
+            .await
+            .unwrap();
+        assert_eq!(report.applied.len(), 1);
+        let counts = store.hooks().counts.lock().unwrap().clone();
+        assert_eq!(
+            counts.iter().filter(|k| *k == "post").count(),
+            counts_of_post,
+            "{script:?}: counts {counts:?}"
+        );
+        assert_eq!(
+            store.hooks().rename_passes.load(Ordering::SeqCst),
+            passes,
+            "{script:?}"
+        );
+        assert_eq!(
+            inner_count(store.as_ref(), "blogpost").await,
+            0,
+            "{script:?}: nothing left under the old name"
+        );
+        assert_eq!(
+            inner_count(store.as_ref(), "post").await,
+            posts,
+            "{script:?}: every post moved"
+        );
+    }
+}
+
+/// The entities of `kind` in `store`.
+async fn inner_count(store: &dyn Store, kind: &str) -> u64 {
+    store
+        .count(kind, tern_core::store::Filter::all())
+        .await
+        .unwrap()
+}

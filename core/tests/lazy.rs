@@ -101,3 +101,90 @@ async fn the_sweep_takes_at_most_call_size_entities_per_server_side_call() {
         );
     }
 }
+
+/// The kinds a sweep scanned and counted.
+#[derive(Debug, Default)]
+struct ReadSpy(std::sync::Mutex<Vec<String>>);
+
+#[async_trait]
+impl tern_testkit::intercept::Intercept for ReadSpy {
+    async fn scan(
+        &self,
+        inner: &dyn Store,
+        kind: &str,
+        request: tern_core::store::ScanRequest,
+    ) -> tern_core::store::Result<tern_core::store::ScanPage> {
+        self.0.lock().unwrap().push(format!("scan {kind}"));
+        inner.scan(kind, request).await
+    }
+    async fn count(
+        &self,
+        inner: &dyn Store,
+        kind: &str,
+        filter: tern_core::store::Filter,
+    ) -> tern_core::store::Result<u64> {
+        self.0.lock().unwrap().push(format!("count {kind}"));
+        inner.count(kind, filter).await
+    }
+}
+
+/// The sweep of a lazy kind rename with no other step (KVolve's Amico update)
+/// re-keys the former name and proves it empty, and neither scans nor counts
+/// the new name: a kind at version 0 holds nothing stale, and on Redis each
+/// would read every entity there. With a step, the new name is swept and
+/// counted as before.
+#[tokio::test]
+async fn a_pure_kind_rename_sweeps_only_the_former_name() {
+    use tern_core::lazy::{SweepOptions, sweep};
+    use tern_core::migrate::LeaseOptions;
+    use tern_core::model::{Entity, Key, Map, Value};
+    use tern_core::store::memory::MemoryStore;
+    use tern_core::store::{Filter, Write};
+    use tern_testkit::intercept::Intercepted;
+
+    for (script, reads_new_name) in [
+        ("lazy\nrename kind blogpost to post\n", false),
+        (
+            "lazy\nrename kind blogpost to post\nadd post.likes = 0\n",
+            true,
+        ),
+    ] {
+        let hooked = Arc::new(Intercepted::new(
+            Arc::new(MemoryStore::new()),
+            ReadSpy::default(),
+        ));
+        let store: Arc<dyn Store> = hooked.clone();
+        let writes = (0..40)
+            .map(|i| {
+                let value = Map::from([("n".to_owned(), Value::Int(i))]);
+                Write::Put(Entity::new(Key::new("blogpost", i).unwrap(), value))
+            })
+            .collect();
+        store.write_batch(writes).await.unwrap();
+        tern_testkit::lazy::up(&store, &[(1, script)])
+            .await
+            .unwrap();
+        hooked.hooks().0.lock().unwrap().clear();
+        let report = sweep::sweep(
+            Arc::clone(&store),
+            &LeaseOptions::default(),
+            &Default::default(),
+            &SweepOptions::default(),
+        )
+        .await
+        .unwrap();
+        let reads = hooked.hooks().0.lock().unwrap().clone();
+        assert_eq!(report.remaining(), 0, "{script:?}");
+        assert_eq!(store.count("blogpost", Filter::all()).await.unwrap(), 0);
+        assert_eq!(store.count("post", Filter::all()).await.unwrap(), 40);
+        assert_eq!(
+            reads.iter().any(|r| r.ends_with(" post")),
+            reads_new_name,
+            "{script:?}: {reads:?}"
+        );
+        assert!(
+            reads.iter().any(|r| r == "count blogpost"),
+            "{script:?}: the census counts the former name: {reads:?}"
+        );
+    }
+}

@@ -28,17 +28,30 @@ pub(crate) const SCAN_STEPS_PER_PAGE: usize = 64;
 /// (each checkpointed by the engine) instead of blocking the server longer.
 pub const MAX_KEYS_PER_SCRIPT: usize = 1000;
 
-/// The COUNT of a SCAN step of a page with `room` keys left: `room` (so that
-/// Redis returns hardly more than the page takes), but [`SCAN_COUNT`] for a
-/// small room (tests, tiny batches: a step then visits enough of a big
-/// database, and is cut) and at least `floor` (raised after steps that found
-/// few keys of the pattern).
-fn scan_count(room: usize, floor: usize) -> usize {
-    if room < 2 * MAX_PENDING {
+/// The COUNT of a SCAN step of a page with `room` keys left, when the page's
+/// steps so far asked for `asked` and returned `found` keys of the pattern.
+///
+/// The first step asks for `room` (Redis returns hardly more than it is asked
+/// for), at least `2 * MAX_PENDING` (a tiny page, e.g. a lazy sweep's call of
+/// 100 keys or a test's page of 7, then visits enough of a big database; in a
+/// dense one its step is cut). Later steps ask for what
+/// should fill the room at the share of keys the pattern matched so far
+/// (`room * asked / found`; [`SCAN_COUNT`] while nothing matched), at most
+/// [`SCAN_COUNT`]. So the last step of a page where the pattern is a fifth of
+/// the keys asks for five times its room instead of a full [`SCAN_COUNT`],
+/// and rarely overflows the page by more than [`MAX_PENDING`]: such a step is
+/// cut and repeated, and a repeated step visits the same part of the keyspace
+/// only if no key of it was removed meanwhile (a kind rename removes every key
+/// it takes; a key it misses is left to the census pass).
+fn scan_count(room: usize, asked: usize, found: usize) -> usize {
+    let ask = if asked == 0 {
+        room.max(2 * MAX_PENDING)
+    } else if found == 0 {
         SCAN_COUNT
     } else {
-        room.max(floor).min(SCAN_COUNT)
-    }
+        room.saturating_mul(asked).div_ceil(found)
+    };
+    ask.clamp(1, SCAN_COUNT)
 }
 
 /// About how many keys one call of the count script examines (one SCAN step
@@ -301,20 +314,18 @@ impl RedisStore {
             pos.done = next == 0;
         }
         let mut out = std::mem::take(&mut pos.pending);
-        let mut floor = 1;
+        let (mut asked, mut found) = (0, 0);
         let mut steps = 0;
         while out.len() < limit && !pos.done && steps < SCAN_STEPS_PER_PAGE {
             let room = limit - out.len();
-            let ask = scan_count(room, floor);
+            let ask = scan_count(room, asked, found);
             let step_cursor = pos.cursor;
             let (next, mut keys) = self
                 .scan_keys(node, step_cursor, pattern, ask, type_name)
                 .await?;
             steps += 1;
-            if keys.len() < ask / 2 {
-                // Few keys of the pattern here: visit more per step.
-                floor = (ask * 2).min(SCAN_COUNT);
-            }
+            asked += ask;
+            found += keys.len();
             if keys.len() > room + MAX_PENDING {
                 keys.sort_unstable();
                 keys.dedup();

@@ -51,7 +51,7 @@ pub(crate) struct Compiled {
 ///
 /// KEYS are keys a previous SCAN step returned beyond the previous batch (the
 /// cursor carries them), taken first. Then SCAN steps (COUNT as in
-/// `backend::scan_count`, no TYPE: keys of other types are skipped when read)
+/// `core::scan_count`, no TYPE: keys of other types are skipped when read)
 /// until the batch is full, the iteration ends or `max_steps` steps ran. A
 /// step that returns far more keys than the batch can take is cut in sorted
 /// order (`mode` `repeat`: repeat it at `cur` with COUNT `count`, skipping up to `after`).
@@ -63,16 +63,20 @@ for _, k in ipairs(KEYS) do
   keys[nk] = k
 end
 local mode, count, after = 'scan', 0, ''
-local floor, steps = 1, 0
+local asked, found, steps = 0, 0, 0
 while nk < limit and scanning and steps < max_steps do
   local room = limit - nk
   local ask = 1000
-  if room >= 128 then ask = math.min(math.max(room, floor), 1000) end
+  if asked == 0 then
+    ask = math.min(math.max(room, 128), 1000)
+  elseif found > 0 then
+    ask = math.max(1, math.min(math.ceil(room * asked / found), 1000))
+  end
   local step = cur
   local r = call('SCAN', step, 'MATCH', pattern, 'COUNT', ask)
   steps = steps + 1
   local got = r[2]
-  if #got < ask / 2 then floor = math.min(ask * 2, 1000) end
+  asked, found = asked + ask, found + #got
   if #got > room + 64 then
     table.sort(got)
     local last = nil

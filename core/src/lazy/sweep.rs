@@ -260,7 +260,7 @@ impl Sweeper<'_> {
         let mut stale = 0;
         for pass in 0..self.options.passes.max(1) {
             let in_store = pass == 0 && self.options.pushdown;
-            for name in &names {
+            for name in names.iter().filter(|n| may_hold_stale(chain, n)) {
                 let mut cursor = None;
                 if let Some(r) = resume.take() {
                     if &r.name != name {
@@ -536,11 +536,23 @@ fn stale_filter(chain: &KindChain, name: &str) -> Filter {
     }
 }
 
+/// Whether `name` may hold stale entities of the kind: every former name may;
+/// the kind's own name unless the kind is at version 0, below which no entity
+/// can be (a pure kind rename: sweeping or counting the new name would read
+/// every entity there to find none).
+fn may_hold_stale(chain: &KindChain, name: &str) -> bool {
+    name != chain.kind || chain.version > 0
+}
+
 /// How many entities of the kind are still stale (under its name and former names).
 pub async fn census(store: &dyn Store, chain: &KindChain) -> Result<u64> {
-    let mut n = store
-        .count(&chain.kind, stale_filter(chain, &chain.kind))
-        .await?;
+    let mut n = if may_hold_stale(chain, &chain.kind) {
+        store
+            .count(&chain.kind, stale_filter(chain, &chain.kind))
+            .await?
+    } else {
+        0
+    };
     for f in &chain.formers {
         n += store.count(f, Filter::all()).await?;
     }

@@ -437,7 +437,8 @@ impl Migrator {
         let doc = lease.snapshot().await;
         let plan = plan::plan(m, &doc.kinds);
         let history = plan::history(&self.set, m.id);
-        let prebuilt = if doc.running.is_none() {
+        let prechecked = doc.running.is_none();
+        let prebuilt = if prechecked {
             self.prechecks(store.as_ref(), m, &plan, mode, progress)
                 .await?
         } else {
@@ -450,6 +451,7 @@ impl Migrator {
             collect_conflicts: mode.is_dry(),
             started,
             prebuilt: std::sync::Mutex::new(prebuilt),
+            renames_prechecked: prechecked,
             ..self.runner(store.as_ref(), (m.id, &m.name), lease, progress, &history)
         };
         let mut total = self
@@ -783,7 +785,27 @@ impl Migrator {
     /// what old application code wrote there during later stages).
     async fn census_and_sweep(&self, runner: &Runner<'_>, plan: &Plan) -> Result<u64> {
         let mut swept = 0u64;
+        // A rename that is the migration's last stage has just proved, in its
+        // own census, that nothing is left under its old name: no later stage
+        // ran meanwhile, so another full pass would only repeat that proof.
+        let proven = runner
+            .rename_proven
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let proven_last = match (plan.stages.last(), proven) {
+            (Some(Stage::RenameKind { from, to }), Some(p)) => {
+                (*from == p.0 && *to == p.1).then_some(p)
+            }
+            _ => None,
+        };
         for rename in &plan.renames {
+            if proven_last
+                .as_ref()
+                .is_some_and(|(f, t)| *f == rename.from && *t == rename.to)
+            {
+                continue;
+            }
             let mut pos = Position::default();
             runner
                 .rename_census(None, &rename.from, &rename.to, &mut pos)
@@ -913,6 +935,8 @@ impl Migrator {
             processed_in_run: std::sync::atomic::AtomicU64::new(0),
             unmatched: std::sync::atomic::AtomicU64::new(0),
             prebuilt: std::sync::Mutex::new(None),
+            renames_prechecked: false,
+            rename_proven: std::sync::Mutex::new(None),
         }
     }
 }

@@ -175,6 +175,12 @@ pub(crate) struct Runner<'a> {
     pub(crate) unmatched: std::sync::atomic::AtomicU64,
     /// The index of the first stage's move or copy, built and checked before the run.
     pub(crate) prebuilt: std::sync::Mutex<Option<JoinIndex>>,
+    /// This run's prechecks found the new name of the first stage's kind
+    /// rename empty (so the stage, starting right after, need not count it again).
+    pub(crate) renames_prechecked: bool,
+    /// The kind rename (`from`, `to`) whose stage census last proved, in this
+    /// run, that no entity is left under `from`.
+    pub(crate) rename_proven: std::sync::Mutex<Option<(String, String)>>,
 }
 
 fn store_err(context: &str) -> impl FnOnce(crate::store::Error) -> MigrateError + '_ {
