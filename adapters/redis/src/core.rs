@@ -377,6 +377,7 @@ impl RedisStore {
         }
         let layout = self.config.layout(kind);
         let vf = self.config.version_field.as_str();
+        let read_script = self.script(containers::READ_SCRIPT);
         let mut cmds = Vec::with_capacity(redis_keys.len());
         for k in redis_keys {
             let mut cmd;
@@ -390,8 +391,9 @@ impl RedisStore {
                     cmd.arg(k);
                 }
                 _ => {
-                    cmd = redis::cmd("EVAL");
-                    cmd.arg(containers::READ_SCRIPT)
+                    // By hash: the script's text is not sent (nor hashed by the server) per key.
+                    cmd = redis::cmd("EVALSHA");
+                    cmd.arg(read_script.get_hash())
                         .arg(2)
                         .arg(k)
                         .arg(self.keys.version_key(k))
@@ -429,8 +431,10 @@ impl RedisStore {
                 }
             }
             _ => {
-                let rows: Vec<Option<Vec<Vec<u8>>>> =
-                    self.conn().many(cmds).await.map_err(failed)?;
+                let rows: Vec<Option<Vec<Vec<u8>>>> = self
+                    .many_loading(&read_script, cmds, "reading entities")
+                    .await
+                    .map_err(|e| e.with_context("kind", kind))?;
                 for (i, row) in rows.into_iter().enumerate() {
                     out.push(containers::from_items(key_of(i)?, layout, row)?);
                 }

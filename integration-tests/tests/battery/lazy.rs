@@ -139,4 +139,85 @@ mod redis_restart {
         server.wait().unwrap();
         report("redis-own", test, "passed");
     }
+
+    /// A server that lost its scripts (a restart without persistence of the
+    /// script cache, a failover, `SCRIPT FLUSH`) still answers every store
+    /// call that runs one by its hash: the container read script (reads of
+    /// sorted sets, one `EVALSHA` per key in a pipeline) and the hash put
+    /// script are loaded again and the calls sent again. Its own server: a
+    /// flush would disturb the tests sharing the CI one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_by_script_hash_survive_a_server_that_lost_its_scripts() {
+        let test = "calls_by_script_hash_survive_a_server_that_lost_its_scripts";
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            report(
+                "redis-own",
+                test,
+                "skipped: redis-server is not installed (scripts/servers.sh install)",
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = tern_integration_tests::common::free_port().unwrap();
+        let url = format!("redis://127.0.0.1:{port}");
+        let mut server = start(dir.path(), port);
+        let store = connect(&format!("{url}/0?zset=z")).await;
+        let zset = |i: i64| {
+            let mut value = Map::new();
+            let pairs = vec![Value::Array(vec![
+                Value::from(format!("m{i}")),
+                Value::Float(i as f64),
+            ])];
+            value.insert("members".into(), Value::Array(pairs));
+            Entity::new(Key::new("z", i).unwrap(), value)
+        };
+        let hash = |i: i64| {
+            let mut value = Map::new();
+            value.insert("a".into(), Value::Int(i));
+            Entity::new(Key::new("h", i).unwrap(), value)
+        };
+        let flush_scripts = || async {
+            let client = redis::Client::open(url.as_str()).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let _: () = redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        };
+        for round in 0..2i64 {
+            let (z, h) = (zset(round), hash(round));
+            store
+                .write_batch(vec![Write::Put(z.clone())])
+                .await
+                .unwrap();
+            store
+                .write_batch(vec![Write::Put(h.clone())])
+                .await
+                .unwrap();
+            let keys = [z.key.clone(), h.key.clone()];
+            for k in &keys {
+                let got = store.get(k).await.unwrap();
+                assert_eq!(
+                    got.as_ref().map(|e| &e.value),
+                    Some(if k.kind == "z" { &z.value } else { &h.value }),
+                    "round {round}: {k}"
+                );
+            }
+            // Lost after the first round's calls loaded them.
+            flush_scripts().await;
+        }
+        let many = store
+            .get_many(&[Key::new("z", 0).unwrap(), Key::new("z", 1).unwrap()])
+            .await
+            .unwrap();
+        assert_eq!(many.iter().flatten().count(), 2, "{many:?}");
+        server.kill().unwrap();
+        server.wait().unwrap();
+        report("redis-own", test, "passed");
+    }
 }
