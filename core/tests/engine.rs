@@ -14,7 +14,7 @@ use tern_testkit::battery::{
     Backend, MemoryBackend, RELEASE2, RELEASE3, blog, export, load, memory_export, migrator,
     reference_export,
 };
-use tern_testkit::intercept::{Intercept, Intercepted, TwoCalls};
+use tern_testkit::intercept::{Intercept, Intercepted, PassLog, TwoCalls};
 
 mod memory {
     tern_testkit::battery_tests!("memory", async { Ok::<_, String>(super::MemoryBackend) });
@@ -428,37 +428,6 @@ async fn the_progress_total_is_the_stores_estimate_without_a_counting_pass() {
     );
 }
 
-/// Which full passes a kind rename makes: the counts of a kind, and the rename
-/// passes started from the beginning of the old kind.
-#[derive(Debug, Default)]
-struct PassSpy {
-    counts: std::sync::Mutex<Vec<String>>,
-    rename_passes: std::sync::atomic::AtomicU64,
-}
-
-#[async_trait]
-impl Intercept for PassSpy {
-    async fn count(
-        &self,
-        inner: &dyn Store,
-        kind: &str,
-        filter: tern_core::store::Filter,
-    ) -> tern_core::store::Result<u64> {
-        self.counts.lock().unwrap().push(kind.to_owned());
-        inner.count(kind, filter).await
-    }
-    async fn rename_kind(
-        &self,
-        inner: &dyn Store,
-        request: tern_core::store::RenameKindRequest,
-    ) -> tern_core::store::Result<tern_core::store::RenameKindPage> {
-        if request.cursor.is_none() && request.limit > 0 {
-            self.rename_passes.fetch_add(1, Ordering::SeqCst);
-        }
-        inner.rename_kind(request).await
-    }
-}
-
 /// A migration whose only stage renames a kind passes over each name as
 /// often as it must and no more (on Redis each pass is a SCAN of the whole
 /// database): the new name counted once (empty before anything moves), the
@@ -474,29 +443,26 @@ async fn a_kind_rename_passes_over_each_name_no_more_than_it_must() {
     ] {
         let spy = Intercepted::new(
             Arc::new(tern_core::store::memory::MemoryStore::new()),
-            PassSpy::default(),
+            PassLog::default(),
         );
         let store = Arc::new(spy);
         load(store.as_ref(), &blog(5, 2)).await;
         let posts = inner_count(store.as_ref(), "blogpost").await;
         assert!(posts > 0);
-        store.hooks().counts.lock().unwrap().clear();
+        store.hooks().clear();
         let report = migrator(Arc::clone(&store) as Arc<dyn Store>, &[(1, script)], 2)
             .up(None)
             .await
             .unwrap();
         assert_eq!(report.applied.len(), 1);
-        let counts = store.hooks().counts.lock().unwrap().clone();
+        let log = store.hooks();
         assert_eq!(
-            counts.iter().filter(|k| *k == "post").count(),
+            log.times("count post"),
             counts_of_post,
-            "{script:?}: counts {counts:?}"
+            "{script:?}: {:?}",
+            log.calls()
         );
-        assert_eq!(
-            store.hooks().rename_passes.load(Ordering::SeqCst),
-            passes,
-            "{script:?}"
-        );
+        assert_eq!(log.times("rename blogpost"), passes, "{script:?}");
         assert_eq!(
             inner_count(store.as_ref(), "blogpost").await,
             0,

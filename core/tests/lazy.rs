@@ -102,32 +102,6 @@ async fn the_sweep_takes_at_most_call_size_entities_per_server_side_call() {
     }
 }
 
-/// The kinds a sweep scanned and counted.
-#[derive(Debug, Default)]
-struct ReadSpy(std::sync::Mutex<Vec<String>>);
-
-#[async_trait]
-impl tern_testkit::intercept::Intercept for ReadSpy {
-    async fn scan(
-        &self,
-        inner: &dyn Store,
-        kind: &str,
-        request: tern_core::store::ScanRequest,
-    ) -> tern_core::store::Result<tern_core::store::ScanPage> {
-        self.0.lock().unwrap().push(format!("scan {kind}"));
-        inner.scan(kind, request).await
-    }
-    async fn count(
-        &self,
-        inner: &dyn Store,
-        kind: &str,
-        filter: tern_core::store::Filter,
-    ) -> tern_core::store::Result<u64> {
-        self.0.lock().unwrap().push(format!("count {kind}"));
-        inner.count(kind, filter).await
-    }
-}
-
 /// The sweep of a lazy kind rename with no other step (KVolve's Amico update)
 /// re-keys the former name and proves it empty, and neither scans nor counts
 /// the new name: a kind at version 0 holds nothing stale, and on Redis each
@@ -140,7 +114,7 @@ async fn a_pure_kind_rename_sweeps_only_the_former_name() {
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::memory::MemoryStore;
     use tern_core::store::{Filter, Write};
-    use tern_testkit::intercept::Intercepted;
+    use tern_testkit::intercept::{Intercepted, PassLog};
 
     for (script, reads_new_name) in [
         ("lazy\nrename kind blogpost to post\n", false),
@@ -151,7 +125,7 @@ async fn a_pure_kind_rename_sweeps_only_the_former_name() {
     ] {
         let hooked = Arc::new(Intercepted::new(
             Arc::new(MemoryStore::new()),
-            ReadSpy::default(),
+            PassLog::default(),
         ));
         let store: Arc<dyn Store> = hooked.clone();
         let writes = (0..40)
@@ -164,7 +138,7 @@ async fn a_pure_kind_rename_sweeps_only_the_former_name() {
         tern_testkit::lazy::up(&store, &[(1, script)])
             .await
             .unwrap();
-        hooked.hooks().0.lock().unwrap().clear();
+        hooked.hooks().clear();
         let report = sweep::sweep(
             Arc::clone(&store),
             &LeaseOptions::default(),
@@ -173,7 +147,7 @@ async fn a_pure_kind_rename_sweeps_only_the_former_name() {
         )
         .await
         .unwrap();
-        let reads = hooked.hooks().0.lock().unwrap().clone();
+        let reads = hooked.hooks().calls();
         assert_eq!(report.remaining(), 0, "{script:?}");
         assert_eq!(store.count("blogpost", Filter::all()).await.unwrap(), 0);
         assert_eq!(store.count("post", Filter::all()).await.unwrap(), 40);

@@ -251,3 +251,57 @@ impl Intercept for TornWrite {
         inner.meta_cas(name, change).await
     }
 }
+
+/// Records, in order, the store calls that pass over a kind: each `count`
+/// (`"count KIND"`), each `scan` page (`"scan KIND"`) and each `rename_kind`
+/// call that starts a pass over the old kind (`"rename FROM"`). On Redis each
+/// pass is a SCAN of the whole database: tests count them with this.
+#[derive(Debug, Default)]
+pub struct PassLog(std::sync::Mutex<Vec<String>>);
+
+impl PassLog {
+    /// The calls recorded so far.
+    pub fn calls(&self) -> Vec<String> {
+        self.lock().clone()
+    }
+
+    /// How many recorded calls are `call`.
+    pub fn times(&self, call: &str) -> usize {
+        self.lock().iter().filter(|c| *c == call).count()
+    }
+
+    /// Forgets the calls recorded so far.
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl Intercept for PassLog {
+    async fn count(&self, inner: &dyn Store, kind: &str, filter: Filter) -> Result<u64> {
+        self.lock().push(format!("count {kind}"));
+        inner.count(kind, filter).await
+    }
+
+    async fn scan(&self, inner: &dyn Store, kind: &str, request: ScanRequest) -> Result<ScanPage> {
+        self.lock().push(format!("scan {kind}"));
+        inner.scan(kind, request).await
+    }
+
+    async fn rename_kind(
+        &self,
+        inner: &dyn Store,
+        request: RenameKindRequest,
+    ) -> Result<RenameKindPage> {
+        if request.cursor.is_none() && request.limit > 0 {
+            self.lock().push(format!("rename {}", request.from));
+        }
+        inner.rename_kind(request).await
+    }
+}

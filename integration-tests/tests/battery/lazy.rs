@@ -51,6 +51,27 @@ mod redis_restart {
             .unwrap()
     }
 
+    /// A server of `test`'s own on a free port: its directory, port, URL and
+    /// process; `None` (reported as a skip) where redis-server is not installed.
+    fn own_server(test: &str) -> Option<(tempfile::TempDir, u16, String, Child)> {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            report(
+                "redis-own",
+                test,
+                "skipped: redis-server is not installed (scripts/servers.sh install)",
+            );
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = tern_integration_tests::common::free_port().unwrap();
+        let server = start(dir.path(), port);
+        Some((dir, port, format!("redis://127.0.0.1:{port}"), server))
+    }
+
     async fn connect(url: &str) -> Arc<dyn Store> {
         for _ in 0..100 {
             if let Ok(store) = tern_integration_tests::redis::open(url).await {
@@ -64,22 +85,9 @@ mod redis_restart {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_redis_restart_between_install_and_first_access_keeps_the_spec() {
         let test = "a_redis_restart_between_install_and_first_access_keeps_the_spec";
-        if Command::new("redis-server")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            report(
-                "redis-own",
-                test,
-                "skipped: redis-server is not installed (scripts/servers.sh install)",
-            );
+        let Some((dir, port, url, mut server)) = own_server(test) else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let port = tern_integration_tests::common::free_port().unwrap();
-        let url = format!("redis://127.0.0.1:{port}");
-        let mut server = start(dir.path(), port);
+        };
         let store = connect(&url).await;
         let writes = (0..50)
             .map(|i| {
@@ -149,22 +157,9 @@ mod redis_restart {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_by_script_hash_survive_a_server_that_lost_its_scripts() {
         let test = "calls_by_script_hash_survive_a_server_that_lost_its_scripts";
-        if Command::new("redis-server")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            report(
-                "redis-own",
-                test,
-                "skipped: redis-server is not installed (scripts/servers.sh install)",
-            );
+        let Some((_dir, _, url, mut server)) = own_server(test) else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let port = tern_integration_tests::common::free_port().unwrap();
-        let url = format!("redis://127.0.0.1:{port}");
-        let mut server = start(dir.path(), port);
+        };
         let store = connect(&format!("{url}/0?zset=z")).await;
         let zset = |i: i64| {
             let mut value = Map::new();
