@@ -256,11 +256,17 @@ impl Sweeper<'_> {
             .iter()
             .cloned()
             .chain(std::iter::once(chain.kind.clone()))
+            .filter(|n| may_hold_stale(chain, n))
             .collect();
+        // A checkpoint on a name that holds nothing stale (an earlier
+        // version's sweep of a pure rename's new name): nothing left to resume.
+        if resume.as_ref().is_some_and(|r| !names.contains(&r.name)) {
+            *resume = None;
+        }
         let mut stale = 0;
         for pass in 0..self.options.passes.max(1) {
             let in_store = pass == 0 && self.options.pushdown;
-            for name in names.iter().filter(|n| may_hold_stale(chain, n)) {
+            for name in &names {
                 let mut cursor = None;
                 if let Some(r) = resume.take() {
                     if &r.name != name {
