@@ -4,7 +4,9 @@
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Script, Value,
+};
 
 /// A master of a cluster: where per-node commands (SCAN) go.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -89,13 +91,45 @@ impl Conn {
                 }
                 pipe.query_async(c).await
             }
-            Conn::Cluster(c) => {
-                futures::future::try_join_all(cmds.into_iter().map(|cmd| {
-                    let mut c = c.clone();
-                    async move { cmd.query_async::<T>(&mut c).await }
-                }))
-                .await
+            Conn::Cluster(c) => each(c, &cmds).await,
+        }
+    }
+
+    /// Runs `cmds` as [`Conn::many`] does; where `script` is not loaded
+    /// (`NOSCRIPT`: a server or master restarted, failed over, or never ran
+    /// it), loads it (on every master) and runs them again, once. The
+    /// commands are built once and sent by reference both times.
+    pub(crate) async fn many_loading<T: FromRedisValue>(
+        &mut self,
+        script: &Script,
+        cmds: Vec<Cmd>,
+    ) -> RedisResult<Vec<T>> {
+        if cmds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let no_script =
+            |e: &RedisError| e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript);
+        match self {
+            Conn::Single(c) => {
+                let mut pipe = redis::pipe();
+                for cmd in cmds {
+                    pipe.add_command(cmd);
+                }
+                match pipe.query_async(c).await {
+                    Err(e) if no_script(&e) => {
+                        script.load_async(c).await?;
+                        pipe.query_async(c).await
+                    }
+                    other => other,
+                }
             }
+            Conn::Cluster(c) => match each(c, &cmds).await {
+                Err(e) if no_script(&e) => {
+                    script.load_async(c).await?;
+                    each(c, &cmds).await
+                }
+                other => other,
+            },
         }
     }
 
@@ -127,4 +161,13 @@ impl Conn {
         nodes.dedup();
         Ok(nodes)
     }
+}
+
+/// Each of `cmds` on the cluster, concurrently (each routed by its own key).
+async fn each<T: FromRedisValue>(c: &ClusterConnection, cmds: &[Cmd]) -> RedisResult<Vec<T>> {
+    futures::future::try_join_all(cmds.iter().map(|cmd| {
+        let mut c = c.clone();
+        async move { cmd.query_async::<T>(&mut c).await }
+    }))
+    .await
 }

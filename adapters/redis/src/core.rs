@@ -73,6 +73,8 @@ pub struct RedisStore {
     pub(crate) write_script: Arc<redis::Script>,
     /// [`PUT_SCRIPT`].
     pub(crate) put_script: Arc<redis::Script>,
+    /// [`containers::READ_SCRIPT`]: reads a container and its version tag.
+    read_script: Arc<redis::Script>,
     pub(crate) meta_script: Arc<redis::Script>,
     /// Scripts of the feature files and generated pushdown scripts, by text
     /// (one per stage shape), each made once.
@@ -147,6 +149,7 @@ impl RedisStore {
             nodes: Arc::new(nodes),
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
             put_script: Arc::new(redis::Script::new(PUT_SCRIPT)),
+            read_script: Arc::new(redis::Script::new(containers::READ_SCRIPT)),
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
             scripts: Arc::default(),
             read_scripts: Arc::default(),
@@ -377,7 +380,6 @@ impl RedisStore {
         }
         let layout = self.config.layout(kind);
         let vf = self.config.version_field.as_str();
-        let read_script = self.script(containers::READ_SCRIPT);
         let mut cmds = Vec::with_capacity(redis_keys.len());
         for k in redis_keys {
             let mut cmd;
@@ -393,7 +395,7 @@ impl RedisStore {
                 _ => {
                     // By hash: the script's text is not sent (nor hashed by the server) per key.
                     cmd = redis::cmd("EVALSHA");
-                    cmd.arg(read_script.get_hash())
+                    cmd.arg(self.read_script.get_hash())
                         .arg(2)
                         .arg(k)
                         .arg(self.keys.version_key(k))
@@ -432,7 +434,7 @@ impl RedisStore {
             }
             _ => {
                 let rows: Vec<Option<Vec<Vec<u8>>>> = self
-                    .many_loading(&read_script, cmds, "reading entities")
+                    .many_loading(&self.read_script, cmds, "reading entities")
                     .await
                     .map_err(|e| e.with_context("kind", kind))?;
                 for (i, row) in rows.into_iter().enumerate() {
@@ -522,74 +524,42 @@ impl RedisStore {
         Ok(PutCall { keys, args })
     }
 
-    /// Runs [`PUT_SCRIPT`] for `puts`: one call for all of them on one server
-    /// (the script is loaded when missing), one per put on a cluster (each in
-    /// its key's slot).
+    /// Runs [`PUT_SCRIPT`] for `puts`: one call for all of them on one server,
+    /// one per put on a cluster (each in its key's slot).
     pub(crate) async fn run_puts(&self, puts: Vec<PutCall>, what: &str) -> Result<()> {
-        if self.nodes.is_empty() {
-            // One command, sent by reference: sent again after loading the
-            // script, it is neither rebuilt nor copied.
+        let call = |puts: &[PutCall]| {
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(self.put_script.get_hash())
                 .arg(puts.iter().map(|p| p.keys.len()).sum::<usize>());
-            for p in &puts {
+            for p in puts {
                 cmd.arg(&p.keys);
             }
-            for p in &puts {
+            for p in puts {
                 cmd.arg(&p.args);
             }
-            let failed = |e| self.err(what, e);
-            let mut conn = self.conn();
-            let sent: redis::RedisResult<redis::Value> = cmd.query_async(&mut conn).await;
-            match sent {
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    self.put_script
-                        .load_async(&mut conn)
-                        .await
-                        .map_err(failed)?;
-                    let _: redis::Value = cmd.query_async(&mut conn).await.map_err(failed)?;
-                }
-                other => {
-                    other.map_err(failed)?;
-                }
-            }
-            return Ok(());
-        }
-        let cmds = puts
-            .into_iter()
-            .map(|p| {
-                let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(self.put_script.get_hash())
-                    .arg(p.keys.len())
-                    .arg(p.keys)
-                    .arg(p.args);
-                cmd
-            })
-            .collect();
+            cmd
+        };
+        let cmds = if self.nodes.is_empty() {
+            vec![call(&puts)]
+        } else {
+            puts.chunks(1).map(call).collect()
+        };
         let _: Vec<redis::Value> = self.many_loading(&self.put_script, cmds, what).await?;
         Ok(())
     }
 
-    /// Sends `cmds` (script calls on a cluster) in one pipeline; where the
-    /// script is not loaded (`NOSCRIPT`: a master restarted, or one that
-    /// never ran it), loads `script` on every master and sends them again once.
+    /// [`Conn::many_loading`](crate::conn::Conn::many_loading), its error
+    /// naming `what` and the store.
     async fn many_loading<T: redis::FromRedisValue>(
         &self,
         script: &redis::Script,
         cmds: Vec<redis::Cmd>,
         what: &str,
     ) -> Result<Vec<T>> {
-        let failed = |e| self.err(what, e);
-        let mut conn = self.conn();
-        match conn.many(cmds.clone()).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                script.load_async(&mut conn).await.map_err(failed)?;
-                conn.many(cmds).await.map_err(failed)
-            }
-            other => other.map_err(failed),
-        }
+        self.conn()
+            .many_loading(script, cmds)
+            .await
+            .map_err(|e| self.err(what, e))
     }
 
     /// Writes one chunk in one call of the write script: KEYS are each
