@@ -22,7 +22,7 @@ use crate::lang::eval::{self, EvalOptions, SourceOutcome, TargetResolution};
 use crate::lang::join::{self, Group, GroupKey};
 use crate::model::codec::{self, ValueReader};
 use crate::model::{Entity, Key, Value};
-use crate::store::{Filter, ScanRequest, Store, VersionFilter};
+use crate::store::{Cursor, Filter, ScanPage, ScanRequest, Store, VersionFilter};
 
 use super::error::{MigrateError, Result};
 use super::flat_table::FlatTable;
@@ -719,9 +719,35 @@ fn top_level<'a>(paths: impl Iterator<Item = &'a Vec<String>>) -> Vec<String> {
 }
 
 impl Reading<'_> {
+    /// One page of the entities of `kind` after `cursor`.
+    async fn page(
+        &self,
+        kind: &str,
+        filter: &Filter,
+        cursor: Option<Cursor>,
+        properties: &[String],
+    ) -> Result<ScanPage> {
+        self.store
+            .scan_projected(
+                kind,
+                ScanRequest {
+                    filter: filter.clone(),
+                    cursor,
+                    limit: self.page.max(100),
+                },
+                properties,
+            )
+            .await
+            .map_err(MigrateError::store("reading a kind for a move or copy"))
+    }
+
     /// Calls `each` with every page of the entities of `kind` that pass
     /// `filter`, each holding at least the top-level `properties`
-    /// ([`Store::scan_projected`]: these passes write nothing back).
+    /// ([`Store::scan_projected`]: these passes write nothing back). The next
+    /// page is asked for before `each` works on the current one, so the
+    /// store (its blocking thread, or a server) reads while this thread
+    /// works: these passes write nothing, so what the next page holds does
+    /// not depend on `each`.
     async fn scan(
         &self,
         kind: &str,
@@ -732,27 +758,20 @@ impl Reading<'_> {
     ) -> Result<()> {
         let mut pass =
             Pass::start(self.progress, self.store, description, kind, self.estimate).await;
-        let mut cursor = None;
+        let mut page = self.page(kind, &filter, None, properties).await?;
         loop {
-            let page = self
-                .store
-                .scan_projected(
-                    kind,
-                    ScanRequest {
-                        filter: filter.clone(),
-                        cursor,
-                        limit: self.page.max(100),
-                    },
-                    properties,
-                )
-                .await
-                .map_err(MigrateError::store("reading a kind for a move or copy"))?;
             pass.page(page.entities.len());
-            each(page.entities)?;
-            match page.cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
-            }
+            let Some(cursor) = page.cursor.take() else {
+                each(page.entities)?;
+                break;
+            };
+            let entities = page.entities;
+            let (next, done) =
+                futures::join!(self.page(kind, &filter, Some(cursor), properties), async {
+                    each(entities)
+                });
+            done?;
+            page = next?;
         }
         pass.finish();
         Ok(())
