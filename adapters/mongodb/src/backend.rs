@@ -108,6 +108,60 @@ impl Store for MongoStore {
         Ok(ScanPage { entities, cursor })
     }
 
+    /// A pass that writes nothing reads its documents straight from one
+    /// server cursor kept open from page to page, only the fields it needs
+    /// (`properties`, those the filter tests, the version), where
+    /// [`Store::scan`] reads the page's ids from the cursor and then the
+    /// documents as they are now by `_id` range: a server whose range read
+    /// grows with the collection (SecantusDB) then pays it once a pass, not
+    /// once a page. The documents are as the cursor found them (SecantusDB's
+    /// holds the matches from the moment it opened), which a pass that
+    /// writes nothing may use.
+    async fn scan_projected(
+        &self,
+        kind: &str,
+        request: ScanRequest,
+        properties: &[String],
+    ) -> Result<ScanPage> {
+        let limit = request.limit.clamp(1, 100_000);
+        let query = self.scan_query(&request.filter);
+        let mut projection = doc! { "_id": 1, codec::VERSION_FIELD: 1 };
+        let tested = request
+            .filter
+            .conditions
+            .iter()
+            .filter_map(|c| c.path.first());
+        for name in properties.iter().chain(tested) {
+            projection.insert(codec::escape_name(name), 1);
+        }
+        let docs = self
+            .batch_docs(
+                kind,
+                query,
+                Some(projection),
+                request.cursor.as_ref(),
+                limit,
+                "scan: reading a page for a pass that writes nothing",
+            )
+            .await?;
+        let cursor = if docs.len() >= limit {
+            docs.last()
+                .and_then(|d| d.get("_id"))
+                .map(crate::core::encode_cursor)
+        } else {
+            None
+        };
+        let mut entities = Vec::with_capacity(docs.len());
+        for d in &docs {
+            let e = codec::document_to_entity(kind, d)
+                .map_err(|e| e.with_context("kind", kind.to_owned()))?;
+            if request.filter.matches(&e) {
+                entities.push(e);
+            }
+        }
+        Ok(ScanPage { entities, cursor })
+    }
+
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
         match self.get_doc(&key.kind, &codec::id_to_bson(&key.id)).await? {
             Some(d) => codec::document_to_entity(&key.kind, &d)

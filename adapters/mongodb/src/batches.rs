@@ -27,23 +27,19 @@ use tern_core::store::{Cursor, Result};
 
 use crate::core::{MongoStore, after_id, and, decode_cursor, driver_error, encode_cursor};
 
-/// Reads up to `limit` ids from `cursor`.
+/// Reads up to `limit` documents from `cursor`.
 async fn read(
     cursor: &mut mongodb::Cursor<Document>,
     limit: usize,
-) -> mongodb::error::Result<Vec<Bson>> {
-    let mut ids = Vec::with_capacity(limit);
-    while ids.len() < limit {
+) -> mongodb::error::Result<Vec<Document>> {
+    let mut docs = Vec::with_capacity(limit);
+    while docs.len() < limit {
         match cursor.try_next().await? {
-            Some(mut d) => {
-                if let Some(id) = d.remove("_id") {
-                    ids.push(id);
-                }
-            }
+            Some(d) => docs.push(d),
             None => break,
         }
     }
-    Ok(ids)
+    Ok(docs)
 }
 
 impl MongoStore {
@@ -58,8 +54,31 @@ impl MongoStore {
         limit: usize,
         purpose: &'static str,
     ) -> Result<Vec<Bson>> {
+        let docs = self
+            .batch_docs(kind, query, Some(doc! { "_id": 1 }), cursor, limit, purpose)
+            .await?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|mut d| d.remove("_id"))
+            .collect())
+    }
+
+    /// The next `limit` documents of `kind` matching `query` after `cursor`,
+    /// in `_id` order, each holding what `projection` keeps (all of it when
+    /// `None`), read from the kept cursor of the previous batch where there
+    /// is one: as they were when that cursor opened (see the module
+    /// documentation). Fewer than `limit` means there are no more.
+    pub(crate) async fn batch_docs(
+        &self,
+        kind: &str,
+        query: Document,
+        projection: Option<Document>,
+        cursor: Option<&Cursor>,
+        limit: usize,
+        purpose: &'static str,
+    ) -> Result<Vec<Document>> {
         let started = Instant::now();
-        let signature = Bson::Document(query.clone())
+        let signature = Bson::Document(doc! { "q": query.clone(), "p": projection.clone() })
             .into_canonical_extjson()
             .to_string();
         let at = cursor.map(|c| c.0.clone()).unwrap_or_default();
@@ -69,20 +88,20 @@ impl MongoStore {
                 .with_context("kind", kind.to_owned())
         };
         let open_cursor = self.open_cursors.take(kind, &signature, &at);
-        // The ids read from `open` (an `age` cursor): logged, the cursor kept if more may follow.
-        let done = |ids: Vec<Bson>, open, age: &str| {
+        // The documents read from `open` (an `age` cursor): logged, the cursor kept if more may follow.
+        let done = |docs: Vec<Document>, open, age: &str| {
             tracing::debug!(
                 kind,
-                ids = ids.len(),
+                docs = docs.len(),
                 ms = started.elapsed().as_secs_f64() * 1e3,
-                "{purpose}: ids ({age} cursor)"
+                "{purpose}: documents ({age} cursor)"
             );
-            self.keep_if_more(kind, signature, &ids, limit, open);
-            ids
+            self.keep_if_more(kind, signature, &docs, limit, open);
+            docs
         };
         if let Some(mut open) = open_cursor {
             match read(&mut open, limit).await {
-                Ok(ids) => return Ok(done(ids, open, "open")),
+                Ok(docs) => return Ok(done(docs, open, "open")),
                 // Timed out or killed on the server: start again from `cursor`.
                 Err(e) => {
                     tracing::debug!(kind, error = %e, "{purpose}: the open cursor failed; reopening");
@@ -99,25 +118,29 @@ impl MongoStore {
         let coll = self.collection(kind);
         let mut open = coll
             .find(and(parts))
-            .projection(doc! { "_id": 1 })
-            .sort(doc! { "_id": 1 })
-            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
+            .with_options(
+                mongodb::options::FindOptions::builder()
+                    .projection(projection)
+                    .sort(doc! { "_id": 1 })
+                    .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
+                    .build(),
+            )
             .await
             .map_err(ctx)?;
-        let ids = read(&mut open, limit).await.map_err(ctx)?;
-        Ok(done(ids, open, "new"))
+        let docs = read(&mut open, limit).await.map_err(ctx)?;
+        Ok(done(docs, open, "new"))
     }
 
     fn keep_if_more(
         &self,
         kind: &str,
         signature: String,
-        ids: &[Bson],
+        docs: &[Document],
         limit: usize,
         open: mongodb::Cursor<Document>,
     ) {
-        if ids.len() >= limit {
-            if let Some(last) = ids.last() {
+        if docs.len() >= limit {
+            if let Some(last) = docs.last().and_then(|d| d.get("_id")) {
                 self.open_cursors
                     .keep(kind, signature, encode_cursor(last).0, open);
             }

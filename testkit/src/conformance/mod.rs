@@ -45,7 +45,8 @@ pub use meta::{metadata_cas, metadata_list, metadata_not_kinds};
 pub use pushdown::{get_advanced, update_in_place};
 pub use rename::rename_kind;
 pub use scan::{
-    count_and_census, kinds_isolated, scan_filter, scan_pagination, scan_resume, scan_skips_deleted,
+    count_and_census, kinds_isolated, scan_filter, scan_pagination, scan_projected_pages,
+    scan_resume, scan_skips_deleted,
 };
 
 /// A broken promise of the contract, found by a check.
@@ -206,6 +207,7 @@ pub async fn run_all(store: Arc<dyn Store>) -> Result<(), Failures> {
         scan_resume(s),
         scan_filter(s),
         scan_skips_deleted(s),
+        scan_projected_pages(s),
         kinds_isolated(s),
         count_and_census(s),
         metadata_cas(s),

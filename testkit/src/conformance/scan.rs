@@ -427,3 +427,130 @@ pub async fn count_and_census(store: &dyn Store) -> CheckResult {
     }
     clear_kinds(store, &[&kind]).await
 }
+
+/// A projected scan ([`Store::scan_projected`]) visits what a whole scan
+/// visits, once each, with the filter still judged on the whole stored
+/// entity: every entity that passes it, at its version, holding each named
+/// property as stored (any other property it keeps is as stored too). Two
+/// such scans of one kind read page by page in turn do not disturb each
+/// other (a store may keep a cursor open between pages).
+pub async fn scan_projected_pages(store: &dyn Store) -> CheckResult {
+    let ns = Namespace::new();
+    let kind = ns.kind("projected");
+    let entities: Vec<_> = (0i64..23)
+        .map(|i| {
+            let mut props = vec![("n", Value::Int(i % 4)), ("big", Value::Int(i * 1000))];
+            if i % 5 != 0 {
+                props.push(("a", format!("a{i}").into()));
+            }
+            entity(&kind, i, (i % 3) as u64, &props)
+        })
+        .collect();
+    put_all(store, &entities).await?;
+    let names = ["a".to_owned()];
+    let filters = [
+        Filter::all(),
+        Filter {
+            version: VersionFilter::Any,
+            conditions: vec![Condition::eq("n", Value::Int(1))],
+        },
+        Filter {
+            version: VersionFilter::Exactly(2),
+            conditions: Vec::new(),
+        },
+    ];
+    for filter in &filters {
+        let want: BTreeMap<Key, _> = entities
+            .iter()
+            .filter(|e| filter.matches(e))
+            .map(|e| (e.key.clone(), e))
+            .collect();
+        for limit in [1, 2, 5, 7, 100] {
+            // Two scans read in turn, page after page.
+            let (mut first, mut second) = (Projected::default(), Projected::default());
+            while !(first.done && second.done) {
+                first.next(store, &kind, filter, &names, limit).await?;
+                second.next(store, &kind, filter, &names, limit).await?;
+            }
+            for seen in [first.seen, second.seen] {
+                let keys: Vec<&Key> = seen.iter().map(|e| &e.key).collect();
+                let unique: BTreeSet<&Key> = keys.iter().copied().collect();
+                ensure_eq!(
+                    keys.len(),
+                    unique.len(),
+                    "a projected scan (limit {limit}, {filter:?}) returned an entity twice"
+                );
+                ensure_eq!(
+                    unique,
+                    want.keys().collect::<BTreeSet<_>>(),
+                    "the keys of a projected scan (limit {limit}, {filter:?})"
+                );
+                for e in &seen {
+                    let Some(stored) = want.get(&e.key) else {
+                        continue;
+                    };
+                    ensure_eq!(e.version, stored.version, "the version of {}", e.key);
+                    ensure_eq!(
+                        e.value.get("a"),
+                        stored.value.get("a"),
+                        "the projected property of {}",
+                        e.key
+                    );
+                    for (name, v) in &e.value {
+                        ensure_eq!(
+                            Some(v),
+                            stored.value.get(name),
+                            "property {name} of {} in a projected scan",
+                            e.key
+                        );
+                    }
+                }
+            }
+        }
+    }
+    clear_kinds(store, &[&kind]).await
+}
+
+/// One projected scan read a page at a time.
+#[derive(Default)]
+struct Projected {
+    seen: Vec<tern_core::model::Entity>,
+    cursor: Option<Cursor>,
+    done: bool,
+    pages: usize,
+}
+
+impl Projected {
+    async fn next(
+        &mut self,
+        store: &dyn Store,
+        kind: &str,
+        filter: &Filter,
+        names: &[String],
+        limit: usize,
+    ) -> Result<(), Failure> {
+        if self.done {
+            return Ok(());
+        }
+        self.pages += 1;
+        ensure!(
+            self.pages < 1000,
+            "a projected scan of 23 entities did not end"
+        );
+        let page = store
+            .scan_projected(
+                kind,
+                tern_core::store::ScanRequest {
+                    filter: filter.clone(),
+                    cursor: self.cursor.take(),
+                    limit,
+                },
+                names,
+            )
+            .await?;
+        self.seen.extend(page.entities);
+        self.cursor = page.cursor;
+        self.done = self.cursor.is_none();
+        Ok(())
+    }
+}
