@@ -28,8 +28,8 @@ use crate::lang::eval::{self, TargetResolution};
 use crate::lang::{Statement, Transfer};
 use crate::model::{Entity, Key, Map, Value, Version};
 use crate::store::{
-    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanRequest, Store,
-    StoreExt, VersionFilter, Write, WriteOutcome,
+    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanPage, ScanRequest,
+    Store, StoreExt, VersionFilter, Write, WriteOutcome,
 };
 
 /// How to run batches.
@@ -346,6 +346,25 @@ impl Runner<'_> {
         }
     }
 
+    /// The page of a stage's scan of `kind` at exactly `from` after `cursor`.
+    async fn stage_page(
+        &self,
+        kind: &str,
+        from: Version,
+        cursor: Option<Cursor>,
+    ) -> crate::store::Result<ScanPage> {
+        self.store
+            .scan(
+                kind,
+                ScanRequest {
+                    filter: Filter::at_version(from),
+                    cursor,
+                    limit: self.options.batch_size,
+                },
+            )
+            .await
+    }
+
     /// Scans `kind` at exactly `from` in batches; `compute` turns each read
     /// entity into its new state (or `None` to leave it). Conflicts are re-read
     /// and recomputed while the entity is still at `from`.
@@ -358,19 +377,14 @@ impl Runner<'_> {
         compute: Compute<'_>,
     ) -> Result<()> {
         let mut batch_no = 0u64;
+        // The next page, read while the current batch was written.
+        let mut ahead: Option<(Cursor, ScanPage)> = None;
         loop {
             self.check_continue()?;
-            let page = self
-                .store
-                .scan(
-                    kind,
-                    ScanRequest {
-                        filter: Filter::at_version(from),
-                        cursor: pos.cursor.clone(),
-                        limit: self.options.batch_size,
-                    },
-                )
-                .await;
+            let page = match ahead.take() {
+                Some((at, page)) if pos.cursor.as_ref() == Some(&at) => Ok(page),
+                _ => self.stage_page(kind, from, pos.cursor.clone()).await,
+            };
             let page = match page {
                 Ok(p) => p,
                 Err(e) if e.kind() == ErrorKind::InvalidCursor && pos.cursor.is_some() => {
@@ -395,20 +409,33 @@ impl Runner<'_> {
                         from: pos.cursor.clone(),
                         next: page.cursor.clone(),
                     });
-            let written = self
-                .write_batch(
-                    BatchAt {
-                        index,
-                        phase: pos.phase,
-                        batch_no,
-                        from,
-                    },
-                    page.entities,
-                    &compute,
-                    with_checkpoint.as_ref(),
-                    &mut counts,
-                )
-                .await?;
+            let write = self.write_batch(
+                BatchAt {
+                    index,
+                    phase: pos.phase,
+                    batch_no,
+                    from,
+                },
+                page.entities,
+                &compute,
+                with_checkpoint.as_ref(),
+                &mut counts,
+            );
+            // Reading the next page while this batch is written is sound: a
+            // batch writes only the entities of its own page, and the next
+            // page holds entities after its cursor still at `from`. Not
+            // under a rate limit, where the page would wait (and age) in
+            // memory. A failed read ahead is read again, and its error
+            // handled, at the top of the loop.
+            let written = match page.cursor.clone() {
+                Some(next) if self.options.max_rate.is_none_or(|r| r <= 0.0) => {
+                    let (written, read) =
+                        futures::join!(write, self.stage_page(kind, from, Some(next.clone())));
+                    ahead = read.ok().map(|p| (next, p));
+                    written?
+                }
+                _ => write.await?,
+            };
             counts.unmatched_sources += self.unmatched.swap(0, std::sync::atomic::Ordering::SeqCst);
             if !written.before_checkpoint {
                 self.fault(self.point(index, pos.phase, batch_no, FaultAt::BeforeCheckpoint))?;
