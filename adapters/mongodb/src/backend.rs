@@ -17,6 +17,20 @@ use crate::codec;
 use crate::config::MONGO_SCHEME;
 use crate::core::{META_COLLECTION, MongoStore, and, id_batch};
 
+/// The entities of `docs` (of `kind`) that pass `filter` (the server's query
+/// is a superset of it).
+fn matching(kind: &str, docs: &[Document], filter: &Filter) -> Result<Vec<Entity>> {
+    let mut entities = Vec::with_capacity(docs.len());
+    for d in docs {
+        let e = codec::document_to_entity(kind, d)
+            .map_err(|e| e.with_context("kind", kind.to_owned()))?;
+        if filter.matches(&e) {
+            entities.push(e);
+        }
+    }
+    Ok(entities)
+}
+
 #[async_trait]
 impl Store for MongoStore {
     fn info(&self) -> StoreInfo {
@@ -97,14 +111,7 @@ impl Store for MongoStore {
             "scan: the page's documents"
         );
         let cursor = crate::batches::page_cursor(&mut docs, &ids, limit);
-        let mut entities = Vec::with_capacity(docs.len());
-        for d in &docs {
-            let e = codec::document_to_entity(kind, d)
-                .map_err(|e| e.with_context("kind", kind.to_owned()))?;
-            if request.filter.matches(&e) {
-                entities.push(e);
-            }
-        }
+        let entities = matching(kind, &docs, &request.filter)?;
         Ok(ScanPage { entities, cursor })
     }
 
@@ -151,14 +158,7 @@ impl Store for MongoStore {
         } else {
             None
         };
-        let mut entities = Vec::with_capacity(docs.len());
-        for d in &docs {
-            let e = codec::document_to_entity(kind, d)
-                .map_err(|e| e.with_context("kind", kind.to_owned()))?;
-            if request.filter.matches(&e) {
-                entities.push(e);
-            }
-        }
+        let entities = matching(kind, &docs, &request.filter)?;
         Ok(ScanPage { entities, cursor })
     }
 
