@@ -10,14 +10,18 @@
 //! cursor stopped; any other request (the first batch, a resumed run, another
 //! runner) opens a new one.
 //!
-//! Only the ids come from the cursor, which may have read them long ago (a
-//! SecantusDB cursor holds every match from the moment it opened). The
-//! documents themselves are then read or updated by `_id` range
+//! For a scan and a pushdown batch only the ids come from the cursor, which
+//! may have read them long ago (a SecantusDB cursor holds every match from
+//! the moment it opened). The documents themselves are then read or updated
+//! by `_id` range
 //! ([`crate::core::id_batch`]), which the `_id` index answers in the batch's
 //! size, so they are current: a document deleted since is not returned, one
 //! changed since is returned as it is now. A document inserted after the
 //! cursor opened may be missed, as the scan contract allows (the engine's
-//! census catches it).
+//! census catches it). A pass that writes nothing (`Store::scan_projected`)
+//! takes the documents themselves from the cursor ([`MongoStore::batch_docs`]
+//! with a projection): no range read per page, documents as the cursor found
+//! them.
 
 use std::time::Instant;
 

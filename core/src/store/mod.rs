@@ -537,15 +537,20 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// One page of the entities of `kind` that pass `request.filter`.
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage>;
 
-    /// One page of a scan, as [`Store::scan`] (the same filter, cursor and
-    /// guarantees), where each entity need hold only its top-level
-    /// properties named in `properties`: a store may leave the others out
-    /// (it may also keep them). The filter is still evaluated on the whole
-    /// stored entity. For passes that read a few properties of every entity
-    /// and write nothing back (a move or copy's index and safety check): an
+    /// One page of a scan, as [`Store::scan`] (the same filter and cursor,
+    /// every entity that passes the filter throughout the pass returned
+    /// once), where each entity need hold only its top-level properties
+    /// named in `properties`: a store may leave the others out (it may also
+    /// keep them). The filter is still evaluated on the whole stored entity.
+    /// One promise is weaker: a page may show entities as they were when
+    /// the pass began (a server cursor kept open from page to page), so an
+    /// entity changed or deleted since may come back as it was. For passes
+    /// that read a few properties of every entity and write nothing back (a
+    /// move or copy's index, its safety check, a move's deliveries): an
     /// entity read this way must never be written back or compared in a
     /// replace. Default: [`Store::scan`], whole entities; the embedded store
-    /// decodes only the named properties.
+    /// decodes only the named properties; MongoDB reads them from its open
+    /// cursor.
     async fn scan_projected(
         &self,
         kind: &str,
