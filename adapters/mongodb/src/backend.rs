@@ -151,13 +151,7 @@ impl Store for MongoStore {
                 "scan: reading a page for a pass that writes nothing",
             )
             .await?;
-        let cursor = if docs.len() >= limit {
-            docs.last()
-                .and_then(|d| d.get("_id"))
-                .map(crate::core::encode_cursor)
-        } else {
-            None
-        };
+        let cursor = crate::batches::last_of_full(&docs, limit).map(crate::core::encode_cursor);
         let entities = matching(kind, &docs, &request.filter)?;
         Ok(ScanPage { entities, cursor })
     }

@@ -8,7 +8,8 @@
 //! driver cursor of the last such query (ids only) open and continues it
 //! (`getMore`) when the next request has the same query and starts where that
 //! cursor stopped; any other request (the first batch, a resumed run, another
-//! runner) opens a new one.
+//! runner) opens a new one. A request from the start also drops the kept
+//! cursors of its query: they belong to passes that ended early.
 //!
 //! For a scan and a pushdown batch only the ids come from the cursor, which
 //! may have read them long ago (a SecantusDB cursor holds every match from
@@ -91,6 +92,9 @@ impl MongoStore {
                 .with_context("store", self.location.clone())
                 .with_context("kind", kind.to_owned())
         };
+        if cursor.is_none() {
+            self.open_cursors.forget(kind, &signature);
+        }
         let open_cursor = self.open_cursors.take(kind, &signature, &at);
         // The documents read from `open` (an `age` cursor): logged, the cursor kept if more may follow.
         let done = |docs: Vec<Document>, open, age: &str| {
@@ -143,12 +147,20 @@ impl MongoStore {
         limit: usize,
         open: mongodb::Cursor<Document>,
     ) {
-        if docs.len() >= limit {
-            if let Some(last) = docs.last().and_then(|d| d.get("_id")) {
-                self.open_cursors
-                    .keep(kind, signature, encode_cursor(last).0, open);
-            }
+        if let Some(last) = last_of_full(docs, limit) {
+            self.open_cursors
+                .keep(kind, signature, encode_cursor(last).0, open);
         }
+    }
+}
+
+/// The `_id` of the last of `docs` when they fill a batch of `limit` (more
+/// may follow), else `None` (the pass is done).
+pub(crate) fn last_of_full(docs: &[Document], limit: usize) -> Option<&Bson> {
+    if docs.len() >= limit {
+        docs.last().and_then(|d| d.get("_id"))
+    } else {
+        None
     }
 }
 

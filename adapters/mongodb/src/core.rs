@@ -66,6 +66,15 @@ impl OpenCursors {
         Some(open.swap_remove(i).docs)
     }
 
+    /// Drops the kept cursors of `kind` and `query`: a request from the
+    /// start begins a new pass, and a cursor kept by an earlier pass of the
+    /// same query (one that ended early) may hold documents as they were
+    /// before changes since.
+    pub(crate) fn forget(&self, kind: &str, query: &str) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|o| !(o.kind == kind && o.query == query));
+    }
+
     pub(crate) fn keep(
         &self,
         kind: &str,

@@ -233,12 +233,17 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// The entities per second `--max-rate` allows, if it limits at all.
+    fn rate_limit(&self) -> Option<f64> {
+        self.options.max_rate.filter(|r| *r > 0.0)
+    }
+
     pub(crate) async fn throttle(&self, processed: u64) {
         let total = self
             .processed_in_run
             .fetch_add(processed, std::sync::atomic::Ordering::SeqCst)
             + processed;
-        if let Some(rate) = self.options.max_rate.filter(|r| *r > 0.0) {
+        if let Some(rate) = self.rate_limit() {
             let due = Duration::from_secs_f64(total as f64 / rate);
             let elapsed = self.started.elapsed();
             if due > elapsed {
@@ -428,7 +433,7 @@ impl Runner<'_> {
             // memory. A failed read ahead is read again, and its error
             // handled, at the top of the loop.
             let written = match page.cursor.clone() {
-                Some(next) if self.options.max_rate.is_none_or(|r| r <= 0.0) => {
+                Some(next) if self.rate_limit().is_none() => {
                     let (written, read) =
                         futures::join!(write, self.stage_page(kind, from, Some(next.clone())));
                     ahead = read.ok().map(|p| (next, p));

@@ -508,6 +508,28 @@ pub async fn scan_projected_pages(store: &dyn Store) -> CheckResult {
             }
         }
     }
+    // A pass abandoned after its first page leaves nothing that shows a
+    // later pass an entity as it was before a change.
+    let mut abandoned = Projected::default();
+    abandoned
+        .next(store, &kind, &Filter::all(), &names, 2)
+        .await?;
+    ensure!(
+        !abandoned.done,
+        "a projected scan of 23 entities ended after 2"
+    );
+    let last = entity(&kind, 22, 1, &[("a", "changed".into())]);
+    put_all(store, std::slice::from_ref(&last)).await?;
+    let mut again = Projected::default();
+    while !again.done {
+        again.next(store, &kind, &Filter::all(), &names, 2).await?;
+    }
+    let seen = again.seen.iter().find(|e| e.key == last.key);
+    ensure_eq!(
+        seen.and_then(|e| e.value.get("a")),
+        last.value.get("a"),
+        "a projected scan after an abandoned one, of an entity changed in between"
+    );
     clear_kinds(store, &[&kind]).await
 }
 
