@@ -97,7 +97,7 @@ async fn sweep_by(store: &Arc<dyn Store>, pushdown: bool) -> lazy::SweepReport {
 /// Whether the store can run lazy kind renames; if not, checks that the
 /// install is refused with the reason and nothing changes.
 async fn renames_or_skip(store: &Arc<dyn Store>) -> Result<(), String> {
-    if store.capability().atomic_writes {
+    if store.capability().atomic_writes.supported() {
         return Ok(());
     }
     let before = state::load(store.as_ref()).await.unwrap().doc;
@@ -504,6 +504,19 @@ pub async fn two_kind_renames_with_no_access_between(backend: &impl Backend) -> 
         .unwrap();
     assert_eq!(got[0].as_ref().unwrap().value, want(6));
     assert!(got[1].is_some() && got[2].is_none());
+    // put_many too, each put with the removal of its own stale copy (2 still
+    // lies under `a`; 6 was just migrated).
+    c.put_many(vec![
+        (key("c", 2), map(&[("n", Value::Int(2))])),
+        (key("c", 6), map(&[("n", Value::Int(6))])),
+    ])
+    .await
+    .unwrap();
+    assert!(store.get(&key("a", 2)).await.unwrap().is_none());
+    assert_eq!(
+        c.get(&key("c", 2)).await.unwrap().unwrap().value,
+        map(&[("n", Value::Int(2))])
+    );
     // The old names are refused to clients while the rename is pending.
     let e = LazyClient::builder(Arc::clone(&store))
         .declare("a", 0)
@@ -968,7 +981,7 @@ pub async fn lazy_equals_eager_on_every_read_and_the_final_export(backend: &impl
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
-    let renames = backend.fresh().await.capability().atomic_writes;
+    let renames = backend.fresh().await.capability().atomic_writes.supported();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases,
         failure_persistence: None,

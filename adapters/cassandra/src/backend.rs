@@ -8,7 +8,7 @@ use futures::StreamExt;
 use scylla::response::PagingState;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    Capability, Error, ErrorKind, MetaCas, MetaChange, MetaEntry, RenameKindPage,
+    AtomicScope, Capability, Error, ErrorKind, MetaCas, MetaChange, MetaEntry, RenameKindPage,
     RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write,
     WriteOutcome, local_now_millis,
 };
@@ -36,7 +36,7 @@ impl Store for CassStore {
             server_clock: self.server_clock,
             atomic_batch_with_meta: false,
             rename_kind: true,
-            atomic_writes: false,
+            atomic_writes: AtomicScope::None,
         }
     }
 
@@ -106,11 +106,7 @@ impl Store for CassStore {
         let mut chains: Vec<Vec<(usize, Write)>> = Vec::new();
         let mut by_key: HashMap<Key, usize> = HashMap::new();
         for (i, write) in writes.into_iter().enumerate() {
-            let key = match &write {
-                Write::Put(e) | Write::Insert(e) => e.key.clone(),
-                Write::Replace { new, .. } => new.key.clone(),
-                Write::Delete(k) => k.clone(),
-            };
+            let key = write.key().clone();
             match by_key.get(&key) {
                 Some(&c) => chains[c].push((i, write)),
                 None => {

@@ -8,7 +8,7 @@ use futures::TryStreamExt;
 use mongodb::bson::{Document, doc};
 use tern_core::model::{Entity, Key, Version};
 use tern_core::store::{
-    Capability, Filter, MetaCas, MetaChange, MetaEntry, PushdownPage, PushdownRequest,
+    AtomicScope, Capability, Filter, MetaCas, MetaChange, MetaEntry, PushdownPage, PushdownRequest,
     RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write,
     WriteOutcome,
 };
@@ -49,7 +49,7 @@ impl Store for MongoStore {
             server_clock: true,
             atomic_batch_with_meta: false,
             rename_kind: true,
-            atomic_writes: false,
+            atomic_writes: AtomicScope::None,
         }
     }
 

@@ -29,11 +29,7 @@ use crate::core::{DUPLICATE_KEY, MongoStore, is_duplicate_key};
 /// How MongoDB identifies a document: the kind and the `_id` as its unique
 /// index compares it (numbers by value, so `1`, `1.0` and `Int64(1)` are one key).
 fn identity(w: &Write) -> (String, String) {
-    let key = match w {
-        Write::Put(e) | Write::Insert(e) => &e.key,
-        Write::Replace { new, .. } => &new.key,
-        Write::Delete(k) => k,
-    };
+    let key = w.key();
     let id = match codec::id_to_bson(&key.id) {
         Bson::Int32(i) => format!("n{i}"),
         Bson::Int64(i) => format!("n{i}"),

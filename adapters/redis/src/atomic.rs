@@ -63,6 +63,28 @@ return 1
 );
 
 impl RedisStore {
+    /// On a cluster, one script may touch the keys of one id only, with ids
+    /// as hash tags (`id_tag=1`): those share a slot whatever their kinds.
+    fn one_slot(&self, guards: &[Guard], writes: &[Write]) -> Result<()> {
+        let mut keys = guards
+            .iter()
+            .map(Guard::key)
+            .chain(writes.iter().map(Write::key));
+        let first = keys.next().map(|k| &k.id);
+        if self.config.id_tag && keys.all(|k| Some(&k.id) == first) {
+            return Ok(());
+        }
+        Err(Error::unsupported(
+            "redis",
+            if self.config.id_tag {
+                "write_atomic over several ids on a Redis Cluster (their keys lie in different slots)"
+            } else {
+                "write_atomic on a Redis Cluster without id_tag=1 (the keys of one id under two \
+                 kind names lie in different slots)"
+            },
+        ))
+    }
+
     /// Guards and writes in one script run: all applied, or none.
     pub(crate) async fn write_atomic_script(
         &self,
@@ -70,10 +92,7 @@ impl RedisStore {
         writes: Vec<Write>,
     ) -> Result<WriteOutcome> {
         if self.config.cluster {
-            return Err(Error::unsupported(
-                "redis",
-                "write_atomic on a Redis Cluster (the keys lie in different slots)",
-            ));
+            self.one_slot(&guards, &writes)?;
         }
         if let Some(puts) = self.moving_puts(&guards, &writes)? {
             self.run_puts(puts, "writing atomically").await?;

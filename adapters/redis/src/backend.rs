@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use async_trait::async_trait;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    Capability, Error, ErrorKind, Filter, Guard, MetaCas, MetaChange, MetaEntry, PushdownPage,
-    PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, StepsFrom,
-    Store, StoreInfo, Write, WriteOutcome,
+    AtomicScope, Capability, Error, ErrorKind, Filter, Guard, MetaCas, MetaChange, MetaEntry,
+    PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+    ScanRequest, StepsFrom, Store, StoreInfo, Write, WriteOutcome,
 };
 
 use crate::codec;
@@ -34,8 +34,13 @@ impl Store for RedisStore {
             atomic_batch_with_meta: false,
             rename_kind: true,
             // One script over keys of several kinds: on a cluster they lie in
-            // different slots, which one script cannot touch.
-            atomic_writes: !self.config.cluster,
+            // different slots, which one script cannot touch, unless each id
+            // is the keys' hash tag (`id_tag=1`): then the keys of one id do.
+            atomic_writes: match (self.config.cluster, self.config.id_tag) {
+                (false, _) => AtomicScope::AnyKeys,
+                (true, true) => AtomicScope::OneId,
+                (true, false) => AtomicScope::None,
+            },
         }
     }
 

@@ -10,6 +10,9 @@ use crate::config::RedisConfig;
 /// The kind name under which tern keeps its metadata (`ns:__tern:meta:<name>`).
 pub(crate) const META_KIND: &str = "__tern";
 
+/// The empty string id as typed JSON (`#` then `""`), which [`decode_id`] reads back.
+const EMPTY_ID: &str = "#\"\"";
+
 /// Redis key names for one configuration.
 #[derive(Debug, Clone)]
 pub(crate) struct Keys {
@@ -18,6 +21,9 @@ pub(crate) struct Keys {
     sep: String,
     /// The declared kinds (`?kinds=` and the layout options), longest first.
     declared: Vec<String>,
+    /// Each id is written as a hash tag (`?id_tag=1`): `ns:kind:{id}`, so the
+    /// keys of one id under every kind name lie in one cluster slot.
+    id_tag: bool,
 }
 
 impl Keys {
@@ -34,6 +40,7 @@ impl Keys {
                 d.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
                 d
             },
+            id_tag: config.id_tag,
         }
     }
 
@@ -63,6 +70,17 @@ impl Keys {
                 format!("kind {META_KIND:?} is reserved for tern's metadata"),
             ));
         }
+        if self.id_tag && kind.contains('{') {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "kind {kind:?} contains '{{': with id_tag=1 the hash tag of a key must be \
+                     its id, so that the keys of one id under every kind name share a cluster \
+                     slot; choose a kind name without braces"
+                ),
+            )
+            .with_context("kind", kind));
+        }
         Ok(())
     }
 
@@ -76,7 +94,8 @@ impl Keys {
         format!("{}*", glob_escape(&self.kind_prefix(kind)))
     }
 
-    /// The Redis key of an entity: `ns:kind:id`.
+    /// The Redis key of an entity: `ns:kind:id`, or `ns:kind:{id}` with
+    /// `?id_tag=1`.
     pub(crate) fn entity_key(&self, key: &Key) -> Result<String> {
         self.check_kind(&key.kind)?;
         // A plain string id is written as it is: the key in one allocation.
@@ -89,11 +108,19 @@ impl Keys {
             }
         };
         let mut redis_key =
-            String::with_capacity(self.ns.len() + key.kind.len() + self.sep.len() + id.len());
+            String::with_capacity(self.ns.len() + key.kind.len() + self.sep.len() + id.len() + 2);
         redis_key.push_str(&self.ns);
         redis_key.push_str(&key.kind);
         redis_key.push_str(&self.sep);
-        redis_key.push_str(id);
+        if self.id_tag {
+            // `{}` is no hash tag (the slot would follow the whole key): the
+            // empty id is written in its typed form, `{#""}`.
+            redis_key.push('{');
+            redis_key.push_str(if id.is_empty() { EMPTY_ID } else { id });
+            redis_key.push('}');
+        } else {
+            redis_key.push_str(id);
+        }
         match self.kind_of(&redis_key) {
             Some(kind) if kind == key.kind => Ok(redis_key),
             other => Err(Error::new(
@@ -147,6 +174,25 @@ impl Keys {
             )
             .with_context("key", redis_key)
         })?;
+        let text = if self.id_tag {
+            text.strip_prefix('{')
+                .and_then(|t| t.strip_suffix('}'))
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::InvalidData,
+                        format!(
+                            "a key of kind {kind:?} is not of the form {}{{id}}, which the store \
+                             URL declares (id_tag=1): rename the key, or drop id_tag=1 if the \
+                             store's keys carry no hash tag",
+                            self.kind_prefix(kind)
+                        ),
+                    )
+                    .with_context("key", redis_key)
+                })?
+        } else {
+            text
+        };
         let id = decode_id(text).map_err(|e| e.with_context("key", redis_key))?;
         Key::new(kind, id).map_err(|e| {
             Error::new(
@@ -477,6 +523,67 @@ mod tests {
             keys.entity_key(&fine).unwrap(),
             "ns:amico:followers:default:7"
         );
+    }
+
+    /// What Redis Cluster hashes of a key: the text between its first `{`
+    /// and the first `}` after it, when not empty; else the whole key.
+    fn hash_tag(key: &str) -> &str {
+        key.find('{')
+            .and_then(|open| {
+                let rest = &key[open + 1..];
+                rest.find('}').map(|close| &rest[..close])
+            })
+            .filter(|tag| !tag.is_empty())
+            .unwrap_or(key)
+    }
+
+    #[test]
+    fn with_id_tag_the_keys_of_one_id_share_a_slot_under_every_kind() {
+        let keys = Keys::new(
+            &RedisConfig::from_url("redis://127.0.0.1/?prefix=ns&id_tag=1&kinds=a:b,a:b:c")
+                .unwrap(),
+        );
+        for id in [Value::from("u1"), Value::Int(5), Value::from("x}y")] {
+            let old = keys
+                .entity_key(&Key::new("a:b", id.clone()).unwrap())
+                .unwrap();
+            let new = keys
+                .entity_key(&Key::new("a:b:c", id.clone()).unwrap())
+                .unwrap();
+            let other = keys
+                .entity_key(&Key::new("z", id.clone()).unwrap())
+                .unwrap();
+            let tag = hash_tag(&old);
+            assert_eq!(hash_tag(&new), tag, "{old} {new}");
+            assert_eq!(hash_tag(&other), tag, "{old} {other}");
+            assert_eq!(hash_tag(&keys.version_key(&new)), tag);
+            // Read back as the kind that owns it, with the id it was written for.
+            assert_eq!(keys.kind_of(&new), Some("a:b:c"));
+            assert_eq!(keys.parse_entity_key("a:b:c", &new).unwrap().id, id);
+        }
+        assert_eq!(
+            keys.entity_key(&Key::new("a:b", "u1").unwrap()).unwrap(),
+            "ns:a:b:{u1}"
+        );
+    }
+
+    #[test]
+    fn with_id_tag_untagged_keys_and_braced_kinds_are_refused_and_the_empty_id_is_typed() {
+        let keys =
+            Keys::new(&RedisConfig::from_url("redis://127.0.0.1/?prefix=ns&id_tag=1").unwrap());
+        let e = keys.parse_entity_key("a", "ns:a:u1").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidData);
+        assert!(e.to_string().contains("id_tag=1"), "{e}");
+        assert!(keys.parse_entity_key("a", "ns:a:{}").is_err());
+        let e = keys
+            .entity_key(&Key::new("k{x}", "u1").unwrap())
+            .unwrap_err();
+        assert!(e.to_string().contains("without braces"), "{e}");
+        // The empty id is written typed, a non-empty hash tag.
+        let empty = Key::new("a", "").unwrap();
+        let redis_key = keys.entity_key(&empty).unwrap();
+        assert_eq!(redis_key, "ns:a:{#\"\"}");
+        assert_eq!(keys.parse_entity_key("a", &redis_key).unwrap(), empty);
     }
 
     #[test]

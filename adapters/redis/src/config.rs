@@ -74,7 +74,8 @@ impl KindLayout {
 /// (`json=*`: every kind is a JSON string); `string=`, `set=`, `list=`, `zset=`
 /// declare kinds of the other Redis types; `kinds=a:b,c:d` declares kinds whose
 /// names hold the separator (prefix hierarchies; any kind named in a layout
-/// option is declared too).
+/// option is declared too); `cluster=1` for a Redis Cluster; `id_tag=1` writes
+/// each id as a hash tag (`ns:kind:{id}`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisConfig {
     /// The connection URL handed to the driver (without tern's query options).
@@ -99,6 +100,10 @@ pub struct RedisConfig {
     /// The server is a node of a Redis Cluster (`?cluster=1`): the driver's
     /// cluster client, SCAN on every master.
     pub cluster: bool,
+    /// Each id is written as a hash tag (`?id_tag=1`): keys `ns:kind:{id}`.
+    /// The keys of one id under every kind name then lie in one cluster slot,
+    /// so a lazy kind rename can move an entity in one script on a cluster.
+    pub id_tag: bool,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -113,6 +118,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("json_all", &self.json_all)
             .field("version_field", &self.version_field)
             .field("cluster", &self.cluster)
+            .field("id_tag", &self.id_tag)
             .finish()
     }
 }
@@ -148,6 +154,7 @@ impl RedisConfig {
             json_all: false,
             version_field: tern_core::model::DEFAULT_VERSION_PROPERTY.to_owned(),
             cluster: false,
+            id_tag: false,
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -190,20 +197,25 @@ impl RedisConfig {
                     );
                 }
                 "version_field" => config.version_field = value.to_owned(),
-                "cluster" => {
-                    config.cluster = match value {
+                "cluster" | "id_tag" => {
+                    let on = match value {
                         "" | "1" | "true" | "yes" => true,
                         "0" | "false" | "no" => false,
                         other => {
                             return Err(invalid(format!(
-                                "cluster={other:?}: write cluster=1 (a Redis Cluster) or cluster=0"
+                                "{name}={other:?}: write {name}=1 or {name}=0"
                             )));
                         }
                     };
+                    if name == "cluster" {
+                        config.cluster = on;
+                    } else {
+                        config.id_tag = on;
+                    }
                 }
                 other => {
                     return Err(invalid(format!(
-                        "unknown option {other:?}; known: prefix, sep, json, string, set, list, zset, kinds, version_field, cluster"
+                        "unknown option {other:?}; known: prefix, sep, json, string, set, list, zset, kinds, version_field, cluster, id_tag"
                     )));
                 }
             }
@@ -252,6 +264,23 @@ mod tests {
         assert!(RedisConfig::from_url("mongodb://h").is_err());
         let both = RedisConfig::from_url("redis://127.0.0.1/?set=a&list=a").unwrap_err();
         assert!(both.to_string().contains("set= and list="), "{both}");
+    }
+
+    #[test]
+    fn id_tag_is_a_switch() {
+        assert!(
+            RedisConfig::from_url("redis://127.0.0.1/?id_tag=1")
+                .unwrap()
+                .id_tag
+        );
+        assert!(
+            !RedisConfig::from_url("redis://127.0.0.1/?id_tag=0")
+                .unwrap()
+                .id_tag
+        );
+        assert!(!RedisConfig::from_url("redis://127.0.0.1/").unwrap().id_tag);
+        let e = RedisConfig::from_url("redis://127.0.0.1/?id_tag=maybe").unwrap_err();
+        assert!(e.to_string().contains("id_tag=1 or id_tag=0"), "{e}");
     }
 
     #[test]

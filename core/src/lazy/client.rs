@@ -8,7 +8,9 @@ use super::error::{LazyError, Result};
 use super::spec::{KindChain, Spec};
 use crate::migrate::{Migration, state};
 use crate::model::{Entity, Key, Map, Version};
-use crate::store::{Condition, Filter, Guard, ScanRequest, Store, StoreExt, Write, WriteOutcome};
+use crate::store::{
+    AtomicScope, Condition, Filter, Guard, ScanRequest, Store, StoreExt, Write, WriteOutcome,
+};
 
 /// How often a client re-reads tern's state by default, to notice an install
 /// (the bound on how long a fenced client may keep working).
@@ -355,7 +357,7 @@ impl LazyClient {
     }
 
     fn need_atomic(&self) -> Result<()> {
-        if self.store.capability().atomic_writes {
+        if self.store.capability().atomic_writes.supported() {
             Ok(())
         } else {
             Err(LazyError::NoAtomicWrites {
@@ -570,7 +572,12 @@ impl LazyClient {
             return Ok(());
         }
         self.need_atomic()?;
-        for chunk in groups.chunks(PUTS_PER_ATOMIC_WRITE) {
+        // One atomic write spans several ids only where the store allows it.
+        let per_write = match self.store.capability().atomic_writes {
+            AtomicScope::AnyKeys => PUTS_PER_ATOMIC_WRITE,
+            _ => 1,
+        };
+        for chunk in groups.chunks(per_write) {
             let writes = chunk.iter().flatten().cloned().collect();
             self.store.write_atomic_checked(Vec::new(), writes).await?;
         }

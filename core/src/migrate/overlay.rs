@@ -204,11 +204,7 @@ impl Store for OverlayStore {
         let mut distinct: Vec<Key> = Vec::new();
         let mut seen: HashSet<&Key> = HashSet::new();
         for w in &writes {
-            let key = match w {
-                Write::Put(e) | Write::Insert(e) => &e.key,
-                Write::Replace { expected, .. } => &expected.key,
-                Write::Delete(k) => k,
-            };
+            let key = w.key();
             if seen.insert(key) {
                 distinct.push(key.clone());
             }
@@ -231,11 +227,7 @@ impl Store for OverlayStore {
         let mut applied: HashSet<Key> = HashSet::new();
         let mut out = Vec::with_capacity(writes.len());
         for w in writes {
-            let key = match &w {
-                Write::Put(e) | Write::Insert(e) => e.key.clone(),
-                Write::Replace { expected, .. } => expected.key.clone(),
-                Write::Delete(k) => k.clone(),
-            };
+            let key = w.key().clone();
             let Some(state) = states.get_mut(&key) else {
                 continue;
             };

@@ -9,6 +9,28 @@
 
 use crate::model::{Entity, Key};
 
+/// Which keys one [`Store::write_atomic`](super::Store::write_atomic) may
+/// span ([`Capability::atomic_writes`](super::Capability::atomic_writes)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AtomicScope {
+    /// `write_atomic` is not implemented: lazy kind renames are refused at install.
+    #[default]
+    None,
+    /// The keys of one id under several kind names (an entity and its copies
+    /// under former names): what one access of a lazy kind rename needs. A
+    /// Redis Cluster whose ids are hash tags keeps such keys in one slot.
+    OneId,
+    /// Any keys: the writes of several entities may go in one call.
+    AnyKeys,
+}
+
+impl AtomicScope {
+    /// `write_atomic` is implemented, for one id at least.
+    pub fn supported(self) -> bool {
+        self != AtomicScope::None
+    }
+}
+
 /// A condition of [`Store::write_atomic`](super::Store::write_atomic) on a key it may not write.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Guard {

@@ -80,7 +80,8 @@ pub trait StoreExt: Store {
     ///
     /// # Errors
     /// A replace that changes its key (nothing is written), `Unsupported` where
-    /// [`Capability::atomic_writes`](super::Capability::atomic_writes) is false, or the store's errors.
+    /// [`Capability::atomic_writes`](super::Capability::atomic_writes) does not
+    /// cover the keys, or the store's errors.
     async fn write_atomic_checked(
         &self,
         guards: Vec<super::Guard>,

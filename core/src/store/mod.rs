@@ -80,7 +80,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Entity, Key, Value, Version};
 
-pub use atomic::Guard;
+pub use atomic::{AtomicScope, Guard};
 pub use error::{DriverError, Error, ErrorKind, Result};
 pub use ext::{StoreExt, scan_pages};
 pub use filter::{Condition, Filter, VersionFilter, lookup};
@@ -102,9 +102,10 @@ pub struct Capability {
     pub atomic_batch_with_meta: bool,
     /// [`Store::rename_kind`] is implemented (`rename kind a to b`).
     pub rename_kind: bool,
-    /// [`Store::write_atomic`] is implemented: writes to several keys, with
-    /// guards, applied all together or not at all (lazy kind renames need it).
-    pub atomic_writes: bool,
+    /// Where [`Store::write_atomic`] is implemented: writes to several keys,
+    /// with guards, applied all together or not at all (lazy kind renames
+    /// need it for the keys of one id), and over which keys.
+    pub atomic_writes: AtomicScope,
 }
 
 impl Capability {
@@ -116,7 +117,7 @@ impl Capability {
         server_clock: false,
         atomic_batch_with_meta: true,
         rename_kind: true,
-        atomic_writes: true,
+        atomic_writes: AtomicScope::AnyKeys,
     };
 }
 
@@ -190,6 +191,17 @@ pub enum Write {
     },
     /// Delete unconditionally (\[SE\] `delete`). Deleting a missing key succeeds.
     Delete(Key),
+}
+
+impl Write {
+    /// The key the write is about.
+    pub fn key(&self) -> &Key {
+        match self {
+            Write::Put(e) | Write::Insert(e) => &e.key,
+            Write::Replace { expected, .. } => &expected.key,
+            Write::Delete(k) => k,
+        }
+    }
 }
 
 /// The outcome of one [`Write`].
@@ -678,7 +690,8 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// applies; otherwise writes nothing and answers [`WriteOutcome::Conflict`].
     /// Used by lazy migration across keys (a kind rename on access: the entity
     /// under the new name and the stale copy under the old one). Requires
-    /// [`Capability::atomic_writes`]; the default answers `Unsupported`.
+    /// [`Capability::atomic_writes`] (with [`AtomicScope::OneId`], only over
+    /// the keys of one id); the default answers `Unsupported`.
     /// Callers go through [`StoreExt::write_atomic_checked`].
     async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome> {
         let _ = (guards, writes);

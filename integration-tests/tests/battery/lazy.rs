@@ -2,12 +2,28 @@
 //!
 //! Lazy kind renames need `Store::write_atomic` (the entity under the new
 //! kind and the removal of the stale copy under the old one in one step):
-//! Redis runs it as one Lua script; MongoDB and Cassandra do not implement it
+//! Redis runs it as one Lua script (on a cluster only with `id_tag=1`, where
+//! the keys of one id share a slot); MongoDB and Cassandra do not implement it
 //! yet, so there a lazy kind rename is refused at install (which the battery
 //! checks) and the rename tests report a skip with that reason.
 
 mod redis {
     tern_testkit::lazy_battery_tests!("redis", tern_integration_tests::redis::backend());
+}
+
+mod redis_cluster {
+    tern_testkit::lazy_battery_tests!(
+        "redis-cluster",
+        tern_integration_tests::redis::cluster_backend()
+    );
+}
+
+mod redis_cluster_id_tag {
+    tern_testkit::lazy_battery_tests!("redis-cluster-id-tag", async {
+        tern_integration_tests::redis::cluster_backend()
+            .await
+            .map(|b| b.with_options("id_tag=1"))
+    });
 }
 
 mod mongodb {

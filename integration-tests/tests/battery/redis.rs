@@ -19,6 +19,16 @@ mod cluster {
     );
 }
 
+/// The cluster with each id written as a hash tag (`ns:kind:{id}`): the keys
+/// of one id under every kind name share a slot.
+mod cluster_id_tag {
+    tern_testkit::battery_tests!("redis-cluster-id-tag", async {
+        tern_integration_tests::redis::cluster_backend()
+            .await
+            .map(|b| b.with_options("id_tag=1"))
+    });
+}
+
 mod container {
     tern_testkit::battery_tests!(
         "redis-container",

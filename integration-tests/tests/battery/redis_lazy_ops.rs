@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use redis::aio::MultiplexedConnection;
+use redis::aio::ConnectionLike;
 use tern_core::lazy::LazyClient;
 use tern_core::migrate::{EntityMigration, Migration, MigrationSet, Migrator};
 use tern_core::model::{Key, Map, Value};
@@ -38,7 +38,7 @@ fn key(kind: &str, id: &str) -> Key {
 }
 
 /// A plain connection to the server, beside the store.
-async fn raw(b: &tern_integration_tests::redis::RedisBackend) -> MultiplexedConnection {
+async fn raw(b: &tern_integration_tests::redis::RedisBackend) -> redis::aio::MultiplexedConnection {
     redis::Client::open(b.url())
         .unwrap()
         .get_multiplexed_async_connection()
@@ -46,7 +46,10 @@ async fn raw(b: &tern_integration_tests::redis::RedisBackend) -> MultiplexedConn
         .unwrap()
 }
 
-async fn q<T: redis::FromRedisValue>(conn: &mut MultiplexedConnection, cmd: &mut redis::Cmd) -> T {
+async fn q<C: ConnectionLike + Send, T: redis::FromRedisValue>(
+    conn: &mut C,
+    cmd: &mut redis::Cmd,
+) -> T {
     cmd.query_async(conn).await.unwrap()
 }
 
@@ -56,14 +59,49 @@ async fn container_commands_run_on_the_migrated_entity() {
         return;
     };
     let b = b.with_options(super::redis_types::OPTIONS);
+    let mut conn = raw(&b).await;
+    container_commands(&b, &mut conn, false).await;
+}
+
+/// The same on the cluster, each id a hash tag (`id_tag=1`): the lazy kind
+/// rename moves each sorted set within its slot, in one script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_commands_run_on_the_migrated_entity_on_the_cluster() {
+    let Some(b) = or_skip(tern_integration_tests::redis::cluster_backend(), None).await else {
+        return;
+    };
+    let b = b.with_options(&format!("{}&id_tag=1", super::redis_types::OPTIONS));
+    let seed = b.url().split('?').next().unwrap().to_owned();
+    let mut conn = redis::cluster::ClusterClient::new(vec![seed])
+        .unwrap()
+        .get_async_connection()
+        .await
+        .unwrap();
+    container_commands(&b, &mut conn, true).await;
+}
+
+/// Old data under `amico:followers` and `tags`, a lazy transform of sets and a
+/// lazy rename of the sorted sets installed, then commands through
+/// [`RedisLazy`]; `conn` talks to the same server, `tagged` says whether ids
+/// are hash tags.
+async fn container_commands<C: ConnectionLike + Send>(
+    b: &tern_integration_tests::redis::RedisBackend,
+    conn: &mut C,
+    tagged: bool,
+) {
     let url = b.fresh_url();
     let ns = tern_integration_tests::redis::prefix_of(&url);
-    let k = |rest: &str| format!("{ns}:{rest}");
-    let mut conn = raw(&b).await;
+    let k = |kind: &str, id: &str| {
+        if tagged {
+            format!("{ns}:{kind}:{{{id}}}")
+        } else {
+            format!("{ns}:{kind}:{id}")
+        }
+    };
     // Data as the old application left it: no version tags, a TTL on one key.
-    let old1 = k("amico:followers:1");
-    q::<()>(
-        &mut conn,
+    let old1 = k("amico:followers", "1");
+    q::<_, ()>(
+        conn,
         redis::cmd("ZADD")
             .arg(&old1)
             .arg(1)
@@ -72,16 +110,16 @@ async fn container_commands_run_on_the_migrated_entity() {
             .arg("bob"),
     )
     .await;
-    q::<()>(&mut conn, redis::cmd("PEXPIRE").arg(&old1).arg(100_000)).await;
-    q::<()>(
-        &mut conn,
+    q::<_, ()>(conn, redis::cmd("PEXPIRE").arg(&old1).arg(100_000)).await;
+    q::<_, ()>(
+        conn,
         redis::cmd("ZADD")
-            .arg(k("amico:followers:2"))
+            .arg(k("amico:followers", "2"))
             .arg(1)
             .arg("x"),
     )
     .await;
-    q::<()>(&mut conn, redis::cmd("SADD").arg(k("tags:1")).arg("a")).await;
+    q::<_, ()>(conn, redis::cmd("SADD").arg(k("tags", "1")).arg("a")).await;
 
     let store = Arc::new(
         RedisStore::connect(RedisConfig::from_url(&url).unwrap())
@@ -115,9 +153,9 @@ async fn container_commands_run_on_the_migrated_entity() {
     // A ZADD on an entity still under its old name moves it first: one key,
     // the old members, the new one, the TTL kept.
     assert!(lazy.zadd(&scoped("1"), b"cat", 3.0).await.unwrap());
-    let new1 = k("amico:followers:default:1");
+    let new1 = k("amico:followers:default", "1");
     let members: Vec<(String, f64)> = q(
-        &mut conn,
+        conn,
         redis::cmd("ZRANGE")
             .arg(&new1)
             .arg(0)
@@ -133,16 +171,13 @@ async fn container_commands_run_on_the_migrated_entity() {
             ("cat".into(), 3.0)
         ]
     );
-    assert_eq!(
-        q::<i64>(&mut conn, redis::cmd("EXISTS").arg(&old1)).await,
-        0
-    );
+    assert_eq!(q::<_, i64>(conn, redis::cmd("EXISTS").arg(&old1)).await, 0);
     let ttl = lazy.pttl(&scoped("1")).await.unwrap();
     assert!(ttl > 0 && ttl <= 100_000, "TTL kept: {ttl}");
     // EXISTS of an entity under its old name: true, and moved by the check.
     assert!(lazy.exists(&scoped("2")).await.unwrap());
     assert_eq!(
-        q::<i64>(&mut conn, redis::cmd("EXISTS").arg(k("amico:followers:2"))).await,
+        q::<_, i64>(conn, redis::cmd("EXISTS").arg(k("amico:followers", "2"))).await,
         0
     );
     assert!(!lazy.exists(&scoped("9")).await.unwrap());
@@ -151,7 +186,7 @@ async fn container_commands_run_on_the_migrated_entity() {
     // A stale set is migrated (the transform adds `migrated`) before SADD runs;
     // its tag says version 1 and follows the TTL set afterwards.
     assert!(lazy.sadd(&key("tags", "1"), b"b").await.unwrap());
-    let mut tags: Vec<String> = q(&mut conn, redis::cmd("SMEMBERS").arg(k("tags:1"))).await;
+    let mut tags: Vec<String> = q(conn, redis::cmd("SMEMBERS").arg(k("tags", "1"))).await;
     tags.sort();
     assert_eq!(tags, vec!["a", "b", "migrated"]);
     assert!(lazy.pexpire(&key("tags", "1"), 50_000).await.unwrap());
@@ -279,7 +314,7 @@ async fn put_of_a_renamed_kind(b: &tern_integration_tests::redis::RedisBackend, 
             .unwrap();
     }
     let layout: String = q(&mut conn, redis::cmd("TYPE").arg(k("prev:1"))).await;
-    q::<()>(
+    q::<_, ()>(
         &mut conn,
         redis::cmd("PEXPIRE").arg(k("prev:1")).arg(100_000),
     )
@@ -304,7 +339,7 @@ async fn put_of_a_renamed_kind(b: &tern_integration_tests::redis::RedisBackend, 
             (0, one(want)),
             "{layout} next:{id} whole"
         );
-        let stale = q::<i64>(
+        let stale = q::<_, i64>(
             &mut conn,
             redis::cmd("EXISTS").arg(k(&format!("prev:{id}"))),
         )
@@ -313,11 +348,11 @@ async fn put_of_a_renamed_kind(b: &tern_integration_tests::redis::RedisBackend, 
     }
     let now: String = q(&mut conn, redis::cmd("TYPE").arg(k("next:1"))).await;
     assert_eq!(now, layout, "the layout is kept");
-    let ttl1 = q::<i64>(&mut conn, redis::cmd("PTTL").arg(k("next:1"))).await;
+    let ttl1 = q::<_, i64>(&mut conn, redis::cmd("PTTL").arg(k("next:1"))).await;
     assert!(
         ttl1 > 90_000 && ttl1 <= 100_000,
         "{layout} next:1 took prev:1's TTL: {ttl1}"
     );
-    let ttl2 = q::<i64>(&mut conn, redis::cmd("PTTL").arg(k("next:2"))).await;
+    let ttl2 = q::<_, i64>(&mut conn, redis::cmd("PTTL").arg(k("next:2"))).await;
     assert_eq!(ttl2, -1, "{layout} next:2 had no TTL to take");
 }
