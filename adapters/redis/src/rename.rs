@@ -235,21 +235,48 @@ impl RedisStore {
     }
 
     /// Renames each pair (`RENAMENX` with its version key) in one script call
-    /// (on a cluster, slot by slot); returns each pair's code (1 renamed, 0 the
-    /// new key exists).
+    /// (on a cluster with `id_tag=1`, one call per pair in its slot; without
+    /// it, across slots in three steps); returns each pair's code (1 renamed,
+    /// 0 the new key exists).
     async fn rename_keys(
         &self,
         type_name: &str,
         pairs: &[(String, String)],
         from: &str,
     ) -> Result<Vec<i64>> {
+        let script = self.script(RENAME_KIND_SCRIPT);
+        if !self.nodes.is_empty() && self.config.id_tag {
+            // The old and the new key of an id share a slot: one script per key.
+            let cmds = pairs
+                .iter()
+                .map(|(old, new)| {
+                    let mut cmd = redis::cmd("EVALSHA");
+                    cmd.arg(script.get_hash())
+                        .arg(4)
+                        .arg(old)
+                        .arg(new)
+                        .arg(self.keys.version_key(old))
+                        .arg(self.keys.version_key(new))
+                        .arg(type_name);
+                    cmd
+                })
+                .collect();
+            let codes: Vec<Vec<i64>> = self
+                .conn()
+                .many_loading(&script, cmds)
+                .await
+                .map_err(|e| self.err("renaming a kind", e).with_context("kind", from))?;
+            return Ok(codes
+                .into_iter()
+                .map(|c| c.first().copied().unwrap_or(-1))
+                .collect());
+        }
         if !self.nodes.is_empty() {
             return self
                 .rename_across_slots(type_name, pairs)
                 .await
                 .map_err(|e| e.with_context("kind", from));
         }
-        let script = self.script(RENAME_KIND_SCRIPT);
         let mut invocation = script.prepare_invoke();
         for (old, new) in pairs {
             invocation

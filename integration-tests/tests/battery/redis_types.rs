@@ -116,23 +116,36 @@ pub(crate) async fn every_type_migrates_whole_with_its_ttl<C>(
     store: Arc<dyn Store>,
     ns: &str,
     conn: &mut C,
+    tagged: bool,
 ) where
     C: ConnectionLike + Send,
 {
-    let k = |rest: &str| format!("{ns}:{rest}");
+    // The Redis key of an id of a kind, and of its version tag.
+    let k = |kind: &str, i: &dyn std::fmt::Display| {
+        if tagged {
+            format!("{ns}:{kind}:{{{i}}}")
+        } else {
+            format!("{ns}:{kind}:{i}")
+        }
+    };
+    let tag_of = |key: &str| {
+        if tagged {
+            format!("{ns}:__tern:v:{key}")
+        } else {
+            format!("{ns}:__tern:v:{{{key}}}")
+        }
+    };
     let n = 6;
     for i in 0..n {
         q::<_, ()>(
             conn,
-            redis::cmd("SET")
-                .arg(k(&format!("blob:{i}")))
-                .arg(format!("b{i}")),
+            redis::cmd("SET").arg(k("blob", &i)).arg(format!("b{i}")),
         )
         .await;
         q::<_, ()>(
             conn,
             redis::cmd("SADD")
-                .arg(k(&format!("tags:{i}")))
+                .arg(k("tags", &i))
                 .arg("a")
                 .arg(format!("t{i}")),
         )
@@ -140,7 +153,7 @@ pub(crate) async fn every_type_migrates_whole_with_its_ttl<C>(
         q::<_, ()>(
             conn,
             redis::cmd("RPUSH")
-                .arg(k(&format!("queue:{i}")))
+                .arg(k("queue", &i))
                 .arg("x")
                 .arg("a")
                 .arg("x"),
@@ -149,7 +162,7 @@ pub(crate) async fn every_type_migrates_whole_with_its_ttl<C>(
         q::<_, ()>(
             conn,
             redis::cmd("ZADD")
-                .arg(k(&format!("amico:followers:{i}")))
+                .arg(k("amico:followers", &i))
                 .arg(1.5)
                 .arg("ann")
                 .arg(i)
@@ -158,13 +171,7 @@ pub(crate) async fn every_type_migrates_whole_with_its_ttl<C>(
         .await;
         if i % 2 == 1 {
             for kind in ["blob", "tags", "queue", "amico:followers"] {
-                q::<_, ()>(
-                    conn,
-                    redis::cmd("EXPIRE")
-                        .arg(k(&format!("{kind}:{i}")))
-                        .arg(1000),
-                )
-                .await;
+                q::<_, ()>(conn, redis::cmd("EXPIRE").arg(k(kind, &i)).arg(1000)).await;
             }
         }
     }
@@ -175,28 +182,20 @@ pub(crate) async fn every_type_migrates_whole_with_its_ttl<C>(
     assert_eq!(report.applied.len(), 5);
 
     for i in 0..n {
-        let blob: String = q(conn, redis::cmd("GET").arg(k(&format!("blob:{i}")))).await;
+        let blob: String = q(conn, redis::cmd("GET").arg(k("blob", &i))).await;
         assert_eq!(blob, format!("B{i}"));
-        let mut tags: Vec<String> =
-            q(conn, redis::cmd("SMEMBERS").arg(k(&format!("tags:{i}")))).await;
+        let mut tags: Vec<String> = q(conn, redis::cmd("SMEMBERS").arg(k("tags", &i))).await;
         tags.sort();
         assert_eq!(tags, ["a", "migrated", &format!("t{i}")]);
         let queue: Vec<String> = q(
             conn,
-            redis::cmd("LRANGE")
-                .arg(k(&format!("queue:{i}")))
-                .arg(0)
-                .arg(-1),
+            redis::cmd("LRANGE").arg(k("queue", &i)).arg(0).arg(-1),
         )
         .await;
         assert_eq!(queue, ["x", "a", "x", "tail"]);
-        let old: i64 = q(
-            conn,
-            redis::cmd("EXISTS").arg(k(&format!("amico:followers:{i}"))),
-        )
-        .await;
+        let old: i64 = q(conn, redis::cmd("EXISTS").arg(k("amico:followers", &i))).await;
         assert_eq!(old, 0);
-        let new_key = k(&format!("amico:followers:default:{i}"));
+        let new_key = k("amico:followers:default", &i);
         let zset: Vec<(String, f64)> = q(
             conn,
             redis::cmd("ZRANGE")
@@ -224,19 +223,11 @@ pub(crate) async fn every_type_migrates_whole_with_its_ttl<C>(
             ("queue", 1),
             ("amico:followers:default", 1),
         ] {
-            let key = k(&format!("{kind}:{i}"));
-            let tag: Option<String> = q(
-                conn,
-                redis::cmd("GET").arg(format!("{ns}:__tern:v:{{{key}}}")),
-            )
-            .await;
+            let key = k(kind, &i);
+            let tag: Option<String> = q(conn, redis::cmd("GET").arg(tag_of(&key))).await;
             assert_eq!(tag.as_deref(), Some(version.to_string().as_str()), "{key}");
             let ttl: i64 = q(conn, redis::cmd("PTTL").arg(&key)).await;
-            let tag_ttl: i64 = q(
-                conn,
-                redis::cmd("PTTL").arg(format!("{ns}:__tern:v:{{{key}}}")),
-            )
-            .await;
+            let tag_ttl: i64 = q(conn, redis::cmd("PTTL").arg(tag_of(&key))).await;
             if i % 2 == 1 {
                 assert!(
                     ttl > 0 && tag_ttl > 0,
@@ -252,7 +243,7 @@ pub(crate) async fn every_type_migrates_whole_with_its_ttl<C>(
     for i in 0..n {
         let twice: i64 = q(
             conn,
-            redis::cmd("EXISTS").arg(k(&format!("amico:followers:default:default:{i}"))),
+            redis::cmd("EXISTS").arg(k("amico:followers:default:default", &i)),
         )
         .await;
         assert_eq!(twice, 0);
@@ -296,7 +287,7 @@ mod server {
         let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let client = redis::Client::open(b.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-        super::every_type_migrates_whole_with_its_ttl(store, &ns, &mut conn).await;
+        super::every_type_migrates_whole_with_its_ttl(store, &ns, &mut conn, false).await;
     }
 }
 
@@ -304,18 +295,34 @@ mod cluster {
     use tern_integration_tests::redis::cluster_backend;
     use tern_testkit::battery::or_skip;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn every_type_migrates_whole_with_its_ttl() {
+    /// The eager run on the cluster, ids plain (`ns:kind:id`: the rename copies
+    /// across slots) or hash tags (`id_tag=1`, `ns:kind:{id}`: one script per key).
+    async fn on_the_cluster(tagged: bool) {
         let Some(b) = or_skip(cluster_backend(), None).await else {
             return;
         };
-        let b = b.with_options(super::OPTIONS);
+        let options = if tagged {
+            format!("{}&id_tag=1", super::OPTIONS)
+        } else {
+            super::OPTIONS.to_owned()
+        };
+        let b = b.with_options(&options);
         let url = b.fresh_url();
         let ns = tern_integration_tests::redis::prefix_of(&url);
         let store = tern_integration_tests::redis::open(&url).await.unwrap();
         let seed = b.url().split('?').next().unwrap().to_owned();
         let client = redis::cluster::ClusterClient::new(vec![seed]).unwrap();
         let mut conn = client.get_async_connection().await.unwrap();
-        super::every_type_migrates_whole_with_its_ttl(store, &ns, &mut conn).await;
+        super::every_type_migrates_whole_with_its_ttl(store, &ns, &mut conn, tagged).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_type_migrates_whole_with_its_ttl() {
+        on_the_cluster(false).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_type_migrates_whole_with_its_ttl_ids_as_hash_tags() {
+        on_the_cluster(true).await;
     }
 }
