@@ -11,6 +11,13 @@ mod redis {
     tern_testkit::lazy_battery_tests!("redis", tern_integration_tests::redis::backend());
 }
 
+mod redis_container {
+    tern_testkit::lazy_battery_tests!(
+        "redis-container",
+        tern_integration_tests::redis::container_backend()
+    );
+}
+
 mod redis_cluster {
     tern_testkit::lazy_battery_tests!(
         "redis-cluster",
