@@ -11,6 +11,15 @@ mod redis {
     tern_testkit::lazy_battery_tests!("redis", tern_integration_tests::redis::backend());
 }
 
+/// Every kind a JSON string (`json=*`): puts are plain `SET ... KEEPTTL`.
+mod redis_json {
+    tern_testkit::lazy_battery_tests!("redis-json", async {
+        tern_integration_tests::redis::backend()
+            .await
+            .map(|b| b.with_options("json=*"))
+    });
+}
+
 mod redis_container {
     tern_testkit::lazy_battery_tests!(
         "redis-container",
