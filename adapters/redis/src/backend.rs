@@ -231,6 +231,10 @@ impl Store for RedisStore {
         self.get_advanced_hash(key, steps).await
     }
 
+    async fn get_moving(&self, key: &Key, formers: &[Key]) -> Result<Option<Entity>> {
+        self.get_moving_script(key, formers).await
+    }
+
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
         self.rename_kind_page(request).await
     }

@@ -75,6 +75,8 @@ pub struct RedisStore {
     pub(crate) put_script: Arc<redis::Script>,
     /// [`containers::READ_SCRIPT`]: reads a container and its version tag.
     read_script: Arc<redis::Script>,
+    /// The read of `get_moving` (`moving.rs`).
+    pub(crate) moving_script: Arc<redis::Script>,
     pub(crate) meta_script: Arc<redis::Script>,
     /// Scripts of the feature files and generated pushdown scripts, by text
     /// (one per stage shape), each made once.
@@ -150,6 +152,7 @@ impl RedisStore {
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
             put_script: Arc::new(redis::Script::new(PUT_SCRIPT)),
             read_script: Arc::new(redis::Script::new(containers::READ_SCRIPT)),
+            moving_script: Arc::new(crate::moving::script()),
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
             scripts: Arc::default(),
             read_scripts: Arc::default(),

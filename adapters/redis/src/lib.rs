@@ -18,6 +18,7 @@ mod conn;
 mod containers;
 mod core;
 mod lazy_ops;
+mod moving;
 mod pushdown;
 mod rename;
 mod scanpos;

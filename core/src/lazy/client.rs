@@ -1,6 +1,6 @@
 //! The client library: reads and writes that migrate stale entities on access.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -58,8 +58,9 @@ impl LazyClientBuilder {
 
     /// Whether a stale entity may be migrated inside the store in the read's
     /// own call ([`Store::get_advanced`], where the store and the steps allow;
-    /// default `true`). `false`: every stale entity is read, migrated on the
-    /// client and written back with a compare-and-set (for comparisons and tests).
+    /// [`Store::get_moving`] for an entity under a former kind name; default
+    /// `true`). `false`: every stale entity is read, migrated on the client
+    /// and written back with a compare-and-set (for comparisons and tests).
     #[must_use]
     pub fn migrate_in_store(mut self, yes: bool) -> LazyClientBuilder {
         self.in_store = yes;
@@ -105,7 +106,7 @@ impl LazyClientBuilder {
             refresh: self.refresh,
             view: RwLock::new(Arc::new(view)),
             checked: Mutex::new(Instant::now()),
-            declined: Mutex::new(BTreeSet::new()),
+            declined: Mutex::new(BTreeMap::new()),
             in_store: self.in_store,
             counters: Counters::default(),
         })
@@ -122,6 +123,10 @@ pub struct LazyStats {
     /// Stale entities that reads migrated on the client (read, migrate,
     /// compare-and-set).
     pub reads_migrated_on_client: u64,
+    /// Reads of a kind with former names (a pending lazy kind rename) that
+    /// the store answered in one call, moving the entity to the kind's name
+    /// where it lay under a former one ([`Store::get_moving`]).
+    pub renamed_reads_in_store: u64,
 }
 
 /// The atomic counters behind [`LazyStats`].
@@ -129,6 +134,17 @@ pub struct LazyStats {
 struct Counters {
     reads_in_store: std::sync::atomic::AtomicU64,
     reads_migrated_on_client: std::sync::atomic::AtomicU64,
+    renamed_reads_in_store: std::sync::atomic::AtomicU64,
+}
+
+/// What a store declined to do inside itself for one kind (answered
+/// `Unsupported`), so it is not asked again.
+#[derive(Debug, Clone, Copy, Default)]
+struct Declined {
+    /// [`Store::get_advanced`].
+    advance: bool,
+    /// [`Store::get_moving`].
+    moving: bool,
 }
 
 /// The state as this client last read it.
@@ -196,8 +212,8 @@ pub struct LazyClient {
     refresh: Duration,
     view: RwLock<Arc<View>>,
     checked: Mutex<Instant>,
-    /// Kinds whose reads the store declined to migrate inside itself.
-    declined: Mutex<BTreeSet<String>>,
+    /// Kinds whose reads the store declined to migrate (or move) inside itself.
+    declined: Mutex<BTreeMap<String, Declined>>,
     /// See [`LazyClientBuilder::migrate_in_store`].
     in_store: bool,
     counters: Counters,
@@ -221,6 +237,7 @@ impl LazyClient {
         LazyStats {
             reads_in_store: self.counters.reads_in_store.load(Relaxed),
             reads_migrated_on_client: self.counters.reads_migrated_on_client.load(Relaxed),
+            renamed_reads_in_store: self.counters.renamed_reads_in_store.load(Relaxed),
         }
     }
 
@@ -336,7 +353,9 @@ impl LazyClient {
     /// move between the read of the kind's name and the read of the former
     /// one would show the entity under neither; so when every name is empty
     /// the kind's name is read once more: absent then, the entity was absent
-    /// (or deleted) at that read.
+    /// (or deleted) at that read. Where the store moves an entity in the
+    /// read ([`Store::get_moving`]), a miss under the kind's name is followed
+    /// by that one call instead: a moved entity comes back under the kind's name.
     async fn locate(&self, chain: &KindChain, key: &Key) -> Result<Option<Found>> {
         if let Some(e) = self.store.get(key).await? {
             return Ok(Some(Found::Here(e)));
@@ -344,12 +363,46 @@ impl LazyClient {
         if chain.formers.is_empty() {
             return Ok(None);
         }
+        // Not under the kind's name (one plain read, as for an up-to-date
+        // entity): one call that moves it from a former name, where it can.
+        if let Some(found) = self.get_moving(chain, key).await? {
+            return Ok(found.map(Found::Here));
+        }
         for name in &chain.formers {
             if let Some(e) = self.store.get(&Self::key_under(name, key)).await? {
                 return Ok(Some(Found::Former(e)));
             }
         }
         Ok(self.store.get(key).await?.map(Found::Here))
+    }
+
+    /// While the kind has former names, one store call that reads the entity
+    /// and first moves it from a former name if it lies there
+    /// ([`Store::get_moving`]). `None` when that does not apply (no former
+    /// names, in-store migration off, a store that declined it for the kind).
+    async fn get_moving(&self, chain: &KindChain, key: &Key) -> Result<Option<Option<Entity>>> {
+        if !self.in_store || chain.formers.is_empty() || self.declined(&chain.kind).moving {
+            return Ok(None);
+        }
+        let formers: Vec<Key> = chain
+            .formers
+            .iter()
+            .map(|n| Self::key_under(n, key))
+            .collect();
+        match self.store.get_moving(key, &formers).await {
+            Ok(found) => {
+                self.counters
+                    .renamed_reads_in_store
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(Some(found))
+            }
+            Err(e) if e.kind() == crate::store::ErrorKind::Unsupported => {
+                tracing::debug!(kind = %chain.kind, reason = %e, "reads of this kind look under each former name");
+                self.decline(&chain.kind, |d| d.moving = true);
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn migrate(chain: &KindChain, e: &Entity) -> Result<Entity> {
@@ -493,9 +546,7 @@ impl LazyClient {
             Ok(Some(_)) => Ok(None),
             Err(e) if e.kind() == crate::store::ErrorKind::Unsupported => {
                 tracing::debug!(kind = %chain.kind, reason = %e, "reads of this kind migrate on the client");
-                if let Ok(mut set) = self.declined.lock() {
-                    set.insert(chain.kind.clone());
-                }
+                self.decline(&chain.kind, |d| d.advance = true);
                 Ok(None)
             }
             Err(e) => Err(e.into()),
@@ -504,10 +555,23 @@ impl LazyClient {
 
     /// Whether the store declined [`Store::get_advanced`] for this kind.
     fn no_advance(&self, kind: &str) -> bool {
+        self.declined(kind).advance
+    }
+
+    /// What the store declined for this kind.
+    fn declined(&self, kind: &str) -> Declined {
         self.declined
             .lock()
-            .map(|s| s.contains(kind))
-            .unwrap_or(false)
+            .ok()
+            .and_then(|m| m.get(kind).copied())
+            .unwrap_or_default()
+    }
+
+    /// Remembers that the store declined something for this kind.
+    fn decline(&self, kind: &str, what: impl FnOnce(&mut Declined)) {
+        if let Ok(mut m) = self.declined.lock() {
+            what(m.entry(kind.to_owned()).or_default());
+        }
     }
 
     /// [`LazyClient::get`] for several keys, each resolved by its own kind.

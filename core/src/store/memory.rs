@@ -288,6 +288,22 @@ impl Store for MemoryStore {
         Ok(Some(e.clone()))
     }
 
+    async fn get_moving(&self, key: &Key, formers: &[Key]) -> Result<Option<Entity>> {
+        let mut inner = self.lock();
+        let here = encode_key(key);
+        if let Some(e) = inner.entities.get(&here) {
+            return Ok(Some(e.clone()));
+        }
+        for former in formers {
+            if let Some(mut e) = inner.entities.remove(&encode_key(former)) {
+                e.key = key.clone();
+                inner.entities.insert(here, e.clone());
+                return Ok(Some(e));
+            }
+        }
+        Ok(None)
+    }
+
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
         let target = pushdown::target_version(&request)?;
         let prefix = encode_kind_prefix(&request.kind);

@@ -617,6 +617,22 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// The names of metadata documents that start with `prefix`, sorted.
     async fn meta_list(&self, prefix: &str) -> Result<Vec<String>>;
 
+    /// Reads one entity, first moving it from a former kind name when `key`
+    /// holds none: the entity of the first of `formers` (the same id under
+    /// the kind's former names, newest first) that holds one is renamed to
+    /// `key` (value, version and TTL as they are, nothing transformed), in
+    /// the same atomic step as the read. A lazy read of a renamed kind in one
+    /// round trip, where it can. Requires [`Capability::atomic_writes`] over
+    /// the keys of one id.
+    ///
+    /// # Errors
+    /// `Unsupported` (the default), having written nothing: the caller then
+    /// looks under each name and moves the entity with [`Store::write_atomic`].
+    async fn get_moving(&self, key: &Key, formers: &[Key]) -> Result<Option<Entity>> {
+        let _ = (key, formers);
+        Err(Error::unsupported(self.info().scheme, "get_moving"))
+    }
+
     /// Runs consecutive per-entity steps inside the server for one batch.
     /// Requires [`Capability::update_pushdown`].
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {

@@ -356,3 +356,123 @@ async fn put_of_a_renamed_kind(b: &tern_integration_tests::redis::RedisBackend, 
     let ttl2 = q::<_, i64>(&mut conn, redis::cmd("PTTL").arg(k("next:2"))).await;
     assert_eq!(ttl2, -1, "{layout} next:2 had no TTL to take");
 }
+
+/// A read of a renamed kind whose entity still lies under the old name: one
+/// script moves it (TTL kept) and answers it ([`tern_core::store::Store::get_moving`],
+/// counted in `renamed_reads_in_store`), then the client runs the pending step
+/// with a compare-and-set; an absent id costs one call too; a key of another
+/// type under the new name is an error naming it, with nothing moved. On the
+/// server, for hashes and JSON strings, and on the cluster with `id_tag=1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_moves_an_entity_from_its_former_name_in_one_call() {
+    let Some(b) = or_skip(backend(), None).await else {
+        return;
+    };
+    for options in ["", "json=prev,next"] {
+        let b = b.clone().with_options(options);
+        let mut conn = raw(&b).await;
+        read_moves(&b, &mut conn, false).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_moves_an_entity_from_its_former_name_in_one_call_on_the_cluster() {
+    let Some(b) = or_skip(tern_integration_tests::redis::cluster_backend(), None).await else {
+        return;
+    };
+    let b = b.with_options("id_tag=1");
+    let seed = b.url().split('?').next().unwrap().to_owned();
+    let mut conn = redis::cluster::ClusterClient::new(vec![seed])
+        .unwrap()
+        .get_async_connection()
+        .await
+        .unwrap();
+    read_moves(&b, &mut conn, true).await;
+}
+
+async fn read_moves<C: ConnectionLike + Send>(
+    b: &tern_integration_tests::redis::RedisBackend,
+    conn: &mut C,
+    tagged: bool,
+) {
+    let url = b.fresh_url();
+    let ns = tern_integration_tests::redis::prefix_of(&url);
+    let k = |kind: &str, id: &str| {
+        if tagged {
+            format!("{ns}:{kind}:{{{id}}}")
+        } else {
+            format!("{ns}:{kind}:{id}")
+        }
+    };
+    let store: Arc<dyn tern_core::store::Store> = Arc::new(
+        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
+            .await
+            .unwrap(),
+    );
+    let x = |n: i64| Map::from([("x".to_owned(), Value::Int(n))]);
+    for (id, n) in [("1", 1), ("2", 2)] {
+        store
+            .put(tern_core::model::Entity::new(key("prev", id), x(n)))
+            .await
+            .unwrap();
+    }
+    let layout: String = q(conn, redis::cmd("TYPE").arg(k("prev", "1"))).await;
+    q::<_, ()>(conn, redis::cmd("PEXPIRE").arg(k("prev", "1")).arg(100_000)).await;
+    tern_testkit::lazy::up(
+        &store,
+        &[(1, "lazy\nrename kind prev to next\nadd next.y = 1\n")],
+    )
+    .await
+    .unwrap();
+    let lazy = LazyClient::builder(Arc::clone(&store))
+        .declare("next", 1)
+        .connect()
+        .await
+        .unwrap();
+    let got = lazy.get(&key("next", "1")).await.unwrap().unwrap();
+    let mut want = x(1);
+    want.insert("y".to_owned(), Value::Int(1));
+    assert_eq!((got.version, &got.value), (1, &want), "{layout}");
+    let stats = lazy.stats();
+    assert_eq!(
+        (stats.renamed_reads_in_store, stats.reads_migrated_on_client),
+        (1, 1),
+        "{layout}: moved in one call, then migrated on the client"
+    );
+    let old1 = k("prev", "1");
+    assert_eq!(q::<_, i64>(conn, redis::cmd("EXISTS").arg(&old1)).await, 0);
+    let new1 = k("next", "1");
+    let ttl = q::<_, i64>(conn, redis::cmd("PTTL").arg(&new1)).await;
+    assert!(ttl > 90_000 && ttl <= 100_000, "{layout}: TTL kept: {ttl}");
+    let stored = store.get(&key("next", "1")).await.unwrap().unwrap();
+    assert_eq!((stored.version, stored.value), (1, want), "{layout} stored");
+    // An id absent under every name: one call, nothing written.
+    assert!(lazy.get(&key("next", "9")).await.unwrap().is_none());
+    assert_eq!(lazy.stats().renamed_reads_in_store, 2, "{layout}");
+    // A key of another type under the new name while prev:2 is an entity.
+    let other = if layout == "hash" { "SADD" } else { "RPUSH" };
+    q::<_, ()>(conn, redis::cmd(other).arg(k("next", "2")).arg("m")).await;
+    let err = lazy.get(&key("next", "2")).await.unwrap_err();
+    assert!(err.to_string().contains("invalid data"), "{err}");
+    assert!(err.to_string().contains("next:2"), "{err}");
+    assert_eq!(
+        q::<_, String>(conn, redis::cmd("TYPE").arg(k("prev", "2"))).await,
+        layout,
+        "nothing moved"
+    );
+    // With in-store migration off, the same read takes the client's path.
+    q::<_, ()>(conn, redis::cmd("DEL").arg(k("next", "2"))).await;
+    let client_path = LazyClient::builder(Arc::clone(&store))
+        .declare("next", 1)
+        .migrate_in_store(false)
+        .connect()
+        .await
+        .unwrap();
+    let got = client_path.get(&key("next", "2")).await.unwrap().unwrap();
+    assert_eq!(got.version, 1);
+    assert_eq!(client_path.stats().renamed_reads_in_store, 0);
+    assert_eq!(
+        q::<_, i64>(conn, redis::cmd("EXISTS").arg(k("prev", "2"))).await,
+        0
+    );
+}
