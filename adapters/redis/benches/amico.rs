@@ -5,7 +5,9 @@
 //! against a plain pipelined SCAN + RENAME loop with the same driver, side by
 //! side in one run; then checks that every sorted set kept its members and
 //! scores. Then the same update installed `lazy` on a third copy (database
-//! 11): the install's pause and a `tern sweep` that renames every sorted set
+//! 11): the install's pause, first reads of stale sorted sets through the
+//! lazy client (moved in the store against on the client), and a `tern
+//! sweep` that renames every sorted set
 //! (`--no-lazy` skips it; `--call-sizes 100,1000` runs it once per in-store
 //! call size, default 100). Also measures the memory of tern's version tag per container
 //! (`MEMORY USAGE` of a tagged vs an untagged sorted set and its tag key).
@@ -189,6 +191,9 @@ async fn lazy_round(url: &str, n: usize, batch: usize, call_size: usize) {
         .await
         .expect("lazy install");
     let install = t.elapsed();
+    if call_size == FIRST_CALL_SIZE {
+        first_reads(&store, n).await;
+    }
     let t = Instant::now();
     let report = tern_core::lazy::sweep::sweep(
         store,
@@ -212,6 +217,54 @@ async fn lazy_round(url: &str, n: usize, batch: usize, call_size: usize) {
         moved as f64 / sweep.as_secs_f64()
     );
     flush(&mut conn).await;
+}
+
+/// The call size whose lazy round also times first reads ([`first_reads`]).
+const FIRST_CALL_SIZE: usize = 100;
+
+/// First reads through the lazy client of sorted sets still under their old
+/// name, in chunks of 500 alternating between a client that moves each in the
+/// store (`Store::get_moving`: one script after the plain read that misses)
+/// and one that does it on the client (`migrate_in_store(false)`: a read under
+/// each name, then an atomic write carrying the value), on disjoint keys.
+async fn first_reads(store: &Arc<tern_redis::RedisStore>, n: usize) {
+    use tern_core::lazy::LazyClient;
+    use tern_core::model::{Key, Value};
+    let client = |in_store: bool| {
+        let mut b = LazyClient::builder(store.clone()).migrate_in_store(in_store);
+        for scope in SCOPES {
+            b = b.declare(&format!("amico:{scope}:default"), 0);
+        }
+        b.connect()
+    };
+    let (moving, on_client) = (
+        client(true).await.expect("client"),
+        client(false).await.expect("client"),
+    );
+    let reads = (n / 4).min(20_000);
+    let mut times = [std::time::Duration::ZERO; 2];
+    for chunk in (0..reads).collect::<Vec<_>>().chunks(500) {
+        for (side, c) in [&moving, &on_client].into_iter().enumerate() {
+            let t = Instant::now();
+            for i in chunk {
+                let id = (2 * i + side) * 7919 % n;
+                let key = Key {
+                    kind: format!("amico:{}:default", SCOPES[id % SCOPES.len()]),
+                    id: Value::String(id.to_string()),
+                };
+                assert!(c.get(&key).await.expect("read").is_some(), "{key}");
+            }
+            times[side] += t.elapsed();
+        }
+    }
+    assert_eq!(moving.stats().renamed_reads_in_store, reads as u64);
+    let rate = |d: std::time::Duration| reads as f64 / d.as_secs_f64();
+    println!(
+        "lazy first reads of {reads} sorted sets under their old names (each moved): in the store {:.0}/s, on the client {:.0}/s ({:.2}x the time)",
+        rate(times[0]),
+        rate(times[1]),
+        times[1].as_secs_f64() / times[0].as_secs_f64()
+    );
 }
 
 async fn memory_usage(conn: &mut MultiplexedConnection, key: &str) -> i64 {
