@@ -137,6 +137,22 @@ pub async fn cluster_backend() -> Result<RedisBackend, String> {
     Ok(answering("TERN_IT_REDIS_CLUSTER_URL", url).await)
 }
 
+/// [`cluster_backend`] with extra URL options (`id_tag=1` ...) for every fresh store.
+///
+/// # Errors
+/// The skip reason.
+pub async fn cluster_backend_with(options: &str) -> Result<RedisBackend, String> {
+    cluster_backend().await.map(|b| b.with_options(options))
+}
+
+/// [`backend`] with extra URL options (`json=*` ...) for every fresh store.
+///
+/// # Errors
+/// The skip reason.
+pub async fn backend_with(options: &str) -> Result<RedisBackend, String> {
+    backend().await.map(|b| b.with_options(options))
+}
+
 /// A Redis container of `TERN_IT_REDIS_IMAGE` (default [`DEFAULT_IMAGE`]) on a
 /// free port of 127.0.0.1, or why none can run here.
 ///

@@ -74,7 +74,7 @@ impl Keys {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 format!(
-                    "kind {kind:?} contains '{{': with id_tag=1 the hash tag of a key must be \
+                    "kind {kind:?} holds a brace: with id_tag=1 the hash tag of a key must be \
                      its id, so that the keys of one id under every kind name share a cluster \
                      slot; choose a kind name without braces"
                 ),

@@ -13,11 +13,10 @@ mod redis {
 
 /// Every kind a JSON string (`json=*`): puts are plain `SET ... KEEPTTL`.
 mod redis_json {
-    tern_testkit::lazy_battery_tests!("redis-json", async {
-        tern_integration_tests::redis::backend()
-            .await
-            .map(|b| b.with_options("json=*"))
-    });
+    tern_testkit::lazy_battery_tests!(
+        "redis-json",
+        tern_integration_tests::redis::backend_with("json=*")
+    );
 }
 
 mod redis_container {
@@ -35,11 +34,10 @@ mod redis_cluster {
 }
 
 mod redis_cluster_id_tag {
-    tern_testkit::lazy_battery_tests!("redis-cluster-id-tag", async {
-        tern_integration_tests::redis::cluster_backend()
-            .await
-            .map(|b| b.with_options("id_tag=1"))
-    });
+    tern_testkit::lazy_battery_tests!(
+        "redis-cluster-id-tag",
+        tern_integration_tests::redis::cluster_backend_with("id_tag=1")
+    );
 }
 
 mod mongodb {

@@ -5,11 +5,10 @@ mod server {
 }
 
 mod json_strings {
-    tern_testkit::battery_tests!("redis-json", async {
-        tern_integration_tests::redis::backend()
-            .await
-            .map(|b| b.with_options("json=*"))
-    });
+    tern_testkit::battery_tests!(
+        "redis-json",
+        tern_integration_tests::redis::backend_with("json=*")
+    );
 }
 
 mod cluster {
@@ -22,11 +21,10 @@ mod cluster {
 /// The cluster with each id written as a hash tag (`ns:kind:{id}`): the keys
 /// of one id under every kind name share a slot.
 mod cluster_id_tag {
-    tern_testkit::battery_tests!("redis-cluster-id-tag", async {
-        tern_integration_tests::redis::cluster_backend()
-            .await
-            .map(|b| b.with_options("id_tag=1"))
-    });
+    tern_testkit::battery_tests!(
+        "redis-cluster-id-tag",
+        tern_integration_tests::redis::cluster_backend_with("id_tag=1")
+    );
 }
 
 mod container {

@@ -122,11 +122,7 @@ pub(crate) async fn every_type_migrates_whole_with_its_ttl<C>(
 {
     // The Redis key of an id of a kind, and of its version tag.
     let k = |kind: &str, i: &dyn std::fmt::Display| {
-        if tagged {
-            format!("{ns}:{kind}:{{{i}}}")
-        } else {
-            format!("{ns}:{kind}:{i}")
-        }
+        super::redis_lazy_ops::redis_key(ns, tagged, kind, &i.to_string())
     };
     let tag_of = |key: &str| {
         if tagged {
@@ -310,9 +306,7 @@ mod cluster {
         let url = b.fresh_url();
         let ns = tern_integration_tests::redis::prefix_of(&url);
         let store = tern_integration_tests::redis::open(&url).await.unwrap();
-        let seed = b.url().split('?').next().unwrap().to_owned();
-        let client = redis::cluster::ClusterClient::new(vec![seed]).unwrap();
-        let mut conn = client.get_async_connection().await.unwrap();
+        let mut conn = super::super::redis_lazy_ops::cluster_conn(&b).await;
         super::every_type_migrates_whole_with_its_ttl(store, &ns, &mut conn, tagged).await;
     }
 
