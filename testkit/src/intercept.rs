@@ -14,9 +14,9 @@ use async_trait::async_trait;
 
 use tern_core::model::{Entity, Key, Version};
 use tern_core::store::{
-    BatchMetaOutcome, Capability, Filter, MetaCas, MetaChange, MetaEntry, MetaUpdate, PushdownPage,
-    PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest,
-    SchemaChange, StepsFrom, Store, StoreInfo, Write, WriteOutcome,
+    Advanced, BatchMetaOutcome, Capability, Filter, MetaCas, MetaChange, MetaEntry, MetaUpdate,
+    PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+    ScanRequest, SchemaChange, StepsFrom, Store, StoreInfo, Write, WriteOutcome,
 };
 
 /// Declares [`Intercept`], one hook a [`Store`] method (the method's
@@ -71,7 +71,8 @@ intercept_every_method! {
         fn scan(kind: &str, request: ScanRequest) -> Result<ScanPage>;
         fn get(key: &Key) -> Result<Option<Entity>>;
         fn get_many(keys: &[Key]) -> Result<Vec<Option<Entity>>>;
-        fn get_advanced(key: &Key, steps: &StepsFrom) -> Result<Option<Entity>>;
+        fn get_advanced(key: &Key, steps: &StepsFrom) -> Result<Option<Advanced>>;
+        fn get_moving(key: &Key, formers: &[Key]) -> Result<Option<Entity>>;
         fn write_batch(writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
         /// Forwards to the inner store's (atomic there, where it is), so a
         /// hook on [`Intercept::write_batch`] does not see these writes:

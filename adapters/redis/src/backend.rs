@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use async_trait::async_trait;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    AtomicScope, Capability, Error, ErrorKind, Filter, Guard, MetaCas, MetaChange, MetaEntry,
-    PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+    Advanced, AtomicScope, Capability, Error, ErrorKind, Filter, Guard, MetaCas, MetaChange,
+    MetaEntry, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
     ScanRequest, StepsFrom, Store, StoreInfo, Write, WriteOutcome,
 };
 
@@ -227,7 +227,7 @@ impl Store for RedisStore {
         self.pushdown_page(request).await
     }
 
-    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Entity>> {
+    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Advanced>> {
         self.get_advanced_hash(key, steps).await
     }
 

@@ -12,10 +12,10 @@
 //! locals, so a key costs its three Redis calls and little else) and cached
 //! per text by the store: one script per stage, loaded once.
 
-use tern_core::model::{Entity, Key};
+use tern_core::model::Key;
 use tern_core::store::{
-    Cursor, Error, ErrorKind, Filter, PushOp, PushStep, PushdownPage, PushdownRequest, Result,
-    StepsFrom, VersionFilter,
+    Advanced, Cursor, Error, ErrorKind, Filter, PushOp, PushStep, PushdownPage, PushdownRequest,
+    Result, StepsFrom, VersionFilter,
 };
 
 use crate::codec;
@@ -141,7 +141,8 @@ fn generate(ops: &[Op], slots: usize, values: usize, shape: Shape) -> String {
 pub(crate) enum Shape {
     /// A batch of `update_in_place`: answers the counts and the scan position.
     Batch,
-    /// `get_advanced`: one key (KEYS[1], no SCAN), answers its `HGETALL`.
+    /// `get_advanced`: one key (KEYS[1], no SCAN), answers whether it
+    /// advanced (1 or 0) and its `HGETALL`.
     ReadOne,
 }
 
@@ -152,7 +153,7 @@ for j = limit + 1, nk do out[#out + 1] = keys[j] end\n\
 return out\n";
 
 /// The answer of a one-key read: the key's fields after the steps.
-const ANSWER_READ_ONE: &str = "return call('HGETALL', KEYS[1])\n";
+const ANSWER_READ_ONE: &str = "return { advanced, call('HGETALL', KEYS[1]) }\n";
 
 /// `{prefix}2, ..., {prefix}{slots + 1}`: the Lua names of the slots.
 fn slot_list(prefix: &str, slots: usize) -> String {
@@ -532,7 +533,7 @@ impl RedisStore {
         &self,
         key: &Key,
         steps: &StepsFrom,
-    ) -> Result<Option<Entity>> {
+    ) -> Result<Option<Advanced>> {
         self.check_hash_steps(&key.kind)?;
         let redis_key = self.keys.entity_key(key)?;
         let compiled = self.read_script(&steps.steps)?;
@@ -546,14 +547,18 @@ impl RedisStore {
         }
         // No SCAN: pattern, cursor, not scanning, one key, no step.
         invocation.arg("").arg(0).arg("0").arg(1).arg(0);
-        let fields: Vec<(String, String)> = invocation
+        let (advanced, fields): (i64, Vec<(String, String)>) = invocation
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| {
                 self.err("reading and migrating an entity", e)
                     .with_context("key", key.to_string())
             })?;
-        codec::entity_from_hash(key.clone(), fields, &self.config.version_field)
+        let entity = codec::entity_from_hash(key.clone(), fields, &self.config.version_field)?;
+        Ok(entity.map(|entity| Advanced {
+            entity,
+            migrated: advanced > 0,
+        }))
     }
 
     /// The one-key script of `steps` and its arguments, compiled once. The

@@ -127,6 +127,13 @@ pub struct LazyStats {
     /// the store answered in one call, moving the entity to the kind's name
     /// where it lay under a former one ([`Store::get_moving`]).
     pub renamed_reads_in_store: u64,
+    /// Reads of a kind with a pending migration that tried a plain read
+    /// first (recent reads had found up-to-date entities) and found the
+    /// entity up to date: no script ran.
+    pub plain_reads_up_to_date: u64,
+    /// Reads that tried a plain read first and found the entity stale: the
+    /// store's migrating read followed (counted in `reads_in_store` too).
+    pub plain_reads_stale: u64,
 }
 
 /// The atomic counters behind [`LazyStats`].
@@ -135,6 +142,8 @@ struct Counters {
     reads_in_store: std::sync::atomic::AtomicU64,
     reads_migrated_on_client: std::sync::atomic::AtomicU64,
     renamed_reads_in_store: std::sync::atomic::AtomicU64,
+    plain_reads_up_to_date: std::sync::atomic::AtomicU64,
+    plain_reads_stale: std::sync::atomic::AtomicU64,
 }
 
 /// What a store declined to do inside itself for one kind (answered
@@ -238,6 +247,8 @@ impl LazyClient {
             reads_in_store: self.counters.reads_in_store.load(Relaxed),
             reads_migrated_on_client: self.counters.reads_migrated_on_client.load(Relaxed),
             renamed_reads_in_store: self.counters.renamed_reads_in_store.load(Relaxed),
+            plain_reads_up_to_date: self.counters.plain_reads_up_to_date.load(Relaxed),
+            plain_reads_stale: self.counters.plain_reads_stale.load(Relaxed),
         }
     }
 
@@ -513,12 +524,17 @@ impl LazyClient {
     /// While a lazy migration of the kind is pending, one store call that
     /// reads the entity and runs the pending steps on it inside the store
     /// ([`Store::get_advanced`]): a stale entity read and migrated in one
-    /// round trip. `None` when that does not apply (no pending steps, former
-    /// names to look under, steps or a store that cannot run there, an entity
-    /// the steps do not reach): the caller reads and migrates on the client.
-    /// A store that cannot answers `Unsupported` without a round trip (the
-    /// trait's default, or a check of the kind's layout), once per kind.
+    /// round trip. While recent reads of the kind found up-to-date entities
+    /// ([`KindChain::reads`]), a plain read comes first, and the store's
+    /// migrating read only when that one found the entity stale: an
+    /// up-to-date read then costs what it costs with nothing pending. `None`
+    /// when that does not apply (no pending steps, former names to look under,
+    /// steps or a store that cannot run there, an entity the steps do not
+    /// reach): the caller reads and migrates on the client. A store that
+    /// cannot answers `Unsupported` without a round trip (the trait's default,
+    /// or a check of the kind's layout), once per kind.
     async fn get_advanced(&self, chain: &KindChain, key: &Key) -> Result<Option<Option<Entity>>> {
+        use std::sync::atomic::Ordering::Relaxed;
         if !self.in_store
             || !chain.pending
             || !chain.formers.is_empty()
@@ -529,19 +545,29 @@ impl LazyClient {
         let Some(steps) = chain.pushdown() else {
             return Ok(None);
         };
-        let answered = || {
-            self.counters
-                .reads_in_store
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        };
+        if !chain.reads.stale_first() {
+            match self.store.get(key).await? {
+                None => return Ok(Some(None)),
+                Some(e) if e.version == chain.version => {
+                    chain.reads.saw(false);
+                    self.counters.plain_reads_up_to_date.fetch_add(1, Relaxed);
+                    return Ok(Some(Some(e)));
+                }
+                Some(_) => {
+                    chain.reads.saw(true);
+                    self.counters.plain_reads_stale.fetch_add(1, Relaxed);
+                }
+            }
+        }
         match self.store.get_advanced(key, steps).await {
             Ok(None) => {
-                answered();
+                self.counters.reads_in_store.fetch_add(1, Relaxed);
                 Ok(Some(None))
             }
-            Ok(Some(e)) if e.version == chain.version => {
-                answered();
-                Ok(Some(Some(e)))
+            Ok(Some(a)) if a.entity.version == chain.version => {
+                chain.reads.saw(a.migrated);
+                self.counters.reads_in_store.fetch_add(1, Relaxed);
+                Ok(Some(Some(a.entity)))
             }
             Ok(Some(_)) => Ok(None),
             Err(e) if e.kind() == crate::store::ErrorKind::Unsupported => {

@@ -31,6 +31,50 @@ pub struct KindChain {
     missing_code: BTreeMap<u32, String>,
     /// [`KindChain::pushdown`], computed once.
     push: std::sync::OnceLock<Option<crate::store::StepsFrom>>,
+    /// What recent reads of the kind found, while a migration is pending.
+    pub(crate) reads: ReadBias,
+}
+
+/// Which read a lazy client tries first for a kind whose migration is
+/// pending: the store's migrating read ([`crate::store::Store::get_advanced`]:
+/// one round trip for a stale entity, a script on Redis) or a plain read (no
+/// script for an up-to-date entity, a second call for a stale one). It
+/// follows what recent reads found: a count that each stale entity raises and
+/// each up-to-date one lowers, within +-[`ReadBias::LIMIT`]; the migrating
+/// read first while it is not negative (a new view starts there: right after
+/// an install, every entity is stale).
+#[derive(Debug, Default)]
+pub(crate) struct ReadBias(std::sync::atomic::AtomicI32);
+
+impl Clone for ReadBias {
+    fn clone(&self) -> Self {
+        ReadBias(std::sync::atomic::AtomicI32::new(
+            self.0.load(std::sync::atomic::Ordering::Relaxed),
+        ))
+    }
+}
+
+impl ReadBias {
+    /// How far the count goes either way: how many reads of the other kind
+    /// it takes at most to change the read tried first.
+    pub(crate) const LIMIT: i32 = 16;
+
+    /// Whether to try the migrating read first.
+    pub(crate) fn stale_first(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed) >= 0
+    }
+
+    /// Records what a read found.
+    pub(crate) fn saw(&self, stale: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let _ = self.0.fetch_update(Relaxed, Relaxed, |b| {
+            Some(if stale {
+                (b + 1).min(Self::LIMIT)
+            } else {
+                (b - 1).max(-Self::LIMIT)
+            })
+        });
+    }
 }
 
 impl KindChain {
@@ -44,6 +88,7 @@ impl KindChain {
             steps: Vec::new(),
             missing_code: BTreeMap::new(),
             push: std::sync::OnceLock::new(),
+            reads: ReadBias::default(),
         }
     }
 
@@ -263,6 +308,7 @@ impl Spec {
                     steps: history.remove(kind).unwrap_or_default(),
                     missing_code: missing_code.clone(),
                     push: std::sync::OnceLock::new(),
+                    reads: ReadBias::default(),
                 }),
             );
         }

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    BatchMetaOutcome, Capability, Cursor, Error, ErrorKind, MetaCas, MetaChange, MetaEntry,
-    MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
-    ScanRequest, StepsFrom, Store, StoreInfo, Write, WriteOutcome, pushdown,
+    Advanced, BatchMetaOutcome, Capability, Cursor, Error, ErrorKind, MetaCas, MetaChange,
+    MetaEntry, MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest,
+    Result, ScanPage, ScanRequest, StepsFrom, Store, StoreInfo, Write, WriteOutcome, pushdown,
 };
 use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
@@ -278,14 +278,17 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Entity>> {
+    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Advanced>> {
         let mut inner = self.lock();
         let Some(e) = inner.entities.get_mut(&encode_key(key)) else {
             return Ok(None);
         };
         let mut changed = vec![0; steps.steps.len()];
-        pushdown::advance(steps.from, &steps.steps, e, &mut changed);
-        Ok(Some(e.clone()))
+        let migrated = pushdown::advance(steps.from, &steps.steps, e, &mut changed);
+        Ok(Some(Advanced {
+            entity: e.clone(),
+            migrated,
+        }))
     }
 
     async fn get_moving(&self, key: &Key, formers: &[Key]) -> Result<Option<Entity>> {

@@ -400,6 +400,16 @@ pub struct PushStep {
     pub op: PushOp,
 }
 
+/// What [`Store::get_advanced`] read: the entity as it is stored now, and
+/// whether the steps ran on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Advanced {
+    /// The entity after the steps (as stored now).
+    pub entity: Entity,
+    /// It was at a version the steps cover, and they ran on it.
+    pub migrated: bool,
+}
+
 /// Consecutive server-side steps of one kind from a version: step `i` applies
 /// to entities at `from + i`, as in [`PushdownRequest`]
 /// ([`Store::get_advanced`], the pending steps of a lazy migration).
@@ -644,12 +654,13 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// atomic step: an entity at a version in `from..from + steps.len()` gets
     /// the steps from its version on (as [`Store::update_in_place`] would) and
     /// is written back; any other entity is returned as stored. The lazy
-    /// client's read of a stale entity in one round trip, where it can.
+    /// client's read of a stale entity in one round trip, where it can;
+    /// [`Advanced::migrated`] tells it whether the entity was stale.
     ///
     /// # Errors
     /// `Unsupported` (the default, or steps the store cannot run exactly),
     /// having written nothing: the caller then reads and migrates on the client.
-    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Entity>> {
+    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Advanced>> {
         let _ = (key, steps);
         Err(Error::unsupported(self.info().scheme, "get_advanced"))
     }

@@ -288,6 +288,51 @@ async fn stale_hash_reads_migrate_inside_redis_on_the_cluster() {
         .await;
 }
 
+/// While a lazy migration is pending, the read a client tries first follows
+/// what reads find: 40 stale posts are each migrated by one script call
+/// (no plain read first); read again, up to date, most of them are one plain
+/// `HGETALL` (no script); a stale post among them then costs the plain read
+/// and the script, and is migrated.
+#[tokio::test]
+async fn up_to_date_reads_are_plain_while_a_migration_is_pending() {
+    let Some(b) = or_skip(backend(), None).await else {
+        return;
+    };
+    let store = b.try_fresh().await.unwrap();
+    let post = |i: usize| key("post", &i.to_string());
+    let title = || Map::from([("title".to_owned(), Value::from("t"))]);
+    let writes = (0..41)
+        .map(|i| tern_core::store::Write::Put(tern_core::model::Entity::new(post(i), title())))
+        .collect();
+    store.write_batch(writes).await.unwrap();
+    tern_testkit::lazy::up(&store, &[(1, "lazy\nadd post.likes = 0\n")])
+        .await
+        .unwrap();
+    let lazy = LazyClient::builder(Arc::clone(&store))
+        .declare("post", 1)
+        .connect()
+        .await
+        .unwrap();
+    for i in 0..40 {
+        assert_eq!(lazy.get(&post(i)).await.unwrap().unwrap().version, 1);
+    }
+    let s = lazy.stats();
+    assert_eq!((s.reads_in_store, s.plain_reads_stale), (40, 0), "{s:?}");
+    for i in 0..40 {
+        assert_eq!(lazy.get(&post(i)).await.unwrap().unwrap().version, 1);
+    }
+    let s = lazy.stats();
+    assert!(s.plain_reads_up_to_date >= 20, "{s:?}");
+    assert_eq!(s.reads_in_store + s.plain_reads_up_to_date, 80, "{s:?}");
+    // Post 40 was never read: stale.
+    let got = lazy.get(&post(40)).await.unwrap().unwrap();
+    assert_eq!(got.value.get("likes"), Some(&Value::Int(0)));
+    let after = lazy.stats();
+    assert_eq!(after.plain_reads_stale, 1, "{after:?}");
+    assert_eq!(after.reads_in_store, s.reads_in_store + 1, "{after:?}");
+    assert_eq!(store.get(&post(40)).await.unwrap().unwrap().version, 1);
+}
+
 /// A lazy put of a kind with a former name, hashes and JSON strings (one run
 /// of the small put script): the entity replaced whole under the new name,
 /// the stale copy under the old name gone in the same run, and the TTL of the

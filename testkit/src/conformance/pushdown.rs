@@ -6,8 +6,8 @@ use super::{
 };
 use tern_core::model::{Key, Value};
 use tern_core::store::{
-    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, StepsFrom, Store,
-    pushdown,
+    Advanced, Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, StepsFrom,
+    Store, pushdown,
 };
 
 /// Without [`Capability::update_pushdown`](tern_core::store::Capability::update_pushdown),
@@ -356,8 +356,9 @@ async fn run_batches(
 /// [`Store::get_advanced`]: where the store runs it (it may answer
 /// `Unsupported`, writing nothing), an entity at a version the steps cover
 /// comes back advanced through the remaining steps, exactly as
-/// [`pushdown::advance`] defines, and is stored so; an entity at another
-/// version comes back as stored, unchanged; an absent key is `None`.
+/// [`pushdown::advance`] defines, and is stored so, marked migrated; an
+/// entity at another version comes back as stored, unchanged, not marked; an
+/// absent key is `None`.
 pub async fn get_advanced(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
     let kind = ns.kind("advanced");
@@ -402,8 +403,12 @@ pub async fn get_advanced(store: &dyn Store) -> CheckResult {
         Err(e) => return Err(e.into()),
         Ok(got) => {
             let mut want = stored[0].clone();
-            pushdown::advance(steps.from, &steps.steps, &mut want, &mut [0, 0]);
-            ensure_eq!(got, Some(want.clone()), "get_advanced of an entity at from");
+            let migrated = pushdown::advance(steps.from, &steps.steps, &mut want, &mut [0, 0]);
+            let want_read = Advanced {
+                entity: want.clone(),
+                migrated,
+            };
+            ensure_eq!(got, Some(want_read), "get_advanced of an entity at from");
             ensure_eq!(
                 store.get(&key(1)?).await?,
                 Some(want),
@@ -413,9 +418,15 @@ pub async fn get_advanced(store: &dyn Store) -> CheckResult {
     }
     for (i, e) in stored.iter().enumerate().skip(1) {
         let mut want = e.clone();
-        pushdown::advance(steps.from, &steps.steps, &mut want, &mut [0, 0]);
+        // Entities 1 (at from + 1) advances; 2 (below from) and 3 (at the target) do not.
+        let migrated = pushdown::advance(steps.from, &steps.steps, &mut want, &mut [0, 0]);
+        ensure_eq!(migrated, i == 1, "the steps cover entity {i}");
         let got = store.get_advanced(&e.key, &steps).await?;
-        ensure_eq!(got, Some(want.clone()), "get_advanced of entity {i}");
+        let want_read = Advanced {
+            entity: want.clone(),
+            migrated,
+        };
+        ensure_eq!(got, Some(want_read), "get_advanced of entity {i}");
         ensure_eq!(store.get(&e.key).await?, Some(want), "stored entity {i}");
     }
     ensure!(
