@@ -8,7 +8,10 @@
 //!   calls of the same store and keys, in alternating chunks (so a change in
 //!   the machine's load falls on both sides alike);
 //! - first reads of stale entities through the lazy client (each migrated and
-//!   written back with a compare-and-set), for scale.
+//!   written back with a compare-and-set), for scale; the entities they
+//!   migrated read again while the migration is pending;
+//! - `tern sweep` of the rest through the client path (`pushdown` off: read a
+//!   page, migrate, compare-and-set), for scale.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -67,6 +70,10 @@ pub struct LazyRound {
     pub pending_raw: Duration,
     /// `LazyClient::get` time over the same keys, by the client that migrated them.
     pub pending_client: Duration,
+    /// `tern sweep` of the rest through the client path.
+    pub sweep: Duration,
+    /// How many entities that sweep migrated.
+    pub swept: u64,
 }
 
 impl LazyRound {
@@ -106,6 +113,12 @@ impl LazyRound {
             self.stale_reads as f64 / s(self.pending_raw),
             self.stale_reads as f64 / s(self.pending_client),
             (s(self.pending_client) / s(self.pending_raw) - 1.0) * 100.0
+        );
+        println!(
+            "round {round}: tern sweep of the rest through the client path: {} entities in {:.2} s ({:.0}/s)",
+            self.swept,
+            s(self.sweep),
+            self.swept as f64 / s(self.sweep)
         );
     }
 }
@@ -246,6 +259,18 @@ where
             }
         }
     }
+    let (report, sweep) = bench::timed(tern_core::lazy::sweep::sweep(
+        Arc::clone(&lazy),
+        &tern_core::migrate::LeaseOptions::default(),
+        &std::collections::BTreeMap::new(),
+        &tern_core::lazy::SweepOptions {
+            batch_size: batch,
+            pushdown: false,
+            ..tern_core::lazy::SweepOptions::default()
+        },
+    ))
+    .await;
+    let swept = report?.migrated.values().sum();
     Ok(LazyRound {
         entities: n,
         eager_up,
@@ -259,6 +284,8 @@ where
         stale_reads,
         pending_raw,
         pending_client,
+        sweep,
+        swept,
     })
 }
 
