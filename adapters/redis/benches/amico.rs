@@ -29,28 +29,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use redis::aio::MultiplexedConnection;
-use tern_core::migrate::{Migration, MigrationSet, Migrator, RunOptions};
+use tern_core::migrate::{Migrator, RunOptions};
 use tern_testkit::bench::{BenchArgs, Ratios};
 
 mod common;
+use common::amico::{SCOPES, members, migrations};
 use common::{base_url, connect, flush_conn as flush};
-
-const SCOPES: [&str; 5] = [
-    "followers",
-    "following",
-    "blocked",
-    "reciprocated",
-    "pending",
-];
-
-/// The members and scores of sorted set `i`.
-fn members(i: usize) -> [(f64, String); 3] {
-    [
-        (i as f64, format!("a{}", i * 7 % 1_000_003)),
-        (1.5, format!("b{}", i + 1)),
-        (1e9 + i as f64, format!("c{}", i * 13 % 999_983)),
-    ]
-}
 
 /// The key of sorted set `i` (its scope cycles through [`SCOPES`]).
 fn key(i: usize, scoped: bool) -> String {
@@ -114,26 +98,6 @@ async fn rename_loop(conn: &mut MultiplexedConnection) -> u64 {
         }
         cursor = next;
     }
-}
-
-/// The five renames, eager or `lazy`.
-fn migrations(lazy: bool) -> MigrationSet {
-    let mode = if lazy { "lazy\n" } else { "" };
-    let mut set = MigrationSet::new();
-    for (i, scope) in SCOPES.iter().enumerate() {
-        let id = u32::try_from(i).expect("id") + 1;
-        set.add(
-            Migration::from_script(
-                id,
-                &format!("scope_{scope}"),
-                &format!("{id:04}_scope_{scope}.tern"),
-                &format!("{mode}rename kind `amico:{scope}` to `amico:{scope}:default`"),
-            )
-            .expect("script"),
-        )
-        .expect("add");
-    }
-    set
 }
 
 /// The store URL options: every kind a sorted set, old and new names declared.

@@ -33,17 +33,12 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use tern_core::lazy::LazyClient;
-use tern_core::migrate::{Migration, MigrationSet, Migrator, RunOptions};
+use tern_core::migrate::{Migrator, RunOptions};
 use tern_core::model::{Key, Value};
 use tern_testkit::bench::BenchArgs;
 
-const SCOPES: [&str; 5] = [
-    "followers",
-    "following",
-    "blocked",
-    "reciprocated",
-    "pending",
-];
+mod common;
+use common::amico::{SCOPES, members, migrations};
 
 /// The cluster's seed URL (no tern options). Benchmarks talk to 127.0.0.1 only.
 fn seed_url() -> String {
@@ -68,6 +63,10 @@ struct Side {
 }
 
 impl Side {
+    const fn new(prefix: &'static str, tagged: bool) -> Side {
+        Side { prefix, tagged }
+    }
+
     /// The key of sorted set `i`, under its old or its scoped name.
     fn key(self, i: usize, scoped: bool) -> String {
         let scope = SCOPES[i % SCOPES.len()];
@@ -94,15 +93,6 @@ impl Side {
             if self.tagged { "&id_tag=1" } else { "" }
         )
     }
-}
-
-/// The members and scores of sorted set `i`.
-fn members(i: usize) -> [(f64, String); 3] {
-    [
-        (i as f64, format!("a{}", i * 7 % 1_000_003)),
-        (1.5, format!("b{}", i + 1)),
-        (1e9 + i as f64, format!("c{}", i * 13 % 999_983)),
-    ]
 }
 
 async fn cluster() -> ClusterConnection {
@@ -230,26 +220,6 @@ async fn rename_loop(masters: &mut [MultiplexedConnection], side: Side) -> u64 {
     renamed
 }
 
-/// The five renames, eager or `lazy`.
-fn migrations(lazy: bool) -> MigrationSet {
-    let mode = if lazy { "lazy\n" } else { "" };
-    let mut set = MigrationSet::new();
-    for (i, scope) in SCOPES.iter().enumerate() {
-        let id = u32::try_from(i).expect("id") + 1;
-        set.add(
-            Migration::from_script(
-                id,
-                &format!("scope_{scope}"),
-                &format!("{id:04}_scope_{scope}.tern"),
-                &format!("{mode}rename kind `amico:{scope}` to `amico:{scope}:default`"),
-            )
-            .expect("script"),
-        )
-        .expect("add");
-    }
-    set
-}
-
 /// Every sorted set is under its scoped name with its members and scores,
 /// nothing is left under the old names.
 async fn check(conn: &ClusterConnection, side: Side, n: usize) {
@@ -355,22 +325,10 @@ async fn main() {
         .unwrap_or(a.entities);
     let mut conn = cluster().await;
     let mut nodes = masters(&mut conn).await;
-    let looped = Side {
-        prefix: "ac_loop",
-        tagged: true,
-    };
-    let tagged = Side {
-        prefix: "ac_tagged",
-        tagged: true,
-    };
-    let plain = Side {
-        prefix: "ac_plain",
-        tagged: false,
-    };
-    let lazy = Side {
-        prefix: "ac_lazy",
-        tagged: true,
-    };
+    let looped = Side::new("ac_loop", true);
+    let tagged = Side::new("ac_tagged", true);
+    let plain = Side::new("ac_plain", false);
+    let lazy = Side::new("ac_lazy", true);
     let sides = [looped, tagged, plain, lazy];
     println!(
         "Amico scope update on the Redis Cluster at {} ({} masters): {n} sorted sets of 3 members over 5 prefixes, batch {}",

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each benchmark uses its own part
 
+pub(crate) mod amico;
+
 use std::sync::Arc;
 
 use redis::aio::MultiplexedConnection;

@@ -1,0 +1,42 @@
+//! What the two Amico benchmarks share: KVolve's five scopes, the members of
+//! each sorted set, and the five `rename kind` migrations.
+
+use tern_core::migrate::{Migration, MigrationSet};
+
+/// Amico's scopes: `amico:<scope>:<id>` becomes `amico:<scope>:default:<id>`.
+pub(crate) const SCOPES: [&str; 5] = [
+    "followers",
+    "following",
+    "blocked",
+    "reciprocated",
+    "pending",
+];
+
+/// The members and scores of sorted set `i`.
+pub(crate) fn members(i: usize) -> [(f64, String); 3] {
+    [
+        (i as f64, format!("a{}", i * 7 % 1_000_003)),
+        (1.5, format!("b{}", i + 1)),
+        (1e9 + i as f64, format!("c{}", i * 13 % 999_983)),
+    ]
+}
+
+/// The five renames, eager or `lazy`.
+pub(crate) fn migrations(lazy: bool) -> MigrationSet {
+    let mode = if lazy { "lazy\n" } else { "" };
+    let mut set = MigrationSet::new();
+    for (i, scope) in SCOPES.iter().enumerate() {
+        let id = u32::try_from(i).expect("id") + 1;
+        set.add(
+            Migration::from_script(
+                id,
+                &format!("scope_{scope}"),
+                &format!("{id:04}_scope_{scope}.tern"),
+                &format!("{mode}rename kind `amico:{scope}` to `amico:{scope}:default`"),
+            )
+            .expect("script"),
+        )
+        .expect("add");
+    }
+    set
+}
