@@ -33,8 +33,8 @@ use tern_core::migrate::{Migrator, RunOptions};
 use tern_testkit::bench::{BenchArgs, Ratios};
 
 mod common;
-use common::amico::{SCOPES, members, migrations};
-use common::{base_url, connect, flush_conn as flush};
+use common::amico::{SCOPES, members, migrations, scoped};
+use common::{base_url, connect, flush_conn as flush, scan_apply};
 
 /// The key of sorted set `i` (its scope cycles through [`SCOPES`]).
 fn key(i: usize, scoped: bool) -> String {
@@ -64,40 +64,17 @@ async fn load(conn: &mut MultiplexedConnection, n: usize) {
 /// The baseline: SCAN MATCH `amico:*` COUNT 1000, pipelined RENAME of each key
 /// not yet scoped (SCAN may return a renamed key again).
 async fn rename_loop(conn: &mut MultiplexedConnection) -> u64 {
-    let mut cursor: u64 = 0;
     let mut renamed = 0u64;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg("amico:*")
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await
-            .expect("scan");
-        let mut pipe = redis::pipe();
-        for k in &keys {
-            let mut parts = k.splitn(3, ':');
-            let (Some(_), Some(scope), Some(id)) = (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            if id.starts_with("default:") {
-                continue;
+    scan_apply(conn, "amico:*", 1000, |keys, pipe| {
+        for k in keys {
+            if let Some(new) = scoped(k) {
+                pipe.cmd("RENAME").arg(k).arg(new).ignore();
+                renamed += 1;
             }
-            pipe.cmd("RENAME")
-                .arg(k)
-                .arg(format!("amico:{scope}:default:{id}"))
-                .ignore();
-            renamed += 1;
         }
-        let _: () = pipe.query_async(conn).await.expect("rename");
-        if next == 0 {
-            return renamed;
-        }
-        cursor = next;
-    }
+    })
+    .await;
+    renamed
 }
 
 /// The store URL options: every kind a sorted set, old and new names declared.

@@ -38,7 +38,8 @@ use tern_core::model::{Key, Value};
 use tern_testkit::bench::BenchArgs;
 
 mod common;
-use common::amico::{SCOPES, members, migrations};
+use common::amico::{SCOPES, members, migrations, scoped};
+use common::{scan_apply, unlink_matching};
 
 /// The cluster's seed URL (no tern options). Benchmarks talk to 127.0.0.1 only.
 fn seed_url() -> String {
@@ -130,29 +131,7 @@ async fn masters(conn: &mut ClusterConnection) -> Vec<MultiplexedConnection> {
 /// Every key of `prefix:` on every master, `UNLINK`ed.
 async fn delete_prefix(masters: &mut [MultiplexedConnection], prefix: &str) {
     for m in masters {
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(format!("{prefix}:*"))
-                .arg("COUNT")
-                .arg(5000)
-                .query_async(m)
-                .await
-                .expect("scan");
-            if !keys.is_empty() {
-                let mut pipe = redis::pipe();
-                for k in &keys {
-                    pipe.cmd("UNLINK").arg(k).ignore();
-                }
-                let _: () = pipe.query_async(m).await.expect("unlink");
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        unlink_matching(m, &format!("{prefix}:*")).await;
     }
 }
 
@@ -180,42 +159,22 @@ async fn rename_loop(masters: &mut [MultiplexedConnection], side: Side) -> u64 {
     let mut renamed = 0;
     let pattern = format!("{}:amico:*", side.prefix);
     for m in masters {
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(m)
-                .await
-                .expect("scan");
-            let mut pipe = redis::pipe();
-            for k in &keys {
-                let rest = &k[side.prefix.len() + 1..];
-                let mut parts = rest.splitn(3, ':');
-                let (Some(_), Some(scope), Some(id)) = (parts.next(), parts.next(), parts.next())
-                else {
-                    continue;
-                };
-                if id.starts_with("default:") {
-                    continue;
+        scan_apply(m, &pattern, 1000, |keys, pipe| {
+            for k in keys {
+                let new = k
+                    .strip_prefix(side.prefix)
+                    .and_then(|rest| rest.strip_prefix(':'))
+                    .and_then(scoped);
+                if let Some(new) = new {
+                    pipe.cmd("RENAME")
+                        .arg(k)
+                        .arg(format!("{}:{new}", side.prefix))
+                        .ignore();
+                    renamed += 1;
                 }
-                pipe.cmd("RENAME")
-                    .arg(k)
-                    .arg(format!("{}:amico:{scope}:default:{id}", side.prefix))
-                    .ignore();
-                renamed += 1;
             }
-            if !keys.is_empty() {
-                let _: () = pipe.query_async(m).await.expect("rename");
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        })
+        .await;
     }
     renamed
 }

@@ -382,7 +382,6 @@ impl RedisStore {
             return Ok(Vec::new());
         }
         let layout = self.config.layout(kind);
-        let vf = self.config.version_field.as_str();
         let mut cmds = Vec::with_capacity(redis_keys.len());
         for k in redis_keys {
             let mut cmd;
@@ -408,44 +407,54 @@ impl RedisStore {
             cmds.push(cmd);
         }
         let failed = |e| self.err("reading entities", e).with_context("kind", kind);
-        let mut out = Vec::with_capacity(redis_keys.len());
-        match layout {
-            KindLayout::Hash => {
-                let rows: Vec<redis::Value> = self.conn().many(cmds).await.map_err(failed)?;
-                for (i, row) in rows.into_iter().enumerate() {
-                    // A key of another type (WRONGTYPE) is not an entity of the kind.
-                    let Ok(fields) = redis::from_redis_value::<Vec<(String, String)>>(row) else {
-                        out.push(None);
-                        continue;
-                    };
-                    if fields.is_empty() {
-                        out.push(None);
-                        continue;
-                    }
-                    out.push(codec::entity_from_hash(key_of(i)?, fields, vf)?);
-                }
-            }
-            KindLayout::Json => {
-                let rows: Vec<redis::Value> = self.conn().many(cmds).await.map_err(failed)?;
-                for (i, row) in rows.into_iter().enumerate() {
-                    let Ok(Some(text)) = redis::from_redis_value::<Option<String>>(row) else {
-                        out.push(None);
-                        continue;
-                    };
-                    out.push(Some(codec::entity_from_json(key_of(i)?, &text, vf)?));
-                }
-            }
-            _ => {
-                let rows: Vec<Option<Vec<Vec<u8>>>> = self
-                    .many_loading(&self.read_script, cmds, "reading entities")
-                    .await
-                    .map_err(|e| e.with_context("kind", kind))?;
-                for (i, row) in rows.into_iter().enumerate() {
-                    out.push(containers::from_items(key_of(i)?, layout, row)?);
-                }
-            }
+        let rows: Vec<redis::Value> = if layout.tag_in_companion() {
+            self.many_loading(&self.read_script, cmds, "reading entities")
+                .await
+                .map_err(|e| e.with_context("kind", kind))?
+        } else {
+            self.conn().many(cmds).await.map_err(failed)?
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for (i, row) in rows.into_iter().enumerate() {
+            out.push(self.entity_of_reply(layout, row, || key_of(i))?);
         }
         Ok(out)
+    }
+
+    /// The entity in one reply of a read of `layout`: a hash's `HGETALL`, a
+    /// JSON string's `GET`, or the container read script's answer (its
+    /// version tag, then its items). `None` for no key there or a key of
+    /// another Redis type (not an entity of the kind); `key` is asked for
+    /// only when there is an entity.
+    pub(crate) fn entity_of_reply(
+        &self,
+        layout: KindLayout,
+        reply: redis::Value,
+        key: impl FnOnce() -> Result<Key>,
+    ) -> Result<Option<Entity>> {
+        let vf = self.config.version_field.as_str();
+        match layout {
+            KindLayout::Hash => {
+                // A key of another type (WRONGTYPE) is not an entity of the kind.
+                match redis::from_redis_value::<Vec<(String, String)>>(reply) {
+                    Ok(fields) if !fields.is_empty() => codec::entity_from_hash(key()?, fields, vf),
+                    _ => Ok(None),
+                }
+            }
+            KindLayout::Json => match redis::from_redis_value::<Option<String>>(reply) {
+                Ok(Some(text)) => codec::entity_from_json(key()?, &text, vf).map(Some),
+                _ => Ok(None),
+            },
+            _ => match redis::from_redis_value::<Option<Vec<Vec<u8>>>>(reply) {
+                Ok(None) => Ok(None),
+                Ok(items) => containers::from_items(key()?, layout, items),
+                Err(e) => Err(Error::new(
+                    ErrorKind::InvalidData,
+                    format!("the container read script answered {e}"),
+                )
+                .with_context("key", key()?.to_string())),
+            },
+        }
     }
 
     /// The payload of an entity for the write script: `[count, items...]`.

@@ -5,9 +5,6 @@
 use tern_core::model::{Entity, Key};
 use tern_core::store::{Error, ErrorKind, Result};
 
-use crate::codec;
-use crate::config::KindLayout;
-use crate::containers;
 use crate::core::RedisStore;
 
 /// KEYS: the entity's key and its version tag key, then for each former name
@@ -15,12 +12,13 @@ use crate::core::RedisStore;
 /// kind's keys, the layout code. When the entity's key holds nothing, the
 /// first former key of that type is renamed to it, its tag with it (a tag
 /// left under the new name without its key is dropped), TTLs kept. Answers
-/// `false` when no entity is there (then), else the items as the read script
-/// answers them: a hash's fields and values, a JSON or plain string's text,
-/// a container's version tag then its items. A key of another type under the
+/// `false` when no entity is there (then), else what a read of the layout
+/// answers: a hash's `HGETALL`, a JSON string's `GET`, a container's version
+/// tag then its items (as [`crate::containers::READ_SCRIPT`]). A key of another type under the
 /// new name while an entity lies under a former one answers `-1` (nothing
 /// moved: the names collide).
-const MOVING_READ_SCRIPT: &str = r"
+const MOVING_READ_SCRIPT: &str = concat!(
+    r"
 local want, lay = ARGV[1], ARGV[2]
 local here = redis.call('TYPE', KEYS[1]).ok
 if here ~= want then
@@ -39,34 +37,27 @@ if here ~= want then
   end
   if here ~= want then return false end
 end
-local items
-if lay == 'h' then items = redis.call('HGETALL', KEYS[1])
-elseif lay == 'j' or lay == 't' then items = { redis.call('GET', KEYS[1]) }
-elseif lay == 's' then items = redis.call('SMEMBERS', KEYS[1])
-elseif lay == 'l' then items = redis.call('LRANGE', KEYS[1], 0, -1)
-else items = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') end
-if lay ~= 'h' and lay ~= 'j' then table.insert(items, 1, redis.call('GET', KEYS[2]) or '0') end
-return items
-";
+if lay == 'h' then return redis.call('HGETALL', KEYS[1]) end
+if lay == 'j' then return redis.call('GET', KEYS[1]) end
+",
+    crate::containers::container_answer!()
+);
 
 /// The script's answer.
 #[derive(Debug)]
 enum Moved {
-    /// No entity under any name.
-    Absent,
     /// The new name holds a key of another type while an entity lies under a former one.
     Collision,
-    /// The entity's items (see [`MOVING_READ_SCRIPT`]).
-    Items(Vec<Vec<u8>>),
+    /// What a read of the layout answers (nil: no entity under any name).
+    Read(redis::Value),
 }
 
 impl redis::FromRedisValue for Moved {
     fn from_redis_value(v: redis::Value) -> std::result::Result<Self, redis::ParsingError> {
-        match v {
-            redis::Value::Nil => Ok(Moved::Absent),
-            redis::Value::Int(-1) => Ok(Moved::Collision),
-            other => redis::from_redis_value::<Vec<Vec<u8>>>(other).map(Moved::Items),
-        }
+        Ok(match v {
+            redis::Value::Int(-1) => Moved::Collision,
+            other => Moved::Read(other),
+        })
     }
 }
 
@@ -109,9 +100,8 @@ impl RedisStore {
             .many_loading(&self.moving_script, vec![cmd])
             .await
             .map_err(|e| self.err(what, e).with_context("key", key.to_string()))?;
-        let vf = self.config.version_field.as_str();
         match answers.pop() {
-            None | Some(Moved::Absent) => Ok(None),
+            None => Ok(None),
             Some(Moved::Collision) => Err(Error::new(
                 ErrorKind::InvalidData,
                 format!(
@@ -120,34 +110,9 @@ impl RedisStore {
                 ),
             )
             .with_context("key", key.to_string())),
-            Some(Moved::Items(items)) => match layout {
-                KindLayout::Hash => {
-                    let mut fields = Vec::with_capacity(items.len() / 2);
-                    let mut it = items.into_iter();
-                    while let (Some(f), Some(v)) = (it.next(), it.next()) {
-                        fields.push((text(f, key)?, text(v, key)?));
-                    }
-                    codec::entity_from_hash(key.clone(), fields, vf)
-                }
-                KindLayout::Json => {
-                    let json = items.into_iter().next().unwrap_or_default();
-                    codec::entity_from_json(key.clone(), &text(json, key)?, vf).map(Some)
-                }
-                _ => containers::from_items(key.clone(), layout, Some(items)),
-            },
+            Some(Moved::Read(reply)) => self.entity_of_reply(layout, reply, || Ok(key.clone())),
         }
     }
-}
-
-/// A hash field or JSON text as UTF-8.
-fn text(bytes: Vec<u8>, key: &Key) -> Result<String> {
-    String::from_utf8(bytes).map_err(|_| {
-        Error::new(
-            ErrorKind::InvalidData,
-            "a hash field or JSON text is not UTF-8",
-        )
-        .with_context("key", key.to_string())
-    })
 }
 
 /// The script, for [`RedisStore`] to load once.

@@ -501,6 +501,18 @@ async fn read_moves<C: ConnectionLike + Send>(
     let err = lazy.get(&key("next", "2")).await.unwrap_err();
     assert!(err.to_string().contains("invalid data"), "{err}");
     assert!(err.to_string().contains("next:2"), "{err}");
+    // The store's move itself refuses it too (a key of another type that
+    // appeared under the new name after the client's plain read).
+    let err = store
+        .get_moving(&key("next", "2"), &[key("prev", "2")])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        tern_core::store::ErrorKind::InvalidData,
+        "{err}"
+    );
+    assert!(err.to_string().contains("another Redis type"), "{err}");
     assert_eq!(
         q::<_, String>(conn, redis::cmd("TYPE").arg(k("prev", "2"))).await,
         layout,

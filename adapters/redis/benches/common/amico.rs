@@ -40,3 +40,14 @@ pub(crate) fn migrations(lazy: bool) -> MigrationSet {
     }
     set
 }
+
+/// The scoped name of the Amico key `amico:<scope>:<id>`
+/// (`amico:<scope>:default:<id>`), or `None` for a key already scoped or
+/// not of that form.
+pub(crate) fn scoped(key: &str) -> Option<String> {
+    let mut parts = key.splitn(3, ':');
+    let (Some("amico"), Some(scope), Some(id)) = (parts.next(), parts.next(), parts.next()) else {
+        return None;
+    };
+    (!id.starts_with("default:")).then(|| format!("amico:{scope}:default:{id}"))
+}

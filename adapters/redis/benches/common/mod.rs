@@ -56,26 +56,46 @@ pub(crate) async fn flush_conn(conn: &mut MultiplexedConnection) {
 /// Deletes every key under `prefix:` of the database of `url`.
 pub(crate) async fn delete_prefix(url: &str, prefix: &str) {
     let mut conn = connect(url).await;
+    unlink_matching(&mut conn, &format!("{prefix}:*")).await;
+}
+
+/// `UNLINK`s every key matching `pattern` on the server of `conn`.
+pub(crate) async fn unlink_matching(conn: &mut MultiplexedConnection, pattern: &str) {
+    scan_apply(conn, pattern, 5000, |keys, pipe| {
+        for k in keys {
+            pipe.cmd("UNLINK").arg(k).ignore();
+        }
+    })
+    .await;
+}
+
+/// One whole SCAN of `pattern` on the server of `conn`, `count` keys a step:
+/// `commands` adds what to run on each step's keys to a pipeline, sent on the
+/// same connection (nothing is sent when it adds nothing).
+pub(crate) async fn scan_apply(
+    conn: &mut MultiplexedConnection,
+    pattern: &str,
+    count: usize,
+    mut commands: impl FnMut(&[String], &mut redis::Pipeline),
+) {
     let mut cursor: u64 = 0;
     loop {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(format!("{prefix}:*"))
+            .arg(pattern)
             .arg("COUNT")
-            .arg(5000)
-            .query_async(&mut conn)
+            .arg(count)
+            .query_async(conn)
             .await
             .expect("scan");
-        if !keys.is_empty() {
-            let _: () = redis::cmd("UNLINK")
-                .arg(keys)
-                .query_async(&mut conn)
-                .await
-                .expect("unlink");
+        let mut pipe = redis::pipe();
+        commands(&keys, &mut pipe);
+        if !pipe.is_empty() {
+            let _: () = pipe.query_async(conn).await.expect("pipeline");
         }
         if next == 0 {
-            break;
+            return;
         }
         cursor = next;
     }
