@@ -71,8 +71,7 @@ intercept_every_method! {
         fn scan(kind: &str, request: ScanRequest) -> Result<ScanPage>;
         fn get(key: &Key) -> Result<Option<Entity>>;
         fn get_many(keys: &[Key]) -> Result<Vec<Option<Entity>>>;
-        fn get_advanced(key: &Key, steps: &StepsFrom) -> Result<Option<Advanced>>;
-        fn get_moving(key: &Key, formers: &[Key]) -> Result<Option<Entity>>;
+        fn get_advanced(key: &Key, formers: &[Key], steps: Option<&StepsFrom>) -> Result<Option<Advanced>>;
         fn write_batch(writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
         /// Forwards to the inner store's (atomic there, where it is), so a
         /// hook on [`Intercept::write_batch`] does not see these writes:

@@ -165,7 +165,8 @@ const FIRST_CALL_SIZE: usize = 100;
 
 /// First reads through the lazy client of sorted sets still under their old
 /// name, in chunks of 500 alternating between a client that moves each in the
-/// store (`Store::get_moving`: one script after the plain read that misses)
+/// store (`Store::get_advanced` with the former name: one script, or a plain
+/// read that misses first once most reads find sets under the new name)
 /// and one that does it on the client (`migrate_in_store(false)`: a read under
 /// each name, then an atomic write carrying the value), on disjoint keys.
 async fn first_reads(store: &Arc<tern_redis::RedisStore>, n: usize) {

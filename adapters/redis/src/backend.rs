@@ -227,12 +227,16 @@ impl Store for RedisStore {
         self.pushdown_page(request).await
     }
 
-    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Advanced>> {
-        self.get_advanced_hash(key, steps).await
-    }
-
-    async fn get_moving(&self, key: &Key, formers: &[Key]) -> Result<Option<Entity>> {
-        self.get_moving_script(key, formers).await
+    async fn get_advanced(
+        &self,
+        key: &Key,
+        formers: &[Key],
+        steps: Option<&StepsFrom>,
+    ) -> Result<Option<Advanced>> {
+        match steps {
+            Some(steps) => self.get_advanced_hash(key, formers, steps).await,
+            None => self.get_moving_script(key, formers).await,
+        }
     }
 
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {

@@ -75,7 +75,7 @@ pub struct RedisStore {
     pub(crate) put_script: Arc<redis::Script>,
     /// [`containers::READ_SCRIPT`]: reads a container and its version tag.
     read_script: Arc<redis::Script>,
-    /// The read of `get_moving` (`moving.rs`).
+    /// The moving read of `get_advanced` without steps (`moving.rs`).
     pub(crate) moving_script: Arc<redis::Script>,
     pub(crate) meta_script: Arc<redis::Script>,
     /// Scripts of the feature files and generated pushdown scripts, by text

@@ -30,8 +30,9 @@ const MAX_FIELDS: usize = 60;
 /// A compiled one-key read script and its arguments after `from`.
 pub(crate) type ReadScript = (redis::Script, Vec<String>);
 
-/// A cached one-key read script and the steps it was compiled from.
-pub(crate) type CachedReadScript = (Vec<PushStep>, std::sync::Arc<ReadScript>);
+/// A cached one-key read script, the steps it was compiled from and whether
+/// it moves the key from former names first ([`Shape::ReadOneMoving`]).
+pub(crate) type CachedReadScript = (Vec<PushStep>, bool, std::sync::Arc<ReadScript>);
 
 /// How many one-key read scripts [`RedisStore`] keeps (then it starts over).
 const READ_SCRIPTS_KEPT: usize = 32;
@@ -125,6 +126,9 @@ enum Op {
 /// the last step returned beyond the batch.
 fn generate(ops: &[Op], slots: usize, values: usize, shape: Shape) -> String {
     let mut lua = lua_arguments(slots, values);
+    if shape == Shape::ReadOneMoving {
+        lua.push_str(MOVE_FROM_FORMERS);
+    }
     lua.push_str(COLLECT);
     lua_read_key(&mut lua, ops.len(), slots);
     lua_steps(&mut lua, ops);
@@ -132,6 +136,7 @@ fn generate(ops: &[Op], slots: usize, values: usize, shape: Shape) -> String {
     lua.push_str(match shape {
         Shape::Batch => ANSWER_BATCH,
         Shape::ReadOne => ANSWER_READ_ONE,
+        Shape::ReadOneMoving => ANSWER_READ_ONE_MOVING,
     });
     lua
 }
@@ -144,7 +149,33 @@ pub(crate) enum Shape {
     /// `get_advanced`: one key (KEYS[1], no SCAN), answers whether it
     /// advanced (1 or 0) and its `HGETALL`.
     ReadOne,
+    /// `get_advanced` with former names: KEYS[2..] are the key under the
+    /// kind's former names, newest first; when KEYS[1] holds no hash, the
+    /// first of them that does is renamed to it before the steps (TTL kept);
+    /// answers as `ReadOne`, the flag 1 also when it moved, or `-1` when
+    /// KEYS[1] holds a key of another type while a former key holds a hash.
+    ReadOneMoving,
 }
+
+/// The move of [`Shape::ReadOneMoving`], before the steps: sets `moved`.
+const MOVE_FROM_FORMERS: &str = r"
+local moved = 0
+local here = call('TYPE', KEYS[1]).ok
+if here ~= 'hash' then
+  for i = 2, #KEYS do
+    if call('TYPE', KEYS[i]).ok == 'hash' then
+      if here ~= 'none' then return -1 end
+      call('RENAME', KEYS[i], KEYS[1])
+      moved = 1
+      break
+    end
+  end
+end
+";
+
+/// The answer of [`Shape::ReadOneMoving`].
+const ANSWER_READ_ONE_MOVING: &str =
+    "return { math.max(advanced, moved), call('HGETALL', KEYS[1]) }\n";
 
 /// The answer of a batch (see [`generate`]).
 const ANSWER_BATCH: &str = "local out = { cur, mode, count, after, advanced, changed_entities }\n\
@@ -526,58 +557,77 @@ impl RedisStore {
         read_answer(&out, n, next_cursor)
     }
 
-    /// [`tern_core::store::Store::get_advanced`] on a hash kind: the batch
-    /// script generated for one key (KEYS[1], no SCAN) that answers the key's
-    /// `HGETALL` after the steps. Compiled scripts are kept by their steps.
+    /// [`tern_core::store::Store::get_advanced`] with steps, on a hash kind:
+    /// the batch script generated for one key (KEYS[1], no SCAN) that answers
+    /// the key's `HGETALL` after the steps, first moving the key from the
+    /// first of `formers` holding a hash where it holds none
+    /// ([`Shape::ReadOneMoving`]). Compiled scripts are kept by their steps.
     pub(crate) async fn get_advanced_hash(
         &self,
         key: &Key,
+        formers: &[Key],
         steps: &StepsFrom,
     ) -> Result<Option<Advanced>> {
         self.check_hash_steps(&key.kind)?;
+        self.check_formers(key, formers)?;
         let redis_key = self.keys.entity_key(key)?;
-        let compiled = self.read_script(&steps.steps)?;
+        let compiled = self.read_script(&steps.steps, !formers.is_empty())?;
         let mut invocation = compiled.0.prepare_invoke();
-        invocation
-            .key(&redis_key)
-            .arg(&self.config.version_field)
-            .arg(steps.from);
+        invocation.key(&redis_key);
+        for f in formers {
+            invocation.key(self.keys.entity_key(f)?);
+        }
+        invocation.arg(&self.config.version_field).arg(steps.from);
         for a in &compiled.1 {
             invocation.arg(a);
         }
         // No SCAN: pattern, cursor, not scanning, one key, no step.
         invocation.arg("").arg(0).arg("0").arg(1).arg(0);
-        let (advanced, fields): (i64, Vec<(String, String)>) = invocation
+        let answer: crate::moving::Moved = invocation
             .invoke_async(&mut self.conn())
             .await
             .map_err(|e| {
                 self.err("reading and migrating an entity", e)
                     .with_context("key", key.to_string())
             })?;
+        let (migrated, reply) = answer.into_read(key, &redis_key)?;
+        let fields: Vec<(String, String)> = redis::from_redis_value(reply).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidData,
+                format!("the read script answered {e}"),
+            )
+            .with_context("key", key.to_string())
+        })?;
         let entity = codec::entity_from_hash(key.clone(), fields, &self.config.version_field)?;
-        Ok(entity.map(|entity| Advanced {
-            entity,
-            migrated: advanced > 0,
-        }))
+        Ok(entity.map(|entity| Advanced { entity, migrated }))
     }
 
-    /// The one-key script of `steps` and its arguments, compiled once. The
-    /// cache is looked up by comparing steps (a few kinds are pending at a
-    /// time): no key is built per read.
-    fn read_script(&self, steps: &[PushStep]) -> Result<std::sync::Arc<ReadScript>> {
+    /// The one-key script of `steps` (moving from former names first or
+    /// not) and its arguments, compiled once. The cache is looked up by
+    /// comparing steps (a few kinds are pending at a time): no key is built
+    /// per read.
+    fn read_script(&self, steps: &[PushStep], moving: bool) -> Result<std::sync::Arc<ReadScript>> {
         let mut cache = self
             .read_scripts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, s)) = cache.iter().find(|(cached, _)| cached.as_slice() == steps) {
+        if let Some((_, _, s)) = cache
+            .iter()
+            .find(|(cached, m, _)| *m == moving && cached.as_slice() == steps)
+        {
             return Ok(std::sync::Arc::clone(s));
         }
-        let compiled = compile_steps(steps, &self.config.version_field, Shape::ReadOne)?;
+        let shape = if moving {
+            Shape::ReadOneMoving
+        } else {
+            Shape::ReadOne
+        };
+        let compiled = compile_steps(steps, &self.config.version_field, shape)?;
         if cache.len() >= READ_SCRIPTS_KEPT {
             cache.clear();
         }
         let made = std::sync::Arc::new((redis::Script::new(&compiled.script), compiled.args));
-        cache.push((steps.to_vec(), std::sync::Arc::clone(&made)));
+        cache.push((steps.to_vec(), moving, std::sync::Arc::clone(&made)));
         Ok(made)
     }
 

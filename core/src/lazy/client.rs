@@ -57,9 +57,8 @@ impl LazyClientBuilder {
     }
 
     /// Whether a stale entity may be migrated inside the store in the read's
-    /// own call ([`Store::get_advanced`], where the store and the steps allow;
-    /// [`Store::get_moving`] for an entity under a former kind name; default
-    /// `true`). `false`: every stale entity is read, migrated on the client
+    /// own call ([`Store::get_advanced`]: moved from a former kind name, and
+    /// stepped, where the store and the steps allow; default `true`). `false`: every stale entity is read, migrated on the client
     /// and written back with a compare-and-set (for comparisons and tests).
     #[must_use]
     pub fn migrate_in_store(mut self, yes: bool) -> LazyClientBuilder {
@@ -125,14 +124,17 @@ pub struct LazyStats {
     pub reads_migrated_on_client: u64,
     /// Reads of a kind with former names (a pending lazy kind rename) that
     /// the store answered in one call, moving the entity to the kind's name
-    /// where it lay under a former one ([`Store::get_moving`]).
+    /// where it lay under a former one ([`Store::get_advanced`] with the
+    /// former names; with steps too, also counted in `reads_in_store`).
     pub renamed_reads_in_store: u64,
     /// Reads of a kind with a pending migration that tried a plain read
     /// first (recent reads had found up-to-date entities) and found the
     /// entity up to date: no script ran.
     pub plain_reads_up_to_date: u64,
-    /// Reads that tried a plain read first and found the entity stale: the
-    /// store's migrating read followed (counted in `reads_in_store` too).
+    /// Reads that tried a plain read first and found the entity stale or, for
+    /// a kind with former names, not under the kind's name: the store's
+    /// migrating read followed (counted in `reads_in_store` or
+    /// `renamed_reads_in_store` too).
     pub plain_reads_stale: u64,
 }
 
@@ -150,9 +152,9 @@ struct Counters {
 /// `Unsupported`), so it is not asked again.
 #[derive(Debug, Clone, Copy, Default)]
 struct Declined {
-    /// [`Store::get_advanced`].
+    /// [`Store::get_advanced`] with steps.
     advance: bool,
-    /// [`Store::get_moving`].
+    /// [`Store::get_advanced`] with former names.
     moving: bool,
 }
 
@@ -196,6 +198,17 @@ enum Found {
     Here(Entity),
     /// Under a former name (a kind rename still pending).
     Former(Entity),
+}
+
+/// What the store's one-call read ([`Store::get_advanced`]) gave the client.
+enum InStore {
+    /// Not asked, or declined: the client reads and migrates itself.
+    Declined,
+    /// The entity at the declared version (or `None`: absent under every name).
+    Read(Option<Entity>),
+    /// The entity under the kind's name, still behind the declared version
+    /// (steps the store did not run): the client migrates it.
+    Stale(Entity),
 }
 
 /// Reads and writes entities at the versions the application declared,
@@ -365,8 +378,9 @@ impl LazyClient {
     /// one would show the entity under neither; so when every name is empty
     /// the kind's name is read once more: absent then, the entity was absent
     /// (or deleted) at that read. Where the store moves an entity in the
-    /// read ([`Store::get_moving`]), a miss under the kind's name is followed
-    /// by that one call instead: a moved entity comes back under the kind's name.
+    /// read ([`Store::get_advanced`] with the former names), a miss under the
+    /// kind's name is followed by that one call instead: a moved entity comes
+    /// back under the kind's name.
     async fn locate(&self, chain: &KindChain, key: &Key) -> Result<Option<Found>> {
         if let Some(e) = self.store.get(key).await? {
             return Ok(Some(Found::Here(e)));
@@ -376,8 +390,12 @@ impl LazyClient {
         }
         // Not under the kind's name (one plain read, as for an up-to-date
         // entity): one call that moves it from a former name, where it can.
-        if let Some(found) = self.get_moving(chain, key).await? {
-            return Ok(found.map(Found::Here));
+        if self.in_store && !self.declined(&chain.kind).moving {
+            match self.read_in_store(chain, key, false).await? {
+                InStore::Declined => {}
+                InStore::Read(found) => return Ok(found.map(Found::Here)),
+                InStore::Stale(e) => return Ok(Some(Found::Here(e))),
+            }
         }
         for name in &chain.formers {
             if let Some(e) = self.store.get(&Self::key_under(name, key)).await? {
@@ -385,35 +403,6 @@ impl LazyClient {
             }
         }
         Ok(self.store.get(key).await?.map(Found::Here))
-    }
-
-    /// While the kind has former names, one store call that reads the entity
-    /// and first moves it from a former name if it lies there
-    /// ([`Store::get_moving`]). `None` when that does not apply (no former
-    /// names, in-store migration off, a store that declined it for the kind).
-    async fn get_moving(&self, chain: &KindChain, key: &Key) -> Result<Option<Option<Entity>>> {
-        if !self.in_store || chain.formers.is_empty() || self.declined(&chain.kind).moving {
-            return Ok(None);
-        }
-        let formers: Vec<Key> = chain
-            .formers
-            .iter()
-            .map(|n| Self::key_under(n, key))
-            .collect();
-        match self.store.get_moving(key, &formers).await {
-            Ok(found) => {
-                self.counters
-                    .renamed_reads_in_store
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                Ok(Some(found))
-            }
-            Err(e) if e.kind() == crate::store::ErrorKind::Unsupported => {
-                tracing::debug!(kind = %chain.kind, reason = %e, "reads of this kind look under each former name");
-                self.decline(&chain.kind, |d| d.moving = true);
-                Ok(None)
-            }
-            Err(e) => Err(e.into()),
-        }
     }
 
     fn migrate(chain: &KindChain, e: &Entity) -> Result<Entity> {
@@ -490,11 +479,17 @@ impl LazyClient {
     }
 
     async fn get_with(&self, chain: &KindChain, key: &Key) -> Result<Option<Entity>> {
-        if let Some(found) = self.get_advanced(chain, key).await? {
-            return Ok(found);
-        }
+        let mut first = match self.read_in_store_first(chain, key).await? {
+            InStore::Read(found) => return Ok(found),
+            InStore::Stale(e) => Some(Found::Here(e)),
+            InStore::Declined => None,
+        };
         for _ in 0..MAX_ATTEMPTS {
-            let found = match self.locate(chain, key).await? {
+            let located = match first.take() {
+                Some(found) => Some(found),
+                None => self.locate(chain, key).await?,
+            };
+            let found = match located {
                 None => return Ok(None),
                 // Up to date: returned as read, no copy.
                 Some(Found::Here(e)) if e.version == chain.version => return Ok(Some(e)),
@@ -521,67 +516,94 @@ impl LazyClient {
         })
     }
 
-    /// While a lazy migration of the kind is pending, one store call that
-    /// reads the entity and runs the pending steps on it inside the store
-    /// ([`Store::get_advanced`]): a stale entity read and migrated in one
-    /// round trip. While recent reads of the kind found up-to-date entities
-    /// ([`KindChain::reads`]), a plain read comes first, and the store's
-    /// migrating read only when that one found the entity stale: an
-    /// up-to-date read then costs what it costs with nothing pending. `None`
-    /// when that does not apply (no pending steps, former names to look under,
-    /// steps or a store that cannot run there, an entity the steps do not
-    /// reach): the caller reads and migrates on the client. A store that
-    /// cannot answers `Unsupported` without a round trip (the trait's default,
-    /// or a check of the kind's layout), once per kind.
-    async fn get_advanced(&self, chain: &KindChain, key: &Key) -> Result<Option<Option<Entity>>> {
+    /// A read of a kind with a pending migration or former names, through
+    /// the store's one-call read ([`LazyClient::read_in_store`]) where it
+    /// applies. While recent reads of the kind found up-to-date entities
+    /// under its name ([`KindChain::reads`]), a plain read comes first, and
+    /// the store's call only when that one found the entity stale or, with
+    /// former names, not there: an up-to-date read then costs what it costs
+    /// with nothing pending.
+    async fn read_in_store_first(&self, chain: &KindChain, key: &Key) -> Result<InStore> {
         use std::sync::atomic::Ordering::Relaxed;
-        if !self.in_store
-            || !chain.pending
-            || !chain.formers.is_empty()
-            || self.no_advance(&chain.kind)
-        {
-            return Ok(None);
+        if !self.in_store || (!chain.pending && chain.formers.is_empty()) {
+            return Ok(InStore::Declined);
         }
-        let Some(steps) = chain.pushdown() else {
-            return Ok(None);
-        };
         if !chain.reads.stale_first() {
             match self.store.get(key).await? {
-                None => return Ok(Some(None)),
+                None if chain.formers.is_empty() => return Ok(InStore::Read(None)),
                 Some(e) if e.version == chain.version => {
                     chain.reads.saw(false);
                     self.counters.plain_reads_up_to_date.fetch_add(1, Relaxed);
-                    return Ok(Some(Some(e)));
+                    return Ok(InStore::Read(Some(e)));
                 }
-                Some(_) => {
-                    chain.reads.saw(true);
+                _ => {
                     self.counters.plain_reads_stale.fetch_add(1, Relaxed);
                 }
             }
         }
-        match self.store.get_advanced(key, steps).await {
-            Ok(None) => {
-                self.counters.reads_in_store.fetch_add(1, Relaxed);
-                Ok(Some(None))
-            }
-            Ok(Some(a)) if a.entity.version == chain.version => {
-                chain.reads.saw(a.migrated);
-                self.counters.reads_in_store.fetch_add(1, Relaxed);
-                Ok(Some(Some(a.entity)))
-            }
-            Ok(Some(_)) => Ok(None),
-            Err(e) if e.kind() == crate::store::ErrorKind::Unsupported => {
-                tracing::debug!(kind = %chain.kind, reason = %e, "reads of this kind migrate on the client");
-                self.decline(&chain.kind, |d| d.advance = true);
-                Ok(None)
-            }
-            Err(e) => Err(e.into()),
-        }
+        self.read_in_store(chain, key, true).await
     }
 
-    /// Whether the store declined [`Store::get_advanced`] for this kind.
-    fn no_advance(&self, kind: &str) -> bool {
-        self.declined(kind).advance
+    /// One store call that reads the entity after moving it from a former
+    /// name where it lies there and, with `steps`, running the kind's pending
+    /// steps on it ([`Store::get_advanced`]): a stale entity read and migrated
+    /// in one round trip. [`InStore::Declined`] when that does not apply (in-store
+    /// migration off, former names the store cannot move from, nothing to ask)
+    /// or the store declined (`Unsupported`, remembered per kind: asked with
+    /// steps, the steps are not asked again; without, the move).
+    async fn read_in_store(&self, chain: &KindChain, key: &Key, steps: bool) -> Result<InStore> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let declined = self.declined(&chain.kind);
+        if !self.in_store || (!chain.formers.is_empty() && declined.moving) {
+            return Ok(InStore::Declined);
+        }
+        let mut steps = if steps && chain.pending && !declined.advance {
+            chain.pushdown()
+        } else {
+            None
+        };
+        let formers: Vec<Key> = chain
+            .formers
+            .iter()
+            .map(|n| Self::key_under(n, key))
+            .collect();
+        let read = loop {
+            if steps.is_none() && formers.is_empty() {
+                return Ok(InStore::Declined);
+            }
+            match self.store.get_advanced(key, &formers, steps).await {
+                Ok(read) => break read,
+                Err(e) if e.kind() == crate::store::ErrorKind::Unsupported => {
+                    tracing::debug!(kind = %chain.kind, reason = %e, "the store declined a read that migrates");
+                    if steps.is_some() {
+                        // Without the steps: the move alone, if any.
+                        self.decline(&chain.kind, |d| d.advance = true);
+                        steps = None;
+                    } else {
+                        self.decline(&chain.kind, |d| d.moving = true);
+                        return Ok(InStore::Declined);
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if steps.is_some() {
+            self.counters.reads_in_store.fetch_add(1, Relaxed);
+        }
+        if !formers.is_empty() {
+            self.counters.renamed_reads_in_store.fetch_add(1, Relaxed);
+        }
+        Ok(match read {
+            None => InStore::Read(None),
+            Some(a) if a.entity.version == chain.version => {
+                chain.reads.saw(a.migrated);
+                InStore::Read(Some(a.entity))
+            }
+            Some(a) => {
+                chain.reads.saw(true);
+                InStore::Stale(a.entity)
+            }
+        })
     }
 
     /// What the store declined for this kind.

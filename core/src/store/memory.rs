@@ -278,33 +278,36 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Advanced>> {
-        let mut inner = self.lock();
-        let Some(e) = inner.entities.get_mut(&encode_key(key)) else {
-            return Ok(None);
-        };
-        let mut changed = vec![0; steps.steps.len()];
-        let migrated = pushdown::advance(steps.from, &steps.steps, e, &mut changed);
-        Ok(Some(Advanced {
-            entity: e.clone(),
-            migrated,
-        }))
-    }
-
-    async fn get_moving(&self, key: &Key, formers: &[Key]) -> Result<Option<Entity>> {
+    async fn get_advanced(
+        &self,
+        key: &Key,
+        formers: &[Key],
+        steps: Option<&StepsFrom>,
+    ) -> Result<Option<Advanced>> {
         let mut inner = self.lock();
         let here = encode_key(key);
-        if let Some(e) = inner.entities.get(&here) {
-            return Ok(Some(e.clone()));
-        }
-        for former in formers {
-            if let Some(mut e) = inner.entities.remove(&encode_key(former)) {
-                e.key = key.clone();
-                inner.entities.insert(here, e.clone());
-                return Ok(Some(e));
+        let mut moved = false;
+        if !inner.entities.contains_key(&here) {
+            for former in formers {
+                if let Some(mut e) = inner.entities.remove(&encode_key(former)) {
+                    e.key = key.clone();
+                    inner.entities.insert(here.clone(), e);
+                    moved = true;
+                    break;
+                }
             }
         }
-        Ok(None)
+        let Some(e) = inner.entities.get_mut(&here) else {
+            return Ok(None);
+        };
+        let stepped = steps.is_some_and(|steps| {
+            let mut changed = vec![0; steps.steps.len()];
+            pushdown::advance(steps.from, &steps.steps, e, &mut changed)
+        });
+        Ok(Some(Advanced {
+            entity: e.clone(),
+            migrated: moved || stepped,
+        }))
     }
 
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {

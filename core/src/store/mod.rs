@@ -401,12 +401,13 @@ pub struct PushStep {
 }
 
 /// What [`Store::get_advanced`] read: the entity as it is stored now, and
-/// whether the steps ran on it.
+/// whether it was moved from a former kind name or stepped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Advanced {
     /// The entity after the steps (as stored now).
     pub entity: Entity,
-    /// It was at a version the steps cover, and they ran on it.
+    /// It lay under a former kind name and was moved, or it was at a version
+    /// the steps cover and they ran on it.
     pub migrated: bool,
 }
 
@@ -627,22 +628,6 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// The names of metadata documents that start with `prefix`, sorted.
     async fn meta_list(&self, prefix: &str) -> Result<Vec<String>>;
 
-    /// Reads one entity, first moving it from a former kind name when `key`
-    /// holds none: the entity of the first of `formers` (the same id under
-    /// the kind's former names, newest first) that holds one is renamed to
-    /// `key` (value, version and TTL as they are, nothing transformed), in
-    /// the same atomic step as the read. A lazy read of a renamed kind in one
-    /// round trip, where it can. Requires [`Capability::atomic_writes`] over
-    /// the keys of one id.
-    ///
-    /// # Errors
-    /// `Unsupported` (the default), having written nothing: the caller then
-    /// looks under each name and moves the entity with [`Store::write_atomic`].
-    async fn get_moving(&self, key: &Key, formers: &[Key]) -> Result<Option<Entity>> {
-        let _ = (key, formers);
-        Err(Error::unsupported(self.info().scheme, "get_moving"))
-    }
-
     /// Runs consecutive per-entity steps inside the server for one batch.
     /// Requires [`Capability::update_pushdown`].
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
@@ -650,18 +635,33 @@ pub trait Store: Send + Sync + Debug + 'static {
         Err(Error::unsupported(self.info().scheme, "update_in_place"))
     }
 
-    /// Reads one entity after running `steps` on it inside the server, in one
-    /// atomic step: an entity at a version in `from..from + steps.len()` gets
-    /// the steps from its version on (as [`Store::update_in_place`] would) and
-    /// is written back; any other entity is returned as stored. The lazy
-    /// client's read of a stale entity in one round trip, where it can;
-    /// [`Advanced::migrated`] tells it whether the entity was stale.
+    /// Reads one entity in one atomic step after bringing it forward inside
+    /// the store: the lazy client's read of a stale entity in one round trip,
+    /// where it can.
+    ///
+    /// - `formers` (the same id under the kind's former names, newest first):
+    ///   when `key` holds no entity, the entity of the first of them that
+    ///   holds one is renamed to `key` (value, version and TTL as they are).
+    ///   Requires [`Capability::atomic_writes`] over the keys of one id.
+    /// - `steps`: an entity (moved or not) at a version in
+    ///   `from..from + steps.len()` then gets the steps from its version on
+    ///   (as [`Store::update_in_place`] would) and is written back; any other
+    ///   entity is returned as stored.
+    ///
+    /// [`Advanced::migrated`] tells the caller whether the entity was moved
+    /// or stepped (it was stale). Absent under every name: `None`.
     ///
     /// # Errors
-    /// `Unsupported` (the default, or steps the store cannot run exactly),
-    /// having written nothing: the caller then reads and migrates on the client.
-    async fn get_advanced(&self, key: &Key, steps: &StepsFrom) -> Result<Option<Advanced>> {
-        let _ = (key, steps);
+    /// `Unsupported` (the default, or a move or steps the store cannot run
+    /// exactly), having written nothing: the caller then reads under each
+    /// name, migrates on the client and writes with a compare-and-set.
+    async fn get_advanced(
+        &self,
+        key: &Key,
+        formers: &[Key],
+        steps: Option<&StepsFrom>,
+    ) -> Result<Option<Advanced>> {
+        let _ = (key, formers, steps);
         Err(Error::unsupported(self.info().scheme, "get_advanced"))
     }
 

@@ -4,7 +4,7 @@ use super::{
     CheckResult, Failure, Namespace, by_key, clear_kinds, ensure, ensure_eq, entity, map, put_all,
     scan_all,
 };
-use tern_core::model::{Key, Value};
+use tern_core::model::{Entity, Key, Value};
 use tern_core::store::{
     Advanced, Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, StepsFrom,
     Store, pushdown,
@@ -362,25 +362,7 @@ async fn run_batches(
 pub async fn get_advanced(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
     let kind = ns.kind("advanced");
-    let steps = StepsFrom {
-        from: 2,
-        steps: vec![
-            PushStep {
-                conditions: vec![],
-                op: PushOp::Set {
-                    path: vec!["added".into()],
-                    value: Value::Int(7),
-                },
-            },
-            PushStep {
-                conditions: vec![],
-                op: PushOp::Rename {
-                    from: "old".into(),
-                    to: "new".into(),
-                },
-            },
-        ],
-    };
+    let steps = add_then_rename();
     let stored = [
         entity(&kind, 1, 2, &[("old", Value::Int(1))]),
         entity(
@@ -394,7 +376,7 @@ pub async fn get_advanced(store: &dyn Store) -> CheckResult {
     ];
     put_all(store, &stored).await?;
     let key = |id: i64| Key::new(&kind, id).map_err(|e| Failure::new(e.to_string()));
-    match store.get_advanced(&key(1)?, &steps).await {
+    match store.get_advanced(&key(1)?, &[], Some(&steps)).await {
         Err(e) if e.kind() == ErrorKind::Unsupported => {
             let now = scan_all(store, &kind, &Filter::all(), 100).await?;
             ensure_eq!(now, by_key(&stored), "get_advanced declined but wrote");
@@ -421,7 +403,7 @@ pub async fn get_advanced(store: &dyn Store) -> CheckResult {
         // Entities 1 (at from + 1) advances; 2 (below from) and 3 (at the target) do not.
         let migrated = pushdown::advance(steps.from, &steps.steps, &mut want, &mut [0, 0]);
         ensure_eq!(migrated, i == 1, "the steps cover entity {i}");
-        let got = store.get_advanced(&e.key, &steps).await?;
+        let got = store.get_advanced(&e.key, &[], Some(&steps)).await?;
         let want_read = Advanced {
             entity: want.clone(),
             migrated,
@@ -430,8 +412,132 @@ pub async fn get_advanced(store: &dyn Store) -> CheckResult {
         ensure_eq!(store.get(&e.key).await?, Some(want), "stored entity {i}");
     }
     ensure!(
-        store.get_advanced(&key(99)?, &steps).await?.is_none(),
+        store
+            .get_advanced(&key(99)?, &[], Some(&steps))
+            .await?
+            .is_none(),
         "get_advanced of an absent key"
     );
     clear_kinds(store, &[&kind]).await
+}
+
+/// The steps of the `get_advanced` checks, from version 2: `add added = 7`
+/// then `rename old to new`.
+fn add_then_rename() -> StepsFrom {
+    StepsFrom {
+        from: 2,
+        steps: vec![
+            PushStep {
+                conditions: vec![],
+                op: PushOp::Set {
+                    path: vec!["added".into()],
+                    value: Value::Int(7),
+                },
+            },
+            PushStep {
+                conditions: vec![],
+                op: PushOp::Rename {
+                    from: "old".into(),
+                    to: "new".into(),
+                },
+            },
+        ],
+    }
+}
+
+/// [`Store::get_advanced`] with former kind names, with and without steps:
+/// where the store runs it (it may answer `Unsupported`, writing nothing),
+/// an entity under the first former name that holds one moves to the key
+/// (re-keyed, nothing left under that name), then gets the steps its version
+/// calls for, and comes back marked migrated; an entity already under the
+/// key is returned as stored (stepped if its version calls for it), its copy
+/// under a former name untouched; an id absent under every name is `None`.
+pub async fn get_advanced_moving(store: &dyn Store) -> CheckResult {
+    let ns = Namespace::new();
+    let (old, mid, new) = (ns.kind("mvold"), ns.kind("mvmid"), ns.kind("mvnew"));
+    let kinds = [old.as_str(), mid.as_str(), new.as_str()];
+    let steps = add_then_rename();
+    put_all(
+        store,
+        &[
+            // Under the older former name, at `from`: moved, then both steps.
+            entity(&old, 1, 2, &[("old", Value::Int(1))]),
+            // Under the newer former name, at `from + 1`: moved, then the rename.
+            entity(&mid, 2, 3, &[("old", Value::Int(2))]),
+            // Under the new name at the target, and a stale copy under `old`.
+            entity(&new, 3, 4, &[("new", Value::Int(3))]),
+            entity(&old, 3, 2, &[("old", Value::Int(30))]),
+            // Under `old` below `from`: moved, not stepped.
+            entity(&old, 4, 1, &[("old", Value::Int(4))]),
+            entity(&old, 5, 1, &[("old", Value::Int(5))]),
+            // Under both former names: the newer one's moves.
+            entity(&mid, 6, 3, &[("old", Value::Int(6))]),
+            entity(&old, 6, 2, &[("old", Value::Int(60))]),
+        ],
+    )
+    .await?;
+    let key = |kind: &str, id: i64| Key::new(kind, id).map_err(|e| Failure::new(e.to_string()));
+    // Id 4 is read without steps first (a move alone), then with them.
+    let reads = [
+        (1, true),
+        (2, true),
+        (3, true),
+        (4, false),
+        (4, true),
+        (5, true),
+        (6, true),
+        (99, true),
+    ];
+    for (id, with_steps) in reads {
+        let here = key(&new, id)?;
+        let formers = [key(&mid, id)?, key(&old, id)?];
+        let asked = with_steps.then_some(&steps);
+        let before = scan_every(store, &kinds).await?;
+        let got = match store.get_advanced(&here, &formers, asked).await {
+            Err(e) if e.kind() == ErrorKind::Unsupported => {
+                let now = scan_every(store, &kinds).await?;
+                ensure_eq!(now, before, "get_advanced of id {id} declined but wrote");
+                continue;
+            }
+            other => other?,
+        };
+        // What the trait's contract makes of `before`.
+        let mut after = before.clone();
+        let source = std::iter::once(&here)
+            .chain(&formers)
+            .find(|k| before.contains_key(k));
+        let want = match source {
+            None => None,
+            Some(source) => {
+                let mut e = after
+                    .remove(source)
+                    .ok_or_else(|| Failure::new("no source"))?;
+                let moved = *source != here;
+                e.key = here.clone();
+                let stepped =
+                    asked.is_some_and(|s| pushdown::advance(s.from, &s.steps, &mut e, &mut [0, 0]));
+                after.insert(here.clone(), e.clone());
+                Some(Advanced {
+                    entity: e,
+                    migrated: moved || stepped,
+                })
+            }
+        };
+        ensure_eq!(got, want, "get_advanced of id {id} (steps: {with_steps})");
+        let now = scan_every(store, &kinds).await?;
+        ensure_eq!(now, after, "stored after get_advanced of id {id}");
+    }
+    clear_kinds(store, &kinds).await
+}
+
+/// Every entity of `kinds`, by key.
+async fn scan_every(
+    store: &dyn Store,
+    kinds: &[&str],
+) -> Result<std::collections::BTreeMap<Key, Entity>, Failure> {
+    let mut all = std::collections::BTreeMap::new();
+    for kind in kinds {
+        all.extend(scan_all(store, kind, &Filter::all(), 100).await?);
+    }
+    Ok(all)
 }
