@@ -105,6 +105,10 @@ async fn renames_or_skip(store: &Arc<dyn Store>) -> Result<(), String> {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("cannot be lazy"), "{err}");
+    if let Some(hint) = store.capability().atomic_writes_hint {
+        // The setting that would allow it (a Redis Cluster's `id_tag=1`).
+        assert!(err.to_string().contains(hint), "{err}");
+    }
     assert_eq!(
         state::load(store.as_ref()).await.unwrap().doc.kinds,
         before.kinds

@@ -37,6 +37,7 @@ impl Store for CassStore {
             atomic_batch_with_meta: false,
             rename_kind: true,
             atomic_writes: AtomicScope::None,
+            atomic_writes_hint: None,
         }
     }
 

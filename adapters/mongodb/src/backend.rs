@@ -50,6 +50,7 @@ impl Store for MongoStore {
             atomic_batch_with_meta: false,
             rename_kind: true,
             atomic_writes: AtomicScope::None,
+            atomic_writes_hint: None,
         }
     }
 

@@ -41,6 +41,10 @@ impl Store for RedisStore {
                 (true, true) => AtomicScope::OneId,
                 (true, false) => AtomicScope::None,
             },
+            atomic_writes_hint: (self.config.cluster && !self.config.id_tag).then_some(
+                "a Redis Cluster has it with `id_tag=1` in its URL, which keeps the keys of \
+                 one id in one slot",
+            ),
         }
     }
 

@@ -48,12 +48,16 @@ pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<
     let mut kinds_after = plan.kinds_after.clone();
     let mut record_kinds: BTreeMap<String, u64> = plan.targets.clone();
     for (i, r) in plan.renames.iter().enumerate() {
-        if !store.capability().atomic_writes.supported() {
+        let capability = store.capability();
+        if !capability.atomic_writes.supported() {
+            let hint = capability
+                .atomic_writes_hint
+                .map(|h| format!(" ({h})"))
+                .unwrap_or_default();
             return Err(invalid(format!(
                 "`rename kind {} to {}` cannot be lazy on the {} store: it has no atomic write of \
                  several keys (the entity under the new name and the stale copy under the old); \
-                 remove the `lazy` line to rename eagerly (a Redis Cluster has it with `id_tag=1` \
-                 in its URL, which keeps the keys of one id in one slot)",
+                 remove the `lazy` line to rename eagerly{hint}",
                 r.from,
                 r.to,
                 store.info().scheme

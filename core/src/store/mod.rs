@@ -106,6 +106,10 @@ pub struct Capability {
     /// with guards, applied all together or not at all (lazy kind renames
     /// need it for the keys of one id), and over which keys.
     pub atomic_writes: AtomicScope,
+    /// Where `atomic_writes` is [`AtomicScope::None`] but a setting of this
+    /// store would give it: that setting, said for a user (the refusal of a
+    /// lazy kind rename quotes it).
+    pub atomic_writes_hint: Option<&'static str>,
 }
 
 impl Capability {
@@ -118,6 +122,7 @@ impl Capability {
         atomic_batch_with_meta: true,
         rename_kind: true,
         atomic_writes: AtomicScope::AnyKeys,
+        atomic_writes_hint: None,
     };
 }
 
