@@ -810,21 +810,47 @@ pub(crate) struct PutCall {
 /// it replaces). What [`WRITE_SCRIPT`] and the atomic script do for such
 /// writes, without their set-up (tables and functions made on every call).
 pub(crate) const PUT_SCRIPT: &str = r#"
+local function hset(k, from, stop)
+  while from <= stop do
+    local last = math.min(from + 999, stop)
+    redis.call('HSET', k, unpack(ARGV, from, last))
+    from = last + 1
+  end
+end
 local a, j = 1, 1
 while j <= #KEYS do
   local k, lay, formers = KEYS[j], ARGV[a], tonumber(ARGV[a + 1])
   local stop = a + 2 + tonumber(ARGV[a + 2])
   a = a + 3
-  local ttl = redis.call('PTTL', k)
-  if ttl == -2 and formers > 0 then ttl = redis.call('PTTL', KEYS[j + 1]) end
-  redis.call('DEL', k)
+  -- A key the put creates takes the TTL of its first former copy.
+  local ttl = 0
+  if formers > 0 and redis.call('EXISTS', k) == 0 then
+    ttl = redis.call('PTTL', KEYS[j + 1])
+  end
+  local first = math.min(a + 999, stop)
+  local set = lay == 'h' and redis.pcall('HSET', k, unpack(ARGV, a, first))
   if lay == 'j' then
-    redis.call('SET', k, ARGV[a])
+    redis.call('SET', k, ARGV[a], 'KEEPTTL')
+  elseif type(set) == 'table' and set.err then
+    -- A key of another type: replaced (its TTL kept).
+    local own = redis.call('PTTL', k)
+    if own > 0 then ttl = own end
+    redis.call('DEL', k)
+    hset(k, a, stop)
   else
-    while a <= stop do
-      local last = math.min(a + 999, stop)
-      redis.call('HSET', k, unpack(ARGV, a, last))
-      a = last + 1
+    -- A hash (or none): its fields overwritten in place (its TTL stays),
+    -- then the fields the entity lacks dropped, when HLEN says there are any.
+    hset(k, first + 1, stop)
+    if redis.call('HLEN', k) * 2 ~= stop - a + 1 then
+      local keep = {}
+      for i = a, stop, 2 do keep[ARGV[i]] = true end
+      local drop = {}
+      for _, f in ipairs(redis.call('HKEYS', k)) do
+        if not keep[f] then drop[#drop + 1] = f end
+      end
+      for i = 1, #drop, 1000 do
+        redis.call('HDEL', k, unpack(drop, i, math.min(i + 999, #drop)))
+      end
     end
   end
   a = stop + 1

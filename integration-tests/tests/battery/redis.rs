@@ -540,8 +540,10 @@ mod specific {
     }
 
     /// A put replaces the whole entity (a field it no longer has is gone) and
-    /// keeps the key's TTL, for a hash (the write script) and for a JSON
-    /// string (one `SET ... KEEPTTL`, no script).
+    /// keeps the key's TTL, for a hash (the put script: fields overwritten in
+    /// place, the ones the entity lacks dropped; a key of another type
+    /// replaced; a wide hash in several `HSET`s) and for a JSON string (one
+    /// `SET ... KEEPTTL`, no script).
     #[tokio::test]
     async fn a_put_replaces_the_whole_entity_and_keeps_its_ttl() {
         let Some(b) = or_skip(backend(), None).await else {
@@ -606,5 +608,39 @@ mod specific {
                 .unwrap();
             assert!(ttl > 900, "{kind}: the TTL is kept ({ttl})");
         }
+        // A key of another type under a hash kind's name: replaced, its TTL kept.
+        let raw = format!("{ns}:note:k3");
+        let () = redis::cmd("SET")
+            .arg(&raw)
+            .arg("foreign")
+            .arg("EX")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let k3 = Key::new("note", "k3").unwrap();
+        let value: Map = [("a".to_owned(), Value::Int(3))].into();
+        store
+            .put(Entity::new(k3.clone(), value.clone()))
+            .await
+            .unwrap();
+        assert_eq!(store.get(&k3).await.unwrap().unwrap().value, value);
+        let ttl: i64 = redis::cmd("TTL")
+            .arg(&raw)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(ttl > 900, "the foreign key's TTL is kept ({ttl})");
+        // A wide hash (more fields than one HSET of the script takes)
+        // replaced by one with a field less.
+        let wide = |n: usize| -> Map {
+            (0..n)
+                .map(|i| (format!("f{i}"), Value::Int(i as i64)))
+                .collect()
+        };
+        store.put(Entity::new(k3.clone(), wide(601))).await.unwrap();
+        assert_eq!(store.get(&k3).await.unwrap().unwrap().value, wide(601));
+        store.put(Entity::new(k3.clone(), wide(600))).await.unwrap();
+        assert_eq!(store.get(&k3).await.unwrap().unwrap().value, wide(600));
     }
 }
