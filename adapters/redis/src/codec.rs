@@ -257,7 +257,7 @@ pub(crate) fn value_to_json(value: &Value) -> Json {
         Value::Array(items) => Json::Array(items.iter().map(value_to_json).collect()),
         Value::Map(map) => {
             let obj = map_to_object(map);
-            if map.len() == 1 && map.keys().all(|k| TAGS.contains(&k.as_str())) {
+            if needs_map_tag(map) {
                 let mut tagged = serde_json::Map::new();
                 tagged.insert("$map".to_owned(), obj);
                 Json::Object(tagged)
@@ -270,6 +270,11 @@ pub(crate) fn value_to_json(value: &Value) -> Json {
 }
 
 const TAGS: [&str; 4] = ["$float", "$bytes", "$date", "$map"];
+
+/// Whether a map is written inside a `$map` tag: its one key is a tag's.
+pub(crate) fn needs_map_tag(map: &Map) -> bool {
+    map.len() == 1 && map.keys().all(|k| TAGS.contains(&k.as_str()))
+}
 
 /// A map as a JSON object (no `$map` tag at this level).
 pub(crate) fn map_to_object(map: &Map) -> Json {
@@ -454,14 +459,14 @@ pub(crate) fn entity_from_hash(
 
 /// The JSON string of an entity: tern's JSON of the map with the version field added.
 pub(crate) fn entity_to_json(entity: &Entity, version_field: &str) -> Result<String> {
-    let mut json = map_to_object(&entity.value);
-    if let Json::Object(obj) = &mut json {
-        if obj.contains_key(version_field) {
-            return Err(version_clash(version_field).with_context("key", entity.key.to_string()));
-        }
-        obj.insert(version_field.to_owned(), Json::from(entity.version));
+    if entity.value.contains_key(version_field) {
+        return Err(version_clash(version_field).with_context("key", entity.key.to_string()));
     }
-    Ok(json.to_string())
+    Ok(crate::typed_json::write_entity(
+        &entity.value,
+        version_field,
+        entity.version,
+    ))
 }
 
 /// The inverse of [`entity_to_json`].

@@ -1,9 +1,11 @@
-//! Reads a JSON-string entity straight into tern's values in one pass: no
-//! `serde_json::Value` tree built and then converted, so each string is
-//! allocated once. A tagged value (an object whose only key starts with `$`:
-//! `{"$float": ...}`, `{"$map": ...}`...) is read as JSON and given to the
-//! general conversion ([`codec::value_from_json`]), so every value reads as
-//! that conversion reads it.
+//! Reads a JSON-string entity straight into tern's values in one pass, and
+//! writes one straight from them: no `serde_json::Value` tree built and then
+//! converted, so each string is allocated once (read) or not at all (written).
+//! A tagged value (an object whose only key starts with `$`: `{"$float":
+//! ...}`, `{"$map": ...}`...) is read as JSON and given to the general
+//! conversion ([`codec::value_from_json`]), so every value reads as that
+//! conversion reads it; the writer writes exactly the text of the general
+//! conversion ([`codec::value_to_json`]), byte for byte (tested).
 
 use std::fmt;
 
@@ -26,6 +28,80 @@ pub(crate) fn read_entity(text: &str, version_field: &str) -> Result<(Version, M
         .map_err(|e| e.to_string())?;
     de.end().map_err(|e| e.to_string())?;
     Ok(read)
+}
+
+/// The JSON text of an entity's properties with its version as the
+/// `version_field` property (the caller checks that no property has that
+/// name): [`codec::map_to_object`] with the version inserted, then
+/// serialized, without the tree.
+pub(crate) fn write_entity(map: &Map, version_field: &str, version: Version) -> String {
+    let entity = TypedEntity {
+        map,
+        version_field,
+        version,
+    };
+    // Serializing to a String cannot fail: no map key is anything but a string.
+    serde_json::to_string(&entity).unwrap_or_default()
+}
+
+/// An entity's properties and version, serialized as one JSON object.
+struct TypedEntity<'a> {
+    map: &'a Map,
+    version_field: &'a str,
+    version: Version,
+}
+
+impl serde::Serialize for TypedEntity<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut out = s.serialize_map(Some(self.map.len() + 1))?;
+        // The keys in order, as serde_json's (sorted) map writes them.
+        let mut version = Some(self.version);
+        for (name, value) in self.map {
+            if version.is_some() && self.version_field < name.as_str() {
+                out.serialize_entry(self.version_field, &self.version)?;
+                version = None;
+            }
+            out.serialize_entry(name, &Typed(value))?;
+        }
+        if let Some(v) = version {
+            out.serialize_entry(self.version_field, &v)?;
+        }
+        out.end()
+    }
+}
+
+/// A value serialized as [`codec::value_to_json`] converts it.
+struct Typed<'a>(&'a Value);
+
+impl serde::Serialize for Typed<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Null => s.serialize_unit(),
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Int(i) => s.serialize_i64(*i),
+            Value::Float(f) if f.is_finite() => s.serialize_f64(*f),
+            Value::String(text) => s.serialize_str(text),
+            Value::Array(items) => {
+                let mut out = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    out.serialize_element(&Typed(item))?;
+                }
+                out.end()
+            }
+            Value::Map(map) if !codec::needs_map_tag(map) => {
+                let mut out = s.serialize_map(Some(map.len()))?;
+                for (name, value) in map {
+                    out.serialize_entry(name, &Typed(value))?;
+                }
+                out.end()
+            }
+            // Tagged values (non-finite floats, bytes, dates, a map that
+            // looks like a tag): rare, written through the general conversion.
+            other => codec::value_to_json(other).serialize(s),
+        }
+    }
 }
 
 /// The top level: properties and the version field.
@@ -204,6 +280,22 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The writer writes the general conversion's text, byte for byte,
+        /// wherever the version field falls among the properties.
+        #[test]
+        fn writes_what_the_general_conversion_writes(
+            map in tern_core::model::arb::arb_map(),
+            version in 0u64..1000,
+            vf in "[_a-z]{1,3}",
+        ) {
+            proptest::prop_assume!(!map.contains_key(&vf));
+            let mut tree = codec::map_to_object(&map);
+            if let Json::Object(obj) = &mut tree {
+                obj.insert(vf.clone(), Json::from(version));
+            }
+            proptest::prop_assert_eq!(write_entity(&map, &vf, version), tree.to_string());
+        }
+
         /// Any map of values, written as tern writes it, reads back through
         /// both readings alike.
         #[test]
