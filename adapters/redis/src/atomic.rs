@@ -25,6 +25,7 @@ use crate::core::{PutCall, RedisStore, write_lua_prelude};
 /// Returns 1 when everything was applied, 0 when a condition failed (nothing
 /// written).
 const ATOMIC_SCRIPT: &str = concat!(
+    crate::core::replace_hash_lua!(),
     write_lua_prelude!(),
     r#"
 local ops = {}

@@ -704,6 +704,50 @@ pub(crate) fn driver_error(operation: &str, e: redis::RedisError) -> Error {
     Error::new(kind, operation.to_owned()).with_driver_error(e)
 }
 
+/// The Lua function `replace_hash(k, items, from, stop)`: the hash `k` made to
+/// hold exactly the field/value pairs `items[from..=stop]`, in place. `HSET`
+/// over the existing hash (its TTL stays, nothing freed and allocated again,
+/// 1,000 items to a call) and `HLEN`; only when `HLEN` shows fields the pairs
+/// lack, `HKEYS` and `HDEL` of those. A key of another type is deleted and
+/// written anew, its TTL kept. The put script, the write script and the atomic
+/// script share it.
+macro_rules! replace_hash_lua {
+    () => {
+        r#"
+local function hset(k, items, from, stop)
+  while from <= stop do
+    local last = math.min(from + 999, stop)
+    redis.call('HSET', k, unpack(items, from, last))
+    from = last + 1
+  end
+end
+local function replace_hash(k, items, from, stop)
+  local first = math.min(from + 999, stop)
+  local set = redis.pcall('HSET', k, unpack(items, from, first))
+  if type(set) == 'table' and set.err then
+    local ttl = redis.call('PTTL', k)
+    redis.call('DEL', k)
+    hset(k, items, from, stop)
+    if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
+    return
+  end
+  hset(k, items, first + 1, stop)
+  if redis.call('HLEN', k) * 2 ~= stop - from + 1 then
+    local keep = {}
+    for i = from, stop, 2 do keep[items[i]] = true end
+    local drop = {}
+    for _, f in ipairs(redis.call('HKEYS', k)) do
+      if not keep[f] then drop[#drop + 1] = f end
+    end
+    for i = 1, #drop, 1000 do
+      redis.call('HDEL', k, unpack(drop, i, math.min(i + 999, #drop)))
+    end
+  end
+end
+"#
+    };
+}
+
 /// The Lua functions the write script and the atomic script share: `payload()`
 /// reads the next payload of `ARGV`, `store(k, vk, lay, t)` writes an entity (a
 /// replaced key keeps its TTL), `same(k, vk, lay, t)` compares what is stored.
@@ -729,11 +773,13 @@ local function add(cmd, k, t, from)
   end
 end
 local function store(k, vk, lay, t)
+  if lay == 'h' then
+    replace_hash(k, t, 1, #t)
+    return
+  end
   local ttl = redis.call('PTTL', k)
   redis.call('DEL', k)
-  if lay == 'h' then
-    add('HSET', k, t, 1)
-  elseif lay == 'j' then
+  if lay == 'j' then
     redis.call('SET', k, t[1])
   else
     if lay == 't' then redis.call('SET', k, t[2])
@@ -792,7 +838,7 @@ end
 "#
     };
 }
-pub(crate) use write_lua_prelude;
+pub(crate) use {replace_hash_lua, write_lua_prelude};
 
 /// The keys and arguments of one put in a call of [`PUT_SCRIPT`].
 pub(crate) struct PutCall {
@@ -809,14 +855,9 @@ pub(crate) struct PutCall {
 /// put that creates its key takes the TTL of its first former copy (the copy
 /// it replaces). What [`WRITE_SCRIPT`] and the atomic script do for such
 /// writes, without their set-up (tables and functions made on every call).
-pub(crate) const PUT_SCRIPT: &str = r#"
-local function hset(k, from, stop)
-  while from <= stop do
-    local last = math.min(from + 999, stop)
-    redis.call('HSET', k, unpack(ARGV, from, last))
-    from = last + 1
-  end
-end
+pub(crate) const PUT_SCRIPT: &str = concat!(
+    replace_hash_lua!(),
+    r#"
 local a, j = 1, 1
 while j <= #KEYS do
   local k, lay, formers = KEYS[j], ARGV[a], tonumber(ARGV[a + 1])
@@ -827,31 +868,10 @@ while j <= #KEYS do
   if formers > 0 and redis.call('EXISTS', k) == 0 then
     ttl = redis.call('PTTL', KEYS[j + 1])
   end
-  local first = math.min(a + 999, stop)
-  local set = lay == 'h' and redis.pcall('HSET', k, unpack(ARGV, a, first))
   if lay == 'j' then
     redis.call('SET', k, ARGV[a], 'KEEPTTL')
-  elseif type(set) == 'table' and set.err then
-    -- A key of another type: replaced (its TTL kept).
-    local own = redis.call('PTTL', k)
-    if own > 0 then ttl = own end
-    redis.call('DEL', k)
-    hset(k, a, stop)
   else
-    -- A hash (or none): its fields overwritten in place (its TTL stays),
-    -- then the fields the entity lacks dropped, when HLEN says there are any.
-    hset(k, first + 1, stop)
-    if redis.call('HLEN', k) * 2 ~= stop - a + 1 then
-      local keep = {}
-      for i = a, stop, 2 do keep[ARGV[i]] = true end
-      local drop = {}
-      for _, f in ipairs(redis.call('HKEYS', k)) do
-        if not keep[f] then drop[#drop + 1] = f end
-      end
-      for i = 1, #drop, 1000 do
-        redis.call('HDEL', k, unpack(drop, i, math.min(i + 999, #drop)))
-      end
-    end
+    replace_hash(k, ARGV, a, stop)
   end
   a = stop + 1
   if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
@@ -859,7 +879,8 @@ while j <= #KEYS do
   j = j + 1 + formers
 end
 return 1
-"#;
+"#
+);
 
 /// One batch of writes, each atomic (the whole call is, in fact).
 ///
@@ -874,6 +895,7 @@ return 1
 /// TTL (and the version key gets it). Returns one integer per write: 1
 /// applied, 0 conflict.
 pub(crate) const WRITE_SCRIPT: &str = concat!(
+    replace_hash_lua!(),
     write_lua_prelude!(),
     r#"
 local out = {}
