@@ -58,8 +58,9 @@ impl LazyClientBuilder {
 
     /// Whether a stale entity may be migrated inside the store in the read's
     /// own call ([`Store::get_advanced`]: moved from a former kind name, and
-    /// stepped, where the store and the steps allow; default `true`). `false`: every stale entity is read, migrated on the client
-    /// and written back with a compare-and-set (for comparisons and tests).
+    /// stepped, where the store and the steps allow; default `true`).
+    /// `false`: every stale entity is read, migrated on the client and
+    /// written back with a compare-and-set (for comparisons and tests).
     #[must_use]
     pub fn migrate_in_store(mut self, yes: bool) -> LazyClientBuilder {
         self.in_store = yes;
@@ -390,8 +391,8 @@ impl LazyClient {
         }
         // Not under the kind's name (one plain read, as for an up-to-date
         // entity): one call that moves it from a former name, where it can.
-        if self.in_store && !self.declined(&chain.kind).moving {
-            match self.read_in_store(chain, key, false).await? {
+        if let Some(steps) = self.in_store_asks(chain, false) {
+            match self.read_in_store(chain, key, steps).await? {
                 InStore::Declined => {}
                 InStore::Read(found) => return Ok(found.map(Found::Here)),
                 InStore::Stale(e) => return Ok(Some(Found::Here(e))),
@@ -525,9 +526,9 @@ impl LazyClient {
     /// with nothing pending.
     async fn read_in_store_first(&self, chain: &KindChain, key: &Key) -> Result<InStore> {
         use std::sync::atomic::Ordering::Relaxed;
-        if !self.in_store || (!chain.pending && chain.formers.is_empty()) {
+        let Some(steps) = self.in_store_asks(chain, true) else {
             return Ok(InStore::Declined);
-        }
+        };
         if !chain.reads.stale_first() {
             match self.store.get(key).await? {
                 None if chain.formers.is_empty() => return Ok(InStore::Read(None)),
@@ -536,32 +537,35 @@ impl LazyClient {
                     self.counters.plain_reads_up_to_date.fetch_add(1, Relaxed);
                     return Ok(InStore::Read(Some(e)));
                 }
+                // Stale under the kind's name, with no steps the store runs:
+                // nothing for it to move or step.
+                Some(e) if steps.is_none() => {
+                    chain.reads.saw(true);
+                    self.counters.plain_reads_stale.fetch_add(1, Relaxed);
+                    return Ok(InStore::Stale(e));
+                }
                 _ => {
                     self.counters.plain_reads_stale.fetch_add(1, Relaxed);
                 }
             }
         }
-        self.read_in_store(chain, key, true).await
+        self.read_in_store(chain, key, steps).await
     }
 
     /// One store call that reads the entity after moving it from a former
     /// name where it lies there and, with `steps`, running the kind's pending
     /// steps on it ([`Store::get_advanced`]): a stale entity read and migrated
-    /// in one round trip. [`InStore::Declined`] when that does not apply (in-store
-    /// migration off, former names the store cannot move from, nothing to ask)
-    /// or the store declined (`Unsupported`, remembered per kind: asked with
-    /// steps, the steps are not asked again; without, the move).
-    async fn read_in_store(&self, chain: &KindChain, key: &Key, steps: bool) -> Result<InStore> {
+    /// in one round trip; `steps` as [`LazyClient::in_store_asks`] gave them.
+    /// [`InStore::Declined`] when the store declined (`Unsupported`,
+    /// remembered per kind: asked with steps, the steps are not asked again
+    /// and the move alone is asked at once; without, the move).
+    async fn read_in_store(
+        &self,
+        chain: &KindChain,
+        key: &Key,
+        mut steps: Option<&crate::store::StepsFrom>,
+    ) -> Result<InStore> {
         use std::sync::atomic::Ordering::Relaxed;
-        let declined = self.declined(&chain.kind);
-        if !self.in_store || (!chain.formers.is_empty() && declined.moving) {
-            return Ok(InStore::Declined);
-        }
-        let mut steps = if steps && chain.pending && !declined.advance {
-            chain.pushdown()
-        } else {
-            None
-        };
         let formers: Vec<Key> = chain
             .formers
             .iter()
@@ -604,6 +608,29 @@ impl LazyClient {
                 InStore::Stale(a.entity)
             }
         })
+    }
+
+    /// What [`LazyClient::read_in_store`] is to ask the store for a read of
+    /// `chain`: `Some(steps)`, the move from the kind's former names (if any)
+    /// with `steps`, its pending steps (`None` when `steps` is false, none
+    /// can run in a store, or the store declined them); `None` when there is
+    /// nothing to ask (in-store migration off, neither steps nor former
+    /// names, a move the store declined).
+    fn in_store_asks<'c>(
+        &self,
+        chain: &'c KindChain,
+        steps: bool,
+    ) -> Option<Option<&'c crate::store::StepsFrom>> {
+        let declined = self.declined(&chain.kind);
+        if !self.in_store || (!chain.formers.is_empty() && declined.moving) {
+            return None;
+        }
+        let steps = if steps && chain.pending && !declined.advance {
+            chain.pushdown()
+        } else {
+            None
+        };
+        (steps.is_some() || !chain.formers.is_empty()).then_some(steps)
     }
 
     /// What the store declined for this kind.
