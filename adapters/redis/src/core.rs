@@ -795,6 +795,43 @@ local function store(k, vk, lay, t)
   end
   if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
 end
+-- JSON values alike: numbers equal and below 2^53 in magnitude (where a
+-- double holds every integer; above, equal doubles may be different numbers,
+-- so they count as changed), strings, booleans and nulls equal, tables alike
+-- key by key.
+local function alike(x, y)
+  if type(x) ~= type(y) then return false end
+  if type(x) == 'number' then return x == y and math.abs(x) < 9007199254740992 end
+  if type(x) ~= 'table' then return x == y end
+  for key, v in pairs(x) do
+    if not alike(v, y[key]) then return false end
+  end
+  for key in pairs(y) do
+    if x[key] == nil then return false end
+  end
+  return true
+end
+-- A hash field as tern reads it: its JSON value where the text is JSON,
+-- else the text.
+local function field(text)
+  local ok, v = pcall(cjson.decode, text)
+  if ok then return v end
+  return text
+end
+-- The stored text `s` holds the entity tern wrote as the text `e`: the same
+-- text, or (the application wrote it in its own format: its key order, its
+-- spacing, no version member) the same JSON object, a missing version member
+-- counting as version 0.
+local function same_json(s, e)
+  if s == e then return true end
+  if not s then return false end
+  local ok_s, a = pcall(cjson.decode, s)
+  local ok_e, b = pcall(cjson.decode, e)
+  if not (ok_s and ok_e) or type(a) ~= 'table' or type(b) ~= 'table' then return false end
+  if a[vf] == nil then a[vf] = 0 end
+  if b[vf] == nil then b[vf] = 0 end
+  return alike(a, b)
+end
 local function same(k, vk, lay, t)
   local ty = redis.call('TYPE', k).ok
   if ty ~= types[lay] then return false end
@@ -806,11 +843,14 @@ local function same(k, vk, lay, t)
     if m[vf] == nil then m[vf] = '0'; n = n + 1 end
     if n * 2 ~= #t then return false end
     for j = 1, #t, 2 do
-      if m[t[j]] ~= t[j + 1] then return false end
+      local stored = m[t[j]]
+      if stored ~= t[j + 1] and not (stored and alike(field(stored), field(t[j + 1]))) then
+        return false
+      end
     end
     return true
   end
-  if lay == 'j' then return redis.call('GET', k) == t[1] end
+  if lay == 'j' then return same_json(redis.call('GET', k), t[1]) end
   if (redis.call('GET', vk) or '0') ~= t[1] then return false end
   if lay == 't' then return redis.call('GET', k) == t[2] end
   if lay == 's' then

@@ -578,3 +578,139 @@ async fn read_moves<C: ConnectionLike + Send>(
         0
     );
 }
+
+/// A JSON-string entity the application wrote in its own format (its own key
+/// order and spacing, no version member) is migrated through the client's
+/// path (a step the store does not run on JSON strings): the compare-and-set
+/// compares the JSON read, not tern's own writing of it, and still sees a
+/// change made in between.
+#[tokio::test]
+async fn json_written_by_the_application_in_its_own_format_migrates() {
+    let Some(b) = or_skip(backend(), None).await else {
+        return;
+    };
+    let url = format!("{}&json=post", b.fresh_url());
+    let ns = tern_integration_tests::redis::prefix_of(&url);
+    let store: Arc<dyn tern_core::store::Store> = Arc::new(
+        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
+            .await
+            .unwrap(),
+    );
+    let mut conn = raw(&b).await;
+    for (id, text) in [
+        ("1", r#"{"title": "x", "body": "b"}"#),
+        ("2", r#"{"title":"y","_v":0,"body":"c"}"#),
+    ] {
+        q::<_, ()>(
+            &mut conn,
+            redis::cmd("SET").arg(format!("{ns}:post:{id}")).arg(text),
+        )
+        .await;
+    }
+    tern_testkit::lazy::up(&store, &[(1, "lazy\nadd post.likes = 0\n")])
+        .await
+        .unwrap();
+    let lazy = LazyClient::builder(Arc::clone(&store))
+        .declare("post", 1)
+        .connect()
+        .await
+        .unwrap();
+    for id in ["1", "2"] {
+        let got = lazy.get(&key("post", id)).await.unwrap().unwrap();
+        assert_eq!(got.version, 1, "post {id}");
+        assert_eq!(got.value.get("likes"), Some(&Value::Int(0)), "post {id}");
+        let stored = store.get(&key("post", id)).await.unwrap().unwrap();
+        assert_eq!(stored.version, 1, "post {id} stored");
+    }
+    // The compare-and-set still sees a change the application made in its
+    // own format between the read and the write.
+    let raw_key = format!("{ns}:post:3");
+    let set = |text: &'static str| redis::cmd("SET").arg(&raw_key).arg(text).clone();
+    q::<_, ()>(&mut conn, &mut set(r#"{"title": "x", "n": 1}"#)).await;
+    let read = store.get(&key("post", "3")).await.unwrap().unwrap();
+    q::<_, ()>(&mut conn, &mut set(r#"{"n": 1, "title": "z"}"#)).await;
+    let replace = |expected: &tern_core::model::Entity| {
+        let mut new = expected.clone();
+        new.version = 1;
+        vec![tern_core::store::Write::Replace {
+            expected: expected.clone(),
+            new,
+        }]
+    };
+    let outcome = store.write_checked(replace(&read)).await.unwrap();
+    assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Conflict]);
+    // Unchanged, in another key order: applied.
+    q::<_, ()>(&mut conn, &mut set(r#"{"title":"z",  "n":1}"#)).await;
+    let read = store.get(&key("post", "3")).await.unwrap().unwrap();
+    q::<_, ()>(&mut conn, &mut set(r#"{"n":1,"title":"z"}"#)).await;
+    let outcome = store.write_checked(replace(&read)).await.unwrap();
+    assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Applied]);
+}
+
+/// A hash the application wrote with field texts tern would write otherwise
+/// (`1.50`, JSON with spaces) is migrated through the client's path.
+#[tokio::test]
+async fn hash_fields_written_by_the_application_in_their_own_format_migrate() {
+    let Some(b) = or_skip(backend(), None).await else {
+        return;
+    };
+    let url = b.fresh_url();
+    let ns = tern_integration_tests::redis::prefix_of(&url);
+    let store: Arc<dyn tern_core::store::Store> = Arc::new(
+        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
+            .await
+            .unwrap(),
+    );
+    let mut conn = raw(&b).await;
+    q::<_, ()>(
+        &mut conn,
+        redis::cmd("HSET")
+            .arg(format!("{ns}:post:1"))
+            .arg("price")
+            .arg("1.50")
+            .arg("tags")
+            .arg(r#"["a", "b"]"#)
+            .arg("big")
+            .arg("1e2"),
+    )
+    .await;
+    tern_testkit::lazy::up(&store, &[(1, "lazy\nadd post.likes = 0\n")])
+        .await
+        .unwrap();
+    let lazy = LazyClient::builder(Arc::clone(&store))
+        .declare("post", 1)
+        .migrate_in_store(false)
+        .connect()
+        .await
+        .unwrap();
+    let got = lazy.get(&key("post", "1")).await.unwrap().unwrap();
+    assert_eq!(got.version, 1);
+    assert_eq!(got.value.get("likes"), Some(&Value::Int(0)));
+    // The compare-and-set still sees a changed field, and only that.
+    let raw_key = format!("{ns}:post:2");
+    let price = |text: &'static str| {
+        redis::cmd("HSET")
+            .arg(&raw_key)
+            .arg("price")
+            .arg(text)
+            .clone()
+    };
+    q::<_, ()>(&mut conn, &mut price("1.50")).await;
+    let replace = |expected: &tern_core::model::Entity| {
+        let mut new = expected.clone();
+        new.version = 1;
+        vec![tern_core::store::Write::Replace {
+            expected: expected.clone(),
+            new,
+        }]
+    };
+    let read = store.get(&key("post", "2")).await.unwrap().unwrap();
+    q::<_, ()>(&mut conn, &mut price("1.75")).await;
+    let outcome = store.write_checked(replace(&read)).await.unwrap();
+    assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Conflict]);
+    q::<_, ()>(&mut conn, &mut price("1.50")).await;
+    let read = store.get(&key("post", "2")).await.unwrap().unwrap();
+    q::<_, ()>(&mut conn, &mut price("1.500")).await;
+    let outcome = store.write_checked(replace(&read)).await.unwrap();
+    assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Applied]);
+}
