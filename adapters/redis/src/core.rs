@@ -811,10 +811,48 @@ local function alike(x, y)
   end
   return true
 end
+-- Whether every number and word of `text` outside its strings is strict
+-- JSON: cjson also takes `007`, `5.`, hex, `inf` and `nan`, which tern's
+-- reader refuses (it reads such a field as text), so only a strict text may
+-- be compared by its cjson value.
+local function strict(text)
+  local i, n = 1, #text
+  while i <= n do
+    local c = string.sub(text, i, i)
+    if c == '"' then
+      i = i + 1
+      while i <= n do
+        local d = string.sub(text, i, i)
+        if d == '\\' then i = i + 2 elseif d == '"' then break else i = i + 1 end
+      end
+      i = i + 1
+    elseif string.find(c, '[%d%-]') then
+      local num = string.match(text, '^[%w%.%+%-]+', i)
+      local int, frac, exp = string.match(num, '^%-?(%d+)(%.?%d*)([eE]?[%+%-]?%d*)$')
+      if not int or (#int > 1 and string.sub(int, 1, 1) == '0') or frac == '.'
+        or (exp ~= '' and not string.find(exp, '%d$')) then
+        return false
+      end
+      i = i + #num
+    elseif string.find(c, '%a') then
+      local word = string.match(text, '^%a+', i)
+      if word ~= 'true' and word ~= 'false' and word ~= 'null' then return false end
+      i = i + #word
+    else
+      i = i + 1
+    end
+  end
+  return true
+end
+-- The JSON value of `text` as tern reads it (`ok` false: not JSON to tern).
+local function json(text)
+  local ok, v = pcall(cjson.decode, text)
+  return ok and strict(text), v
+end
 -- A hash field as tern reads it: its JSON value where the text is JSON,
 -- else the text.
 local function field(text)
-  local ok, v = pcall(cjson.decode, text)
+  local ok, v = json(text)
   if ok then return v end
   return text
 end
@@ -825,8 +863,8 @@ end
 local function same_json(s, e)
   if s == e then return true end
   if not s then return false end
-  local ok_s, a = pcall(cjson.decode, s)
-  local ok_e, b = pcall(cjson.decode, e)
+  local ok_s, a = json(s)
+  local ok_e, b = json(e)
   if not (ok_s and ok_e) or type(a) ~= 'table' or type(b) ~= 'table' then return false end
   if a[vf] == nil then a[vf] = 0 end
   if b[vf] == nil then b[vf] = 0 end

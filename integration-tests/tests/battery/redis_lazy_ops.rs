@@ -713,4 +713,14 @@ async fn hash_fields_written_by_the_application_in_their_own_format_migrate() {
     q::<_, ()>(&mut conn, &mut price("1.500")).await;
     let outcome = store.write_checked(replace(&read)).await.unwrap();
     assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Applied]);
+    // Texts Redis's cjson reads as the same number but tern reads as text
+    // (not JSON to serde_json) are changes.
+    for (before, after) in [("7", "007"), ("16", "0x10"), ("5", "5."), ("[1]", "[01]")] {
+        q::<_, ()>(&mut conn, &mut price(before)).await;
+        let read = store.get(&key("post", "2")).await.unwrap().unwrap();
+        q::<_, ()>(&mut conn, &mut price(after)).await;
+        let outcome = store.write_checked(replace(&read)).await.unwrap();
+        let want = vec![tern_core::store::WriteOutcome::Conflict];
+        assert_eq!(outcome, want, "{before} then {after}");
+    }
 }
