@@ -10,6 +10,7 @@ use tern_core::lazy::LazyClient;
 use tern_core::migrate::{EntityMigration, Migration, MigrationSet, Migrator};
 use tern_core::model::{Key, Map, Value};
 use tern_core::store::StoreExt;
+use tern_core::store::WriteOutcome::{self, Applied, Conflict};
 use tern_integration_tests::redis::backend;
 use tern_redis::{RedisConfig, RedisLazy, RedisStore};
 use tern_testkit::battery::or_skip;
@@ -392,11 +393,7 @@ async fn put_of_a_renamed_kind(b: &tern_integration_tests::redis::RedisBackend, 
     let ns = tern_integration_tests::redis::prefix_of(url);
     let k = |rest: &str| format!("{ns}:{rest}");
     let mut conn = raw(b).await;
-    let store: Arc<dyn tern_core::store::Store> = Arc::new(
-        RedisStore::connect(RedisConfig::from_url(url).unwrap())
-            .await
-            .unwrap(),
-    );
+    let store = store_at(url).await;
     for id in ["1", "2"] {
         let value = Map::from([
             ("a".to_owned(), Value::Int(1)),
@@ -489,11 +486,7 @@ async fn read_moves<C: ConnectionLike + Send>(
     let url = b.fresh_url();
     let ns = tern_integration_tests::redis::prefix_of(&url);
     let k = |kind: &str, id: &str| redis_key(&ns, tagged, kind, id);
-    let store: Arc<dyn tern_core::store::Store> = Arc::new(
-        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
-            .await
-            .unwrap(),
-    );
+    let store = store_at(&url).await;
     let x = |n: i64| Map::from([("x".to_owned(), Value::Int(n))]);
     for (id, n) in [("1", 1), ("2", 2)] {
         store
@@ -591,64 +584,39 @@ async fn json_written_by_the_application_in_its_own_format_migrates() {
     };
     let url = format!("{}&json=post", b.fresh_url());
     let ns = tern_integration_tests::redis::prefix_of(&url);
-    let store: Arc<dyn tern_core::store::Store> = Arc::new(
-        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
-            .await
-            .unwrap(),
-    );
+    let store = store_at(&url).await;
     let mut conn = raw(&b).await;
-    for (id, text) in [
-        ("1", r#"{"title": "x", "body": "b"}"#),
-        ("2", r#"{"title":"y","_v":0,"body":"c"}"#),
-    ] {
-        q::<_, ()>(
-            &mut conn,
-            redis::cmd("SET").arg(format!("{ns}:post:{id}")).arg(text),
-        )
-        .await;
-    }
-    tern_testkit::lazy::up(&store, &[(1, "lazy\nadd post.likes = 0\n")])
-        .await
-        .unwrap();
-    let lazy = LazyClient::builder(Arc::clone(&store))
-        .declare("post", 1)
-        .connect()
-        .await
-        .unwrap();
-    for id in ["1", "2"] {
-        let got = lazy.get(&key("post", id)).await.unwrap().unwrap();
-        assert_eq!(got.version, 1, "post {id}");
-        assert_eq!(got.value.get("likes"), Some(&Value::Int(0)), "post {id}");
-        let stored = store.get(&key("post", id)).await.unwrap().unwrap();
-        assert_eq!(stored.version, 1, "post {id} stored");
-    }
-    // The compare-and-set still sees a change the application made in its
-    // own format between the read and the write.
-    let raw_key = format!("{ns}:post:3");
-    let set = |text: &'static str| redis::cmd("SET").arg(&raw_key).arg(text).clone();
-    q::<_, ()>(&mut conn, &mut set(r#"{"title": "x", "n": 1}"#)).await;
-    let read = store.get(&key("post", "3")).await.unwrap().unwrap();
-    q::<_, ()>(&mut conn, &mut set(r#"{"n": 1, "title": "z"}"#)).await;
-    let replace = |expected: &tern_core::model::Entity| {
-        let mut new = expected.clone();
-        new.version = 1;
-        vec![tern_core::store::Write::Replace {
-            expected: expected.clone(),
-            new,
-        }]
+    let set = |id: &str, text: &'static str| {
+        redis::cmd("SET")
+            .arg(format!("{ns}:post:{id}"))
+            .arg(text)
+            .clone()
     };
-    let outcome = store.write_checked(replace(&read)).await.unwrap();
-    assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Conflict]);
-    // Unchanged, in another key order: applied.
-    q::<_, ()>(&mut conn, &mut set(r#"{"title":"z",  "n":1}"#)).await;
-    let read = store.get(&key("post", "3")).await.unwrap().unwrap();
-    q::<_, ()>(&mut conn, &mut set(r#"{"n":1,"title":"z"}"#)).await;
-    let outcome = store.write_checked(replace(&read)).await.unwrap();
-    assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Applied]);
+    q::<_, ()>(&mut conn, &mut set("1", r#"{"title": "x", "body": "b"}"#)).await;
+    q::<_, ()>(
+        &mut conn,
+        &mut set("2", r#"{"title":"y","_v":0,"body":"c"}"#),
+    )
+    .await;
+    migrates_lazily(&store, &["1", "2"], true).await;
+    let across = |before, after| cas_across(&store, &b, "3", set("3", before), set("3", after));
+    // A change the application made in its own format between the read and
+    // the write is seen; the same JSON in another key order and spacing is not.
+    assert_eq!(
+        across(r#"{"title": "x", "n": 1}"#, r#"{"n": 1, "title": "z"}"#).await,
+        Conflict
+    );
+    assert_eq!(
+        across(r#"{"title":"z",  "n":1}"#, r#"{"n":1,"title":"z"}"#).await,
+        Applied
+    );
 }
 
 /// A hash the application wrote with field texts tern would write otherwise
-/// (`1.50`, JSON with spaces) is migrated through the client's path.
+/// (`1.50`, JSON with spaces, `1e2`) is migrated through the client's path;
+/// the compare-and-set still sees a changed field, and only that, including
+/// texts Redis's `cjson` reads as the same number but tern reads as text
+/// (not JSON to serde_json).
 #[tokio::test]
 async fn hash_fields_written_by_the_application_in_their_own_format_migrate() {
     let Some(b) = or_skip(backend(), None).await else {
@@ -656,71 +624,88 @@ async fn hash_fields_written_by_the_application_in_their_own_format_migrate() {
     };
     let url = b.fresh_url();
     let ns = tern_integration_tests::redis::prefix_of(&url);
-    let store: Arc<dyn tern_core::store::Store> = Arc::new(
-        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
-            .await
-            .unwrap(),
-    );
+    let store = store_at(&url).await;
     let mut conn = raw(&b).await;
-    q::<_, ()>(
-        &mut conn,
-        redis::cmd("HSET")
-            .arg(format!("{ns}:post:1"))
-            .arg("price")
-            .arg("1.50")
-            .arg("tags")
-            .arg(r#"["a", "b"]"#)
-            .arg("big")
-            .arg("1e2"),
-    )
-    .await;
-    tern_testkit::lazy::up(&store, &[(1, "lazy\nadd post.likes = 0\n")])
-        .await
-        .unwrap();
-    let lazy = LazyClient::builder(Arc::clone(&store))
-        .declare("post", 1)
-        .migrate_in_store(false)
-        .connect()
-        .await
-        .unwrap();
-    let got = lazy.get(&key("post", "1")).await.unwrap().unwrap();
-    assert_eq!(got.version, 1);
-    assert_eq!(got.value.get("likes"), Some(&Value::Int(0)));
-    // The compare-and-set still sees a changed field, and only that.
-    let raw_key = format!("{ns}:post:2");
+    let mut hset = redis::cmd("HSET");
+    hset.arg(format!("{ns}:post:1"))
+        .arg("price")
+        .arg("1.50")
+        .arg("tags")
+        .arg(r#"["a", "b"]"#)
+        .arg("big")
+        .arg("1e2");
+    q::<_, ()>(&mut conn, &mut hset).await;
+    migrates_lazily(&store, &["1"], false).await;
     let price = |text: &'static str| {
         redis::cmd("HSET")
-            .arg(&raw_key)
+            .arg(format!("{ns}:post:2"))
             .arg("price")
             .arg(text)
             .clone()
     };
-    q::<_, ()>(&mut conn, &mut price("1.50")).await;
-    let replace = |expected: &tern_core::model::Entity| {
-        let mut new = expected.clone();
-        new.version = 1;
-        vec![tern_core::store::Write::Replace {
-            expected: expected.clone(),
-            new,
-        }]
-    };
-    let read = store.get(&key("post", "2")).await.unwrap().unwrap();
-    q::<_, ()>(&mut conn, &mut price("1.75")).await;
-    let outcome = store.write_checked(replace(&read)).await.unwrap();
-    assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Conflict]);
-    q::<_, ()>(&mut conn, &mut price("1.50")).await;
-    let read = store.get(&key("post", "2")).await.unwrap().unwrap();
-    q::<_, ()>(&mut conn, &mut price("1.500")).await;
-    let outcome = store.write_checked(replace(&read)).await.unwrap();
-    assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Applied]);
-    // Texts Redis's cjson reads as the same number but tern reads as text
-    // (not JSON to serde_json) are changes.
+    let across = |before, after| cas_across(&store, &b, "2", price(before), price(after));
+    assert_eq!(across("1.50", "1.75").await, Conflict);
+    assert_eq!(across("1.50", "1.500").await, Applied);
     for (before, after) in [("7", "007"), ("16", "0x10"), ("5", "5."), ("[1]", "[01]")] {
-        q::<_, ()>(&mut conn, &mut price(before)).await;
-        let read = store.get(&key("post", "2")).await.unwrap().unwrap();
-        q::<_, ()>(&mut conn, &mut price(after)).await;
-        let outcome = store.write_checked(replace(&read)).await.unwrap();
-        let want = vec![tern_core::store::WriteOutcome::Conflict];
-        assert_eq!(outcome, want, "{before} then {after}");
+        assert_eq!(
+            across(before, after).await,
+            Conflict,
+            "{before} then {after}"
+        );
     }
+}
+
+/// The store at `url`.
+async fn store_at(url: &str) -> Arc<dyn tern_core::store::Store> {
+    Arc::new(
+        RedisStore::connect(RedisConfig::from_url(url).unwrap())
+            .await
+            .unwrap(),
+    )
+}
+
+/// Installs `add post.likes = 0` lazily and reads each of `ids` through a
+/// lazy client (`in_store`: migrating in the store where it can, else on the
+/// client): each comes back, and is stored, at version 1 with `likes` 0.
+async fn migrates_lazily(store: &Arc<dyn tern_core::store::Store>, ids: &[&str], in_store: bool) {
+    tern_testkit::lazy::up(store, &[(1, "lazy\nadd post.likes = 0\n")])
+        .await
+        .unwrap();
+    let lazy = LazyClient::builder(Arc::clone(store))
+        .declare("post", 1)
+        .migrate_in_store(in_store)
+        .connect()
+        .await
+        .unwrap();
+    for id in ids {
+        let got = lazy.get(&key("post", id)).await.unwrap().unwrap();
+        assert_eq!(got.version, 1, "post {id}");
+        assert_eq!(got.value.get("likes"), Some(&Value::Int(0)), "post {id}");
+        let stored = store.get(&key("post", id)).await.unwrap().unwrap();
+        assert_eq!(stored.version, 1, "post {id} stored");
+    }
+}
+
+/// Runs the raw command `before`, reads `post:<id>` through the store, runs
+/// `after`, then writes what was read at version 1 with a compare-and-set:
+/// its outcome.
+async fn cas_across(
+    store: &Arc<dyn tern_core::store::Store>,
+    b: &tern_integration_tests::redis::RedisBackend,
+    id: &str,
+    mut before: redis::Cmd,
+    mut after: redis::Cmd,
+) -> WriteOutcome {
+    let mut conn = raw(b).await;
+    q::<_, ()>(&mut conn, &mut before).await;
+    let read = store.get(&key("post", id)).await.unwrap().unwrap();
+    q::<_, ()>(&mut conn, &mut after).await;
+    let mut new = read.clone();
+    new.version = 1;
+    let replace = tern_core::store::Write::Replace {
+        expected: read,
+        new,
+    };
+    let mut outcome = store.write_checked(vec![replace]).await.unwrap();
+    outcome.pop().unwrap()
 }
