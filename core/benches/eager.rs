@@ -63,13 +63,6 @@ async fn hand_loop(store: &dyn Store, batch: usize) -> u64 {
     }
 }
 
-/// The median of `values`.
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 #[tokio::main]
 async fn main() {
     let a = BenchArgs::parse(1_000_000, 3);
@@ -175,8 +168,8 @@ async fn main() {
     if two_calls {
         println!(
             "median two-calls/loop time ratio: {:.3}\nmedian tern/two-calls time ratio: {:.3}",
-            median(&two_vs_loop),
-            median(&tern_vs_two)
+            bench::median(&two_vs_loop).unwrap_or(f64::NAN),
+            bench::median(&tern_vs_two).unwrap_or(f64::NAN)
         );
     }
 }

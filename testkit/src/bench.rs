@@ -18,6 +18,13 @@ pub const SCRIPT: &str = "add blogpost.likes = 0\nrename blogpost.text to conten
 /// The `text` of every generated blog post.
 pub const TEXT: &str = "NoSQL databases are often schema-less; their data is not.";
 
+/// The median of `values` (the upper one of an even count; `None` when empty).
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
 /// Command-line arguments of a benchmark: `--entities N`, `--batch N`,
 /// `--rounds N`, `--no-pushdown`, and whatever else the benchmark asks for with
 /// [`BenchArgs::flag`] and [`BenchArgs::value`] (`cargo bench`'s own `--bench`
@@ -228,9 +235,7 @@ impl Ratios {
 
     /// The median ratio so far (`None` before the first round).
     pub fn median(&self) -> Option<f64> {
-        let mut r = self.ratios.clone();
-        r.sort_by(f64::total_cmp);
-        r.get(r.len() / 2).copied()
+        median(&self.ratios)
     }
 
     /// Prints the median ratio.

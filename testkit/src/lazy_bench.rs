@@ -174,35 +174,8 @@ where
         .connect()
         .await?;
     let keys: Vec<Key> = (0..reads).map(|i| key(i * 7919 % n)).collect();
-    let (mut raw, mut through) = (Duration::ZERO, Duration::ZERO);
-    let mut ratios = Vec::new();
-    for (c, chunk) in keys.chunks(CHUNK).enumerate() {
-        let mut time_raw = Duration::ZERO;
-        let mut time_client = Duration::ZERO;
-        for side in [c % 2, 1 - c % 2] {
-            let t = Instant::now();
-            for k in chunk {
-                let found = if side == 0 {
-                    eager.get(k).await?.is_some()
-                } else {
-                    client.get(k).await?.is_some()
-                };
-                if !found {
-                    return Err(LazyBenchError::Missing(format!("{k:?}")));
-                }
-            }
-            if side == 0 {
-                time_raw = t.elapsed();
-            } else {
-                time_client = t.elapsed();
-            }
-        }
-        raw += time_raw;
-        through += time_client;
-        ratios.push(time_client.as_secs_f64() / time_raw.as_secs_f64().max(1e-9));
-    }
-    ratios.sort_by(f64::total_cmp);
-    let median_chunk_ratio = ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN);
+    let (raw, through, ratios) = raw_against_client(eager.as_ref(), &client, &keys).await?;
+    let median_chunk_ratio = bench::median(&ratios).unwrap_or(f64::NAN);
 
     // First reads of stale entities (the lazy store is all at version 0), in
     // chunks alternating between a client that migrates them inside the store
@@ -238,27 +211,8 @@ where
     // migration is still pending: raw reads against that client's, in chunks
     // alternating which side goes first.
     let migrated: Vec<Key> = (0..stale_reads).map(|i| key(2 * i * 7919 % n)).collect();
-    let (mut pending_raw, mut pending_client) = (Duration::ZERO, Duration::ZERO);
-    for (c, chunk) in migrated.chunks(CHUNK).enumerate() {
-        for side in [c % 2, 1 - c % 2] {
-            let t = Instant::now();
-            for k in chunk {
-                let found = if side == 0 {
-                    lazy.get(k).await?.is_some()
-                } else {
-                    in_store.get(k).await?.is_some()
-                };
-                if !found {
-                    return Err(LazyBenchError::Missing(k.to_string()));
-                }
-            }
-            if side == 0 {
-                pending_raw += t.elapsed();
-            } else {
-                pending_client += t.elapsed();
-            }
-        }
-    }
+    let (pending_raw, pending_client, _) =
+        raw_against_client(lazy.as_ref(), &in_store, &migrated).await?;
     let (report, sweep) = bench::timed(tern_core::lazy::sweep::sweep(
         Arc::clone(&lazy),
         &tern_core::migrate::LeaseOptions::default(),
@@ -287,6 +241,39 @@ where
         sweep,
         swept,
     })
+}
+
+/// Reads `keys` raw from `store` and through `client`, in chunks of
+/// [`CHUNK`] alternating which side goes first: each side's total time and,
+/// per chunk, the client's time over the raw time.
+async fn raw_against_client(
+    store: &dyn Store,
+    client: &LazyClient,
+    keys: &[Key],
+) -> Result<(Duration, Duration, Vec<f64>), LazyBenchError> {
+    let (mut raw, mut through) = (Duration::ZERO, Duration::ZERO);
+    let mut ratios = Vec::new();
+    for (c, chunk) in keys.chunks(CHUNK).enumerate() {
+        let mut times = [Duration::ZERO; 2];
+        for side in [c % 2, 1 - c % 2] {
+            let t = Instant::now();
+            for k in chunk {
+                let found = if side == 0 {
+                    store.get(k).await?.is_some()
+                } else {
+                    client.get(k).await?.is_some()
+                };
+                if !found {
+                    return Err(LazyBenchError::Missing(k.to_string()));
+                }
+            }
+            times[side] = t.elapsed();
+        }
+        raw += times[0];
+        through += times[1];
+        ratios.push(times[1].as_secs_f64() / times[0].as_secs_f64().max(1e-9));
+    }
+    Ok((raw, through, ratios))
 }
 
 /// Runs `rounds` rounds, prints each and a summary of medians.

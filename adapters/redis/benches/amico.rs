@@ -135,21 +135,7 @@ async fn lazy_round(url: &str, n: usize, batch: usize, call_size: usize) {
     if call_size == FIRST_CALL_SIZE {
         first_reads(&store, n).await;
     }
-    let t = Instant::now();
-    let report = tern_core::lazy::sweep::sweep(
-        store,
-        &tern_core::migrate::LeaseOptions::default(),
-        &std::collections::BTreeMap::new(),
-        &tern_core::lazy::SweepOptions {
-            batch_size: batch,
-            call_size,
-            ..Default::default()
-        },
-    )
-    .await
-    .expect("sweep");
-    let sweep = t.elapsed();
-    let moved: u64 = report.migrated.values().sum();
+    let (moved, sweep) = common::amico::sweep(store, batch, Some(call_size)).await;
     check(&mut conn, n).await;
     println!(
         "lazy (calls of {call_size}): install {:.1} ms (the pause), then tern sweep renamed {moved} sorted sets in {:.2} s ({:.0}/s); members and scores checked",

@@ -252,20 +252,7 @@ async fn lazy_side(side: Side, n: usize, batch: usize) {
     }
     let read_time = t.elapsed();
     assert_eq!(client.stats().renamed_reads_in_store, reads as u64);
-    let t = Instant::now();
-    let report = tern_core::lazy::sweep::sweep(
-        store,
-        &tern_core::migrate::LeaseOptions::default(),
-        &std::collections::BTreeMap::new(),
-        &tern_core::lazy::SweepOptions {
-            batch_size: batch,
-            ..Default::default()
-        },
-    )
-    .await
-    .expect("sweep");
-    let sweep = t.elapsed();
-    let moved: u64 = report.migrated.values().sum();
+    let (moved, sweep) = common::amico::sweep(store, batch, None).await;
     println!(
         "lazy (ids as hash tags): install {:.1} ms (the pause); {reads} first reads, each moving a sorted set in its slot: {:.0}/s; then tern sweep renamed {moved} in {:.2} s ({:.0}/s)",
         install.as_secs_f64() * 1e3,

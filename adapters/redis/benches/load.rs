@@ -235,11 +235,6 @@ async fn load(store: &dyn Store, kind: &str, version: u64, n: usize) {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args = BenchArgs::parse(1_000_000, 1);
@@ -329,7 +324,8 @@ async fn main() {
                 format!("-P {pipeline}")
             }
         );
-        let [lazy, prev] = ratios.map(|r| (median(r) - 1.0) * 100.0);
+        let [lazy, prev] =
+            ratios.map(|r| (tern_testkit::bench::median(&r).unwrap_or(f64::NAN) - 1.0) * 100.0);
         println!(
             "| {name} | {:.0} | {:.0} | {lazy:+.1} % | {:.0} | {prev:+.1} % |",
             rate(total[0]),

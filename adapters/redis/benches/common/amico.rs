@@ -51,3 +51,28 @@ pub(crate) fn scoped(key: &str) -> Option<String> {
     };
     (!id.starts_with("default:")).then(|| format!("amico:{scope}:default:{id}"))
 }
+
+/// `tern sweep` of every pending kind, `batch` entities a page, `call_size`
+/// a server-side call (the default when `None`): how many sorted sets it
+/// renamed, and how long it took.
+pub(crate) async fn sweep(
+    store: std::sync::Arc<dyn tern_core::store::Store>,
+    batch: usize,
+    call_size: Option<usize>,
+) -> (u64, std::time::Duration) {
+    let defaults = tern_core::lazy::SweepOptions::default();
+    let t = std::time::Instant::now();
+    let report = tern_core::lazy::sweep::sweep(
+        store,
+        &tern_core::migrate::LeaseOptions::default(),
+        &std::collections::BTreeMap::new(),
+        &tern_core::lazy::SweepOptions {
+            batch_size: batch,
+            call_size: call_size.unwrap_or(defaults.call_size),
+            ..defaults
+        },
+    )
+    .await
+    .expect("sweep");
+    (report.migrated.values().sum(), t.elapsed())
+}
