@@ -83,16 +83,76 @@ fn expected_expr(expected: &Entity) -> Result<Document> {
         ));
     }
     for (name, value) in &expected.value {
-        let field = format!("${}", codec::escape_name(name));
-        let lit = codec::to_bson(value);
-        conds.push(Bson::Document(
-            doc! { "$eq": [ { "$type": field.clone() }, type_name(&lit) ] },
-        ));
-        conds.push(Bson::Document(
-            doc! { "$eq": [ field, { "$literal": lit } ] },
-        ));
+        let field = Bson::String(format!("${}", codec::escape_name(name)));
+        equal_at(field, codec::to_bson(value), &mut conds);
     }
     Ok(doc! { "$and": conds })
+}
+
+/// Does comparing `lit` with `$eq` depend on the order of fields inside it (a
+/// document of two or more fields, at any depth)? MongoDB compares embedded
+/// documents field by field in order (its `$eq` and sort order), so
+/// `{zip, city}` as the application wrote it is not `{city, zip}` as tern
+/// (whose maps are sorted) writes the literal.
+fn order_matters(lit: &Bson) -> bool {
+    match lit {
+        Bson::Document(d) => d.len() > 1 || order_matters_in(d.values()),
+        Bson::Array(a) => order_matters_in(a.iter()),
+        _ => false,
+    }
+}
+
+fn order_matters_in<'a>(mut values: impl Iterator<Item = &'a Bson>) -> bool {
+    values.any(order_matters)
+}
+
+/// Pushes onto `conds` the tests that the value of the expression `at` is
+/// `lit`, with its BSON type, whatever the order of the fields of the
+/// documents inside it: a document whose order matters is compared field by
+/// field (its type, its number of fields, each field by `$getField`), an
+/// array holding one element by element (its length, each by
+/// `$arrayElemAt`); anything else with one `$eq` against the literal. Each
+/// level's tests run only once its type is known (`$cond`), so a stored
+/// value of another shape is a failed test, never an error of the server.
+fn equal_at(at: Bson, lit: Bson, conds: &mut Vec<Bson>) {
+    let mut inner = Vec::new();
+    let is_type = match lit {
+        Bson::Document(d) if order_matters_in(d.values()) || d.len() > 1 => {
+            let n = i64::try_from(d.len()).unwrap_or(i64::MAX);
+            inner.push(Bson::Document(
+                doc! { "$eq": [ { "$size": { "$objectToArray": at.clone() } }, n ] },
+            ));
+            for (name, value) in d {
+                // Names tern writes never start with `$` nor hold a `.`
+                // (`codec::escape_name`); `$literal` keeps any other as it is.
+                let field =
+                    doc! { "$getField": { "field": { "$literal": name }, "input": at.clone() } };
+                equal_at(Bson::Document(field), value, &mut inner);
+            }
+            doc! { "$eq": [ { "$type": at }, "object" ] }
+        }
+        Bson::Array(items) if order_matters_in(items.iter()) => {
+            let n = i64::try_from(items.len()).unwrap_or(i64::MAX);
+            inner.push(Bson::Document(
+                doc! { "$eq": [ { "$size": at.clone() }, n ] },
+            ));
+            for (i, value) in (0_i64..).zip(items) {
+                let item = doc! { "$arrayElemAt": [ at.clone(), i ] };
+                equal_at(Bson::Document(item), value, &mut inner);
+            }
+            doc! { "$isArray": [ at ] }
+        }
+        lit => {
+            conds.push(Bson::Document(
+                doc! { "$eq": [ { "$type": at.clone() }, type_name(&lit) ] },
+            ));
+            conds.push(Bson::Document(doc! { "$eq": [ at, { "$literal": lit } ] }));
+            return;
+        }
+    };
+    conds.push(Bson::Document(
+        doc! { "$cond": [ is_type, { "$and": inner }, false ] },
+    ));
 }
 
 /// The filter of a compare-and-set replace: the `_id`, the version, and every
@@ -474,6 +534,72 @@ mod tests {
             Bson::Document(doc! { "$literal": codec::entity_to_document(&new).unwrap() })
         );
         assert_eq!(cond[2], Bson::String("$$ROOT".into()));
+    }
+
+    /// Every value under a `$literal` in `b`, and those a `$eq` compares with.
+    fn literals(b: &Bson, all: &mut Vec<Bson>, compared: &mut Vec<Bson>) {
+        match b {
+            Bson::Document(d) => {
+                for (k, v) in d {
+                    if k == "$literal" {
+                        all.push(v.clone());
+                        continue;
+                    }
+                    if let (true, Bson::Array(args)) = (k == "$eq", v)
+                        && let Some(Bson::Document(rhs)) = args.get(1)
+                        && let Some(lit) = rhs.get("$literal")
+                    {
+                        compared.push(lit.clone());
+                    }
+                    literals(v, all, compared);
+                }
+            }
+            Bson::Array(a) => a.iter().for_each(|v| literals(v, all, compared)),
+            _ => {}
+        }
+    }
+
+    /// MongoDB compares embedded documents field by field in order, and tern
+    /// writes its maps sorted: the compare-and-set never compares a literal
+    /// document of two or more fields, at any depth, so a document the
+    /// application wrote in its own order still matches.
+    #[test]
+    fn no_literal_of_a_compare_and_set_depends_on_field_order() {
+        let json = r#"{"addr": {"zip": 1, "city": "x", "geo": {"lat": 1.5, "lng": 2.5}},
+                       "tags": [{"t": "a", "n": 1}, "plain", [{"y": 1, "x": 2}]],
+                       "one": {"k": [1, 2]}, "list": [1, "a"], "n": 3}"#;
+        let value =
+            tern_core::model::json::json_to_map(&serde_json::from_str(json).unwrap()).unwrap();
+        let expected = Entity {
+            key: Key::new("post", Value::Int(7)).unwrap(),
+            version: 2,
+            value,
+        };
+        let (mut all, mut found) = (Vec::new(), Vec::new());
+        literals(
+            &Bson::Document(expected_expr(&expected).unwrap()),
+            &mut all,
+            &mut found,
+        );
+        for lit in &all {
+            assert!(!order_matters(lit), "compared as a whole: {lit}");
+        }
+        // Every leaf is still compared, and what cannot depend on order whole.
+        for leaf in [
+            Bson::Int64(1),
+            Bson::String("x".into()),
+            Bson::Double(1.5),
+            Bson::Double(2.5),
+            Bson::String("a".into()),
+            Bson::String("plain".into()),
+            Bson::Int64(2),
+            Bson::Document(doc! { "k": [1_i64, 2_i64] }),
+            Bson::Array(vec![Bson::Int64(1), Bson::String("a".into())]),
+            Bson::Int64(3),
+        ] {
+            assert!(found.contains(&leaf), "{leaf} not compared");
+        }
+        assert_eq!(found.len(), 12, "{found:?}");
     }
 
     #[test]

@@ -92,6 +92,116 @@ mod specific {
         assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Applied]);
     }
 
+    /// The outcome of a compare-and-set by tern on what it read of the
+    /// application's `before`, after the application replaced it with `after`.
+    async fn cas_after(before: Document, after: Document) -> tern_core::store::WriteOutcome {
+        let b = backend().await.unwrap();
+        let (store, db) = b.fresh_named().await;
+        let coll = raw(&b.url_for(&db), &db).await;
+        coll.insert_one(before).await.unwrap();
+        let key = Key::new("things", 1).unwrap();
+        let read = store.get(&key).await.unwrap().unwrap();
+        coll.replace_one(doc! { "_id": 1_i64 }, after)
+            .await
+            .unwrap();
+        let mut new = read.clone();
+        new.version = 1;
+        let mut outcome = store
+            .write_checked(vec![tern_core::store::Write::Replace {
+                expected: read,
+                new,
+            }])
+            .await
+            .unwrap();
+        outcome.pop().unwrap()
+    }
+
+    /// Documents nested in documents and arrays compare field by field: the
+    /// application's field order never makes a compare-and-set fail (MongoDB
+    /// compares embedded documents in order, tern writes its literals sorted),
+    /// and any change of a nested value, type, field or length between the
+    /// read and the write is a conflict, never an error of the server.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_replace_compares_nested_documents_field_by_field() {
+        use tern_core::store::WriteOutcome::{Applied, Conflict};
+        if or_skip(backend(), None).await.is_none() {
+            return;
+        }
+        let before = doc! {
+            "_id": 1_i64,
+            "addr": { "zip": 1_i64, "city": "x", "geo": { "lng": 2.5, "lat": 1.5 } },
+            "tags": [ { "t": "a", "n": 1_i64 }, "plain", [ { "y": 1_i64, "x": 2_i64 } ] ],
+        };
+        let same = doc! {
+            "_id": 1_i64,
+            "tags": [ { "n": 1_i64, "t": "a" }, "plain", [ { "x": 2_i64, "y": 1_i64 } ] ],
+            "addr": { "geo": { "lat": 1.5, "lng": 2.5 }, "city": "x", "zip": 1_i64 },
+        };
+        assert_eq!(cas_after(before.clone(), before.clone()).await, Applied);
+        assert_eq!(cas_after(before.clone(), same).await, Applied);
+        let changes = [
+            ("a nested value", doc! { "addr.geo.lat": 9.5 }),
+            ("a nested type", doc! { "addr.zip": 1.0 }),
+            ("an added nested field", doc! { "addr.geo.alt": 3_i64 }),
+            ("a nested document's shape", doc! { "addr.geo": [1.5, 2.5] }),
+            ("a document to a string", doc! { "addr": "x" }),
+            ("a value in an array's document", doc! { "tags.0.n": 2_i64 }),
+            ("an array's length", doc! { "tags.3": "more" }),
+            ("an array to a document", doc! { "tags": { "0": "plain" } }),
+            ("a document deep in arrays", doc! { "tags.2.0.x": 3_i64 }),
+        ];
+        for (what, set) in changes {
+            let mut after = before.clone();
+            for (path, value) in set {
+                set_path(&mut after, &path, value);
+            }
+            assert_eq!(cas_after(before.clone(), after).await, Conflict, "{what}");
+        }
+        let mut fewer = before.clone();
+        fewer
+            .get_document_mut("addr")
+            .unwrap()
+            .remove("city")
+            .unwrap();
+        assert_eq!(
+            cas_after(before.clone(), fewer).await,
+            Conflict,
+            "a removed nested field"
+        );
+    }
+
+    /// Sets `path` (dotted; numbers index arrays, one past the end appends) in `doc`.
+    fn set_path(doc: &mut Document, path: &str, value: Bson) {
+        let parts: Vec<&str> = path.split('.').collect();
+        let (last, walk) = parts.split_last().unwrap();
+        let mut at = doc.get_mut(walk.first().copied().unwrap_or(*last));
+        if walk.is_empty() {
+            doc.insert(*last, value);
+            return;
+        }
+        for part in &walk[1..] {
+            at = match at.unwrap() {
+                Bson::Document(d) => d.get_mut(*part),
+                Bson::Array(a) => a.get_mut(part.parse::<usize>().unwrap()),
+                other => panic!("{path}: {other} has no {part}"),
+            };
+        }
+        match at.unwrap() {
+            Bson::Document(d) => {
+                d.insert(*last, value);
+            }
+            Bson::Array(a) => {
+                let i: usize = last.parse().unwrap();
+                if i == a.len() {
+                    a.push(value);
+                } else {
+                    a[i] = value;
+                }
+            }
+            other => panic!("{path}: {other} has no {last}"),
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_bson_types_round_trip_through_tern() {
         let Some(b) = or_skip(backend(), None).await else {
