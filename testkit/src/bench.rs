@@ -25,6 +25,19 @@ pub fn median(values: &[f64]) -> Option<f64> {
     v.get(v.len() / 2).copied()
 }
 
+/// The CPU time this process has used so far, all its threads together
+/// (Linux's `/proc/self/task/*/schedstat`, in nanoseconds); `None` where it
+/// cannot be read. A thread that has ended no longer counts, so measure
+/// between two calls while the same threads run (a tokio runtime's workers).
+pub fn process_cpu() -> Option<Duration> {
+    let mut total = 0_u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(total))
+}
+
 /// Command-line arguments of a benchmark: `--entities N`, `--batch N`,
 /// `--rounds N`, `--no-pushdown`, and whatever else the benchmark asks for with
 /// [`BenchArgs::flag`] and [`BenchArgs::value`] (`cargo bench`'s own `--bench`
@@ -273,6 +286,30 @@ mod tests {
         assert!(a.flag("--lwt-loop"));
         assert_eq!(a.value("--tool"), Some("x"));
         assert_eq!(a.value("--missing"), None);
+    }
+
+    #[test]
+    fn process_cpu_grows_with_work_done() {
+        let Some(before) = process_cpu() else {
+            println!("skipped: no /proc/self/task/*/schedstat on this system");
+            return;
+        };
+        // Busy until 20 ms of CPU are counted (a loaded machine only makes it
+        // take longer); it never gets there if work is not counted.
+        let t = Instant::now();
+        let mut x = 1_u64;
+        let mut used = Duration::ZERO;
+        while used < Duration::from_millis(20) && t.elapsed() < Duration::from_secs(20) {
+            for _ in 0..10_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+            used = process_cpu().unwrap() - before;
+        }
+        assert!(
+            used >= Duration::from_millis(20),
+            "{used:?} in {:?}",
+            t.elapsed()
+        );
     }
 
     #[test]

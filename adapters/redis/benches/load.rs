@@ -3,7 +3,7 @@
 //! gets and sets, unpipelined and 10 to a round trip, through the raw driver
 //! and through tern's lazy client, side by side in one run.
 //!
-//! Three sides, on up-to-date entities (hashes with one 3-byte field `val`;
+//! Three sides (four for sets), on up-to-date entities (hashes with one 3-byte field `val`;
 //! with `--layout json`, JSON strings `{"val":"xxx"}`):
 //!
 //! - **raw**: the `redis` crate's multiplexed connection (the driver tern's
@@ -15,6 +15,15 @@
 //!   (KVolve's "&Prev NS": one former prefix declared; a get finds the key
 //!   under its new name and never looks at the old one, a put also deletes a
 //!   stale copy under the old name in the same atomic script).
+//! - **one-command script** (sets only): the raw side's write run inside a
+//!   script that does nothing else (`EVALSHA` of `return redis.call(...)`),
+//!   through the same connection: the least a write checked in the server
+//!   costs on a Redis without a module, so the lazy put's overhead can be read
+//!   against it.
+//!
+//! Besides the throughputs, the CPU each side cost per operation: on the
+//! server (Redis's `INFO cpu` around each chunk) and in this process (all its
+//! threads), which tells the server's cost from the client's.
 //!
 //! Each test runs in chunks: in a chunk every side in turn (the order
 //! rotating) runs 50 tasks of `--ops` operations each; the figure is the
@@ -53,9 +62,16 @@ enum Side {
     Raw,
     Lazy,
     LazyPrev,
+    /// The least any script-based write costs: the raw side's write inside a
+    /// one-command script ([`FLOOR_SCRIPT`]), through the same driver.
+    Floor,
 }
 
-const SIDES: [Side; 3] = [Side::Raw, Side::Lazy, Side::LazyPrev];
+const SIDES: [Side; 4] = [Side::Raw, Side::Lazy, Side::LazyPrev, Side::Floor];
+
+/// The raw side's write (`HSET key field value`, `SET key text`) as a script:
+/// what a Redis without a module charges for any write checked in the server.
+const FLOOR_SCRIPT: &str = "return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))";
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
@@ -66,6 +82,8 @@ enum Op {
 /// What every client task needs.
 struct Ctx {
     raw: MultiplexedConnection,
+    /// The SHA1 of [`FLOOR_SCRIPT`], loaded.
+    floor: String,
     client: LazyClient,
     n: usize,
     /// Entities are JSON strings (`--layout json`), not hashes.
@@ -78,7 +96,7 @@ fn id(i: usize) -> String {
 
 fn kind_of(side: Side) -> &'static str {
     match side {
-        Side::Raw | Side::Lazy => "kv",
+        Side::Raw | Side::Lazy | Side::Floor => "kv",
         Side::LazyPrev => "kvnew",
     }
 }
@@ -143,6 +161,23 @@ async fn client_task(ctx: Arc<Ctx>, side: Side, op: Op, pipeline: usize, ops: us
                     p.query_async(&mut raw).await.expect("raw get");
                 assert!(rows.iter().all(|r| !r.is_empty()), "raw get: a key missing");
             }
+            (Side::Floor, _) => {
+                let mut p = redis::pipe();
+                for (i, x) in &picks {
+                    let call = p
+                        .cmd("EVALSHA")
+                        .arg(&ctx.floor)
+                        .arg(1)
+                        .arg(format!("{kind}:{}", id(*i)));
+                    if ctx.json {
+                        call.arg("SET").arg(format!("{{\"val\":\"{}\"}}", text(*x)));
+                    } else {
+                        call.arg("HSET").arg("val").arg(text(*x));
+                    }
+                    call.ignore();
+                }
+                let () = p.query_async(&mut raw).await.expect("floor set");
+            }
             (Side::Raw, Op::Set) => {
                 let mut p = redis::pipe();
                 for (i, x) in &picks {
@@ -190,7 +225,41 @@ fn key(kind: &str, i: usize) -> Key {
     }
 }
 
-/// One side's chunk: 50 tasks, joined; its wall time.
+/// What a chunk took: its wall time, the CPU the server spent on it (Redis's
+/// `INFO cpu`) and the CPU this process spent on it (every client's work and
+/// the driver's).
+#[derive(Clone, Copy, Default)]
+struct Spent {
+    wall: Duration,
+    server: Duration,
+    client: Duration,
+}
+
+impl std::ops::AddAssign for Spent {
+    fn add_assign(&mut self, o: Spent) {
+        self.wall += o.wall;
+        self.server += o.server;
+        self.client += o.client;
+    }
+}
+
+/// The CPU time the server has used (`used_cpu_sys` + `used_cpu_user`).
+async fn server_cpu(conn: &mut MultiplexedConnection) -> Duration {
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(conn)
+        .await
+        .expect("INFO cpu");
+    let seconds: f64 = info
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| *k == "used_cpu_sys" || *k == "used_cpu_user")
+        .map(|(_, v)| v.trim().parse::<f64>().expect("a CPU time"))
+        .sum();
+    Duration::from_secs_f64(seconds)
+}
+
+/// One side's chunk: 50 tasks, joined.
 async fn chunk(
     ctx: &Arc<Ctx>,
     side: Side,
@@ -198,7 +267,10 @@ async fn chunk(
     pipeline: usize,
     ops: usize,
     seed: u64,
-) -> Duration {
+) -> Spent {
+    let mut conn = ctx.raw.clone();
+    let server = server_cpu(&mut conn).await;
+    let client = tern_testkit::bench::process_cpu().unwrap_or_default();
     let t = Instant::now();
     let tasks: Vec<_> = (0..CLIENTS)
         .map(|c| {
@@ -216,7 +288,12 @@ async fn chunk(
     for t in tasks {
         t.await.expect("client task");
     }
-    t.elapsed()
+    let wall = t.elapsed();
+    Spent {
+        wall,
+        client: tern_testkit::bench::process_cpu().unwrap_or_default() - client,
+        server: server_cpu(&mut conn).await - server,
+    }
 }
 
 /// Loads `n` entities of `kind` at `version` through the store, in batches.
@@ -284,31 +361,44 @@ async fn main() {
         .connect()
         .await
         .expect("lazy client");
+    let mut raw = connect(&url).await;
+    let floor = redis::Script::new(FLOOR_SCRIPT)
+        .load_async(&mut raw)
+        .await
+        .expect("load the floor script");
     let ctx = Arc::new(Ctx {
-        raw: connect(&url).await,
+        raw,
+        floor,
         client,
         n: args.entities,
         json,
     });
     println!(
-        "| test | raw ops/s | lazy ops/s | lazy overhead | lazy &prev ops/s | &prev overhead |"
+        "| test | raw ops/s | lazy ops/s | lazy overhead | lazy &prev ops/s | &prev overhead | one-command script ops/s | its overhead |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut cpu = Vec::new();
     for (op, pipeline) in [(Op::Get, 1), (Op::Set, 1), (Op::Get, 10), (Op::Set, 10)] {
-        let mut total = [Duration::ZERO; 3];
-        let mut ratios = [Vec::new(), Vec::new()];
+        // The floor of a script-based write is measured for writes only.
+        let sides = match op {
+            Op::Get => 3,
+            Op::Set => 4,
+        };
+        let mut total = [Spent::default(); 4];
+        let mut ratios = [Vec::new(), Vec::new(), Vec::new()];
         for c in 0..chunks {
-            let mut times = [Duration::ZERO; 3];
-            for k in 0..3 {
-                let s = (c + k) % 3;
+            let mut times = [Spent::default(); 4];
+            for k in 0..sides {
+                let s = (c + k) % sides;
                 let seed = 0x5EED_u64.wrapping_mul(c as u64 + 1);
                 times[s] = chunk(&ctx, SIDES[s], op, pipeline, ops, seed).await;
             }
-            for s in 0..3 {
+            for s in 0..sides {
                 total[s] += times[s];
             }
-            ratios[0].push(times[1].as_secs_f64() / times[0].as_secs_f64());
-            ratios[1].push(times[2].as_secs_f64() / times[0].as_secs_f64());
+            for s in 1..sides {
+                ratios[s - 1].push(times[s].wall.as_secs_f64() / times[0].wall.as_secs_f64());
+            }
         }
         let done = (CLIENTS * (ops / pipeline * pipeline) * chunks) as f64;
         let rate = |d: Duration| done / d.as_secs_f64();
@@ -324,14 +414,45 @@ async fn main() {
                 format!("-P {pipeline}")
             }
         );
-        let [lazy, prev] =
+        let [lazy, prev, floor] =
             ratios.map(|r| (tern_testkit::bench::median(&r).unwrap_or(f64::NAN) - 1.0) * 100.0);
+        let floor = if sides == 4 {
+            format!("{:.0} | {floor:+.1} %", rate(total[3].wall))
+        } else {
+            "- | -".to_owned()
+        };
         println!(
-            "| {name} | {:.0} | {:.0} | {lazy:+.1} % | {:.0} | {prev:+.1} % |",
-            rate(total[0]),
-            rate(total[1]),
-            rate(total[2]),
+            "| {name} | {:.0} | {:.0} | {lazy:+.1} % | {:.0} | {prev:+.1} % | {floor} |",
+            rate(total[0].wall),
+            rate(total[1].wall),
+            rate(total[2].wall),
         );
+        let per_op = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e6 / done);
+        cpu.push(format!(
+            "| {name} | {} | {} |",
+            total[..sides]
+                .iter()
+                .map(|t| per_op(t.server))
+                .collect::<Vec<_>>()
+                .join(" | ")
+                + &" | -".repeat(4 - sides),
+            total[..sides]
+                .iter()
+                .map(|t| per_op(t.client))
+                .collect::<Vec<_>>()
+                .join(" | ")
+                + &" | -".repeat(4 - sides),
+        ));
+    }
+    println!(
+        "\nCPU per operation, µs (server: Redis's `INFO cpu`; client: this process, all threads):\n"
+    );
+    println!(
+        "| test | server: raw | lazy | &prev | script | client: raw | lazy | &prev | script |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for line in cpu {
+        println!("{line}");
     }
     flush(&url).await;
 }
