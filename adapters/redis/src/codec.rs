@@ -355,16 +355,21 @@ pub(crate) fn decode_id(text: &str) -> Result<Value> {
     }
 }
 
-/// The text of one hash field: a string that is not itself JSON text is stored
-/// as it is (`Ann`); every other value, and strings that would read as JSON
-/// (`"5"`, `"true"`), as tern's typed JSON (`5`, `5.0`, `"\"5\""`, `{"$bytes":"..."}`).
+/// The text of one hash field: a string that reads back as itself
+/// ([`decode_field`]: not JSON text, or JSON whose numbers tern cannot hold
+/// exactly) is stored as it is (`Ann`, `3.14159265358979323846`); every other
+/// value, and strings that would read as something else (`"5"`, `"true"`), as
+/// tern's typed JSON (`5`, `5.0`, `"\"5\""`, `{"$bytes":"..."}`).
 pub(crate) fn encode_field(value: &Value) -> String {
     match value {
-        Value::String(s) if !may_be_json(s) || serde_json::from_str::<Json>(s).is_err() => {
-            s.clone()
-        }
+        Value::String(s) if reads_as_itself(s) => s.clone(),
         other => value_to_json(other).to_string(),
     }
+}
+
+/// Whether [`decode_field`] reads `text` back as the string `text`.
+fn reads_as_itself(text: &str) -> bool {
+    !may_be_json(text) || matches!(read_field(text), Field::Text)
 }
 
 /// Whether `text` can parse as JSON at all: its first character after JSON's
@@ -379,20 +384,50 @@ fn may_be_json(text: &str) -> bool {
     )
 }
 
-/// The inverse of [`encode_field`]. Text that is not JSON is a string (the
-/// text itself, not a copy).
-pub(crate) fn decode_field(text: String) -> Result<Value> {
-    if !may_be_json(&text) {
-        return Ok(Value::String(text));
+/// What a hash field's text reads as.
+enum Field {
+    /// A value of tern's typed JSON, every number in it exact.
+    Value(Value),
+    /// The text itself, as a string.
+    Text,
+}
+
+/// Reads a field that may be JSON: a value when the text is tern's typed JSON
+/// and every number in it survives the reading ([`exact::numbers_exact`]),
+/// else the text itself: a field another program wrote
+/// (`3.14159265358979323846`, `{"$bytes": 5}`) is never read into a value
+/// that would be written back with other digits, nor refused.
+fn read_field(text: &str) -> Field {
+    let Ok(json) = serde_json::from_str::<Json>(text) else {
+        return Field::Text;
+    };
+    match value_from_json(&json) {
+        Ok(v) if !holds_float(&v) || crate::exact::numbers_exact(text) => Field::Value(v),
+        _ => Field::Text,
     }
-    match serde_json::from_str::<Json>(&text) {
-        Ok(json) => value_from_json(&json).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidData,
-                format!("a hash field holds malformed typed JSON: {e}"),
-            )
-        }),
-        Err(_) => Ok(Value::String(text)),
+}
+
+/// Whether `v` is or holds a float (the only values whose text may not
+/// survive the reading: integers outside an `i64` are refused by the reading).
+fn holds_float(v: &Value) -> bool {
+    match v {
+        Value::Float(_) => true,
+        Value::Array(items) => items.iter().any(holds_float),
+        Value::Map(m) => m.values().any(holds_float),
+        _ => false,
+    }
+}
+
+/// The inverse of [`encode_field`]. Text that is not JSON, or that holds a
+/// number tern cannot hold exactly, is a string (the text itself, not a
+/// copy).
+pub(crate) fn decode_field(text: String) -> Value {
+    if !may_be_json(&text) {
+        return Value::String(text);
+    }
+    match read_field(&text) {
+        Field::Value(v) => v,
+        Field::Text => Value::String(text),
     }
 }
 
@@ -443,11 +478,7 @@ pub(crate) fn entity_from_hash(
         if name == version_field {
             version = parse_version(&text).map_err(|e| e.with_context("key", key.to_string()))?;
         } else {
-            let v = decode_field(text).map_err(|e| {
-                e.with_context("key", key.to_string())
-                    .with_context("field", name.clone())
-            })?;
-            value.insert(name, v);
+            value.insert(name, decode_field(text));
         }
     }
     Ok(Some(Entity {
@@ -477,6 +508,13 @@ pub(crate) fn entity_from_json(key: Key, text: &str, version_field: &str) -> Res
     };
     let (version, value) = crate::typed_json::read_entity(text, version_field)
         .map_err(|e| bad(&format!("cannot be read: {e}")))?;
+    if value.values().any(holds_float) && !crate::exact::numbers_exact(text) {
+        return Err(bad(
+            "holds a number that a 64-bit float cannot hold to its last digit (more than 17 \
+             significant digits, or out of range): tern would write it back with other digits, so \
+             it does not read it; store such numbers as strings",
+        ));
+    }
     Ok(Entity {
         key,
         version,
@@ -635,7 +673,7 @@ mod tests {
             Value::Timestamp(-3),
             Value::Array(vec![Value::Int(1), Value::Float(1.0)]),
         ] {
-            assert_eq!(decode_field(encode_field(&v)).unwrap(), v, "{v:?}");
+            assert_eq!(decode_field(encode_field(&v)), v, "{v:?}");
         }
         assert_eq!(encode_field(&Value::from("Ann")), "Ann");
         assert_eq!(encode_field(&Value::Int(5)), "5");
@@ -645,7 +683,74 @@ mod tests {
         }
     }
 
+    /// A JSON-string entity another program wrote with a number tern cannot
+    /// hold exactly is refused with the reason, not read with other digits.
+    #[test]
+    fn a_json_entity_holding_a_number_tern_cannot_hold_is_refused() {
+        let key = Key::new("k", 1).unwrap();
+        let e =
+            entity_from_json(key.clone(), r#"{"pi": 3.14159265358979323846}"#, "_v").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidData);
+        assert!(e.to_string().contains("17 significant digits"), "{e}");
+        let read = entity_from_json(key, r#"{"p": 1.50, "s": "3.14159265358979323846"}"#, "_v");
+        assert_eq!(read.unwrap().get("p"), Some(&Value::Float(1.5)));
+    }
+
+    /// A field another program wrote with a number tern cannot hold exactly
+    /// (or with text that looks like a tag of tern's typed JSON) reads as its
+    /// text and is written back as it was: never with other digits, never
+    /// refused. Numbers tern holds are numbers (written back in its form).
+    #[test]
+    fn a_field_holding_a_number_tern_cannot_hold_stays_its_text() {
+        for text in [
+            "3.14159265358979323846",
+            "123456789012345678901234",
+            "12345678901234567890",
+            "[1, 0.30000000000000000001]",
+            "{\"price\": 19.999999999999999999}",
+            "{\"$bytes\": 5}",
+            "1e-400",
+        ] {
+            let v = decode_field(text.to_owned());
+            assert_eq!(v, Value::from(text), "{text}");
+            assert_eq!(encode_field(&v), text, "{text}");
+        }
+        assert_eq!(decode_field("1.50".into()), Value::Float(1.5));
+        assert_eq!(encode_field(&Value::Float(1.5)), "1.5");
+        assert_eq!(
+            decode_field("[1, 2e0]".into()),
+            Value::Array(vec![Value::Int(1), Value::Float(2.0)])
+        );
+        // A string whose text would read as a number is still written quoted.
+        assert_eq!(encode_field(&Value::from("1.50")), "\"1.50\"");
+    }
+
     proptest::proptest! {
+        /// Every value reads back as written, and so does every string.
+        #[test]
+        fn any_field_round_trips(v in tern_core::model::arb::arb_value(), s in "\\PC{0,12}") {
+            proptest::prop_assert_eq!(decode_field(encode_field(&v)), v);
+            let text = Value::String(s);
+            proptest::prop_assert_eq!(decode_field(encode_field(&text)), text);
+        }
+
+        /// A number another program wrote reads as a value written back with
+        /// the same decimal value (`1.50` as `1.5`), or as its own text: never
+        /// with other digits.
+        #[test]
+        fn foreign_numbers_keep_their_value(
+            text in "-?[0-9]{1,22}(\\.[0-9]{1,22})?([eE][-+]?[0-9]{1,3})?"
+        ) {
+            let back = encode_field(&decode_field(text.clone()));
+            if back != text {
+                proptest::prop_assert_eq!(
+                    crate::exact::decimal(&back),
+                    crate::exact::decimal(&text),
+                    "{} written back as {}", text, back
+                );
+            }
+        }
+
         /// A JSON-string entity reads back as written.
         #[test]
         fn json_entities_round_trip(entity in tern_core::model::arb::arb_entity("k")) {

@@ -814,7 +814,10 @@ end
 -- Whether every number and word of `text` outside its strings is strict
 -- JSON: cjson also takes `007`, `5.`, hex, `inf` and `nan`, which tern's
 -- reader refuses (it reads such a field as text), so only a strict text may
--- be compared by its cjson value.
+-- be compared by its cjson value; and whether every number has at most 15
+-- significant digits within a double's range, which a double holds to the
+-- digit (tern reads a field with a longer number as its text, and a double
+-- would take `3.14159265358979323846` and `...47` for one number).
 local function strict(text)
   local i, n = 1, #text
   while i <= n do
@@ -832,6 +835,15 @@ local function strict(text)
       if not int or (#int > 1 and string.sub(int, 1, 1) == '0') or frac == '.'
         or (exp ~= '' and not string.find(exp, '%d$')) then
         return false
+      end
+      -- At most 15 significant digits, well inside a double's range: two
+      -- such numbers are equal doubles only when they are equal numbers.
+      local digits = int .. string.sub(frac, 2)
+      local sig = string.gsub(string.gsub(digits, '^0+', ''), '0+$', '')
+      if #sig > 15 then return false end
+      if #sig > 0 then
+        local point = #int - #string.match(digits, '^0*') + (tonumber(string.sub(exp, 2)) or 0)
+        if point > 300 or point < -290 then return false end
       end
       i = i + #num
     elseif string.find(c, '%a') then

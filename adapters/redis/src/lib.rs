@@ -17,6 +17,7 @@ mod config;
 mod conn;
 mod containers;
 mod core;
+mod exact;
 mod lazy_ops;
 mod moving;
 mod pushdown;

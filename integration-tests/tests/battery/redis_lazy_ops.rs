@@ -633,9 +633,17 @@ async fn hash_fields_written_by_the_application_in_their_own_format_migrate() {
         .arg("tags")
         .arg(r#"["a", "b"]"#)
         .arg("big")
-        .arg("1e2");
+        .arg("1e2")
+        .arg("pi")
+        .arg("3.14159265358979323846");
     q::<_, ()>(&mut conn, &mut hset).await;
     migrates_lazily(&store, &["1"], false).await;
+    // Migrated on the client's path, the whole hash written back: a number a
+    // double cannot hold keeps every digit.
+    let mut hget = redis::cmd("HGET");
+    hget.arg(format!("{ns}:post:1")).arg("pi");
+    let pi: String = q(&mut conn, &mut hget).await;
+    assert_eq!(pi, "3.14159265358979323846");
     let price = |text: &'static str| {
         redis::cmd("HSET")
             .arg(format!("{ns}:post:2"))
@@ -646,7 +654,22 @@ async fn hash_fields_written_by_the_application_in_their_own_format_migrate() {
     let across = |before, after| cas_across(&store, &b, "2", price(before), price(after));
     assert_eq!(across("1.50", "1.75").await, Conflict);
     assert_eq!(across("1.50", "1.500").await, Applied);
-    for (before, after) in [("7", "007"), ("16", "0x10"), ("5", "5."), ("[1]", "[01]")] {
+    // Numbers a double cannot hold to the digit are compared as text: a
+    // change a double would not see is still a change.
+    assert_eq!(
+        across("3.14159265358979323846", "3.14159265358979323846").await,
+        Applied
+    );
+    for (before, after) in [
+        ("7", "007"),
+        ("16", "0x10"),
+        ("5", "5."),
+        ("[1]", "[01]"),
+        ("3.14159265358979323846", "3.14159265358979323847"),
+        ("[9.0000000000000001]", "[9.0000000000000002]"),
+        ("1e-400", "0"),
+        ("123456789012345678901234", "123456789012345678901235"),
+    ] {
         assert_eq!(
             across(before, after).await,
             Conflict,
