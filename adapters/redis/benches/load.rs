@@ -427,21 +427,19 @@ async fn main() {
             rate(total[1].wall),
             rate(total[2].wall),
         );
-        let per_op = |d: Duration| format!("{:.2}", d.as_secs_f64() * 1e6 / done);
+        // µs per operation of each side, `-` for a side not run.
+        let cells = |of: fn(&Spent) -> Duration| {
+            total[..sides]
+                .iter()
+                .map(|t| format!("{:.2}", of(t).as_secs_f64() * 1e6 / done))
+                .collect::<Vec<_>>()
+                .join(" | ")
+                + &" | -".repeat(4 - sides)
+        };
         cpu.push(format!(
             "| {name} | {} | {} |",
-            total[..sides]
-                .iter()
-                .map(|t| per_op(t.server))
-                .collect::<Vec<_>>()
-                .join(" | ")
-                + &" | -".repeat(4 - sides),
-            total[..sides]
-                .iter()
-                .map(|t| per_op(t.client))
-                .collect::<Vec<_>>()
-                .join(" | ")
-                + &" | -".repeat(4 - sides),
+            cells(|t| t.server),
+            cells(|t| t.client)
         ));
     }
     println!(
