@@ -811,14 +811,18 @@ local function alike(x, y)
   end
   return true
 end
--- Whether every number and word of `text` outside its strings is strict
--- JSON: cjson also takes `007`, `5.`, hex, `inf` and `nan`, which tern's
--- reader refuses (it reads such a field as text), so only a strict text may
--- be compared by its cjson value; and whether every number has at most 15
--- significant digits within a double's range, which a double holds to the
--- digit (tern reads a field with a longer number as its text, and a double
--- would take `3.14159265358979323846` and `...47` for one number).
+-- `text` ready for cjson, or nil: nil when a number or word outside its
+-- strings is not strict JSON (cjson also takes `007`, `5.`, hex, `inf` and
+-- `nan`, which tern's reader refuses: it reads such a field as text) or has
+-- more than 15 significant digits or lies far out in a double's range (tern
+-- reads a field with such a number as its text, and a double would take
+-- `3.14159265358979323846` and `...47` for one number). Else the text with
+-- every number wrapped as `{"i":n}` (tern reads it as an int) or `{"f":n}`
+-- (a float), so that values compare as tern's do: `1` and `1.0` differ,
+-- `1.5` and `1.50` do not. (Every number is wrapped, those inside the
+-- application's own objects too, so no wrapped value equals an unwrapped one.)
 local function strict(text)
+  local out, from = {}, 1
   local i, n = 1, #text
   while i <= n do
     local c = string.sub(text, i, i)
@@ -834,32 +838,38 @@ local function strict(text)
       local int, frac, exp = string.match(num, '^%-?(%d+)(%.?%d*)([eE]?[%+%-]?%d*)$')
       if not int or (#int > 1 and string.sub(int, 1, 1) == '0') or frac == '.'
         or (exp ~= '' and not string.find(exp, '%d$')) then
-        return false
+        return nil
       end
       -- At most 15 significant digits, well inside a double's range: two
       -- such numbers are equal doubles only when they are equal numbers.
       local digits = int .. string.sub(frac, 2)
       local sig = string.gsub(string.gsub(digits, '^0+', ''), '0+$', '')
-      if #sig > 15 then return false end
+      if #sig > 15 then return nil end
       if #sig > 0 then
         local point = #int - #string.match(digits, '^0*') + (tonumber(string.sub(exp, 2)) or 0)
-        if point > 300 or point < -290 then return false end
+        if point > 300 or point < -290 then return nil end
       end
+      out[#out + 1] = string.sub(text, from, i - 1)
+      out[#out + 1] = ((frac ~= '' or exp ~= '') and '{"f":' or '{"i":') .. num .. '}'
       i = i + #num
+      from = i
     elseif string.find(c, '%a') then
       local word = string.match(text, '^%a+', i)
-      if word ~= 'true' and word ~= 'false' and word ~= 'null' then return false end
+      if word ~= 'true' and word ~= 'false' and word ~= 'null' then return nil end
       i = i + #word
     else
       i = i + 1
     end
   end
-  return true
+  out[#out + 1] = string.sub(text, from)
+  return table.concat(out)
 end
--- The JSON value of `text` as tern reads it (`ok` false: not JSON to tern).
+-- The JSON value of `text` as tern reads it, numbers wrapped (`strict`);
+-- `ok` false: not JSON to tern.
 local function json(text)
-  local ok, v = pcall(cjson.decode, text)
-  return ok and strict(text), v
+  local wrapped = strict(text)
+  if not wrapped then return false end
+  return pcall(cjson.decode, wrapped)
 end
 -- A hash field as tern reads it: its JSON value where the text is JSON,
 -- else the text.
@@ -878,8 +888,8 @@ local function same_json(s, e)
   local ok_s, a = json(s)
   local ok_e, b = json(e)
   if not (ok_s and ok_e) or type(a) ~= 'table' or type(b) ~= 'table' then return false end
-  if a[vf] == nil then a[vf] = 0 end
-  if b[vf] == nil then b[vf] = 0 end
+  if a[vf] == nil then a[vf] = { i = 0 } end
+  if b[vf] == nil then b[vf] = { i = 0 } end
   return alike(a, b)
 end
 local function same(k, vk, lay, t)

@@ -610,6 +610,23 @@ async fn json_written_by_the_application_in_its_own_format_migrates() {
         across(r#"{"title":"z",  "n":1}"#, r#"{"n":1,"title":"z"}"#).await,
         Applied
     );
+    // An int that became a float is a change to tern (the same double to Redis).
+    assert_eq!(
+        across(
+            r#"{"n": 1, "m": {"k": [2]}}"#,
+            r#"{"n": 1, "m": {"k": [2.0]}}"#
+        )
+        .await,
+        Conflict
+    );
+    assert_eq!(
+        across(
+            r#"{"n": 1, "m": {"k": [2.50]}}"#,
+            r#"{"m": {"k": [2.5]}, "n": 1}"#
+        )
+        .await,
+        Applied
+    );
 }
 
 /// A hash the application wrote with field texts tern would write otherwise
@@ -654,6 +671,22 @@ async fn hash_fields_written_by_the_application_in_their_own_format_migrate() {
     let across = |before, after| cas_across(&store, &b, "2", price(before), price(after));
     assert_eq!(across("1.50", "1.75").await, Conflict);
     assert_eq!(across("1.50", "1.500").await, Applied);
+    assert_eq!(across("1e2", "100.0").await, Applied);
+    assert_eq!(across("[1, 2.5]", "[1,2.50]").await, Applied);
+    // An int that became a float (or back) is a change to tern, though Redis's
+    // `cjson` reads one number.
+    for (before, after) in [
+        ("1", "1.0"),
+        ("1.0", "1"),
+        ("[1, 2]", "[1, 2e0]"),
+        ("1e2", "100"),
+    ] {
+        assert_eq!(
+            across(before, after).await,
+            Conflict,
+            "{before} then {after}"
+        );
+    }
     // Numbers a double cannot hold to the digit are compared as text: a
     // change a double would not see is still a change.
     assert_eq!(
