@@ -850,7 +850,9 @@ local function strict(text)
         if point > 300 or point < -290 then return nil end
       end
       out[#out + 1] = string.sub(text, from, i - 1)
-      out[#out + 1] = ((frac ~= '' or exp ~= '') and '{"f":' or '{"i":') .. num .. '}'
+      -- serde_json, tern's reader, reads `-0` as the float -0.0.
+      local float = frac ~= '' or exp ~= '' or num == '-0'
+      out[#out + 1] = (float and '{"f":' or '{"i":') .. num .. '}'
       i = i + #num
       from = i
     elseif string.find(c, '%a') then

@@ -675,11 +675,13 @@ async fn hash_fields_written_by_the_application_in_their_own_format_migrate() {
     assert_eq!(across("[1, 2.5]", "[1,2.50]").await, Applied);
     // An int that became a float (or back) is a change to tern, though Redis's
     // `cjson` reads one number.
+    assert_eq!(across("-0", "-0.0").await, Applied);
     for (before, after) in [
         ("1", "1.0"),
         ("1.0", "1"),
         ("[1, 2]", "[1, 2e0]"),
         ("1e2", "100"),
+        ("-0", "0"),
     ] {
         assert_eq!(
             across(before, after).await,
