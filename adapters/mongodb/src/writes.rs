@@ -143,9 +143,7 @@ fn equal_at(at: Bson, lit: Bson, conds: &mut Vec<Bson>) {
             doc! { "$isArray": [ at ] }
         }
         lit => {
-            conds.push(Bson::Document(
-                doc! { "$eq": [ { "$type": at.clone() }, type_name(&lit) ] },
-            ));
+            conds.push(Bson::Document(type_test(at.clone(), &lit)));
             conds.push(Bson::Document(doc! { "$eq": [ at, { "$literal": lit } ] }));
             return;
         }
@@ -237,6 +235,19 @@ pub(crate) fn document_filter(stored: &Document) -> Document {
         { "_id": id },
         { "$expr": { "$and": conds } },
     ] }
+}
+
+/// The test that the value of `at` has the BSON type tern reads as the type
+/// of `lit` (as [`codec::to_bson`] writes it): an int may be stored as an
+/// `Int32` (as many drivers write small integers) or an `Int64` (as tern
+/// writes it), a null a null or the deprecated `undefined`, which tern reads
+/// alike; every other type is its own.
+fn type_test(at: Bson, lit: &Bson) -> Document {
+    match lit {
+        Bson::Int64(_) | Bson::Int32(_) => doc! { "$in": [ { "$type": at }, ["int", "long"] ] },
+        Bson::Null => doc! { "$in": [ { "$type": at }, ["null", "undefined"] ] },
+        other => doc! { "$eq": [ { "$type": at }, type_name(other) ] },
+    }
 }
 
 /// The aggregation `$type` name of a BSON value as tern writes it.

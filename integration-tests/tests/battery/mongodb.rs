@@ -139,6 +139,28 @@ mod specific {
         };
         assert_eq!(cas_after(before.clone(), before.clone()).await, Applied);
         assert_eq!(cas_after(before.clone(), same).await, Applied);
+        // Many drivers write small integers as Int32, which tern reads (and
+        // compares) as it reads an Int64.
+        let int32 = doc! { "_id": 1_i64, "n": 5_i32, "m": { "a": 1_i32, "b": [2_i32] } };
+        assert_eq!(
+            cas_after(int32.clone(), int32.clone()).await,
+            Applied,
+            "Int32 fields"
+        );
+        let mut changed = int32.clone();
+        set_path(&mut changed, "m.a", Bson::Int32(2));
+        assert_eq!(
+            cas_after(int32.clone(), changed).await,
+            Conflict,
+            "an Int32 changed"
+        );
+        let mut double = int32.clone();
+        set_path(&mut double, "n", Bson::Double(5.0));
+        assert_eq!(
+            cas_after(int32, double).await,
+            Conflict,
+            "an Int32 made a double"
+        );
         let changes = [
             ("a nested value", doc! { "addr.geo.lat": 9.5 }),
             ("a nested type", doc! { "addr.zip": 1.0 }),
@@ -168,6 +190,89 @@ mod specific {
             Conflict,
             "a removed nested field"
         );
+    }
+
+    /// Documents as applications write them (Int32 numbers, embedded
+    /// documents in their own field order) migrate lazily on first read and
+    /// eagerly through the client's path (a Rust transform), every other
+    /// field kept.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_documents_written_by_an_application_migrate_lazily_and_eagerly() {
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
+        let (store, db) = b.fresh_named().await;
+        let coll = raw(&b.url_for(&db), &db).await;
+        for id in 1..=2_i64 {
+            coll.insert_one(doc! {
+                "_id": id, "n": 5_i32, "addr": { "zip": 1_i32, "city": "x" }, "tags": [1_i32, "a"],
+            })
+            .await
+            .unwrap();
+        }
+        tern_testkit::lazy::up(&store, &[(1, "lazy\nadd things.likes = 0\n")])
+            .await
+            .unwrap();
+        let lazy = tern_core::lazy::LazyClient::builder(Arc::clone(&store))
+            .declare("things", 1)
+            .connect()
+            .await
+            .unwrap();
+        let got = lazy
+            .get(&Key::new("things", 1).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((got.version, got.get("likes")), (1, Some(&Value::Int(0))));
+        let stored = coll.find_one(doc! { "_id": 1_i64 }).await.unwrap().unwrap();
+        assert_eq!(stored.get_i64("_v").unwrap(), 1, "{stored}");
+        assert_eq!(
+            stored
+                .get_document("addr")
+                .unwrap()
+                .get_str("city")
+                .unwrap(),
+            "x"
+        );
+        assert_eq!(
+            store
+                .get(&Key::new("things", 2).unwrap())
+                .await
+                .unwrap()
+                .unwrap()
+                .version,
+            0,
+            "the other one waits for its first read"
+        );
+
+        // Eagerly, on the client's path (no pushdown): read, changed, written
+        // back with a compare-and-set on what was read.
+        let (store, db) = b.fresh_named().await;
+        let coll = raw(&b.url_for(&db), &db).await;
+        for id in 1..=3_i64 {
+            coll.insert_one(doc! { "_id": id, "n": 5_i32, "addr": { "zip": 1_i32, "city": "x" } })
+                .await
+                .unwrap();
+        }
+        let set = tern_testkit::battery::set(&[(1, "add things.likes = 0\n")]);
+        let report = tern_core::migrate::Migrator::new(Arc::clone(&store), set)
+            .with_run_options(tern_core::migrate::RunOptions {
+                pushdown: false,
+                max_retries: 0,
+                ..Default::default()
+            })
+            .up(None)
+            .await
+            .unwrap();
+        assert_eq!(report.applied.len(), 1, "{report:?}");
+        for id in 1..=3_i64 {
+            let d = coll.find_one(doc! { "_id": id }).await.unwrap().unwrap();
+            assert_eq!(
+                (d.get_i64("_v").unwrap(), d.get_i64("likes").unwrap()),
+                (1, 0),
+                "{d}"
+            );
+        }
     }
 
     /// Sets `path` (dotted; numbers index arrays, one past the end appends) in `doc`.
