@@ -50,8 +50,16 @@ pub(crate) fn escape_name(name: &str) -> String {
     out
 }
 
-/// The inverse of [`escape_name`]; `None` for a name it cannot have produced.
+/// The inverse of [`escape_name`]; `None` for a name it cannot have produced
+/// (`progress%`, and also `a%41`, `a.b` or `$x`, which another program may
+/// write: read as `aA`, `a.b`, `$x`, they would be written back under another
+/// name, so they are refused with the field named rather than renamed).
 pub(crate) fn unescape_name(field: &str) -> Option<String> {
+    let name = unescape_any(field)?;
+    (escape_name(&name) == field).then_some(name)
+}
+
+fn unescape_any(field: &str) -> Option<String> {
     if field == "%" {
         return Some(String::new());
     }
@@ -378,5 +386,9 @@ mod tests {
         }
         assert_eq!(unescape_name(ARRAY_ID_FIELD), None);
         assert_eq!(unescape_name(WIDE_DATE_FIELD), None);
+        // Names another program wrote that tern would write back otherwise.
+        for field in ["progress%", "a%41", "a%2e", "a.b", "$x", "%2", "%zz"] {
+            assert_eq!(unescape_name(field), None, "{field:?}");
+        }
     }
 }
