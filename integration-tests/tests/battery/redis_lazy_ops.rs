@@ -602,31 +602,35 @@ async fn json_written_by_the_application_in_its_own_format_migrates() {
     let across = |before, after| cas_across(&store, &b, "3", set("3", before), set("3", after));
     // A change the application made in its own format between the read and
     // the write is seen; the same JSON in another key order and spacing is not.
-    assert_eq!(
-        across(r#"{"title": "x", "n": 1}"#, r#"{"n": 1, "title": "z"}"#).await,
-        Conflict
-    );
-    assert_eq!(
-        across(r#"{"title":"z",  "n":1}"#, r#"{"n":1,"title":"z"}"#).await,
-        Applied
-    );
     // An int that became a float is a change to tern (the same double to Redis).
-    assert_eq!(
-        across(
+    for (before, after, outcome) in [
+        (
+            r#"{"title": "x", "n": 1}"#,
+            r#"{"n": 1, "title": "z"}"#,
+            Conflict,
+        ),
+        (
+            r#"{"title":"z",  "n":1}"#,
+            r#"{"n":1,"title":"z"}"#,
+            Applied,
+        ),
+        (
             r#"{"n": 1, "m": {"k": [2]}}"#,
-            r#"{"n": 1, "m": {"k": [2.0]}}"#
-        )
-        .await,
-        Conflict
-    );
-    assert_eq!(
-        across(
+            r#"{"n": 1, "m": {"k": [2.0]}}"#,
+            Conflict,
+        ),
+        (
             r#"{"n": 1, "m": {"k": [2.50]}}"#,
-            r#"{"m": {"k": [2.5]}, "n": 1}"#
-        )
-        .await,
-        Applied
-    );
+            r#"{"m": {"k": [2.5]}, "n": 1}"#,
+            Applied,
+        ),
+    ] {
+        assert_eq!(
+            across(before, after).await,
+            outcome,
+            "{before} then {after}"
+        );
+    }
 }
 
 /// A hash the application wrote with field texts tern would write otherwise
