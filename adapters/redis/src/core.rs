@@ -795,13 +795,10 @@ local function store(k, vk, lay, t)
   end
   if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
 end
--- JSON values alike: numbers equal and below 2^53 in magnitude (where a
--- double holds every integer; above, equal doubles may be different numbers,
--- so they count as changed), strings, booleans and nulls equal, tables alike
--- key by key.
+-- JSON values alike: strings, booleans and nulls equal (numbers come as
+-- strings of their exact value, see `strict`), tables alike key by key.
 local function alike(x, y)
   if type(x) ~= type(y) then return false end
-  if type(x) == 'number' then return x == y and math.abs(x) < 9007199254740992 end
   if type(x) ~= 'table' then return x == y end
   for key, v in pairs(x) do
     if not alike(v, y[key]) then return false end
@@ -811,16 +808,16 @@ local function alike(x, y)
   end
   return true
 end
--- `text` ready for cjson, or nil: nil when a number or word outside its
--- strings is not strict JSON (cjson also takes `007`, `5.`, hex, `inf` and
--- `nan`, which tern's reader refuses: it reads such a field as text) or has
--- more than 15 significant digits or lies far out in a double's range (tern
--- reads a field with such a number as its text, and a double would take
--- `3.14159265358979323846` and `...47` for one number). Else the text with
--- every number wrapped as `{"i":n}` (tern reads it as an int) or `{"f":n}`
--- (a float), so that values compare as tern's do: `1` and `1.0` differ,
--- `1.5` and `1.50` do not. (Every number is wrapped, those inside the
--- application's own objects too, so no wrapped value equals an unwrapped one.)
+-- `text` ready for cjson, or nil when a number or word outside its strings
+-- is not strict JSON (cjson also takes `007`, `5.`, hex, `inf` and `nan`,
+-- which tern's reader refuses: it reads such a field as text). Else the text
+-- with every number replaced by its exact decimal value, as a string, wrapped
+-- by kind: `{"i":"<sign><digits>e<exponent>"}` where tern reads an int,
+-- `{"f":...}` where it reads a float. So values compare as tern's do, with
+-- no double in between: `1` and `1.0` differ, `1.5`, `1.50` and `15e-1` do
+-- not, and `3.14159265358979323846` and `...847` differ (tern reads a number
+-- a double cannot hold as text). Every number is wrapped, those inside the
+-- application's own objects too, so no wrapped value equals an unwrapped one.
 local function strict(text)
   local out, from = {}, 1
   local i, n = 1, #text
@@ -840,19 +837,18 @@ local function strict(text)
         or (exp ~= '' and not string.find(exp, '%d$')) then
         return nil
       end
-      -- At most 15 significant digits, well inside a double's range: two
-      -- such numbers are equal doubles only when they are equal numbers.
+      -- The exact value: significant digits and the exponent of `0.<digits>`.
       local digits = int .. string.sub(frac, 2)
       local sig = string.gsub(string.gsub(digits, '^0+', ''), '0+$', '')
-      if #sig > 15 then return nil end
-      if #sig > 0 then
-        local point = #int - #string.match(digits, '^0*') + (tonumber(string.sub(exp, 2)) or 0)
-        if point > 300 or point < -290 then return nil end
-      end
-      out[#out + 1] = string.sub(text, from, i - 1)
+      local e = string.sub(exp, 2)
+      if #e > 7 then return nil end
+      local point = 0
+      if #sig > 0 then point = #int - #string.match(digits, '^0*') + (tonumber(e) or 0) end
+      local sign = string.sub(num, 1, 1) == '-' and '-' or ''
       -- serde_json, tern's reader, reads `-0` as the float -0.0.
       local float = frac ~= '' or exp ~= '' or num == '-0'
-      out[#out + 1] = (float and '{"f":' or '{"i":') .. num .. '}'
+      out[#out + 1] = string.sub(text, from, i - 1)
+      out[#out + 1] = (float and '{"f":"' or '{"i":"') .. sign .. sig .. 'e' .. point .. '"}'
       i = i + #num
       from = i
     elseif string.find(c, '%a') then
@@ -890,8 +886,8 @@ local function same_json(s, e)
   local ok_s, a = json(s)
   local ok_e, b = json(e)
   if not (ok_s and ok_e) or type(a) ~= 'table' or type(b) ~= 'table' then return false end
-  if a[vf] == nil then a[vf] = { i = 0 } end
-  if b[vf] == nil then b[vf] = { i = 0 } end
+  if a[vf] == nil then a[vf] = { i = 'e0' } end
+  if b[vf] == nil then b[vf] = { i = 'e0' } end
   return alike(a, b)
 end
 local function same(k, vk, lay, t)
