@@ -275,6 +275,84 @@ mod specific {
         }
     }
 
+    /// A BSON value as applications write them: Int32, Int64, doubles,
+    /// strings, booleans, nulls, arrays and embedded documents (fields in any
+    /// order).
+    fn arb_bson() -> impl proptest::strategy::Strategy<Value = Bson> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            any::<i32>().prop_map(Bson::Int32),
+            any::<i64>().prop_map(Bson::Int64),
+            (-1.0e12..1.0e12_f64).prop_map(Bson::Double),
+            "[a-z]{0,4}".prop_map(Bson::String),
+            any::<bool>().prop_map(Bson::Boolean),
+            Just(Bson::Null),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Bson::Array),
+                proptest::collection::vec(("[a-z]{1,3}", inner), 0..4).prop_map(|fields| {
+                    let mut d = Document::new();
+                    for (k, v) in fields {
+                        d.insert(k, v);
+                    }
+                    Bson::Document(d)
+                }),
+            ]
+        })
+    }
+
+    /// As a property: any document an application wrote (Int32 numbers,
+    /// embedded documents in its own field order, arrays of them) migrates
+    /// lazily on the client's path without a conflict and keeps every value.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_any_document_an_application_wrote_migrates_keeping_its_values() {
+        use proptest::test_runner::{Config, TestRunner};
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
+        let (store, db) = b.fresh_named().await;
+        let coll = raw(&b.url_for(&db), &db).await;
+        tern_testkit::lazy::up(&store, &[(1, "lazy\nadd things.likes = 0\n")])
+            .await
+            .unwrap();
+        let lazy = tern_core::lazy::LazyClient::builder(Arc::clone(&store))
+            .declare("things", 1)
+            .connect()
+            .await
+            .unwrap();
+        let next = std::sync::atomic::AtomicI64::new(1);
+        let handle = tokio::runtime::Handle::current();
+        let mut runner = TestRunner::new(Config {
+            cases: 48,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let strategy = proptest::collection::vec(("[a-z]{1,3}", arb_bson()), 1..5);
+        let result = runner.run(&strategy, |fields| {
+            let id = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tokio::task::block_in_place(|| {
+                handle.block_on(async {
+                    let mut d = doc! { "_id": id };
+                    for (k, v) in fields {
+                        d.insert(k, v);
+                    }
+                    coll.insert_one(d.clone()).await.unwrap();
+                    let key = Key::new("things", id).unwrap();
+                    let before = store.get(&key).await.unwrap().unwrap();
+                    let mut got = lazy.get(&key).await.unwrap().unwrap();
+                    assert_eq!(got.value.remove("likes"), Some(Value::Int(0)), "{d}");
+                    assert_eq!(got.value, before.value, "{d}");
+                    assert_eq!(store.get(&key).await.unwrap().unwrap().version, 1, "{d}");
+                });
+            });
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("{e}");
+        }
+    }
+
     /// Sets `path` (dotted; numbers index arrays, one past the end appends) in `doc`.
     fn set_path(doc: &mut Document, path: &str, value: Bson) {
         let parts: Vec<&str> = path.split('.').collect();
