@@ -986,75 +986,46 @@ pub async fn lazy_equals_eager_on_every_read_and_the_final_export(backend: &impl
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
     let renames = backend.fresh().await.capability().atomic_writes.supported();
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
+    crate::prop::check(cases, &arb_scenario(renames), |s| async move {
+        let store = backend.fresh().await;
+        check_scenario(store, &s).await;
     });
-    let handle = tokio::runtime::Handle::current();
-    let result = runner.run(&arb_scenario(renames), |s| {
-        tokio::task::block_in_place(|| {
-            handle.block_on(async {
-                let store = backend.fresh().await;
-                check_scenario(store, &s).await;
-            });
-        });
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
 }
 
 /// One lazy read of an entity N steps behind equals N eager steps
 /// (the composition property, requirement 7).
 pub async fn one_read_equals_n_eager_steps(backend: &impl Backend) {
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases: 32,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    });
-    let handle = tokio::runtime::Handle::current();
     let strategy = (arb_props(), prop::collection::vec(arb_stmt(false), 1..8));
-    let result = runner.run(&strategy, |(p, stmts)| {
-        tokio::task::block_in_place(|| {
-            handle.block_on(async {
-                let store = backend.fresh().await;
-                put_raw(
-                    store.as_ref(),
-                    vec![Entity {
-                        key: key("n", 1),
-                        version: 0,
-                        value: props(&p),
-                    }],
-                )
-                .await;
-                let mut eager = props(&p);
-                let mut scripts = Vec::new();
-                for (i, st) in stmts.iter().enumerate() {
-                    let line = match st {
-                        Stmt::Add(q, v, _) => format!("add n.{} = {v}", PROPS[*q]),
-                        Stmt::Delete(q) => format!("delete n.{}", PROPS[*q]),
-                        Stmt::Rename(q, r) => format!("rename n.{} to {}", PROPS[*q], PROPS[*r]),
-                        Stmt::RenameKind => unreachable!(),
-                    };
-                    let parsed = lang::parse(&line).unwrap();
-                    eval::apply_local(&parsed.statements[0].statement, &mut eager);
-                    scripts.push((i as u32 + 1, format!("lazy\n{line}\n")));
-                }
-                let refs: Vec<(u32, &str)> =
-                    scripts.iter().map(|(i, t)| (*i, t.as_str())).collect();
-                up(&store, &refs).await.unwrap();
-                let c = client(&store, &[("n", stmts.len() as u64)]).await;
-                let got = c.get(&key("n", 1)).await.unwrap().unwrap();
-                assert_eq!(got.value, eager);
-            });
-        });
-        Ok(())
+    crate::prop::check(32, &strategy, |(p, stmts)| async move {
+        let store = backend.fresh().await;
+        put_raw(
+            store.as_ref(),
+            vec![Entity {
+                key: key("n", 1),
+                version: 0,
+                value: props(&p),
+            }],
+        )
+        .await;
+        let mut eager = props(&p);
+        let mut scripts = Vec::new();
+        for (i, st) in stmts.iter().enumerate() {
+            let line = match st {
+                Stmt::Add(q, v, _) => format!("add n.{} = {v}", PROPS[*q]),
+                Stmt::Delete(q) => format!("delete n.{}", PROPS[*q]),
+                Stmt::Rename(q, r) => format!("rename n.{} to {}", PROPS[*q], PROPS[*r]),
+                Stmt::RenameKind => unreachable!(),
+            };
+            let parsed = lang::parse(&line).unwrap();
+            eval::apply_local(&parsed.statements[0].statement, &mut eager);
+            scripts.push((i as u32 + 1, format!("lazy\n{line}\n")));
+        }
+        let refs: Vec<(u32, &str)> = scripts.iter().map(|(i, t)| (*i, t.as_str())).collect();
+        up(&store, &refs).await.unwrap();
+        let c = client(&store, &[("n", stmts.len() as u64)]).await;
+        let got = c.get(&key("n", 1)).await.unwrap().unwrap();
+        assert_eq!(got.value, eager);
     });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
 }
 
 /// Generates one `#[tokio::test]` per lazy battery function for a backend

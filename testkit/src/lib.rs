@@ -5,7 +5,8 @@
 //! battery ([`conformance`]), the engine battery that every store must pass
 //! ([`battery`]), what the benchmarks of every store share ([`bench`]), a store
 //! wrapper that intercepts chosen calls ([`intercept`]), a child-process
-//! killer for crash tests ([`child`]) and paging helpers ([`pages`]).
+//! killer for crash tests ([`child`]), paging helpers ([`pages`]) and property
+//! tests of async code ([`prop`]).
 
 pub mod battery;
 pub mod bench;
@@ -16,3 +17,4 @@ pub mod join_bench;
 pub mod lazy;
 pub mod lazy_bench;
 pub mod pages;
+pub mod prop;

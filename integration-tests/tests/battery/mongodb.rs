@@ -307,7 +307,6 @@ mod specific {
     /// lazily on the client's path without a conflict and keeps every value.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_any_document_an_application_wrote_migrates_keeping_its_values() {
-        use proptest::test_runner::{Config, TestRunner};
         let Some(b) = or_skip(backend(), None).await else {
             return;
         };
@@ -322,35 +321,22 @@ mod specific {
             .await
             .unwrap();
         let next = std::sync::atomic::AtomicI64::new(1);
-        let handle = tokio::runtime::Handle::current();
-        let mut runner = TestRunner::new(Config {
-            cases: 48,
-            failure_persistence: None,
-            ..Config::default()
-        });
         let strategy = proptest::collection::vec(("[a-z]{1,3}", arb_bson()), 1..5);
-        let result = runner.run(&strategy, |fields| {
+        let (store, lazy, coll, next) = (&store, &lazy, &coll, &next);
+        tern_testkit::prop::check(48, &strategy, |fields| async move {
             let id = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tokio::task::block_in_place(|| {
-                handle.block_on(async {
-                    let mut d = doc! { "_id": id };
-                    for (k, v) in fields {
-                        d.insert(k, v);
-                    }
-                    coll.insert_one(d.clone()).await.unwrap();
-                    let key = Key::new("things", id).unwrap();
-                    let before = store.get(&key).await.unwrap().unwrap();
-                    let mut got = lazy.get(&key).await.unwrap().unwrap();
-                    assert_eq!(got.value.remove("likes"), Some(Value::Int(0)), "{d}");
-                    assert_eq!(got.value, before.value, "{d}");
-                    assert_eq!(store.get(&key).await.unwrap().unwrap().version, 1, "{d}");
-                });
-            });
-            Ok(())
+            let mut d = doc! { "_id": id };
+            for (k, v) in fields {
+                d.insert(k, v);
+            }
+            coll.insert_one(d.clone()).await.unwrap();
+            let key = Key::new("things", id).unwrap();
+            let before = store.get(&key).await.unwrap().unwrap();
+            let mut got = lazy.get(&key).await.unwrap().unwrap();
+            assert_eq!(got.value.remove("likes"), Some(Value::Int(0)), "{d}");
+            assert_eq!(got.value, before.value, "{d}");
+            assert_eq!(store.get(&key).await.unwrap().unwrap().version, 1, "{d}");
         });
-        if let Err(e) = result {
-            panic!("{e}");
-        }
     }
 
     /// Sets `path` (dotted; numbers index arrays, one past the end appends) in `doc`.

@@ -755,7 +755,6 @@ fn arb_json_text() -> impl proptest::strategy::Strategy<Value = String> {
 /// with a number it cannot hold, is skipped: refused, not migrated.)
 async fn application_entities_migrate_keeping_their_values(json: bool) {
     use proptest::strategy::Strategy;
-    use proptest::test_runner::{Config, TestRunner};
     let Some(b) = or_skip(backend(), None).await else {
         return;
     };
@@ -777,12 +776,6 @@ async fn application_entities_migrate_keeping_their_values(json: bool) {
         .unwrap();
     let conn = raw(&b).await;
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let handle = tokio::runtime::Handle::current();
-    let mut runner = TestRunner::new(Config {
-        cases: 64,
-        failure_persistence: None,
-        ..Config::default()
-    });
     let texts = if json {
         arb_json_text().boxed()
     } else {
@@ -792,62 +785,53 @@ async fn application_entities_migrate_keeping_their_values(json: bool) {
         proptest::collection::btree_map("[a-z]{1,3}", texts, 1..6),
         proptest::bool::ANY,
     );
-    let result = runner.run(&strategy, |(fields, spaced)| {
+    let (store, lazy, conn, next, ns) = (&store, &lazy, &conn, &next, &ns);
+    tern_testkit::prop::check(64, &strategy, |(fields, spaced)| async move {
         let id = next
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             .to_string();
-        tokio::task::block_in_place(|| {
-            handle.block_on(async {
-                let mut conn = conn.clone();
-                let redis_key = format!("{ns}:post:{id}");
-                let mut write = if json {
-                    let sep = if spaced { ", " } else { "," };
-                    let members: Vec<String> =
-                        fields.iter().map(|(f, t)| format!("\"{f}\":{t}")).collect();
-                    redis::cmd("SET")
-                        .arg(&redis_key)
-                        .arg(format!("{{{}}}", members.join(sep)))
-                        .clone()
-                } else {
-                    let mut hset = redis::cmd("HSET");
-                    hset.arg(&redis_key);
-                    for (f, text) in &fields {
-                        hset.arg(f).arg(text);
-                    }
-                    hset
-                };
-                q::<_, ()>(&mut conn, &mut write).await;
-                let before = match store.get(&key("post", &id)).await {
-                    Ok(e) => e.unwrap(),
-                    Err(e) if json && e.kind() == tern_core::store::ErrorKind::InvalidData => {
-                        return;
-                    }
-                    Err(e) => panic!("{e}"),
-                };
-                let mut got = lazy.get(&key("post", &id)).await.unwrap().unwrap();
-                assert_eq!(got.value.remove("likes"), Some(Value::Int(0)));
-                assert_eq!(got.value, before.value);
-                let stored = store.get(&key("post", &id)).await.unwrap().unwrap();
-                assert_eq!((stored.version, stored.value.len()), (1, fields.len() + 1));
-                if json {
-                    return;
-                }
-                let mut hgetall = redis::cmd("HGETALL");
-                hgetall.arg(&redis_key);
-                let texts: std::collections::BTreeMap<String, String> =
-                    q(&mut conn, &mut hgetall).await;
-                for (f, text) in &fields {
-                    if before.value.get(f) == Some(&Value::String(text.clone())) {
-                        assert_eq!(texts.get(f), Some(text), "field {f}");
-                    }
-                }
-            });
-        });
-        Ok(())
+        let mut conn = conn.clone();
+        let redis_key = format!("{ns}:post:{id}");
+        let mut write = if json {
+            let sep = if spaced { ", " } else { "," };
+            let members: Vec<String> = fields.iter().map(|(f, t)| format!("\"{f}\":{t}")).collect();
+            redis::cmd("SET")
+                .arg(&redis_key)
+                .arg(format!("{{{}}}", members.join(sep)))
+                .clone()
+        } else {
+            let mut hset = redis::cmd("HSET");
+            hset.arg(&redis_key);
+            for (f, text) in &fields {
+                hset.arg(f).arg(text);
+            }
+            hset
+        };
+        q::<_, ()>(&mut conn, &mut write).await;
+        let before = match store.get(&key("post", &id)).await {
+            Ok(e) => e.unwrap(),
+            Err(e) if json && e.kind() == tern_core::store::ErrorKind::InvalidData => {
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let mut got = lazy.get(&key("post", &id)).await.unwrap().unwrap();
+        assert_eq!(got.value.remove("likes"), Some(Value::Int(0)));
+        assert_eq!(got.value, before.value);
+        let stored = store.get(&key("post", &id)).await.unwrap().unwrap();
+        assert_eq!((stored.version, stored.value.len()), (1, fields.len() + 1));
+        if json {
+            return;
+        }
+        let mut hgetall = redis::cmd("HGETALL");
+        hgetall.arg(&redis_key);
+        let texts: std::collections::BTreeMap<String, String> = q(&mut conn, &mut hgetall).await;
+        for (f, text) in &fields {
+            if before.value.get(f) == Some(&Value::String(text.clone())) {
+                assert_eq!(texts.get(f), Some(text), "field {f}");
+            }
+        }
     });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
