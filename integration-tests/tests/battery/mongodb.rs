@@ -210,14 +210,7 @@ mod specific {
             .await
             .unwrap();
         }
-        tern_testkit::lazy::up(&store, &[(1, "lazy\nadd things.likes = 0\n")])
-            .await
-            .unwrap();
-        let lazy = tern_core::lazy::LazyClient::builder(Arc::clone(&store))
-            .declare("things", 1)
-            .connect()
-            .await
-            .unwrap();
+        let lazy = add_likes_lazily(&store).await;
         let got = lazy
             .get(&Key::new("things", 1).unwrap())
             .await
@@ -312,14 +305,7 @@ mod specific {
         };
         let (store, db) = b.fresh_named().await;
         let coll = raw(&b.url_for(&db), &db).await;
-        tern_testkit::lazy::up(&store, &[(1, "lazy\nadd things.likes = 0\n")])
-            .await
-            .unwrap();
-        let lazy = tern_core::lazy::LazyClient::builder(Arc::clone(&store))
-            .declare("things", 1)
-            .connect()
-            .await
-            .unwrap();
+        let lazy = add_likes_lazily(&store).await;
         let next = std::sync::atomic::AtomicI64::new(1);
         let strategy = proptest::collection::vec(("[a-z]{1,3}", arb_bson()), 1..5);
         let (store, lazy, coll, next) = (&store, &lazy, &coll, &next);
@@ -337,6 +323,18 @@ mod specific {
             assert_eq!(got.value, before.value, "{d}");
             assert_eq!(store.get(&key).await.unwrap().unwrap().version, 1, "{d}");
         });
+    }
+
+    /// Installs `add things.likes = 0` lazily; a lazy client of `things` at 1.
+    async fn add_likes_lazily(store: &Arc<dyn Store>) -> tern_core::lazy::LazyClient {
+        tern_testkit::lazy::up(store, &[(1, "lazy\nadd things.likes = 0\n")])
+            .await
+            .unwrap();
+        tern_core::lazy::LazyClient::builder(Arc::clone(store))
+            .declare("things", 1)
+            .connect()
+            .await
+            .unwrap()
     }
 
     /// Sets `path` (dotted; numbers index arrays, one past the end appends) in `doc`.
