@@ -266,6 +266,46 @@ pub(crate) fn from_bson(value: &Bson) -> Result<Value> {
     })
 }
 
+/// The aggregation `$type` names of the BSON types tern reads as the type of
+/// `lit` (a value as [`to_bson`] writes it): an int may be stored as an
+/// `Int32` (as many drivers write small integers) or an `Int64` (as tern
+/// writes it), a null as a null or the deprecated `undefined`; every other
+/// type only as itself.
+pub(crate) fn types_read_alike(lit: &Bson) -> Vec<&'static str> {
+    match lit {
+        Bson::Int32(_) | Bson::Int64(_) => vec!["int", "long"],
+        Bson::Null | Bson::Undefined => vec!["null", "undefined"],
+        other => vec![type_name(other)],
+    }
+}
+
+/// The aggregation `$type` name of a BSON value as tern writes it.
+pub(crate) fn type_name(b: &Bson) -> &'static str {
+    match b {
+        Bson::Double(_) => "double",
+        Bson::String(_) => "string",
+        Bson::Document(_) => "object",
+        Bson::Array(_) => "array",
+        Bson::Binary(_) => "binData",
+        Bson::Undefined => "undefined",
+        Bson::ObjectId(_) => "objectId",
+        Bson::Boolean(_) => "bool",
+        Bson::DateTime(_) => "date",
+        Bson::Null => "null",
+        Bson::RegularExpression(_) => "regex",
+        Bson::DbPointer(_) => "dbPointer",
+        Bson::JavaScriptCode(_) => "javascript",
+        Bson::Symbol(_) => "symbol",
+        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
+        Bson::Int32(_) => "int",
+        Bson::Timestamp(_) => "timestamp",
+        Bson::Int64(_) => "long",
+        Bson::Decimal128(_) => "decimal",
+        Bson::MinKey => "minKey",
+        Bson::MaxKey => "maxKey",
+    }
+}
+
 /// A BSON document as a tern map (names unescaped).
 pub(crate) fn document_to_map(doc: &Document) -> Result<Map> {
     let mut map = Map::new();

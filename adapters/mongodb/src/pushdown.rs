@@ -106,24 +106,21 @@ fn exact_condition(c: &Condition) -> Result<Bson> {
     Ok(Bson::Document(doc! { "$and": parts }))
 }
 
-/// The `$type` names a stored scalar has when tern reads it as `v`.
+/// The `$type` names a stored scalar has when tern reads it as `v`
+/// ([`codec::types_read_alike`]); `None` for a map, an array, NaN or a
+/// timestamp outside BSON's dates.
 fn scalar_types(v: &Value) -> Option<Vec<Bson>> {
-    let names: &[&str] = match v {
-        Value::Null => &["null"],
-        Value::Bool(_) => &["bool"],
-        Value::Int(_) => &["int", "long"],
-        Value::Float(f) if !f.is_nan() => &["double"],
-        Value::String(_) => &["string"],
-        Value::Bytes(_) => &["binData"],
-        Value::Timestamp(ms) if (codec::MIN_DATE_MS..=codec::MAX_DATE_MS).contains(ms) => &["date"],
-        _ => return None,
-    };
-    Some(
-        names
-            .iter()
-            .map(|n| Bson::String((*n).to_owned()))
-            .collect(),
-    )
+    match v {
+        Value::Map(_) | Value::Array(_) => None,
+        Value::Float(f) if f.is_nan() => None,
+        Value::Timestamp(ms) if !(codec::MIN_DATE_MS..=codec::MAX_DATE_MS).contains(ms) => None,
+        scalar => Some(
+            codec::types_read_alike(&codec::to_bson(scalar))
+                .into_iter()
+                .map(Bson::from)
+                .collect(),
+        ),
+    }
 }
 
 /// One compiled step: which entities it changes (an `$expr`) and the update.

@@ -96,14 +96,10 @@ fn expected_expr(expected: &Entity) -> Result<Document> {
 /// (whose maps are sorted) writes the literal.
 fn order_matters(lit: &Bson) -> bool {
     match lit {
-        Bson::Document(d) => d.len() > 1 || order_matters_in(d.values()),
-        Bson::Array(a) => order_matters_in(a.iter()),
+        Bson::Document(d) => d.len() > 1 || d.values().any(order_matters),
+        Bson::Array(a) => a.iter().any(order_matters),
         _ => false,
     }
-}
-
-fn order_matters_in<'a>(mut values: impl Iterator<Item = &'a Bson>) -> bool {
-    values.any(order_matters)
 }
 
 /// Pushes onto `conds` the tests that the value of the expression `at` is
@@ -115,9 +111,13 @@ fn order_matters_in<'a>(mut values: impl Iterator<Item = &'a Bson>) -> bool {
 /// level's tests run only once its type is known (`$cond`), so a stored
 /// value of another shape is a failed test, never an error of the server.
 fn equal_at(at: Bson, lit: Bson, conds: &mut Vec<Bson>) {
+    if !order_matters(&lit) {
+        push_literal(at, lit, conds);
+        return;
+    }
     let mut inner = Vec::new();
     let is_type = match lit {
-        Bson::Document(d) if order_matters_in(d.values()) || d.len() > 1 => {
+        Bson::Document(d) => {
             let n = i64::try_from(d.len()).unwrap_or(i64::MAX);
             inner.push(Bson::Document(
                 doc! { "$eq": [ { "$size": { "$objectToArray": at.clone() } }, n ] },
@@ -131,7 +131,7 @@ fn equal_at(at: Bson, lit: Bson, conds: &mut Vec<Bson>) {
             }
             doc! { "$eq": [ { "$type": at }, "object" ] }
         }
-        Bson::Array(items) if order_matters_in(items.iter()) => {
+        Bson::Array(items) => {
             let n = i64::try_from(items.len()).unwrap_or(i64::MAX);
             inner.push(Bson::Document(
                 doc! { "$eq": [ { "$size": at.clone() }, n ] },
@@ -142,15 +142,21 @@ fn equal_at(at: Bson, lit: Bson, conds: &mut Vec<Bson>) {
             }
             doc! { "$isArray": [ at ] }
         }
-        lit => {
-            conds.push(Bson::Document(type_test(at.clone(), &lit)));
-            conds.push(Bson::Document(doc! { "$eq": [ at, { "$literal": lit } ] }));
-            return;
-        }
+        // `order_matters` holds for documents and arrays only.
+        scalar => return push_literal(at, scalar, conds),
     };
     conds.push(Bson::Document(
         doc! { "$cond": [ is_type, { "$and": inner }, false ] },
     ));
+}
+
+/// Pushes the tests that `at` is `lit` as one `$eq` against the literal, and
+/// of a BSON type tern reads as `lit`'s ([`codec::types_read_alike`]).
+fn push_literal(at: Bson, lit: Bson, conds: &mut Vec<Bson>) {
+    conds.push(Bson::Document(
+        doc! { "$in": [ { "$type": at.clone() }, codec::types_read_alike(&lit) ] },
+    ));
+    conds.push(Bson::Document(doc! { "$eq": [ at, { "$literal": lit } ] }));
 }
 
 /// The filter of a compare-and-set replace: the `_id`, the version, and every
@@ -224,7 +230,7 @@ pub(crate) fn document_filter(stored: &Document) -> Document {
             Bson::String(format!("${name}"))
         };
         conds.push(Bson::Document(
-            doc! { "$eq": [ { "$type": field.clone() }, type_name(value) ] },
+            doc! { "$eq": [ { "$type": field.clone() }, codec::type_name(value) ] },
         ));
         conds.push(Bson::Document(
             doc! { "$eq": [ field, { "$literal": value.clone() } ] },
@@ -235,46 +241,6 @@ pub(crate) fn document_filter(stored: &Document) -> Document {
         { "_id": id },
         { "$expr": { "$and": conds } },
     ] }
-}
-
-/// The test that the value of `at` has the BSON type tern reads as the type
-/// of `lit` (as [`codec::to_bson`] writes it): an int may be stored as an
-/// `Int32` (as many drivers write small integers) or an `Int64` (as tern
-/// writes it), a null a null or the deprecated `undefined`, which tern reads
-/// alike; every other type is its own.
-fn type_test(at: Bson, lit: &Bson) -> Document {
-    match lit {
-        Bson::Int64(_) | Bson::Int32(_) => doc! { "$in": [ { "$type": at }, ["int", "long"] ] },
-        Bson::Null => doc! { "$in": [ { "$type": at }, ["null", "undefined"] ] },
-        other => doc! { "$eq": [ { "$type": at }, type_name(other) ] },
-    }
-}
-
-/// The aggregation `$type` name of a BSON value as tern writes it.
-fn type_name(b: &Bson) -> &'static str {
-    match b {
-        Bson::Double(_) => "double",
-        Bson::String(_) => "string",
-        Bson::Document(_) => "object",
-        Bson::Array(_) => "array",
-        Bson::Binary(_) => "binData",
-        Bson::Undefined => "undefined",
-        Bson::ObjectId(_) => "objectId",
-        Bson::Boolean(_) => "bool",
-        Bson::DateTime(_) => "date",
-        Bson::Null => "null",
-        Bson::RegularExpression(_) => "regex",
-        Bson::DbPointer(_) => "dbPointer",
-        Bson::JavaScriptCode(_) => "javascript",
-        Bson::Symbol(_) => "symbol",
-        Bson::JavaScriptCodeWithScope(_) => "javascriptWithScope",
-        Bson::Int32(_) => "int",
-        Bson::Timestamp(_) => "timestamp",
-        Bson::Int64(_) => "long",
-        Bson::Decimal128(_) => "decimal",
-        Bson::MinKey => "minKey",
-        Bson::MaxKey => "maxKey",
-    }
 }
 
 /// The write errors of a `bulkWrite`, by the index of the write.

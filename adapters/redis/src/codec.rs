@@ -510,9 +510,10 @@ pub(crate) fn entity_from_json(key: Key, text: &str, version_field: &str) -> Res
         .map_err(|e| bad(&format!("cannot be read: {e}")))?;
     if value.values().any(holds_float) && !crate::exact::numbers_exact(text) {
         return Err(bad(
-            "holds a number that a 64-bit float cannot hold to its last digit (more than 17 \
-             significant digits, or out of range): tern would write it back with other digits, so \
-             it does not read it; store such numbers as strings",
+            "holds a number that a 64-bit float cannot hold to its last digit (more digits than \
+             the float's shortest form, at most 17 significant ones, or out of range): tern would \
+             write it back with other digits, so it does not read it; store such numbers as \
+             strings",
         ));
     }
     Ok(Entity {
@@ -691,7 +692,7 @@ mod tests {
         let e =
             entity_from_json(key.clone(), r#"{"pi": 3.14159265358979323846}"#, "_v").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidData);
-        assert!(e.to_string().contains("17 significant digits"), "{e}");
+        assert!(e.to_string().contains("to its last digit"), "{e}");
         let read = entity_from_json(key, r#"{"p": 1.50, "s": "3.14159265358979323846"}"#, "_v");
         assert_eq!(read.unwrap().get("p"), Some(&Value::Float(1.5)));
     }

@@ -64,34 +64,6 @@ mod specific {
             .collect()
     }
 
-    /// A document the application wrote with an embedded document whose
-    /// fields are not in tern's (sorted) order: a compare-and-set on what
-    /// tern read from it applies (a lazy read's or an eager stage's write on
-    /// the client's path).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn mongodb_replace_matches_an_embedded_document_in_the_applications_order() {
-        let Some(b) = or_skip(backend(), None).await else {
-            return;
-        };
-        let (store, db) = b.fresh_named().await;
-        let coll = raw(&b.url_for(&db), &db).await;
-        coll.insert_one(doc! { "_id": 1_i64, "addr": { "zip": 1_i64, "city": "x" } })
-            .await
-            .unwrap();
-        let key = Key::new("things", 1).unwrap();
-        let read = store.get(&key).await.unwrap().unwrap();
-        let mut new = read.clone();
-        new.version = 1;
-        let outcome = store
-            .write_checked(vec![tern_core::store::Write::Replace {
-                expected: read,
-                new,
-            }])
-            .await
-            .unwrap();
-        assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Applied]);
-    }
-
     /// The outcome of a compare-and-set by tern on what it read of the
     /// application's `before`, after the application replaced it with `after`.
     async fn cas_after(before: Document, after: Document) -> tern_core::store::WriteOutcome {
