@@ -23,6 +23,15 @@ use crate::config::Settings;
 use crate::opt::{Command, Opt};
 use crate::progress::{CliProgress, Mode};
 
+/// The version `tern --version` prints: the package's and the commit it was
+/// built from (cli/build.rs; "commit unknown" outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("TERN_BUILD_COMMIT_INFO"),
+    ")"
+);
+
 /// Exit code: success.
 pub const EXIT_OK: u8 = 0;
 /// Exit code: an error.
@@ -139,6 +148,15 @@ impl Ctx {
 /// Runs one invocation and returns the exit code. Errors are printed here.
 pub async fn run(opt: Opt) -> ExitCode {
     init_tracing(opt.verbose);
+    // Generated from the command line's definitions: no project, no store.
+    let generated = match &opt.command {
+        Command::Completions(args) => Some(cmd::generate::completions(args)),
+        Command::Man(args) => Some(cmd::generate::man(args)),
+        _ => None,
+    };
+    if let Some(result) = generated {
+        return finish(result);
+    }
     let cancel = CancelFlag::new();
     signals::watch(cancel.clone());
     let result = match config::resolve(&opt) {
@@ -152,6 +170,11 @@ pub async fn run(opt: Opt) -> ExitCode {
         }
         Err(e) => Err(e),
     };
+    finish(result)
+}
+
+/// The exit code of a command's result, printing its error.
+fn finish(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
@@ -226,6 +249,8 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
         Command::Analyze(args) => cmd::analyze::run(ctx, args),
         Command::Advise(args) => cmd::advise::run(args).await,
         Command::Abandon => cmd::abandon::abandon(ctx).await,
+        Command::Completions(args) => cmd::generate::completions(args),
+        Command::Man(args) => cmd::generate::man(args),
     }
 }
 

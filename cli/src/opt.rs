@@ -13,7 +13,12 @@ use clap::{Args, Parser, Subcommand};
 /// 5 unsafe migration refused, 10 `analyze contention`: UNSAFE,
 /// 130 interrupted (resumable).
 #[derive(Debug, Parser)]
-#[command(name = "tern", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "tern",
+    version = crate::VERSION,
+    propagate_version = true,
+    max_term_width = 100
+)]
 pub struct Opt {
     /// The store URL (overrides TERN_STORE_URL and tern.toml).
     #[arg(long, global = true, value_name = "URL")]
@@ -82,6 +87,10 @@ pub enum Command {
     Advise(crate::cmd::advise::AdviseArgs),
     /// Drop the record of an interrupted migration that wrote nothing (refused once it has).
     Abandon,
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
+    Completions(crate::cmd::generate::CompletionsArgs),
+    /// Print the man page (roff), or write one page per command into a folder.
+    Man(crate::cmd::generate::ManArgs),
 }
 
 /// `tern init`.

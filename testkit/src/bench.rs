@@ -197,7 +197,7 @@ pub async fn in_turn<A: Future, B: Future>(
     baseline: A,
     tern: B,
 ) -> ((A::Output, Duration), (B::Output, Duration)) {
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         let a = timed(baseline).await;
         let b = timed(tern).await;
         (a, b)

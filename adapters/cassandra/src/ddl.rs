@@ -106,10 +106,10 @@ pub(crate) fn columns_to_check(
 ) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for change in changes {
-        if let SchemaChange::Remove { kind, name } = change {
-            if schemas.get(kind).is_some_and(|s| s.column(name).is_some()) {
-                out.entry(kind.clone()).or_default().insert(name.clone());
-            }
+        if let SchemaChange::Remove { kind, name } = change
+            && schemas.get(kind).is_some_and(|s| s.column(name).is_some())
+        {
+            out.entry(kind.clone()).or_default().insert(name.clone());
         }
     }
     out.into_iter()

@@ -56,10 +56,10 @@ impl Store for RedisStore {
             loop {
                 let (next, keys) = self.scan_keys(node, cursor, &pattern, 1000, None).await?;
                 for k in &keys {
-                    if let Some(kind) = self.keys.kind_of(k) {
-                        if !kinds.contains(kind) {
-                            kinds.insert(kind.to_owned());
-                        }
+                    if let Some(kind) = self.keys.kind_of(k)
+                        && !kinds.contains(kind)
+                    {
+                        kinds.insert(kind.to_owned());
                     }
                 }
                 if next == 0 {

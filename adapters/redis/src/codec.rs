@@ -294,20 +294,20 @@ pub(crate) fn value_from_json(json: &Json) -> std::result::Result<Value, String>
             .collect::<std::result::Result<_, _>>()
             .map(Value::Array),
         Json::Object(obj) => {
-            if obj.len() == 1 {
-                if let Some((tag, inner)) = obj.iter().next() {
-                    match (tag.as_str(), inner) {
-                        ("$float", Json::String(text)) if text.starts_with("NaN:") => {
-                            return u64::from_str_radix(&text[4..], 16)
-                                .map(|bits| Value::Float(f64::from_bits(bits)))
-                                .map_err(|e| format!("bad NaN payload {text:?}: {e}"));
-                        }
-                        ("$map", Json::Object(_)) => return object_to_map(inner).map(Value::Map),
-                        ("$float" | "$bytes" | "$date" | "$map", _) => {
-                            return from_json(json).map_err(|e| e.to_string());
-                        }
-                        _ => {}
+            if obj.len() == 1
+                && let Some((tag, inner)) = obj.iter().next()
+            {
+                match (tag.as_str(), inner) {
+                    ("$float", Json::String(text)) if text.starts_with("NaN:") => {
+                        return u64::from_str_radix(&text[4..], 16)
+                            .map(|bits| Value::Float(f64::from_bits(bits)))
+                            .map_err(|e| format!("bad NaN payload {text:?}: {e}"));
                     }
+                    ("$map", Json::Object(_)) => return object_to_map(inner).map(Value::Map),
+                    ("$float" | "$bytes" | "$date" | "$map", _) => {
+                        return from_json(json).map_err(|e| e.to_string());
+                    }
+                    _ => {}
                 }
             }
             object_to_map(json).map(Value::Map)

@@ -176,14 +176,14 @@ impl RedisConfig {
                             config.json_all = true;
                             continue;
                         }
-                        if let Some(other) = config.layouts.insert(kind.to_owned(), layout) {
-                            if other != layout {
-                                return Err(invalid(format!(
-                                    "kind {kind:?} is named in both {}= and {}=; name it in one",
-                                    other.option(),
-                                    layout.option()
-                                )));
-                            }
+                        if let Some(other) = config.layouts.insert(kind.to_owned(), layout)
+                            && other != layout
+                        {
+                            return Err(invalid(format!(
+                                "kind {kind:?} is named in both {}= and {}=; name it in one",
+                                other.option(),
+                                layout.option()
+                            )));
                         }
                         config.declared.insert(kind.to_owned());
                     }

@@ -258,12 +258,13 @@ impl<'m> Enumerator<'m> {
             .collect();
         for (i, a) in flat.iter().enumerate() {
             for b in &flat[i + 1..] {
-                if a.key == b.key && a.values != b.values {
-                    if let Some(graph) = a.graph.union(&b.graph, model) {
-                        let values = a.values.union(&b.values).copied().collect();
-                        self.pool
-                            .add(ColumnFamily::new(a.key.clone(), Vec::new(), values, graph));
-                    }
+                if a.key == b.key
+                    && a.values != b.values
+                    && let Some(graph) = a.graph.union(&b.graph, model)
+                {
+                    let values = a.values.union(&b.values).copied().collect();
+                    self.pool
+                        .add(ColumnFamily::new(a.key.clone(), Vec::new(), values, graph));
                 }
             }
         }

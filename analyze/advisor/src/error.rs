@@ -21,6 +21,7 @@ impl fmt::Display for Span {
 
 /// Everything that can go wrong in `tern advise`.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AdvisorError {
     /// A model or workload file does not parse or refers to something missing.
     #[error("{span}: {message}")]

@@ -330,17 +330,17 @@ fn parse_field(c: &mut Cursor, entity: &Entity, is_id: bool, kw_span: &Span) -> 
         ));
     }
     let mut ty = FieldType::Int;
-    if let Some(Tok::Ident(t)) = c.peek() {
-        if !t.eq_ignore_ascii_case("distinct") {
-            let tspan = c.span();
-            ty = FieldType::parse(t).ok_or_else(|| {
-                AdvisorError::input(
-                    &tspan,
-                    format!("unknown type `{t}`: use int, float, string, bool or date"),
-                )
-            })?;
-            c.next();
-        }
+    if let Some(Tok::Ident(t)) = c.peek()
+        && !t.eq_ignore_ascii_case("distinct")
+    {
+        let tspan = c.span();
+        ty = FieldType::parse(t).ok_or_else(|| {
+            AdvisorError::input(
+                &tspan,
+                format!("unknown type `{t}`: use int, float, string, bool or date"),
+            )
+        })?;
+        c.next();
     }
     let mut size = ty.default_size();
     if let Some(Tok::Num(n)) = c.peek() {

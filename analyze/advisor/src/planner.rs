@@ -213,10 +213,10 @@ impl Planner<'_> {
             if !cf.key.is_subset(&state.eq) || !state.graph.contains(&cf.graph) {
                 continue;
             }
-            if let Some(x) = state.join {
-                if !cf.key.contains(&Attr::id(x)) {
-                    continue;
-                }
+            if let Some(x) = state.join
+                && !cf.key.contains(&Attr::id(x))
+            {
+                continue;
             }
             for next in self.transitions(&state, cf) {
                 let next_id = match next {
@@ -371,11 +371,11 @@ impl Planner<'_> {
                 break;
             }
         }
-        if let Some(a) = it.peek() {
-            if state.range.contains(a) {
-                width *= RANGE_SELECTIVITY;
-                clustering_bound.push(**a);
-            }
+        if let Some(a) = it.peek()
+            && state.range.contains(a)
+        {
+            width *= RANGE_SELECTIVITY;
+            clustering_bound.push(**a);
         }
         let mut rows = n * width;
         let mut filter = Vec::new();

@@ -181,15 +181,14 @@ fn partial_import_error(name: &str, line: u64, message: &str, written: u64) -> a
 /// # Errors
 /// A store error or an unwritable output.
 pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
-    if let (Some(out), Ok(url)) = (&args.output, ctx.store_url()) {
-        if let Some(store_path) = crate::connect::embedded_path(url)? {
-            if same_file(Path::new(store_path), out) {
-                bail!(
-                    "refusing to write the export to {}: it is the store file itself (writing it would destroy the store); choose another file",
-                    out.display()
-                );
-            }
-        }
+    if let (Some(out), Ok(url)) = (&args.output, ctx.store_url())
+        && let Some(store_path) = crate::connect::embedded_path(url)?
+        && same_file(Path::new(store_path), out)
+    {
+        bail!(
+            "refusing to write the export to {}: it is the store file itself (writing it would destroy the store); choose another file",
+            out.display()
+        );
     }
     let store = ctx.store().await?;
     let mut kinds = if args.kinds.is_empty() {

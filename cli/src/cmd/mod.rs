@@ -6,6 +6,7 @@ pub mod advise_exec;
 pub mod analyze;
 pub mod apply;
 pub mod data;
+pub mod generate;
 pub mod info;
 pub mod project;
 pub mod sweep;

@@ -145,18 +145,18 @@ pub struct LiteralEnds {
 }
 
 fn keep_greater<T>(slot: &mut Option<(Value, T)>, candidate: Option<(Value, T)>) {
-    if let Some(c) = candidate {
-        if slot.as_ref().is_none_or(|(id, _)| c.0 > *id) {
-            *slot = Some(c);
-        }
+    if let Some(c) = candidate
+        && slot.as_ref().is_none_or(|(id, _)| c.0 > *id)
+    {
+        *slot = Some(c);
     }
 }
 
 fn keep_less<T>(slot: &mut Option<(Value, T)>, candidate: Option<(Value, T)>) {
-    if let Some(c) = candidate {
-        if slot.as_ref().is_none_or(|(id, _)| c.0 < *id) {
-            *slot = Some(c);
-        }
+    if let Some(c) = candidate
+        && slot.as_ref().is_none_or(|(id, _)| c.0 < *id)
+    {
+        *slot = Some(c);
     }
 }
 
@@ -378,13 +378,13 @@ pub fn check_transfer_indexed(t: &Transfer, state: &State, opts: &EvalOptions) -
     let wanted: BTreeSet<&GroupKey> = conflicting.iter().flat_map(|(_, k)| k).collect();
     let mut entries: HashMap<&GroupKey, Vec<(Key, Option<Value>)>> = HashMap::new();
     for source in sources {
-        if let Some(g) = source_group(t, source) {
-            if let Some(g) = wanted.get(&g) {
-                entries
-                    .entry(g)
-                    .or_default()
-                    .push((source.key.clone(), transfer_value(t, source).cloned()));
-            }
+        if let Some(g) = source_group(t, source)
+            && let Some(g) = wanted.get(&g)
+        {
+            entries
+                .entry(g)
+                .or_default()
+                .push((source.key.clone(), transfer_value(t, source).cloned()));
         }
     }
     for (target, keys) in &conflicting {

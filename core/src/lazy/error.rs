@@ -9,6 +9,7 @@ use crate::model::{Key, Version};
 /// installing or sweeping. Every refusal is an error, never data in a format
 /// the application code does not know.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum LazyError {
     /// The client declared an older version of a kind than the store's.
     #[error(

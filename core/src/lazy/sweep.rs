@@ -130,10 +130,10 @@ pub async fn sweep_under(
     let chains = chains_to_sweep(&spec, options);
     let mut resume = doc.sweep.clone();
     report.resumed = resume.is_some();
-    if let Some(r) = &resume {
-        if !chains.iter().any(|c| c.kind == r.kind) {
-            resume = None;
-        }
+    if let Some(r) = &resume
+        && !chains.iter().any(|c| c.kind == r.kind)
+    {
+        resume = None;
     }
     let mut sweeper = Sweeper {
         store,
@@ -145,10 +145,10 @@ pub async fn sweep_under(
     };
     let mut clean = BTreeSet::new();
     for chain in &chains {
-        if let Some(r) = &resume {
-            if r.kind != chain.kind {
-                continue;
-            }
+        if let Some(r) = &resume
+            && r.kind != chain.kind
+        {
+            continue;
         }
         let (migrated, stale) = sweeper.kind(chain, &mut resume).await?;
         report.migrated.insert(chain.kind.clone(), migrated);
@@ -354,7 +354,7 @@ impl Sweeper<'_> {
             // A checkpoint per batch (several calls): a killed sweep redoes at
             // most one batch, which the version scoping makes harmless.
             calls += 1;
-            if calls % calls_per_checkpoint == 0 || page.cursor.is_none() {
+            if calls.is_multiple_of(calls_per_checkpoint) || page.cursor.is_none() {
                 self.checkpoint(chain, at.name, page.cursor.clone(), *migrated)
                     .await?;
             }

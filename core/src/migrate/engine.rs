@@ -217,13 +217,13 @@ impl Migrator {
             if applied.contains(&m.id) {
                 continue;
             }
-            if let Some(last) = last_applied {
-                if m.id < last {
-                    return Err(MigrateError::OutOfOrder {
-                        pending: m.id,
-                        applied: last,
-                    });
-                }
+            if let Some(last) = last_applied
+                && m.id < last
+            {
+                return Err(MigrateError::OutOfOrder {
+                    pending: m.id,
+                    applied: last,
+                });
             }
             if to.is_none_or(|t| m.id <= t) {
                 pending.push(m);

@@ -135,14 +135,14 @@ impl Lease {
                     }
                 }
                 previous => {
-                    if let (Some(held), Some(why)) = (previous, &dead) {
-                        if held.expires_at > now {
-                            tracing::warn!(
-                                holder = %held.holder,
-                                token = held.token,
-                                "taking over the lease at once: {why}"
-                            );
-                        }
+                    if let (Some(held), Some(why)) = (previous, &dead)
+                        && held.expires_at > now
+                    {
+                        tracing::warn!(
+                            holder = %held.holder,
+                            token = held.token,
+                            "taking over the lease at once: {why}"
+                        );
                     }
                     if let Some(expired) = previous.as_ref().filter(|h| h.expires_at <= now) {
                         tracing::warn!(

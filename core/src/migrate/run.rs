@@ -205,10 +205,10 @@ impl Runner<'_> {
     /// (feature `fault-injection`; without it, nothing).
     #[cfg(feature = "fault-injection")]
     pub(crate) fn fault(&self, point: FaultPoint) -> Result<()> {
-        if let Some(hook) = self.faults {
-            if hook(point) {
-                return Err(MigrateError::InjectedCrash(format!("{point:?}")));
-            }
+        if let Some(hook) = self.faults
+            && hook(point)
+        {
+            return Err(MigrateError::InjectedCrash(format!("{point:?}")));
         }
         Ok(())
     }
@@ -311,14 +311,14 @@ impl Runner<'_> {
     ) -> Result<()> {
         match stage {
             Stage::Local { kind, from, steps } => {
-                if self.options.pushdown && self.store.capability().update_pushdown {
-                    if let Some(push) = pushdown_steps(steps) {
-                        if self.run_pushdown(index, kind, *from, push, pos).await? {
-                            return Ok(());
-                        }
-                        // The store cannot run these steps exactly: the client path does.
-                    }
+                if self.options.pushdown
+                    && self.store.capability().update_pushdown
+                    && let Some(push) = pushdown_steps(steps)
+                    && self.run_pushdown(index, kind, *from, push, pos).await?
+                {
+                    return Ok(());
                 }
+                // The store cannot run these steps exactly: the client path does.
                 self.run_local(index, kind, *from, steps, pos).await
             }
             Stage::Transfer {
@@ -547,10 +547,10 @@ impl Runner<'_> {
         };
         let mut retry_keys = Vec::new();
         for (w, outcome) in writes.into_iter().zip(&outcomes) {
-            if *outcome == WriteOutcome::Conflict {
-                if let Write::Replace { expected, .. } = w {
-                    retry_keys.push(expected.key);
-                }
+            if *outcome == WriteOutcome::Conflict
+                && let Write::Replace { expected, .. } = w
+            {
+                retry_keys.push(expected.key);
             }
         }
         count_outcomes(counts, &outcomes, &changed);
@@ -889,13 +889,13 @@ impl Runner<'_> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        if self.collect_conflicts || self.options.force_unsafe {
-            if let Ok(mut c) = self.conflicts.lock() {
-                c.push(super::Conflict {
-                    statement: text.to_owned(),
-                    target: description.clone(),
-                });
-            }
+        if (self.collect_conflicts || self.options.force_unsafe)
+            && let Ok(mut c) = self.conflicts.lock()
+        {
+            c.push(super::Conflict {
+                statement: text.to_owned(),
+                target: description.clone(),
+            });
         }
         if self.options.force_unsafe || self.collect_conflicts {
             Ok(resolution.forced())

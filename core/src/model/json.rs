@@ -111,20 +111,20 @@ pub fn from_json(json: &Json) -> Result<Value, JsonError> {
         Json::String(s) => Value::String(s.clone()),
         Json::Array(items) => Value::Array(items.iter().map(from_json).collect::<Result<_, _>>()?),
         Json::Object(obj) => {
-            if obj.len() == 1 {
-                if let Some((tag, inner)) = obj.iter().next() {
-                    match tag.as_str() {
-                        TAG_FLOAT => return parse_float_tag(inner),
-                        TAG_BYTES => return parse_bytes_tag(inner),
-                        TAG_DATE => return parse_date_tag(inner),
-                        TAG_MAP => {
-                            return match inner {
-                                Json::Object(_) => Ok(Value::Map(json_to_map(inner)?)),
-                                _ => Err(JsonError::new("\"$map\" must hold an object")),
-                            };
-                        }
-                        _ => {}
+            if obj.len() == 1
+                && let Some((tag, inner)) = obj.iter().next()
+            {
+                match tag.as_str() {
+                    TAG_FLOAT => return parse_float_tag(inner),
+                    TAG_BYTES => return parse_bytes_tag(inner),
+                    TAG_DATE => return parse_date_tag(inner),
+                    TAG_MAP => {
+                        return match inner {
+                            Json::Object(_) => Ok(Value::Map(json_to_map(inner)?)),
+                            _ => Err(JsonError::new("\"$map\" must hold an object")),
+                        };
                     }
+                    _ => {}
                 }
             }
             Value::Map(json_to_map(json)?)

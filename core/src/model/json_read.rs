@@ -237,10 +237,10 @@ pub fn parse_strict(text: &str) -> Result<Json, StrictJsonError> {
     loop {
         // Read a value (or open a container), then attach it to its container,
         // closing containers as far as they end.
-        if let Some(value) = read_value(&mut r, &mut stack)? {
-            if let Some(done) = attach(&mut r, &mut stack, value)? {
-                return Ok(done);
-            }
+        if let Some(value) = read_value(&mut r, &mut stack)?
+            && let Some(done) = attach(&mut r, &mut stack, value)?
+        {
+            return Ok(done);
         }
     }
 }

@@ -32,6 +32,7 @@ pub type Version = u64;
 
 /// A key that cannot name an entity.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum KeyError {
     /// The kind is empty or has control characters.
     #[error("invalid kind {0:?}: a kind is a non-empty name without control characters")]

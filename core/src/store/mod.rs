@@ -795,16 +795,16 @@ pub fn local_now_millis() -> i64 {
 /// [`ErrorKind::Unexpected`] naming the write whose keys differ.
 pub fn check_writes(writes: &[Write]) -> Result<()> {
     for (i, w) in writes.iter().enumerate() {
-        if let Write::Replace { expected, new } = w {
-            if expected.key != new.key {
-                return Err(Error::new(
-                    ErrorKind::Unexpected,
-                    format!(
-                        "write {i}: a replace must keep the key ({} vs {})",
-                        expected.key, new.key
-                    ),
-                ));
-            }
+        if let Write::Replace { expected, new } = w
+            && expected.key != new.key
+        {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "write {i}: a replace must keep the key ({} vs {})",
+                    expected.key, new.key
+                ),
+            ));
         }
     }
     Ok(())

@@ -140,10 +140,10 @@ pub fn advance(
         return false;
     }
     for (i, step) in steps.iter().enumerate().skip(offset) {
-        if apply_step(step, entity) {
-            if let Some(c) = changed.get_mut(i) {
-                *c += 1;
-            }
+        if apply_step(step, entity)
+            && let Some(c) = changed.get_mut(i)
+        {
+            *c += 1;
         }
     }
     // Cannot overflow: callers check `target_version` first, and offset < len.

@@ -300,10 +300,10 @@ impl CqlServer {
                 }
                 Ok(Request::Query(query)) => db.process(query),
                 Ok(Request::Prepare(query)) => db.prepare(query).inspect(|result| {
-                    if let (Some(cql), QueryResult::Prepared(p)) = (texts.first(), result) {
-                        if let Some(write) = nulls::write_info(cql, result) {
-                            writes.insert(p.id, write);
-                        }
+                    if let (Some(cql), QueryResult::Prepared(p)) = (texts.first(), result)
+                        && let Some(write) = nulls::write_info(cql, result)
+                    {
+                        writes.insert(p.id, write);
                     }
                 }),
                 Ok(Request::Batch(batch)) => db.process_batch(batch),
