@@ -6,6 +6,8 @@
 pub mod cmd;
 pub mod config;
 pub mod connect;
+pub mod logging;
+pub mod metrics;
 pub mod opt;
 pub mod progress;
 pub mod signals;
@@ -121,8 +123,9 @@ impl Ctx {
                 .or(self.settings.max_rate)
                 .filter(|r| *r > 0.0),
             census_passes: self.settings.census_passes,
-            // The total costs a count before each stage: only worth it for a progress bar.
-            estimate_totals: self.progress_mode() == Mode::Bar,
+            // The total costs a count before each stage: only worth it for a
+            // progress bar, or the metrics' lag behind the estimate.
+            estimate_totals: self.progress_mode() == Mode::Bar || self.opt.metrics_addr.is_some(),
             ..RunOptions::default()
         }
     }
@@ -147,7 +150,7 @@ impl Ctx {
 
 /// Runs one invocation and returns the exit code. Errors are printed here.
 pub async fn run(opt: Opt) -> ExitCode {
-    init_tracing(opt.verbose);
+    let metrics = logging::init(&opt);
     // Generated from the command line's definitions: no project, no store.
     let generated = match &opt.command {
         Command::Completions(args) => Some(cmd::generate::completions(args)),
@@ -156,6 +159,11 @@ pub async fn run(opt: Opt) -> ExitCode {
     };
     if let Some(result) = generated {
         return finish(result);
+    }
+    if let (Some(addr), Some(metrics)) = (opt.metrics_addr, metrics)
+        && let Err(e) = metrics::serve(addr, metrics).await
+    {
+        return finish(Err(e));
     }
     let cancel = CancelFlag::new();
     signals::watch(cancel.clone());
@@ -252,23 +260,4 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
         Command::Completions(args) => cmd::generate::completions(args),
         Command::Man(args) => cmd::generate::man(args),
     }
-}
-
-fn init_tracing(verbose: u8) {
-    // The Cassandra driver logs every failed connection attempt as an error of
-    // its own; the error tern reports says the same with the URL, so its logs
-    // show only from -vv (or with TERN_LOG).
-    let default = match verbose {
-        0 => "warn,scylla=off",
-        1 => "info,scylla=off",
-        _ => "debug",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TERN_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour codes only on a terminal, not in a log file or a pipe.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
 }

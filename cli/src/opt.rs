@@ -44,6 +44,22 @@ pub struct Opt {
     #[arg(short, long, global = true)]
     pub quiet: bool,
 
+    /// The format of the log lines on stderr: `text`, or `json` (one object a
+    /// line, with the migration, stage and batch spans).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        value_name = "FORMAT"
+    )]
+    pub log_format: crate::logging::LogFormat,
+
+    /// Serve Prometheus metrics of `tern up` and `tern sweep` at
+    /// http://ADDR/metrics while they run (e.g. 127.0.0.1:9464).
+    #[arg(long, global = true, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+
     /// Create the embedded store file if it does not exist (without it, only
     /// `tern import` creates one: a mistyped path is an error, not a new store).
     #[arg(long, global = true)]

@@ -7,6 +7,28 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tern_core::migrate::{Progress, RunCounts};
 
+/// The bar drawn on stderr now, if any: log lines step around it ([`suspend_bar`]).
+static SHOWN: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+fn show(bar: Option<&ProgressBar>) {
+    *SHOWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = bar.cloned();
+}
+
+/// Runs `f` (which writes to stderr) with the progress bar cleared, then draws
+/// the bar again below what `f` wrote; without a bar, just runs `f`.
+pub fn suspend_bar<R>(f: impl FnOnce() -> R) -> R {
+    let shown = SHOWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    match shown {
+        Some(bar) if !bar.is_finished() => bar.suspend(f),
+        _ => f(),
+    }
+}
+
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -117,7 +139,9 @@ impl Progress for CliProgress {
             Mode::Bar => {
                 // The total is the store's estimate (an upper bound at the
                 // start of a stage); a store without one gets a counter.
-                *self.bar() = Some(new_bar(label, total, "entities"));
+                let bar = new_bar(label, total, "entities");
+                show(Some(&bar));
+                *self.bar() = Some(bar);
             }
             Mode::Lines => {
                 eprintln!(
@@ -156,6 +180,7 @@ impl Progress for CliProgress {
 
     fn stage_finished(&self, _counts: &RunCounts) {
         if let Some(bar) = self.bar().take() {
+            show(None);
             bar.finish();
         }
     }
@@ -173,7 +198,9 @@ impl Progress for CliProgress {
                 } else {
                     format!("{stage}: {description}")
                 };
-                *self.pass() = Some(new_bar(label, total, "read"));
+                let bar = new_bar(label, total, "read");
+                show(Some(&bar));
+                *self.pass() = Some(bar);
             }
             Mode::Lines => eprintln!(
                 "{}",
@@ -198,8 +225,10 @@ impl Progress for CliProgress {
                 if let Some(bar) = self.pass().take() {
                     bar.finish_and_clear();
                 }
+                show(None);
                 if let Some(bar) = self.bar().as_ref() {
                     bar.set_draw_target(ProgressDrawTarget::stderr());
+                    show(Some(bar));
                 }
             }
             Mode::Lines => eprintln!(

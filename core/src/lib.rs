@@ -24,3 +24,4 @@ pub mod model;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod store;
+pub mod telemetry;

@@ -17,6 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use super::client::LazyClient;
 use super::error::Result;
 use super::spec::{KindChain, Spec, forward};
@@ -105,7 +107,9 @@ pub async fn sweep(
     options: &SweepOptions,
 ) -> Result<SweepReport> {
     let lease = Lease::acquire(Arc::clone(&store), lease).await?;
-    let result = sweep_under(&store, &lease, code, options).await;
+    let result = sweep_under(&store, &lease, code, options)
+        .instrument(tracing::info_span!("sweep"))
+        .await;
     if let Err(e) = lease.release().await {
         tracing::warn!(error = %e, "could not release the lease; it expires by itself");
     }
@@ -337,6 +341,7 @@ impl Sweeper<'_> {
                 },
             };
             first = false;
+            let before = *migrated;
             *migrated += page.moved;
             self.processed += page.moved + page.collisions.len() as u64;
             // The id is held under the kind's name already: the copy here is
@@ -351,6 +356,11 @@ impl Sweeper<'_> {
                 *migrated +=
                     migrate_batch(self.store, &self.client, chain, at.name, stale_copies).await?;
             }
+            crate::telemetry::sweep_batch(
+                &chain.kind,
+                page.moved + page.collisions.len() as u64,
+                *migrated - before,
+            );
             // A checkpoint per batch (several calls): a killed sweep redoes at
             // most one batch, which the version scoping makes harmless.
             calls += 1;
@@ -448,8 +458,9 @@ impl Sweeper<'_> {
                 other => other?,
             };
             let n = page.entities.len() as u64;
-            *migrated +=
-                migrate_batch(self.store, &self.client, chain, name, page.entities).await?;
+            let batch = migrate_batch(self.store, &self.client, chain, name, page.entities).await?;
+            *migrated += batch;
+            crate::telemetry::sweep_batch(&chain.kind, n, batch);
             self.processed += n;
             self.checkpoint(chain, name, page.cursor.clone(), *migrated)
                 .await?;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::TryStreamExt;
+use tracing::Instrument;
 
 use super::error::{MigrateError, Result};
 use super::join_index;
@@ -407,11 +408,16 @@ impl Migrator {
                     token: lease.token(),
                 });
             }
+            let span = tracing::info_span!("migration", id = m.id, name = %m.name);
             let r = if m.lazy {
-                super::lazy_install::install(store.as_ref(), lease, m).await?
+                super::lazy_install::install(store.as_ref(), lease, m)
+                    .instrument(span)
+                    .await?
             } else {
-                super::lazy_install::complete_pending(store, lease, &self.set).await?;
-                self.run_one(store, lease, m, mode).await?
+                super::lazy_install::complete_pending(store, lease, &self.set)
+                    .instrument(span.clone())
+                    .await?;
+                self.run_one(store, lease, m, mode).instrument(span).await?
             };
             report.applied.push(r);
         }
@@ -572,6 +578,9 @@ impl Migrator {
         mut previews: Option<&mut DryStages>,
     ) -> Result<RunCounts> {
         let mut total = pos.counts;
+        if !runner.collect_conflicts {
+            crate::telemetry::run_started(m.id, &pos.counts);
+        }
         while stage_index < plan.stages.len() {
             let stage = &plan.stages[stage_index];
             // Entities written late (old versions) must catch up before a stage that reads them.
@@ -594,6 +603,9 @@ impl Migrator {
                 &stage.describe(),
                 estimate,
             );
+            if !runner.collect_conflicts {
+                crate::telemetry::stage_started(m.id, stage_index, estimate);
+            }
             let before = pos.counts;
             pos.stage_base = pos.counts.processed;
             // Fixed-schema stores add the columns the stage writes (idempotent: also on resume).
@@ -602,7 +614,16 @@ impl Migrator {
                 .prepare_schema(&plan::schema_changes(stage))
                 .await
                 .map_err(MigrateError::store("preparing the schema for a stage"))?;
-            runner.run_stage(stage_index, stage, &mut pos).await?;
+            let span = tracing::info_span!(
+                "stage",
+                stage = stage_index + 1,
+                stages = plan.stages.len(),
+                description = %stage.describe()
+            );
+            runner
+                .run_stage(stage_index, stage, &mut pos)
+                .instrument(span)
+                .await?;
             runner.progress.stage_finished(&pos.counts);
             if let Some(dry) = previews.as_deref_mut() {
                 let mut stage_counts = pos.counts;

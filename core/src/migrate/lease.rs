@@ -359,6 +359,7 @@ async fn renew_loop(shared: Arc<Shared>) {
             Ok(now) => now,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the clock to renew the lease; retrying");
+                crate::telemetry::retry("lease_renewal", 1);
                 continue;
             }
         };
@@ -378,6 +379,7 @@ async fn renew_loop(shared: Arc<Shared>) {
                     doc,
                     revision: Some(rev),
                 };
+                crate::telemetry::lease_renewed();
                 if expired {
                     tracing::warn!(
                         "the lease had expired before it could be renewed; nobody took it over meanwhile"
@@ -394,6 +396,7 @@ async fn renew_loop(shared: Arc<Shared>) {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "lease renewal failed; retrying");
+                crate::telemetry::retry("lease_renewal", 1);
                 if expired {
                     shared.lost.store(true, Ordering::SeqCst);
                     tracing::error!(

@@ -16,6 +16,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use super::error::{MigrateError, Result};
 use super::join_index::{self, JoinIndex, SpillMap, Values};
 use super::lease::Lease;
@@ -183,6 +185,12 @@ pub(crate) struct Runner<'a> {
     pub(crate) rename_proven: std::sync::Mutex<Option<(String, String)>>,
 }
 
+/// The span of writing batch `batch_no` of a stage. `worker` names the
+/// partition once runs are split among workers; empty until then.
+fn batch_span(batch_no: u64) -> tracing::Span {
+    tracing::info_span!("batch", batch = batch_no, worker = tracing::field::Empty)
+}
+
 fn store_err(context: &str) -> impl FnOnce(crate::store::Error) -> MigrateError + '_ {
     move |source| MigrateError::Store {
         context: context.to_owned(),
@@ -291,6 +299,13 @@ impl Runner<'_> {
     ) -> Result<()> {
         self.fault(self.point(stage, phase, batch_no, FaultAt::AfterCheckpoint))?;
         self.report_checkpoint(pos);
+        if !self.collect_conflicts {
+            crate::telemetry::checkpoint(
+                self.migration,
+                pos.counts.processed.saturating_sub(pos.stage_base),
+                &pos.counts,
+            );
+        }
         Ok(())
     }
 
@@ -414,18 +429,20 @@ impl Runner<'_> {
                         from: pos.cursor.clone(),
                         next: page.cursor.clone(),
                     });
-            let write = self.write_batch(
-                BatchAt {
-                    index,
-                    phase: pos.phase,
-                    batch_no,
-                    from,
-                },
-                page.entities,
-                &compute,
-                with_checkpoint.as_ref(),
-                &mut counts,
-            );
+            let write = self
+                .write_batch(
+                    BatchAt {
+                        index,
+                        phase: pos.phase,
+                        batch_no,
+                        from,
+                    },
+                    page.entities,
+                    &compute,
+                    with_checkpoint.as_ref(),
+                    &mut counts,
+                )
+                .instrument(batch_span(batch_no));
             // Reading the next page while this batch is written is sound: a
             // batch writes only the entities of its own page, and the next
             // page holds entities after its cursor still at `from`. Not
@@ -501,6 +518,7 @@ impl Runner<'_> {
             if retry_keys.is_empty() {
                 break;
             }
+            crate::telemetry::retry("write", retry_keys.len() as u64);
             attempt += 1;
             pending = self
                 .reread_conflicts(retry_keys, at.from, attempt, counts)
@@ -681,6 +699,7 @@ impl Runner<'_> {
                     cursor: pos.cursor.clone(),
                     limit: self.options.pushdown_batch_size.max(1),
                 })
+                .instrument(batch_span(batch_no))
                 .await;
             let page = match page {
                 Ok(p) => p,
