@@ -13,6 +13,7 @@ mod error;
 pub mod finite;
 pub mod grammar;
 mod lexer;
+mod limits;
 mod nfa;
 mod parser;
 pub mod render;
@@ -25,9 +26,10 @@ use serde::Serialize;
 pub use error::{Error, Span, Warning};
 pub use finite::{Domains, FiniteResult, Tree};
 pub use grammar::Grammar;
+pub use limits::{Limits, Stop};
 pub use parser::parse;
-pub use suggest::{MAX_STEPS, Suggestion, suggest};
-pub use witness::{Responsible, Witness};
+pub use suggest::{MAX_STEPS, Suggestion, suggest, suggest_with};
+pub use witness::{MAX_PATH, Responsible, Witness};
 
 /// SAFE or UNSAFE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -57,6 +59,8 @@ pub struct Report {
     pub finite_skipped: Option<String>,
     /// Problems that do not stop the analysis.
     pub warnings: Vec<Warning>,
+    /// What the analysis left out and why (e.g. a phase stopped at the time limit).
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -133,18 +137,55 @@ pub fn analyze(src: &str) -> Result<Report, Error> {
     Ok(analyze_grammar(&g))
 }
 
-/// Analyses a parsed grammar.
+/// Analyses a parsed grammar, to the end.
 pub fn analyze_grammar(g: &Grammar) -> Report {
-    let finding = symbolic::check(g);
+    match analyze_with(g, &Limits::none()) {
+        Ok(r) => r,
+        // No limit: nothing stops it. Should it anyway, the verdict is
+        // computed again without the optional phases.
+        Err(_) => Report {
+            verdict: verdict(g),
+            witness: symbolic::check(g).map(|f| witness::build(g, &f)),
+            suggestion: None,
+            finite: None,
+            finite_skipped: Some("stopped".into()),
+            warnings: warnings(g),
+            notes: Vec::new(),
+        },
+    }
+}
+
+/// Analyses a parsed grammar within `limits`. The verdict needs the symbolic
+/// check to finish; the optional phases (the suggestion, the finite
+/// cross-check) stop at the time limit with a note in [`Report::notes`].
+///
+/// # Errors
+/// [`Stop::Cancelled`] when cancelled at any point; [`Stop::TimeLimit`] when
+/// the time limit passes before the symbolic check has a verdict.
+pub fn analyze_with(g: &Grammar, limits: &Limits<'_>) -> Result<Report, Stop> {
+    let finding = symbolic::check_with(g, limits)?;
     let verdict = if finding.is_none() {
         Verdict::Safe
     } else {
         Verdict::Unsafe
     };
+    let mut notes = Vec::new();
     let witness = finding.as_ref().map(|f| witness::build(g, f));
-    let suggestion = finding.as_ref().and_then(|_| suggest(g));
-    let d = Domains::new(g, Domains::sufficient(g));
-    let size = d.alphabet_size(g);
+    let suggestion = match &finding {
+        None => None,
+        Some(_) => match suggest::suggest_with(g, limits) {
+            Ok(s) => s,
+            Err(Stop::Cancelled) => return Err(Stop::Cancelled),
+            Err(Stop::TimeLimit) => {
+                notes.push(
+                    "no safe alternative is suggested: the time limit passed while looking for one (raise --time-limit)"
+                        .into(),
+                );
+                None
+            }
+        },
+    };
+    let (size, users) = Domains::estimate(g, Domains::sufficient(g));
     let (finite, finite_skipped) = if size > FINITE_LIMIT {
         (
             None,
@@ -152,17 +193,28 @@ pub fn analyze_grammar(g: &Grammar) -> Report {
                 "the finite alphabet would have {size} keys (limit {FINITE_LIMIT})"
             )),
         )
-    } else if d.users().len() > finite::MAX_USERS {
+    } else if users > finite::MAX_USERS {
         (None, Some(format!("more than {} users", finite::MAX_USERS)))
     } else {
-        (Some(finite::check(g, &d)), None)
+        let d = Domains::new(g, Domains::sufficient(g));
+        match finite::check_with(g, &d, limits) {
+            Ok(f) => (Some(f), None),
+            Err(Stop::Cancelled) => return Err(Stop::Cancelled),
+            Err(Stop::TimeLimit) => (
+                None,
+                Some(format!(
+                    "stopped at the time limit ({size} keys); the verdict is the symbolic check's alone"
+                )),
+            ),
+        }
     };
-    Report {
+    Ok(Report {
         verdict,
         witness,
         suggestion,
         finite,
         finite_skipped,
         warnings: warnings(g),
-    }
+        notes,
+    })
 }
