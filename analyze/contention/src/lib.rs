@@ -19,6 +19,7 @@ mod parser;
 pub mod render;
 mod suggest;
 pub mod symbolic;
+pub mod synthetic;
 mod witness;
 
 use serde::Serialize;
@@ -106,18 +107,39 @@ pub fn warnings(g: &Grammar) -> Vec<Warning> {
             );
         }
     }
+    // Where each kind occurs (in `root` or under some production).
+    let mut mentioned = vec![false; g.keys.len()];
+    for t in g.root.atoms() {
+        mentioned[t.ctor] = true;
+    }
+    for p in g.productions.iter().flatten() {
+        p.rhs.visit(&mut |_, t| mentioned[t.ctor] = true);
+    }
     let mut out = Vec::new();
     for w in &g.writes {
-        if !reach[w.key.ctor] {
-            out.push(Warning {
-                span: w.key.span,
-                message: format!(
-                    "{} writes `{}` keys, which no entity group of the grammar contains; add it to a production or to `root`",
-                    g.show_write(w),
-                    g.name(w.key.ctor)
-                ),
-            });
+        let c = w.key.ctor;
+        if reach[c] {
+            continue;
         }
+        let name = g.name(c);
+        let why = if !prod[c] {
+            format!(
+                "no `{name}` key has a finite valid tree (every one needs a child that in turn needs one, without end): make a child optional (`*`, `?` or `| eps`) in the productions of that cycle"
+            )
+        } else if mentioned[c] {
+            format!(
+                "`{name}` occurs only under keys that no entity group contains either (not reachable from `root`, or without a finite valid tree)"
+            )
+        } else {
+            format!("add `{name}` to a production or to `root`")
+        };
+        out.push(Warning {
+            span: w.key.span,
+            message: format!(
+                "{} writes `{name}` keys, which no entity group of the grammar contains; {why}",
+                g.show_write(w)
+            ),
+        });
     }
     if !g.root.atoms().iter().any(|t| prod[t.ctor]) {
         out.push(Warning {
