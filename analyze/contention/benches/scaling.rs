@@ -29,7 +29,20 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// One point: prints `shape,kinds,variant,verdict,finite,suggested,bytes,seconds,peak_rss_mib`.
+/// CPU time of this process so far in seconds (`/proc/self/schedstat`, ns):
+/// on a shared machine, what the analysis costs regardless of the others.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/schedstat")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .map_or(0.0, |ns| ns / 1e9)
+}
+
+/// One point: prints `shape,kinds,variant,verdict,finite,suggested,bytes,seconds,cpu_seconds,peak_rss_mib`.
 fn run_case(shape: &str, kinds: usize, variant: &str) {
     let sh = match shape {
         "tasks" => Shape::Tasks,
@@ -38,16 +51,18 @@ fn run_case(shape: &str, kinds: usize, variant: &str) {
     };
     let src = schema(sh, kinds, variant == "unsafe");
     let start = Instant::now();
+    let cpu = cpu_seconds();
     let g = tern_contention::parse(&src).expect("generated schemas parse");
     let r = tern_contention::analyze_grammar(&g);
     let text = tern_contention::render::text(&g, &r);
     let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu;
     assert!(
         !r.disagreement(),
         "the two checks disagree on {shape} {kinds}"
     );
     println!(
-        "{shape},{kinds},{variant},{:?},{},{},{},{secs:.4},{:.1}",
+        "{shape},{kinds},{variant},{:?},{},{},{},{secs:.4},{cpu:.4},{:.1}",
         r.verdict,
         r.finite
             .as_ref()
@@ -79,7 +94,8 @@ fn main() {
         points.push(("chain", k));
     }
     let exe = std::env::current_exe().unwrap();
-    let header = "shape,kinds,variant,verdict,finite,suggested,bytes,seconds,peak_rss_mib";
+    let header =
+        "shape,kinds,variant,verdict,finite,suggested,bytes,seconds,cpu_seconds,peak_rss_mib";
     println!("{header}");
     let mut csv = format!("{header}\n");
     for (shape, k) in points {

@@ -418,6 +418,67 @@ impl Grammar {
     }
 }
 
+impl Grammar {
+    /// Whether two grammars are the same schema: [`Grammar::canonical`]
+    /// forms equal, compared in place (no copy of either).
+    pub fn same_schema(&self, other: &Grammar) -> bool {
+        fn norm(r: &Regex) -> &Regex {
+            match r {
+                Regex::Seq(v) | Regex::Alt(v) if v.len() == 1 => norm(&v[0]),
+                _ => r,
+            }
+        }
+        fn eq(a: &Regex, b: &Regex) -> bool {
+            match (norm(a), norm(b)) {
+                (Regex::Eps, Regex::Eps) => true,
+                (Regex::Seq(v), Regex::Eps) | (Regex::Eps, Regex::Seq(v)) => v.is_empty(),
+                (Regex::Atom(_, x), Regex::Atom(_, y)) => x.ctor == y.ctor && x.args == y.args,
+                (Regex::Seq(x), Regex::Seq(y)) | (Regex::Alt(x), Regex::Alt(y)) => {
+                    x.len() == y.len() && x.iter().zip(y).all(|(a, b)| eq(a, b))
+                }
+                (Regex::Star(x), Regex::Star(y))
+                | (Regex::Plus(x), Regex::Plus(y))
+                | (Regex::Opt(x), Regex::Opt(y)) => eq(x, y),
+                _ => false,
+            }
+        }
+        let domains = |g: &Grammar| {
+            g.domains
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        self.keys.len() == other.keys.len()
+            && self
+                .keys
+                .iter()
+                .zip(&other.keys)
+                .all(|(a, b)| a.name == b.name && a.sorts == b.sorts)
+            && domains(self) == domains(other)
+            && eq(&self.root, &other.root)
+            && self.productions.len() == other.productions.len()
+            && self
+                .productions
+                .iter()
+                .zip(&other.productions)
+                .all(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) => {
+                        a.ctor == b.ctor && a.params == b.params && eq(&a.rhs, &b.rhs)
+                    }
+                    (None, None) => true,
+                    _ => false,
+                })
+            && self.writes.len() == other.writes.len()
+            && self.writes.iter().zip(&other.writes).all(|(a, b)| {
+                a.op == b.op
+                    && a.writer == b.writer
+                    && a.key.ctor == b.key.ctor
+                    && a.key.args == b.key.args
+            })
+    }
+}
+
 /// Whether `s` is read back as one name (letters, digits, `_`, then primes; not `eps`).
 pub fn is_name(s: &str) -> bool {
     let body = s.trim_end_matches('\'');

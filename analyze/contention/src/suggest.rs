@@ -76,7 +76,7 @@ fn recheck_printed(
     let Ok(printed) = parse(&source) else {
         return Ok(None);
     };
-    if printed.canonical() != schema.canonical() {
+    if !printed.same_schema(&schema) {
         return Ok(None);
     }
     if symbolic::check_with(&printed, limits)?.is_some() {

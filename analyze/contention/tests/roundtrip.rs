@@ -181,6 +181,7 @@ proptest! {
         let printed = g.to_source();
         let back = parse(&printed).map_err(|e| TestCaseError::fail(format!("{e}\n{printed}")))?;
         prop_assert_eq!(back.canonical(), g.canonical(), "{}\nprinted:\n{}", src, printed);
+        prop_assert!(back.same_schema(&g));
     }
 
     #[test]
@@ -295,4 +296,22 @@ fn quoted_domain_names_are_printed_quoted() {
     );
     let back = parse(&s.source).expect("the suggestion parses");
     assert_eq!(back.domains["user"], vec!["Alice Smith", "Bob", "eps"]);
+}
+
+#[test]
+fn same_schema_tells_different_schemas_apart() {
+    let a = parse(ARTICLES).unwrap();
+    for (from, to) in [
+        ("comments(u', a)*", "comments(u', a)+"),
+        ("comments(u', a)*", "comments(u'', a)*"),
+        ("put_u(tags(u, t))", "del_u(tags(u, t))"),
+        ("tags(u, t) ::= eps", "tags(v, t) ::= eps"),
+    ] {
+        let b = parse(&ARTICLES.replace(from, to)).unwrap();
+        assert!(!a.same_schema(&b), "{from} -> {to}");
+        assert_ne!(a.canonical(), b.canonical(), "{from} -> {to}");
+    }
+    // Places and spacing do not matter.
+    let c = parse(&ARTICLES.replace("root ::= users(u)", "\n\nroot ::=   users(u)")).unwrap();
+    assert!(a.same_schema(&c));
 }
