@@ -205,6 +205,7 @@ fn a_time_limit_before_the_verdict_says_so() {
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["error"]["kind"], "time-limit", "{v}");
-    let bad = tern(&["analyze", "contention", "x.mc", "--time-limit", "-1"]);
+    let bad = tern(&["analyze", "contention", "x.mc", "--time-limit", "0"]);
     assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--time-limit takes a positive number"));
 }

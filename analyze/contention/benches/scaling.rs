@@ -18,6 +18,8 @@ use std::time::Instant;
 
 use tern_contention::synthetic::{Shape, schema};
 
+mod baseline_finite;
+
 fn peak_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -73,8 +75,37 @@ fn run_case(shape: &str, kinds: usize, variant: &str) {
     );
 }
 
+/// The finite cross-check alone, new against the baseline (the code before,
+/// `baseline_finite.rs`) on one schema of the `tasks` family: prints
+/// `kinds,variant,keys,new_s,baseline_s,ratio`.
+fn run_finite(kinds: usize, variant: &str) {
+    let src = schema(Shape::Tasks, kinds, variant == "unsafe");
+    let g = tern_contention::parse(&src).unwrap();
+    let d = tern_contention::Domains::new(&g, tern_contention::Domains::sufficient(&g));
+    let t = Instant::now();
+    let new = tern_contention::finite::check(&g, &d);
+    let new_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let old = baseline_finite::check(&g, &d);
+    let old_s = t.elapsed().as_secs_f64();
+    assert_eq!(
+        new.safe(),
+        old,
+        "new and baseline disagree on tasks {kinds} {variant}"
+    );
+    println!(
+        "{kinds},{variant},{},{new_s:.4},{old_s:.4},{:.0}",
+        new.alphabet,
+        old_s / new_s.max(1e-9)
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--finite") {
+        run_finite(args[i + 1].parse().unwrap(), &args[i + 2]);
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--case") {
         run_case(&args[i + 1], args[i + 2].parse().unwrap(), &args[i + 3]);
         return;

@@ -84,18 +84,24 @@ async fn contention(ctx: &Ctx, args: &ContentionArgs) -> anyhow::Result<u8> {
     let file = args.file.clone();
     let cancel = ctx.cancel.clone();
     let deadline = limit.map(|l| Instant::now() + l);
-    let work = tokio::task::spawn_blocking(move || {
-        let is_cancelled = || cancel.is_cancelled();
-        let limits = Limits::none()
-            .with_cancel(&is_cancelled)
-            .with_deadline(deadline);
-        check(&file, &limits)
-    });
+    // A thread of its own (not tokio's blocking pool, which the runtime waits
+    // for on exit): after a signal the command returns at once.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("tern-contention".into())
+        .spawn(move || {
+            let is_cancelled = || cancel.is_cancelled();
+            let limits = Limits::none()
+                .with_cancel(&is_cancelled)
+                .with_deadline(deadline);
+            let _ = tx.send(check(&file, &limits));
+        })
+        .map_err(|e| anyhow::anyhow!("cannot start the analysis: {e}"))?;
     // Wait for the check, or for a signal (which a non-polling phase would not see).
-    let mut work = std::pin::pin!(work);
+    let mut rx = std::pin::pin!(rx);
     let result = loop {
         tokio::select! {
-            r = &mut work => break r.map_err(|e| anyhow::anyhow!("the analysis failed: {e}"))?,
+            r = &mut rx => break r.map_err(|_| anyhow::anyhow!("the analysis failed"))?,
             () = tokio::time::sleep(Duration::from_millis(50)) => {
                 if ctx.cancel.is_cancelled() {
                     break Err(Failure::Interrupted);
