@@ -254,7 +254,7 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
         Command::Lock(args) => cmd::info::lock(ctx, args).await,
         Command::Import(args) => cmd::data::import(ctx, args).await,
         Command::Export(args) => cmd::data::export(ctx, args).await.context("export failed"),
-        Command::Analyze(args) => cmd::analyze::run(ctx, args),
+        Command::Analyze(args) => cmd::analyze::run(ctx, args).await,
         Command::Advise(args) => cmd::advise::run(args).await,
         Command::Abandon => cmd::abandon::abandon(ctx).await,
         Command::Completions(args) => cmd::generate::completions(args),

@@ -12,15 +12,27 @@ pub fn watch(cancel: CancelFlag) {
         let Some(first) = next_signal().await else {
             return;
         };
-        eprintln!(
-            "{first}: finishing the current batch and writing its checkpoint (send it again to stop at once)"
-        );
+        let (stopping, stopped) = MESSAGES.get().copied().unwrap_or((
+            "finishing the current batch and writing its checkpoint",
+            "stopped; the last checkpoint holds, `tern up` resumes from it",
+        ));
+        eprintln!("{first}: {stopping} (send it again to stop at once)");
         cancel.cancel();
         if next_signal().await.is_some() {
-            eprintln!("stopped; the last checkpoint holds, `tern up` resumes from it");
+            eprintln!("{stopped}");
             std::process::exit(130);
         }
     });
+}
+
+/// What the first and the second signal print, for commands that are not
+/// migrations (the default speaks of batches and checkpoints).
+static MESSAGES: std::sync::OnceLock<(&'static str, &'static str)> = std::sync::OnceLock::new();
+
+/// Sets what the first signal (`stopping`) and the second (`stopped`)
+/// print; the first call wins.
+pub fn set_messages(stopping: &'static str, stopped: &'static str) {
+    let _ = MESSAGES.set((stopping, stopped));
 }
 
 /// Waits for Ctrl-C or SIGTERM and names it; `None` if neither can be watched.

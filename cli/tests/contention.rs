@@ -77,3 +77,135 @@ fn a_bad_file_is_an_error_naming_file_line_col() {
     let missing = tern(&["analyze", "contention", "/nonexistent/x.mc"]);
     assert_eq!(missing.status.code(), Some(1));
 }
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let f = dir.join(name);
+    std::fs::write(&f, bytes).unwrap();
+    f
+}
+
+#[test]
+fn a_file_starting_with_a_byte_order_mark_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(std::fs::read(example("user.mc")).unwrap());
+    let f = write(dir.path(), "bom.mc", &bytes);
+    let out = tern(&["analyze", "contention", f.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_an_error_at_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "latin1.mc",
+        b"key users(user)\nroot ::= users(u)\n# caf\xE9\nusers(u) ::= eps\n",
+    );
+    let out = tern(&["analyze", "contention", f.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("latin1.mc:3:6: the file is not UTF-8 (byte 0xE9)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn json_errors_are_a_json_object_on_stdout_with_the_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "bad.mc",
+        b"key users(user)\nroot ::= user(u)\nusers(u) ::= eps\n",
+    );
+    let out = tern(&["analyze", "contention", f.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["exit_code"], 1);
+    assert_eq!(v["error"]["kind"], "input");
+    assert_eq!(v["error"]["line"], 2);
+    assert_eq!(v["error"]["col"], 10);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown key constructor `user`"),
+        "{v}"
+    );
+    let missing = tern(&["analyze", "contention", "/nonexistent/x.mc", "--json"]);
+    assert_eq!(missing.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&missing.stdout).unwrap();
+    assert_eq!(v["exit_code"], 1);
+    assert!(v["error"]["line"].is_null());
+}
+
+/// A schema big enough that the check runs for seconds (debug build).
+fn big(dir: &Path) -> PathBuf {
+    let src = tern_contention::synthetic::schema(
+        tern_contention::synthetic::Shape::Forest,
+        200_000,
+        true,
+    );
+    write(dir, "big.mc", src.as_bytes())
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_and_ctrl_c_stop_the_check_promptly_with_exit_130() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let f = big(dir.path());
+    for (signal, after) in [("-TERM", 300), ("-INT", 1500)] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(["analyze", "contention", f.to_str().unwrap()])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(after));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the check ended before the signal: make the input bigger"
+        );
+        let sent = Instant::now();
+        let kill = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let out = child.wait_with_output().unwrap();
+        let took = sent.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{signal}: {err}");
+        assert!(took < Duration::from_secs(2), "{signal}: took {took:?}");
+        assert!(err.contains("stopping the analysis"), "{err}");
+        assert!(err.contains("stopped before a verdict"), "{err}");
+    }
+}
+
+#[test]
+fn a_time_limit_before_the_verdict_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = big(dir.path());
+    let out = tern(&[
+        "analyze",
+        "contention",
+        f.to_str().unwrap(),
+        "--time-limit",
+        "0.001",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "time-limit", "{v}");
+    let bad = tern(&["analyze", "contention", "x.mc", "--time-limit", "0"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--time-limit takes a positive number"));
+}

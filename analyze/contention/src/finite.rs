@@ -6,11 +6,12 @@
 //! reachable pairs (q_σ, S) where S is the set of A_w states the same tree
 //! can reach. L(A_s) ⊄ L(A_w) iff a pair (q_φ, ∅) is reachable with q_φ final.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use serde::Serialize;
 
 use crate::grammar::{Grammar, Template, Term, USER_SORT, show_key};
+use crate::limits::{Limits, Poll, Stop};
 use crate::nfa::Nfa;
 
 /// The finite value set of each sort.
@@ -28,24 +29,29 @@ impl Domains {
         let mut out = BTreeMap::new();
         for sort in g.sorts() {
             let c = consts.get(&sort).cloned().unwrap_or_default();
+            let taken: HashSet<&str> = c.iter().map(String::as_str).collect();
             let mut vals = c.clone();
-            let mut names: Vec<String> = g.domains.get(&sort).cloned().unwrap_or_default();
+            let declared: Vec<String> = g.domains.get(&sort).cloned().unwrap_or_default();
+            let mut used: HashSet<String> = declared.iter().cloned().collect();
+            let mut fresh_names: Vec<String> = declared
+                .into_iter()
+                .filter(|v| !taken.contains(v.as_str()))
+                .take(fresh)
+                .collect();
             let prefix = if sort == USER_SORT {
                 "user"
             } else {
                 sort.as_str()
             };
             let mut n = 1;
-            while names.iter().filter(|v| !c.contains(v)).count() < fresh {
+            while fresh_names.len() < fresh {
                 let name = format!("{prefix}{n}");
                 n += 1;
-                if !names.contains(&name) {
-                    names.push(name);
+                if !taken.contains(name.as_str()) && used.insert(name.clone()) {
+                    fresh_names.push(name);
                 }
             }
-            for v in names.into_iter().filter(|v| !c.contains(v)).take(fresh) {
-                vals.push(v);
-            }
+            vals.extend(fresh_names);
             out.insert(sort, vals);
         }
         Domains(out)
@@ -63,16 +69,29 @@ impl Domains {
 
     /// The number of keys (Σ) these domains give.
     pub fn alphabet_size(&self, g: &Grammar) -> usize {
-        g.keys
-            .iter()
-            .map(|k| {
-                k.sorts
-                    .iter()
-                    .map(|s| self.0.get(s).map_or(0, Vec::len))
-                    .product::<usize>()
-            })
-            .sum()
+        size_of(g, |s| self.0.get(s).map_or(0, Vec::len))
     }
+
+    /// The alphabet size and the number of users `Domains::new(g, fresh)`
+    /// would give, without building them (a huge grammar is refused cheaply).
+    pub fn estimate(g: &Grammar, fresh: usize) -> (usize, usize) {
+        let consts = g.constants();
+        let count = |s: &str| consts.get(s).map_or(0, Vec::len).saturating_add(fresh);
+        (size_of(g, count), count(USER_SORT))
+    }
+}
+
+/// Σ over the keys of the product of their sorts' value counts (saturating).
+fn size_of(g: &Grammar, count: impl Fn(&str) -> usize) -> usize {
+    g.keys
+        .iter()
+        .map(|k| {
+            k.sorts
+                .iter()
+                .map(|s| count(s))
+                .fold(1usize, usize::saturating_mul)
+        })
+        .fold(0usize, usize::saturating_add)
 }
 
 /// A concrete entity-group tree: keys with their children.
@@ -84,6 +103,11 @@ pub struct Tree {
     pub values: Vec<String>,
     /// The children, in order.
     pub children: Vec<Tree>,
+    /// The children are not shown: the tree is deeper or larger than
+    /// [`MAX_TREE_DEPTH`] / [`MAX_TREE_NODES`] allow, and this node's smallest
+    /// valid subtree goes on below. A cut tree is not itself a valid group.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
 }
 
 impl Tree {
@@ -93,6 +117,7 @@ impl Tree {
             kind: kind.to_owned(),
             values: values.iter().map(|v| (*v).to_owned()).collect(),
             children,
+            cut: false,
         }
     }
 
@@ -131,8 +156,21 @@ fn matches(t: &Template, values: &[String], b: &Binding) -> Option<Binding> {
 
 /// The users who may write a key (A_w's rules `q_u ← k(q_u*)` for this label).
 pub fn writers(g: &Grammar, d: &Domains, ctor: usize, values: &[String]) -> Vec<String> {
+    let all: Vec<usize> = (0..g.writes.len())
+        .filter(|&i| g.writes[i].key.ctor == ctor)
+        .collect();
+    writers_among(g, d, &all, values)
+}
+
+/// [`writers`] over the given update expressions (those of the key's constructor).
+pub(crate) fn writers_among(
+    g: &Grammar,
+    d: &Domains,
+    writes: &[usize],
+    values: &[String],
+) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for w in g.writes.iter().filter(|w| w.key.ctor == ctor) {
+    for w in writes.iter().filter_map(|&i| g.writes.get(i)) {
         let Some(b) = matches(&w.key, values, &Binding::new()) else {
             continue;
         };
@@ -175,101 +213,416 @@ impl FiniteResult {
 /// Per key: each reachable A_w state set with the (child key, child set) sequence that first gave it.
 type Reach = Vec<Vec<(u128, Vec<(usize, u128)>)>>;
 
-/// An exploration node: NFA state, running set, predecessor node and the child read.
-type Node = (usize, u128, Option<(usize, (usize, u128))>);
-
-struct Alphabet {
-    keys: Vec<(usize, Vec<String>)>,
-}
-
-fn alphabet(g: &Grammar, d: &Domains) -> Alphabet {
-    let mut keys = Vec::new();
-    for (ctor, k) in g.keys.iter().enumerate() {
-        let mut tuples: Vec<Vec<String>> = vec![Vec::new()];
-        for s in &k.sorts {
-            let vals = d.0.get(s).cloned().unwrap_or_default();
-            tuples = tuples
-                .into_iter()
-                .flat_map(|t| {
-                    vals.iter().map(move |v| {
-                        let mut t = t.clone();
-                        t.push(v.clone());
-                        t
-                    })
-                })
-                .collect();
-        }
-        keys.extend(tuples.into_iter().map(|t| (ctor, t)));
-    }
-    Alphabet { keys }
-}
+/// The distinct A_w state sets of the children an atom stands for, each with one child that has it.
+type Letters = Vec<(u128, usize)>;
 
 /// The most users the finite check handles (one bit each).
 pub const MAX_USERS: usize = 128;
 
-/// Runs the paper's algorithm over the given domains (at most [`MAX_USERS`] users).
-pub fn check(g: &Grammar, d: &Domains) -> FiniteResult {
-    let sigma = alphabet(g, d);
-    let users = &d.users()[..d.users().len().min(MAX_USERS)];
-    // A_w: the writers of each key, as a bit set over `users`.
-    let mut wmask = Vec::with_capacity(sigma.keys.len());
-    let mut ambiguous = None;
-    for (ctor, vals) in &sigma.keys {
-        let who = writers(g, d, *ctor, vals);
-        if who.len() > 1 && ambiguous.is_none() {
-            ambiguous = Some((show_values(g.name(*ctor), vals), who.clone()));
+/// A template argument, compiled against the domains: a value (a constant),
+/// the parent's i-th parameter, or the k-th free variable of the template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arg {
+    Fixed(usize),
+    Param(usize),
+    Free(usize),
+}
+
+/// A template compiled to value indexes: matching is index comparison, with
+/// no map copied per call.
+#[derive(Debug, Clone)]
+struct Compiled {
+    ctor: usize,
+    args: Vec<Arg>,
+    /// The sort of each free variable.
+    free_sorts: Vec<usize>,
+    /// False when a constant is not in its sort's domain (matches nothing).
+    possible: bool,
+}
+
+/// The instantiated alphabet Σ: the keys of constructor `c` are the indexes
+/// `base[c] ..` in row-major order of their value indexes.
+struct Sigma<'d> {
+    base: Vec<usize>,
+    /// The sort of each argument, per constructor.
+    sorts: Vec<Vec<usize>>,
+    /// The values of each sort.
+    vals: Vec<&'d [String]>,
+    /// The index of each value, per sort.
+    index: Vec<HashMap<&'d str, usize>>,
+    len: usize,
+}
+
+impl<'d> Sigma<'d> {
+    fn new(g: &Grammar, d: &'d Domains) -> Sigma<'d> {
+        let sort_names = g.sorts();
+        let sort_of: HashMap<&str, usize> = sort_names
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.as_str(), i))
+            .collect();
+        let vals: Vec<&[String]> = sort_names
+            .iter()
+            .map(|s| d.0.get(s).map_or(&[][..], Vec::as_slice))
+            .collect();
+        let index = vals
+            .iter()
+            .map(|vs| {
+                vs.iter()
+                    .enumerate()
+                    .map(|(i, v)| (v.as_str(), i))
+                    .collect()
+            })
+            .collect();
+        let mut base = Vec::with_capacity(g.keys.len());
+        let mut sorts = Vec::with_capacity(g.keys.len());
+        let mut len = 0usize;
+        for k in &g.keys {
+            base.push(len);
+            let ss: Vec<usize> = k
+                .sorts
+                .iter()
+                .map(|s| sort_of.get(s.as_str()).copied().unwrap_or(0))
+                .collect();
+            len = len.saturating_add(
+                ss.iter()
+                    .map(|&s| vals[s].len())
+                    .fold(1usize, usize::saturating_mul),
+            );
+            sorts.push(ss);
         }
-        let mut m = 0u128;
-        for u in &who {
-            if let Some(i) = users.iter().position(|x| x == u) {
-                m |= 1 << i;
+        Sigma {
+            base,
+            sorts,
+            vals,
+            index,
+            len,
+        }
+    }
+
+    /// The constructor of key `i`.
+    fn ctor_of(&self, i: usize) -> usize {
+        self.base.partition_point(|&b| b <= i).saturating_sub(1)
+    }
+
+    /// The value indexes of key `i` of constructor `c`.
+    fn decode(&self, c: usize, i: usize) -> Vec<usize> {
+        let mut rest = i - self.base[c];
+        let mut out = vec![0; self.sorts[c].len()];
+        for (j, &s) in self.sorts[c].iter().enumerate().rev() {
+            let n = self.vals[s].len().max(1);
+            out[j] = rest % n;
+            rest /= n;
+        }
+        out
+    }
+
+    fn encode(&self, c: usize, v: &[usize]) -> usize {
+        let mut i = 0;
+        for (j, &s) in self.sorts[c].iter().enumerate() {
+            i = i * self.vals[s].len() + v[j];
+        }
+        self.base[c] + i
+    }
+
+    fn values(&self, c: usize, v: &[usize]) -> Vec<String> {
+        v.iter()
+            .zip(&self.sorts[c])
+            .map(|(&x, &s)| self.vals[s][x].clone())
+            .collect()
+    }
+
+    /// Compiles a template whose variables in `params` are the parent's.
+    fn compile(&self, t: &Template, params: &[String]) -> Compiled {
+        let mut free: Vec<&str> = Vec::new();
+        let mut free_sorts = Vec::new();
+        let mut possible = true;
+        let args = t
+            .args
+            .iter()
+            .enumerate()
+            .map(|(j, a)| {
+                let sort = self.sorts[t.ctor][j];
+                match a {
+                    Term::Const(c) => match self.index[sort].get(c.as_str()) {
+                        Some(&v) => Arg::Fixed(v),
+                        None => {
+                            possible = false;
+                            Arg::Fixed(0)
+                        }
+                    },
+                    Term::Var(x) => match params.iter().position(|p| p == x) {
+                        Some(i) => Arg::Param(i),
+                        None => match free.iter().position(|f| f == x) {
+                            Some(k) => Arg::Free(k),
+                            None => {
+                                free.push(x);
+                                free_sorts.push(sort);
+                                Arg::Free(free.len() - 1)
+                            }
+                        },
+                    },
+                }
+            })
+            .collect();
+        Compiled {
+            ctor: t.ctor,
+            args,
+            free_sorts,
+            possible,
+        }
+    }
+
+    /// Calls `f` with every key matching `t` under parent values `parent`.
+    fn each_match(&self, t: &Compiled, parent: &[usize], mut f: impl FnMut(usize)) -> Option<()> {
+        if !t.possible || self.sorts[t.ctor].iter().any(|&s| self.vals[s].is_empty()) {
+            return Some(());
+        }
+        let dims: Vec<usize> = t.free_sorts.iter().map(|&s| self.vals[s].len()).collect();
+        let mut free = vec![0usize; dims.len()];
+        let mut key = vec![0usize; t.args.len()];
+        loop {
+            for (j, a) in t.args.iter().enumerate() {
+                key[j] = match *a {
+                    Arg::Fixed(v) => v,
+                    Arg::Param(i) => *parent.get(i)?,
+                    Arg::Free(k) => free[k],
+                };
+            }
+            f(self.encode(t.ctor, &key));
+            // The next assignment of the free variables (an odometer).
+            let mut k = 0;
+            loop {
+                if k == dims.len() {
+                    return Some(());
+                }
+                free[k] += 1;
+                if free[k] < dims[k] {
+                    break;
+                }
+                free[k] = 0;
+                k += 1;
             }
         }
-        wmask.push(m);
     }
-    let alphabet = sigma.keys.len();
+
+    /// The writers (user value indexes) of key `v` of constructor `c`.
+    fn writers(&self, g: &Grammar, writes: &[(Compiled, Writer)], v: &[usize]) -> Vec<usize> {
+        let mut out: Vec<usize> = Vec::new();
+        let mut bound: Vec<Option<usize>> = Vec::new();
+        for (t, who) in writes {
+            if !t.possible {
+                continue;
+            }
+            bound.clear();
+            bound.resize(t.free_sorts.len(), None);
+            let ok = t.args.iter().zip(v).all(|(a, &x)| match *a {
+                Arg::Fixed(f) => f == x,
+                Arg::Param(_) => true,
+                Arg::Free(k) => match bound[k] {
+                    Some(have) => have == x,
+                    None => {
+                        bound[k] = Some(x);
+                        true
+                    }
+                },
+            });
+            if !ok {
+                continue;
+            }
+            let mut add = |u: usize| {
+                if !out.contains(&u) {
+                    out.push(u);
+                }
+            };
+            match who {
+                Writer::User(u) => add(*u),
+                Writer::Slot(k) => {
+                    if let Some(Some(u)) = bound.get(*k) {
+                        add(*u);
+                    }
+                }
+                Writer::Any => (0..self.vals[0].len()).for_each(add),
+            }
+        }
+        let _ = g;
+        out
+    }
+}
+
+/// The writer of a compiled update expression.
+#[derive(Debug, Clone, Copy)]
+enum Writer {
+    /// A user value (a constant writer).
+    User(usize),
+    /// The value of a free variable of the key.
+    Slot(usize),
+    /// Any user (the writer is not in the key).
+    Any,
+}
+
+/// Runs the paper's algorithm over the given domains (at most [`MAX_USERS`] users).
+pub fn check(g: &Grammar, d: &Domains) -> FiniteResult {
+    match check_with(g, d, &Limits::none()) {
+        Ok(r) => r,
+        Err(_) => FiniteResult {
+            alphabet: 0,
+            ambiguous: None,
+            contained: None,
+            counterexample: None,
+        },
+    }
+}
+
+/// [`check`] that stops at `limits`.
+///
+/// # Errors
+/// [`Stop`] when cancelled or past the deadline.
+pub fn check_with(g: &Grammar, d: &Domains, limits: &Limits<'_>) -> Result<FiniteResult, Stop> {
+    let mut poll = Poll::new(limits);
+    let sigma = Sigma::new(g, d);
+    let alphabet = sigma.len;
+    // The user sort is sort 0 (`Grammar::sorts` puts it first).
+    let users = sigma.vals[0].len().min(MAX_USERS);
+    let by_ctor = g.writes_by_ctor();
+    let writes: Vec<Vec<(Compiled, Writer)>> = by_ctor
+        .iter()
+        .map(|ws| {
+            ws.iter()
+                .map(|&i| {
+                    let w = &g.writes[i];
+                    let t = sigma.compile(&w.key, &[]);
+                    let who = match &w.writer {
+                        Term::Const(c) => sigma.index[0]
+                            .get(c.as_str())
+                            .map_or(Writer::Any, |&u| Writer::User(u)),
+                        Term::Var(x) => {
+                            let mut slot = None;
+                            for (a, arg) in w.key.args.iter().zip(&t.args) {
+                                if let (Term::Var(y), Arg::Free(k)) = (a, arg)
+                                    && y == x
+                                {
+                                    slot = Some(*k);
+                                }
+                            }
+                            slot.map_or(Writer::Any, Writer::Slot)
+                        }
+                    };
+                    (t, who)
+                })
+                .collect()
+        })
+        .collect();
+    // A_w: the writers of each key, as a bit set over the first MAX_USERS users.
+    let mut wmask = Vec::with_capacity(alphabet);
+    let mut ambiguous = None;
+    for (c, ws) in writes.iter().enumerate() {
+        let n = if c + 1 < g.keys.len() {
+            sigma.base[c + 1]
+        } else {
+            alphabet
+        } - sigma.base[c];
+        for i in 0..n {
+            poll.tick()?;
+            let v = sigma.decode(c, sigma.base[c] + i);
+            let who = sigma.writers(g, ws, &v);
+            if who.len() > 1 && ambiguous.is_none() {
+                ambiguous = Some((
+                    show_values(g.name(c), &sigma.values(c, &v)),
+                    who.iter().map(|&u| sigma.vals[0][u].clone()).collect(),
+                ));
+            }
+            let mut m = 0u128;
+            for &u in &who {
+                if u < users {
+                    m |= 1 << u;
+                }
+            }
+            wmask.push(m);
+        }
+    }
     if ambiguous.is_some() {
-        return FiniteResult {
+        return Ok(FiniteResult {
             alphabet,
             ambiguous,
             contained: None,
             counterexample: None,
-        };
+        });
     }
-    // A_s: for each key σ and each atom occurrence of its production, the
-    // keys τ whose state q_τ the occurrence stands for (the `|_{x∈X}` expansion).
-    let nfas: Vec<Option<Nfa>> = (0..g.keys.len())
-        .map(|c| g.production(c).map(|p| Nfa::new(&p.rhs)))
+    // A_s: each production's horizontal NFA with its ε-closures, and each
+    // atom occurrence compiled against the production's parameters.
+    let nfas: Vec<Option<(Nfa, Vec<Vec<usize>>)>> = (0..g.keys.len())
+        .map(|c| {
+            g.production(c).map(|p| {
+                let nfa = Nfa::new(&p.rhs);
+                let closures = (0..nfa.atom.len()).map(|s| nfa.closure(&[s])).collect();
+                (nfa, closures)
+            })
+        })
         .collect();
-    let mut letters: Vec<HashMap<usize, Vec<usize>>> = Vec::with_capacity(alphabet);
-    for (ctor, vals) in &sigma.keys {
-        let mut per_occ = HashMap::new();
-        if let Some(p) = g.production(*ctor) {
-            let b: Binding = p.params.iter().cloned().zip(vals.iter().cloned()).collect();
-            p.rhs.visit(&mut |occ, t| {
-                let ids: Vec<usize> = sigma
-                    .keys
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (c, v))| *c == t.ctor && matches(t, v, &b).is_some())
-                    .map(|(i, _)| i)
-                    .collect();
-                per_occ.insert(occ, ids);
-            });
-        }
-        letters.push(per_occ);
+    let mut atoms: HashMap<usize, Compiled> = HashMap::new();
+    for p in g.productions.iter().flatten() {
+        p.rhs.visit(&mut |occ, t| {
+            atoms.insert(occ, sigma.compile(t, &p.params));
+        });
     }
-    // The product: reachable (σ, S) pairs with the children that first gave them.
+    let order = children_first(g);
+    // The product: reachable (σ, S) pairs with the children that first gave
+    // them, round after round (children first) until nothing changes.
     let mut reach: Reach = vec![Vec::new(); alphabet];
     loop {
         let mut changed = false;
-        for s in 0..alphabet {
-            let ctor = sigma.keys[s].0;
-            let Some(nfa) = &nfas[ctor] else { continue };
-            for (mask, kids) in explore(nfa, &letters[s], &reach, wmask[s]) {
-                if !reach[s].iter().any(|(m, _)| *m == mask) {
-                    reach[s].push((mask, kids));
-                    changed = true;
+        // Per occurrence and parent values used: the distinct A_w sets of the
+        // matching children, each with one child that has it.
+        let mut memo: HashMap<(usize, Vec<usize>), Letters> = HashMap::new();
+        for &c in &order {
+            let Some((nfa, closures)) = &nfas[c] else {
+                continue;
+            };
+            let n = if c + 1 < g.keys.len() {
+                sigma.base[c + 1]
+            } else {
+                alphabet
+            } - sigma.base[c];
+            for i in 0..n {
+                poll.tick()?;
+                let s = sigma.base[c] + i;
+                let v = sigma.decode(c, s);
+                let found = explore(
+                    (nfa, closures),
+                    &mut |occ| {
+                        let Some(t) = atoms.get(&occ) else {
+                            return Vec::new();
+                        };
+                        let proj: Vec<usize> = t
+                            .args
+                            .iter()
+                            .filter_map(|a| match a {
+                                Arg::Param(i) => v.get(*i).copied(),
+                                _ => None,
+                            })
+                            .collect();
+                        memo.entry((occ, proj))
+                            .or_insert_with(|| {
+                                let mut out: Vec<(u128, usize)> = Vec::new();
+                                sigma.each_match(t, &v, |tau| {
+                                    for (m, _) in &reach[tau] {
+                                        if !out.iter().any(|(x, _)| x == m) {
+                                            out.push((*m, tau));
+                                        }
+                                    }
+                                });
+                                out
+                            })
+                            .clone()
+                    },
+                    wmask[s],
+                );
+                for (mask, kids) in found {
+                    if !reach[s].iter().any(|(m, _)| *m == mask) {
+                        reach[s].push((mask, kids));
+                        changed = true;
+                    }
                 }
             }
         }
@@ -278,57 +631,99 @@ pub fn check(g: &Grammar, d: &Domains) -> FiniteResult {
         }
     }
     // Final states: q_φ for every key φ matching an atom of `root`.
-    let roots: Vec<usize> = (0..alphabet)
-        .filter(|&i| {
-            let (c, v) = &sigma.keys[i];
-            g.root
-                .atoms()
-                .iter()
-                .any(|t| t.ctor == *c && matches(t, v, &Binding::new()).is_some())
-        })
-        .collect();
+    let mut roots: Vec<usize> = Vec::new();
+    for t in g.root.atoms() {
+        let t = sigma.compile(t, &[]);
+        sigma.each_match(&t, &[], |i| roots.push(i));
+    }
+    roots.sort_unstable();
+    roots.dedup();
     let bad = roots
         .iter()
         .find_map(|&r| reach[r].iter().any(|(m, _)| *m == 0).then_some(r));
-    let counterexample = bad.map(|r| build_tree(g, &sigma, &reach, r, 0));
-    FiniteResult {
+    let counterexample = bad.map(|r| {
+        let mut budget = MAX_TREE_NODES;
+        build_tree(g, &sigma, &reach, (r, 0), 0, &mut budget)
+    });
+    Ok(FiniteResult {
         alphabet,
         ambiguous: None,
         contained: Some(bad.is_none()),
         counterexample,
+    })
+}
+
+/// The constructors, children before parents where the grammar allows
+/// (a depth-first post-order, without recursion), so that one round of the
+/// product construction sees most children's sets before their parents.
+fn children_first(g: &Grammar) -> Vec<usize> {
+    let n = g.keys.len();
+    let kids: Vec<Vec<usize>> = (0..n)
+        .map(|c| {
+            let mut v: Vec<usize> = Vec::new();
+            if let Some(p) = g.production(c) {
+                p.rhs.visit(&mut |_, t| v.push(t.ctor));
+            }
+            v.sort_unstable();
+            v.dedup();
+            v
+        })
+        .collect();
+    let mut state = vec![0u8; n];
+    let mut out = Vec::with_capacity(n);
+    for start in 0..n {
+        if state[start] != 0 {
+            continue;
+        }
+        let mut stack = vec![(start, 0usize)];
+        state[start] = 1;
+        while let Some((c, i)) = stack.pop() {
+            if let Some(&k) = kids[c].get(i) {
+                stack.push((c, i + 1));
+                if state[k] == 0 {
+                    state[k] = 1;
+                    stack.push((k, 0));
+                }
+            } else {
+                state[c] = 2;
+                out.push(c);
+            }
+        }
     }
+    out
 }
 
 /// All A_w state sets a node σ can get, with a child sequence giving each:
-/// a breadth-first walk over (NFA state, running intersection).
+/// a breadth-first walk over (NFA state, running intersection). `letters`
+/// gives, for an atom occurrence, the distinct sets of the children it stands for.
 fn explore(
-    nfa: &Nfa,
-    letters: &HashMap<usize, Vec<usize>>,
-    reach: &Reach,
+    (nfa, closures): (&Nfa, &[Vec<usize>]),
+    letters: &mut impl FnMut(usize) -> Vec<(u128, usize)>,
     start_mask: u128,
 ) -> Vec<(u128, Vec<(usize, u128)>)> {
+    /// node: (nfa state, mask, predecessor node and the child read)
+    type Node = (usize, u128, Option<(usize, (usize, u128))>);
     let mut seen: HashMap<(usize, u128), usize> = HashMap::new();
-    // node: (nfa state, mask, predecessor node, child read)
     let mut nodes: Vec<Node> = Vec::new();
     let mut queue = VecDeque::new();
-    for s in nfa.closure(&[nfa.start]) {
+    for &s in closures.get(nfa.start).map_or(&[][..], Vec::as_slice) {
         if seen.insert((s, start_mask), nodes.len()).is_none() {
             nodes.push((s, start_mask, None));
             queue.push_back(nodes.len() - 1);
         }
     }
+    let mut cache: HashMap<usize, Vec<(u128, usize)>> = HashMap::new();
     while let Some(n) = queue.pop_front() {
         let (state, mask, _) = nodes[n];
         for &(occ, to) in &nfa.atom[state] {
-            for &tau in letters.get(&occ).map_or(&[][..], Vec::as_slice) {
-                for (m, _) in &reach[tau] {
-                    let nm = mask & m;
-                    for t in nfa.closure(&[to]) {
-                        if let std::collections::hash_map::Entry::Vacant(e) = seen.entry((t, nm)) {
-                            e.insert(nodes.len());
-                            nodes.push((t, nm, Some((n, (tau, *m)))));
-                            queue.push_back(nodes.len() - 1);
-                        }
+            let kids = cache.entry(occ).or_insert_with(|| letters(occ));
+            for &(m, tau) in kids.iter() {
+                let nm = mask & m;
+                for &t in closures.get(to).map_or(&[][..], Vec::as_slice) {
+                    if let std::collections::hash_map::Entry::Vacant(e) = seen.entry((t, nm)) {
+                        e.insert(nodes.len());
+                        nodes.push((t, nm, Some((n, (tau, m)))));
+                        queue.push_back(nodes.len() - 1);
                     }
                 }
             }
@@ -351,20 +746,39 @@ fn explore(
     out
 }
 
-fn build_tree(g: &Grammar, sigma: &Alphabet, reach: &Reach, s: usize, mask: u128) -> Tree {
-    let (ctor, vals) = &sigma.keys[s];
+/// The deepest a printed tree goes; below, a node is marked [`Tree::cut`].
+pub const MAX_TREE_DEPTH: usize = 64;
+/// The most nodes a printed tree has; past them, nodes are marked [`Tree::cut`].
+pub const MAX_TREE_NODES: usize = 2_000;
+
+fn build_tree(
+    g: &Grammar,
+    sigma: &Sigma<'_>,
+    reach: &Reach,
+    (s, mask): (usize, u128),
+    depth: usize,
+    budget: &mut usize,
+) -> Tree {
+    let c = sigma.ctor_of(s);
+    let vals = sigma.values(c, &sigma.decode(c, s));
+    *budget = budget.saturating_sub(1);
     let kids = reach[s]
         .iter()
         .find(|(m, _)| *m == mask)
         .map(|(_, k)| k.clone())
         .unwrap_or_default();
+    let cut = !kids.is_empty() && (depth + 1 >= MAX_TREE_DEPTH || *budget < kids.len());
     Tree {
-        kind: g.name(*ctor).to_owned(),
-        values: vals.clone(),
-        children: kids
-            .into_iter()
-            .map(|(t, m)| build_tree(g, sigma, reach, t, m))
-            .collect(),
+        kind: g.name(c).to_owned(),
+        values: vals,
+        children: if cut {
+            Vec::new()
+        } else {
+            kids.into_iter()
+                .map(|k| build_tree(g, sigma, reach, k, depth + 1, budget))
+                .collect()
+        },
+        cut,
     }
 }
 

@@ -1,7 +1,7 @@
 //! The grammar model: key constructors, templates, productions with regular
 //! expressions over templates, and update expressions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::error::Span;
 
@@ -212,11 +212,32 @@ impl Grammar {
     /// Every sort used, with `user` always first.
     pub fn sorts(&self) -> Vec<String> {
         let mut out = vec![USER_SORT.to_owned()];
+        let mut seen: HashSet<&str> = HashSet::from([USER_SORT]);
         for k in &self.keys {
             for s in &k.sorts {
-                if !out.contains(s) {
+                if seen.insert(s) {
                     out.push(s.clone());
                 }
+            }
+        }
+        out
+    }
+
+    /// The constructor of each key name.
+    pub fn ctor_index(&self) -> HashMap<&str, usize> {
+        self.keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.name.as_str(), i))
+            .collect()
+    }
+
+    /// The update expressions of each constructor (indexes into [`Grammar::writes`]).
+    pub fn writes_by_ctor(&self) -> Vec<Vec<usize>> {
+        let mut out = vec![Vec::new(); self.keys.len()];
+        for (i, w) in self.writes.iter().enumerate() {
+            if let Some(v) = out.get_mut(w.key.ctor) {
+                v.push(i);
             }
         }
         out
@@ -225,10 +246,10 @@ impl Grammar {
     /// The constants written in the file, per sort.
     pub fn constants(&self) -> BTreeMap<String, Vec<String>> {
         let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut seen: HashSet<(String, String)> = HashSet::new();
         let mut add = |sort: &str, c: &str| {
-            let v = out.entry(sort.to_owned()).or_default();
-            if !v.iter().any(|x| x == c) {
-                v.push(c.to_owned());
+            if seen.insert((sort.to_owned(), c.to_owned())) {
+                out.entry(sort.to_owned()).or_default().push(c.to_owned());
             }
         };
         let mut templates: Vec<&Template> = self.root.atoms();
@@ -262,6 +283,9 @@ impl Grammar {
             match r {
                 Regex::Eps => "eps".into(),
                 Regex::Atom(_, t) => g.show(t),
+                // One item, or none: what the parser reads back (see `canonical`).
+                Regex::Seq(v) | Regex::Alt(v) if v.len() == 1 => go(g, &v[0], prec),
+                Regex::Seq(v) if v.is_empty() => "eps".into(),
                 Regex::Seq(v) => {
                     let s = v.iter().map(|r| go(g, r, 2)).collect::<Vec<_>>().join(" ");
                     if prec > 1 { format!("({s})") } else { s }
@@ -289,6 +313,10 @@ impl Grammar {
             s.push_str(&format!("key {}({})\n", k.name, k.sorts.join(", ")));
         }
         for (sort, vals) in &self.domains {
+            if vals.is_empty() {
+                continue;
+            }
+            let vals: Vec<String> = vals.iter().map(|v| show_value(v)).collect();
             s.push_str(&format!("domain {sort} = {}\n", vals.join(", ")));
         }
         s.push_str(&format!("root ::= {}\n", self.show_regex(&self.root)));
@@ -315,6 +343,157 @@ impl Grammar {
             Term::Var(v) => format!("{op}_{v}({})", self.show(&w.key)),
             Term::Const(c) => format!("{op}_\"{c}\"({})", self.show(&w.key)),
         }
+    }
+}
+
+impl Grammar {
+    /// The grammar as the parser reads back its [`Grammar::to_source`]: no
+    /// places, atoms numbered in the order of the text (`root` first, then
+    /// the productions by constructor), one-item sequences and alternatives
+    /// as their item. Two grammars with equal canonical forms are the same schema.
+    pub fn canonical(&self) -> Grammar {
+        fn regex(r: &Regex, next: &mut usize) -> Regex {
+            match r {
+                Regex::Eps => Regex::Eps,
+                Regex::Atom(_, t) => {
+                    *next += 1;
+                    Regex::Atom(*next - 1, template(t))
+                }
+                Regex::Seq(v) if v.is_empty() => Regex::Eps,
+                Regex::Seq(v) | Regex::Alt(v) if v.len() == 1 => regex(&v[0], next),
+                Regex::Seq(v) => Regex::Seq(v.iter().map(|r| regex(r, next)).collect()),
+                Regex::Alt(v) => Regex::Alt(v.iter().map(|r| regex(r, next)).collect()),
+                Regex::Star(r) => Regex::Star(Box::new(regex(r, next))),
+                Regex::Plus(r) => Regex::Plus(Box::new(regex(r, next))),
+                Regex::Opt(r) => Regex::Opt(Box::new(regex(r, next))),
+            }
+        }
+        fn template(t: &Template) -> Template {
+            Template {
+                span: Span::default(),
+                ..t.clone()
+            }
+        }
+        let mut next = 0;
+        let root = regex(&self.root, &mut next);
+        let productions = self
+            .productions
+            .iter()
+            .map(|p| {
+                p.as_ref().map(|p| Production {
+                    rhs: regex(&p.rhs, &mut next),
+                    span: Span::default(),
+                    ..p.clone()
+                })
+            })
+            .collect();
+        Grammar {
+            keys: self
+                .keys
+                .iter()
+                .map(|k| KeyDecl {
+                    span: Span::default(),
+                    ..k.clone()
+                })
+                .collect(),
+            domains: self
+                .domains
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            root,
+            root_span: Span::default(),
+            productions,
+            writes: self
+                .writes
+                .iter()
+                .map(|w| WriteExpr {
+                    key: template(&w.key),
+                    span: Span::default(),
+                    ..w.clone()
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Grammar {
+    /// Whether two grammars are the same schema: [`Grammar::canonical`]
+    /// forms equal, compared in place (no copy of either).
+    pub fn same_schema(&self, other: &Grammar) -> bool {
+        fn norm(r: &Regex) -> &Regex {
+            match r {
+                Regex::Seq(v) | Regex::Alt(v) if v.len() == 1 => norm(&v[0]),
+                _ => r,
+            }
+        }
+        fn eq(a: &Regex, b: &Regex) -> bool {
+            match (norm(a), norm(b)) {
+                (Regex::Eps, Regex::Eps) => true,
+                (Regex::Seq(v), Regex::Eps) | (Regex::Eps, Regex::Seq(v)) => v.is_empty(),
+                (Regex::Atom(_, x), Regex::Atom(_, y)) => x.ctor == y.ctor && x.args == y.args,
+                (Regex::Seq(x), Regex::Seq(y)) | (Regex::Alt(x), Regex::Alt(y)) => {
+                    x.len() == y.len() && x.iter().zip(y).all(|(a, b)| eq(a, b))
+                }
+                (Regex::Star(x), Regex::Star(y))
+                | (Regex::Plus(x), Regex::Plus(y))
+                | (Regex::Opt(x), Regex::Opt(y)) => eq(x, y),
+                _ => false,
+            }
+        }
+        let domains = |g: &Grammar| {
+            g.domains
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        self.keys.len() == other.keys.len()
+            && self
+                .keys
+                .iter()
+                .zip(&other.keys)
+                .all(|(a, b)| a.name == b.name && a.sorts == b.sorts)
+            && domains(self) == domains(other)
+            && eq(&self.root, &other.root)
+            && self.productions.len() == other.productions.len()
+            && self
+                .productions
+                .iter()
+                .zip(&other.productions)
+                .all(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) => {
+                        a.ctor == b.ctor && a.params == b.params && eq(&a.rhs, &b.rhs)
+                    }
+                    (None, None) => true,
+                    _ => false,
+                })
+            && self.writes.len() == other.writes.len()
+            && self.writes.iter().zip(&other.writes).all(|(a, b)| {
+                a.op == b.op
+                    && a.writer == b.writer
+                    && a.key.ctor == b.key.ctor
+                    && a.key.args == b.key.args
+            })
+    }
+}
+
+/// Whether `s` is read back as one name (letters, digits, `_`, then primes; not `eps`).
+pub fn is_name(s: &str) -> bool {
+    let body = s.trim_end_matches('\'');
+    !body.is_empty()
+        && s != "eps"
+        && !body.starts_with('ε')
+        && body.chars().all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// A domain value as the parser reads it back: bare if it is a name, else quoted.
+pub fn show_value(v: &str) -> String {
+    if is_name(v) {
+        v.to_owned()
+    } else {
+        format!("\"{v}\"")
     }
 }
 

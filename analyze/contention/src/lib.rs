@@ -13,11 +13,13 @@ mod error;
 pub mod finite;
 pub mod grammar;
 mod lexer;
+mod limits;
 mod nfa;
 mod parser;
 pub mod render;
 mod suggest;
 pub mod symbolic;
+pub mod synthetic;
 mod witness;
 
 use serde::Serialize;
@@ -25,9 +27,10 @@ use serde::Serialize;
 pub use error::{Error, Span, Warning};
 pub use finite::{Domains, FiniteResult, Tree};
 pub use grammar::Grammar;
+pub use limits::{Limits, Stop};
 pub use parser::parse;
-pub use suggest::{MAX_STEPS, Suggestion, suggest};
-pub use witness::{Responsible, Witness};
+pub use suggest::{MAX_STEPS, Suggestion, suggest, suggest_with};
+pub use witness::{MAX_PATH, Responsible, Witness};
 
 /// SAFE or UNSAFE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -57,6 +60,8 @@ pub struct Report {
     pub finite_skipped: Option<String>,
     /// Problems that do not stop the analysis.
     pub warnings: Vec<Warning>,
+    /// What the analysis left out and why (e.g. a phase stopped at the time limit).
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -102,18 +107,39 @@ pub fn warnings(g: &Grammar) -> Vec<Warning> {
             );
         }
     }
+    // Where each kind occurs (in `root` or under some production).
+    let mut mentioned = vec![false; g.keys.len()];
+    for t in g.root.atoms() {
+        mentioned[t.ctor] = true;
+    }
+    for p in g.productions.iter().flatten() {
+        p.rhs.visit(&mut |_, t| mentioned[t.ctor] = true);
+    }
     let mut out = Vec::new();
     for w in &g.writes {
-        if !reach[w.key.ctor] {
-            out.push(Warning {
-                span: w.key.span,
-                message: format!(
-                    "{} writes `{}` keys, which no entity group of the grammar contains; add it to a production or to `root`",
-                    g.show_write(w),
-                    g.name(w.key.ctor)
-                ),
-            });
+        let c = w.key.ctor;
+        if reach[c] {
+            continue;
         }
+        let name = g.name(c);
+        let why = if !prod[c] {
+            format!(
+                "no `{name}` key has a finite valid tree (every one needs a child that in turn needs one, without end): make a child optional (`*`, `?` or `| eps`) in the productions of that cycle"
+            )
+        } else if mentioned[c] {
+            format!(
+                "`{name}` occurs only under keys that no entity group contains either (not reachable from `root`, or without a finite valid tree)"
+            )
+        } else {
+            format!("add `{name}` to a production or to `root`")
+        };
+        out.push(Warning {
+            span: w.key.span,
+            message: format!(
+                "{} writes `{name}` keys, which no entity group of the grammar contains; {why}",
+                g.show_write(w)
+            ),
+        });
     }
     if !g.root.atoms().iter().any(|t| prod[t.ctor]) {
         out.push(Warning {
@@ -133,18 +159,55 @@ pub fn analyze(src: &str) -> Result<Report, Error> {
     Ok(analyze_grammar(&g))
 }
 
-/// Analyses a parsed grammar.
+/// Analyses a parsed grammar, to the end.
 pub fn analyze_grammar(g: &Grammar) -> Report {
-    let finding = symbolic::check(g);
+    match analyze_with(g, &Limits::none()) {
+        Ok(r) => r,
+        // No limit: nothing stops it. Should it anyway, the verdict is
+        // computed again without the optional phases.
+        Err(_) => Report {
+            verdict: verdict(g),
+            witness: symbolic::check(g).map(|f| witness::build(g, &f)),
+            suggestion: None,
+            finite: None,
+            finite_skipped: Some("stopped".into()),
+            warnings: warnings(g),
+            notes: Vec::new(),
+        },
+    }
+}
+
+/// Analyses a parsed grammar within `limits`. The verdict needs the symbolic
+/// check to finish; the optional phases (the suggestion, the finite
+/// cross-check) stop at the time limit with a note in [`Report::notes`].
+///
+/// # Errors
+/// [`Stop::Cancelled`] when cancelled at any point; [`Stop::TimeLimit`] when
+/// the time limit passes before the symbolic check has a verdict.
+pub fn analyze_with(g: &Grammar, limits: &Limits<'_>) -> Result<Report, Stop> {
+    let finding = symbolic::check_with(g, limits)?;
     let verdict = if finding.is_none() {
         Verdict::Safe
     } else {
         Verdict::Unsafe
     };
+    let mut notes = Vec::new();
     let witness = finding.as_ref().map(|f| witness::build(g, f));
-    let suggestion = finding.as_ref().and_then(|_| suggest(g));
-    let d = Domains::new(g, Domains::sufficient(g));
-    let size = d.alphabet_size(g);
+    let suggestion = match &finding {
+        None => None,
+        Some(_) => match suggest::suggest_with(g, limits) {
+            Ok(s) => s,
+            Err(Stop::Cancelled) => return Err(Stop::Cancelled),
+            Err(Stop::TimeLimit) => {
+                notes.push(
+                    "no safe alternative is suggested: the time limit passed while looking for one (raise --time-limit)"
+                        .into(),
+                );
+                None
+            }
+        },
+    };
+    let (size, users) = Domains::estimate(g, Domains::sufficient(g));
     let (finite, finite_skipped) = if size > FINITE_LIMIT {
         (
             None,
@@ -152,17 +215,28 @@ pub fn analyze_grammar(g: &Grammar) -> Report {
                 "the finite alphabet would have {size} keys (limit {FINITE_LIMIT})"
             )),
         )
-    } else if d.users().len() > finite::MAX_USERS {
+    } else if users > finite::MAX_USERS {
         (None, Some(format!("more than {} users", finite::MAX_USERS)))
     } else {
-        (Some(finite::check(g, &d)), None)
+        let d = Domains::new(g, Domains::sufficient(g));
+        match finite::check_with(g, &d, limits) {
+            Ok(f) => (Some(f), None),
+            Err(Stop::Cancelled) => return Err(Stop::Cancelled),
+            Err(Stop::TimeLimit) => (
+                None,
+                Some(format!(
+                    "stopped at the time limit ({size} keys); the verdict is the symbolic check's alone"
+                )),
+            ),
+        }
     };
-    Report {
+    Ok(Report {
         verdict,
         witness,
         suggestion,
         finite,
         finite_skipped,
         warnings: warnings(g),
-    }
+        notes,
+    })
 }

@@ -1,6 +1,6 @@
 //! Parses the `.mc` text into a checked [`Grammar`] (format: docs/contention.md).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::error::{Error, Span};
 use crate::grammar::{
@@ -168,10 +168,22 @@ impl Parser {
     fn domain(&mut self, f: &mut RawFile, span: Span) -> Result<(), Error> {
         let (sort, _) = self.ident("a sort name")?;
         self.expect(&Tok::Equals, "`=`")?;
-        let mut vals = Vec::new();
+        let mut vals: Vec<String> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         loop {
             match self.next() {
-                (Tok::Ident(v) | Tok::Str(v), _) => vals.push(v),
+                (Tok::Ident(v) | Tok::Str(v), s) => {
+                    // A repeated name would make two "different" users one.
+                    if !seen.insert(v.clone()) {
+                        return Err(Error::new(
+                            s,
+                            format!(
+                                "domain `{sort}` names `{v}` twice; give each value once (values are distinct by name)"
+                            ),
+                        ));
+                    }
+                    vals.push(v);
+                }
                 (t, s) => {
                     return Err(Error::new(
                         s,
@@ -390,24 +402,22 @@ pub fn parse(src: &str) -> Result<Grammar, Error> {
 
 struct Resolver<'a> {
     keys: &'a [KeyDecl],
+    /// The constructor of each name.
+    index: HashMap<&'a str, usize>,
     next_occ: usize,
 }
 
 impl Resolver<'_> {
     fn ctor(&self, t: &RawTemplate) -> Result<usize, Error> {
-        let i = self
-            .keys
-            .iter()
-            .position(|k| k.name == t.name)
-            .ok_or_else(|| {
-                Error::new(
-                    t.span,
-                    format!(
-                        "unknown key constructor `{}`: declare it with `key {}(SORT, ...)`",
-                        t.name, t.name
-                    ),
-                )
-            })?;
+        let i = self.index.get(t.name.as_str()).copied().ok_or_else(|| {
+            Error::new(
+                t.span,
+                format!(
+                    "unknown key constructor `{}`: declare it with `key {}(SORT, ...)`",
+                    t.name, t.name
+                ),
+            )
+        })?;
         let want = self.keys[i].sorts.len();
         if t.args.len() != want {
             return Err(Error::new(
@@ -500,6 +510,12 @@ fn resolve(raw: RawFile) -> Result<Grammar, Error> {
     };
     let mut r = Resolver {
         keys: &raw.keys,
+        index: raw
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.name.as_str(), i))
+            .collect(),
         next_occ: 0,
     };
     let root = r.regex(&root, &mut BTreeMap::new())?;
@@ -525,8 +541,9 @@ fn resolve(raw: RawFile) -> Result<Grammar, Error> {
 
 /// Each key is declared once, and none is named like an update expression.
 fn check_keys(keys: &[KeyDecl]) -> Result<(), Error> {
-    for (i, k) in keys.iter().enumerate() {
-        if keys[..i].iter().any(|o| o.name == k.name) {
+    let mut seen = std::collections::HashSet::new();
+    for k in keys {
+        if !seen.insert(k.name.as_str()) {
             return Err(Error::new(
                 k.span,
                 format!("key `{}` is declared twice; keep one", k.name),
@@ -552,7 +569,7 @@ fn production(
     p: &RawProduction,
     productions: &mut [Option<Production>],
 ) -> Result<(), Error> {
-    let Some(ctor) = keys.iter().position(|k| k.name == p.lhs.name) else {
+    let Some(&ctor) = r.index.get(p.lhs.name.as_str()) else {
         return Err(Error::new(
             p.lhs.span,
             format!(

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::finite::{Domains, Tree, writers};
+use crate::finite::{Domains, Tree, writers_among};
 use crate::{Grammar, Report, Verdict};
 
 /// The report as text, for a terminal.
@@ -13,17 +13,36 @@ pub fn text(g: &Grammar, r: &Report) -> String {
             s,
             "SAFE: every entity group is written by a single user (L(A_s) ⊆ L(A_w))"
         ),
-        Verdict::Unsafe => writeln!(
-            s,
-            "UNSAFE: an entity group can be written by more than one user"
-        ),
+        Verdict::Unsafe => writeln!(s, "UNSAFE: {}", headline(r)),
     };
     if let Some(w) = &r.witness {
         let _ = writeln!(s, "\nwhy: {}", w.summary);
         if let Some(t) = &w.tree {
-            let _ = writeln!(s, "\nwitness entity group (in L(A_s), not in L(A_w)):");
+            if w.complete {
+                let _ = writeln!(s, "\nwitness entity group (in L(A_s), not in L(A_w)):");
+            } else {
+                let _ = writeln!(
+                    s,
+                    "\nwitness entity group, cut to stay printable (not a whole group; see the notes):"
+                );
+            }
             let d = Domains::new(g, 0);
-            tree(g, &d, t, 1, &mut s);
+            let index = g.ctor_index();
+            let by_ctor = g.writes_by_ctor();
+            tree(
+                &Ctx {
+                    g,
+                    d: &d,
+                    index: &index,
+                    by_ctor: &by_ctor,
+                },
+                t,
+                1,
+                &mut s,
+            );
+            for n in &w.notes {
+                let _ = writeln!(s, "  note: {n}");
+            }
         }
         if !w.users.is_empty() {
             let _ = writeln!(s, "\nwritten by: {}", w.users.join(", "));
@@ -46,10 +65,7 @@ pub fn text(g: &Grammar, r: &Report) -> String {
                 }
             }
             None => {
-                let _ = writeln!(
-                    s,
-                    "\nno automatic alternative: make every written key determine its writer (put the user variable in the key)"
-                );
+                let _ = writeln!(s, "\nno automatic alternative: {}", advice(g, r));
             }
         }
     }
@@ -72,24 +88,110 @@ pub fn text(g: &Grammar, r: &Report) -> String {
         }
         _ => {}
     }
+    for n in &r.notes {
+        let _ = writeln!(s, "\nnote: {n}");
+    }
     s
 }
 
-fn tree(g: &Grammar, d: &Domains, t: &Tree, depth: usize, s: &mut String) {
-    let who = g
-        .keys
-        .iter()
-        .position(|k| k.name == t.kind)
-        .map(|c| writers(g, d, c, &t.values))
+/// The UNSAFE headline: what kind of witness was found.
+pub fn headline(r: &Report) -> &'static str {
+    match r.witness.as_ref().map(|w| w.kind.as_str()) {
+        Some("unwritten") => {
+            "an entity group contains a key that no update expression writes, so no single user writes the whole group"
+        }
+        Some("ambiguous-write") => {
+            "a key can be written by two different users (A_w is nondeterministic)"
+        }
+        _ => "an entity group can be written by more than one user",
+    }
+}
+
+/// What to do when no safe alternative was found, by the kind of witness.
+pub fn advice(g: &Grammar, r: &Report) -> String {
+    let Some(w) = &r.witness else {
+        return "none needed".into();
+    };
+    match w.kind.as_str() {
+        "unwritten" => format!(
+            "add an update expression for the key {} (e.g. `put_u(...)` naming its writer), or take it out of the grammar",
+            w.key
+        ),
+        "ambiguous-write" => ambiguous_advice(g, w),
+        _ => "move the contended child out of its parent's group into a group its own writer owns (a key in `root` whose update expression binds that user)".into(),
+    }
+}
+
+/// Advice for a key two users may write: which of the two expressions lets
+/// a user write it without being in the key, and whether the key has a
+/// place for the user at all.
+fn ambiguous_advice(g: &Grammar, w: &crate::Witness) -> String {
+    let free_writer = w.responsible.iter().find_map(|r| {
+        g.writes.iter().find(|x| {
+            x.span.line == r.line
+                && match &x.writer {
+                    crate::grammar::Term::Var(v) => {
+                        !x.key.args.contains(&crate::grammar::Term::Var(v.clone()))
+                    }
+                    crate::grammar::Term::Const(_) => false,
+                }
+        })
+    });
+    match free_writer {
+        Some(x) => {
+            let k = &g.keys[x.key.ctor];
+            if k.sorts.iter().any(|s| s == crate::grammar::USER_SORT) {
+                format!(
+                    "`{}` lets any user write any `{}` key: name the writer in the key (use the writer's variable at the key's `user` argument)",
+                    g.show_write(x),
+                    k.name
+                )
+            } else {
+                format!(
+                    "`{}` lets any user write any `{}` key, and the key has no `user` argument to name its writer: give `{}` one (`key {}({}, user)`) or keep one writer per key (a constant writer such as `put_\"admin\"`)",
+                    g.show_write(x),
+                    k.name,
+                    k.name,
+                    k.name,
+                    k.sorts.join(", ")
+                )
+            }
+        }
+        None => format!(
+            "two update expressions give {} two different writers ({}); keep one writer per key: remove one expression or give the other writer's entities a kind of their own",
+            w.key,
+            w.users.join(" and ")
+        ),
+    }
+}
+
+/// What the tree printer looks up.
+struct Ctx<'a> {
+    g: &'a Grammar,
+    d: &'a Domains,
+    index: &'a std::collections::HashMap<&'a str, usize>,
+    by_ctor: &'a [Vec<usize>],
+}
+
+fn tree(cx: &Ctx<'_>, t: &Tree, depth: usize, s: &mut String) {
+    let who = cx
+        .index
+        .get(t.kind.as_str())
+        .map(|&c| writers_among(cx.g, cx.d, &cx.by_ctor[c], &t.values))
         .unwrap_or_default();
     let by = if who.is_empty() {
         "written by nobody".to_owned()
     } else {
         format!("written by {}", who.join(" or "))
     };
-    let _ = writeln!(s, "{}{}    [{by}]", "  ".repeat(depth), t.key());
+    let cut = if t.cut {
+        "    … cut: its smallest valid subtree goes on below"
+    } else {
+        ""
+    };
+    let _ = writeln!(s, "{}{}    [{by}]{cut}", "  ".repeat(depth), t.key());
     for c in &t.children {
-        tree(g, d, c, depth + 1, s);
+        tree(cx, c, depth + 1, s);
     }
 }
 

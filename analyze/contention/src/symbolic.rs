@@ -13,9 +13,10 @@
 //! constant), which has a writer iff every instance has, and whose writers
 //! differ iff some instance's do.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::grammar::{Grammar, Template, Term};
+use crate::limits::{Limits, Poll, Stop};
 
 /// A term of a pattern: a constant or a numbered variable.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,44 +32,66 @@ pub(crate) type Pattern = (usize, Vec<P>);
 
 /// Which constructors can head a finite valid tree.
 pub(crate) fn productive(g: &Grammar) -> Vec<bool> {
-    let mut ok = vec![false; g.keys.len()];
-    loop {
-        let mut changed = false;
-        for c in 0..g.keys.len() {
-            if !ok[c] && g.production(c).is_some_and(|p| p.rhs.can(&|t| ok[t.ctor])) {
-                ok[c] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            return ok;
-        }
-    }
+    levels(g).iter().map(Option::is_some).collect()
 }
 
-/// The height of the smallest tree under each productive constructor.
+/// The height of the smallest tree under each productive constructor
+/// (`None`: no finite tree). Level by level, like a breadth-first search:
+/// a constructor is looked at again only when one of its children got a
+/// level, so the work is about the size of the grammar, not its square.
 pub(crate) fn levels(g: &Grammar) -> Vec<Option<usize>> {
-    let mut lv: Vec<Option<usize>> = vec![None; g.keys.len()];
-    for k in 1..=g.keys.len() + 1 {
-        let snapshot = lv.clone();
-        for (c, l) in lv.iter_mut().enumerate() {
-            if l.is_none()
-                && g.production(c)
-                    .is_some_and(|p| p.rhs.can(&|t| snapshot[t.ctor].is_some_and(|l| l < k)))
-            {
-                *l = Some(k);
+    let n = g.keys.len();
+    let mut parents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for c in 0..n {
+        if let Some(p) = g.production(c) {
+            let mut seen = HashSet::new();
+            p.rhs.visit(&mut |_, t| {
+                if seen.insert(t.ctor)
+                    && let Some(v) = parents.get_mut(t.ctor)
+                {
+                    v.push(c);
+                }
+            });
+        }
+    }
+    let mut lv: Vec<Option<usize>> = vec![None; n];
+    let mut frontier: Vec<usize> = (0..n)
+        .filter(|&c| g.production(c).is_some_and(|p| p.rhs.can(&|_| false)))
+        .collect();
+    for &c in &frontier {
+        lv[c] = Some(1);
+    }
+    let mut k = 1;
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        let mut looked = HashSet::new();
+        for &c in &frontier {
+            for &p in &parents[c] {
+                if lv[p].is_some() || !looked.insert(p) {
+                    continue;
+                }
+                let ok = g.production(p).is_some_and(|pr| {
+                    pr.rhs
+                        .can(&|t| lv.get(t.ctor).copied().flatten().is_some_and(|l| l <= k))
+                });
+                if ok {
+                    next.push(p);
+                }
             }
         }
+        for &p in &next {
+            lv[p] = Some(k + 1);
+        }
+        frontier = next;
+        k += 1;
     }
     lv
 }
 
 /// Matches a write template against a pattern's generic instance; the writer's term.
-pub(crate) fn writer_of(g: &Grammar, key: &Pattern) -> Option<(P, usize)> {
-    for (wi, w) in g.writes.iter().enumerate() {
-        if w.key.ctor != key.0 {
-            continue;
-        }
+pub(crate) fn writer_of(g: &Grammar, by_ctor: &[Vec<usize>], key: &Pattern) -> Option<(P, usize)> {
+    for &wi in by_ctor.get(key.0).map_or(&[][..], Vec::as_slice) {
+        let w = &g.writes[wi];
         let mut b: HashMap<&str, &P> = HashMap::new();
         let mut ok = true;
         for (a, t) in w.key.args.iter().zip(&key.1) {
@@ -100,15 +123,27 @@ pub(crate) fn writer_of(g: &Grammar, key: &Pattern) -> Option<(P, usize)> {
     None
 }
 
+/// A key two update expressions let two users write: the key, the two
+/// writers, and the two expressions' indexes.
+pub(crate) type Ambiguity = (Pattern, P, P, usize, usize);
+
 /// Two update expressions that let two different users write one key: the
 /// key (as a pattern), the two writers, and the expressions' indexes.
-pub(crate) fn ambiguity(g: &Grammar) -> Option<(Pattern, P, P, usize, usize)> {
-    for i in 0..g.writes.len() {
-        for j in i..g.writes.len() {
+pub(crate) fn ambiguity(
+    g: &Grammar,
+    by_ctor: &[Vec<usize>],
+    poll: &mut Poll<'_>,
+) -> Result<Option<Ambiguity>, Stop> {
+    // Only expressions of one constructor can unify: pairs within each group.
+    let pairs = by_ctor.iter().flat_map(|ws| {
+        ws.iter()
+            .enumerate()
+            .flat_map(move |(x, &i)| ws[x..].iter().map(move |&j| (i, j)))
+    });
+    for (i, j) in pairs {
+        poll.tick()?;
+        {
             let (a, b) = (&g.writes[i], &g.writes[j]);
-            if a.key.ctor != b.key.ctor {
-                continue;
-            }
             // Rename apart: variables of `a` are (0, name), of `b` (1, name).
             let mut u = Unifier::default();
             let ok = a
@@ -143,11 +178,11 @@ pub(crate) fn ambiguity(g: &Grammar) -> Option<(Pattern, P, P, usize, usize)> {
                     .map(&mut num)
                     .collect();
                 let (pa, pb) = (num(wa), num(wb));
-                return Some(((a.key.ctor, key), pa, pb, i, j));
+                return Ok(Some(((a.key.ctor, key), pa, pb, i, j)));
             }
         }
     }
-    None
+    Ok(None)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -271,8 +306,15 @@ pub(crate) enum Finding {
 
 /// Runs the symbolic check; `None` means SAFE.
 pub(crate) fn check(g: &Grammar) -> Option<Finding> {
-    if let Some((k, a, b, i, j)) = ambiguity(g) {
-        return Some(Finding::Ambiguous(k, a, b, i, j));
+    check_with(g, &Limits::none()).unwrap_or(None)
+}
+
+/// [`check`] that stops at `limits`.
+pub(crate) fn check_with(g: &Grammar, limits: &Limits<'_>) -> Result<Option<Finding>, Stop> {
+    let mut poll = Poll::new(limits);
+    let by_ctor = g.writes_by_ctor();
+    if let Some((k, a, b, i, j)) = ambiguity(g, &by_ctor, &mut poll)? {
+        return Ok(Some(Finding::Ambiguous(k, a, b, i, j)));
     }
     let prod = productive(g);
     // Breadth-first over canonical patterns; `from` gives each its parent and occurrence.
@@ -280,6 +322,7 @@ pub(crate) fn check(g: &Grammar) -> Option<Finding> {
     let mut nodes: Vec<(Pattern, Option<(usize, usize)>)> = Vec::new();
     let mut queue = VecDeque::new();
     for t in g.root.atoms() {
+        poll.tick()?;
         if !prod[t.ctor] {
             continue;
         }
@@ -291,9 +334,10 @@ pub(crate) fn check(g: &Grammar) -> Option<Finding> {
         }
     }
     while let Some(n) = queue.pop_front() {
+        poll.tick()?;
         let parent = nodes[n].0.clone();
-        let Some((pw, pwi)) = writer_of(g, &parent) else {
-            return Some(Finding::Unwritten(path_to(g, &nodes, n)));
+        let Some((pw, pwi)) = writer_of(g, &by_ctor, &parent) else {
+            return Ok(Some(Finding::Unwritten(path_to(g, &nodes, n))));
         };
         let Some(prodn) = g.production(parent.0) else {
             continue;
@@ -301,7 +345,7 @@ pub(crate) fn check(g: &Grammar) -> Option<Finding> {
         for (occ, atom) in prodn.rhs.live_atoms(&|t| prod[t.ctor]) {
             let mut next = max_var(&parent);
             let child = child_of(g, &parent, atom, &mut next, &mut HashMap::new());
-            if let Some((cw, cwi)) = writer_of(g, &child)
+            if let Some((cw, cwi)) = writer_of(g, &by_ctor, &child)
                 && cw != pw
             {
                 let path = path_to(g, &nodes, n);
@@ -311,13 +355,13 @@ pub(crate) fn check(g: &Grammar) -> Option<Finding> {
                     .unwrap_or(parent.clone());
                 let mut next = max_var_path(&path);
                 let child = child_of(g, &last, atom, &mut next, &mut HashMap::new());
-                return Some(Finding::TwoWriters {
+                return Ok(Some(Finding::TwoWriters {
                     path,
                     occ,
                     child,
                     parent_write: pwi,
                     child_write: cwi,
-                });
+                }));
             }
             let c = canon(&child);
             if !seen.contains_key(&c) {
@@ -327,7 +371,7 @@ pub(crate) fn check(g: &Grammar) -> Option<Finding> {
             }
         }
     }
-    None
+    Ok(None)
 }
 
 /// A template with every variable free (a `root` atom), numbered from `next`.

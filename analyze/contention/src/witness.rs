@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::finite::{Domains, Tree, writers};
 use crate::grammar::{Grammar, Regex, Template, USER_SORT};
-use crate::symbolic::{Finding, P, Pattern, atom_at, child_of, levels, productive};
+use crate::symbolic::{Finding, P, Pattern, atom_at, child_of, levels};
 
 /// Why the schema is unsafe, with a concrete example.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -24,7 +24,23 @@ pub struct Witness {
     pub users: Vec<String>,
     /// The productions and update expressions responsible.
     pub responsible: Vec<Responsible>,
+    /// Whether `tree` is a whole valid entity group. False when it had to be
+    /// cut to stay printable (a mandatory chain deeper than
+    /// [`MAX_TREE_DEPTH`](crate::finite::MAX_TREE_DEPTH), more than
+    /// [`MAX_TREE_NODES`](crate::finite::MAX_TREE_NODES) nodes, or a path
+    /// from the root longer than [`MAX_PATH`]): `notes` says where.
+    pub complete: bool,
+    /// Where the tree was cut.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
+
+/// The most levels of the path from the group's root to the contended node
+/// that a witness shows; a longer path is shown from below, with a note.
+pub const MAX_PATH: usize = 32;
+
+/// The deepest the smallest subtree under one node of the path is shown.
+const MAX_SUBTREE_DEPTH: usize = 24;
 
 /// A line of the input that makes the schema unsafe.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -39,33 +55,62 @@ pub struct Responsible {
 struct STree {
     pat: Pattern,
     children: Vec<STree>,
+    /// The children are left out (the tree would be too deep or too large).
+    cut: bool,
+}
+
+impl STree {
+    fn leaf(pat: Pattern) -> STree {
+        STree {
+            pat,
+            children: Vec::new(),
+            cut: false,
+        }
+    }
 }
 
 struct Builder<'g> {
     g: &'g Grammar,
+    by_ctor: Vec<Vec<usize>>,
     prod: Vec<bool>,
     level: Vec<Option<usize>>,
     next: usize,
+    /// Nodes the tree may still get.
+    budget: usize,
+    /// Whether some node was cut.
+    cut: bool,
 }
 
 impl Builder<'_> {
-    /// The smallest valid subtree under a pattern.
+    /// The smallest valid subtree under a pattern, cut below
+    /// [`MAX_SUBTREE_DEPTH`] levels or when the node budget runs out.
     fn min_tree(&mut self, pat: Pattern, depth: usize) -> STree {
+        self.budget = self.budget.saturating_sub(1);
         let lv = self.level[pat.0].unwrap_or(1);
-        let mut children = Vec::new();
-        if let Some(p) = self.g.production(pat.0)
-            && depth < 64
-        {
-            let level = self.level.clone();
-            let word = min_word(&p.rhs, &|t: &Template| {
-                level[t.ctor].is_some_and(|l| l < lv)
-            });
-            for atom in word {
-                let c = child_of(self.g, &pat, &atom, &mut self.next, &mut HashMap::new());
-                children.push(self.min_tree(c, depth + 1));
-            }
+        let word = match self.g.production(pat.0) {
+            Some(p) => min_word(&p.rhs, &|t: &Template| {
+                self.level[t.ctor].is_some_and(|l| l < lv)
+            }),
+            None => Vec::new(),
+        };
+        if !word.is_empty() && (depth >= MAX_SUBTREE_DEPTH || self.budget < word.len()) {
+            self.cut = true;
+            return STree {
+                pat,
+                children: Vec::new(),
+                cut: true,
+            };
         }
-        STree { pat, children }
+        let mut children = Vec::new();
+        for atom in word {
+            let c = child_of(self.g, &pat, &atom, &mut self.next, &mut HashMap::new());
+            children.push(self.min_tree(c, depth + 1));
+        }
+        STree {
+            pat,
+            children,
+            cut: false,
+        }
     }
 
     /// The children of `pat` for a word containing occurrence `occ` (twice if
@@ -74,8 +119,7 @@ impl Builder<'_> {
         let Some(p) = self.g.production(pat.0) else {
             return vec![None];
         };
-        let prod = self.prod.clone();
-        let items = word_with(&p.rhs, occ, two, &|t: &Template| prod[t.ctor]);
+        let items = word_with(&p.rhs, occ, two, &|t: &Template| self.prod[t.ctor]);
         items
             .into_iter()
             .map(|it| {
@@ -268,6 +312,7 @@ fn to_tree(g: &Grammar, t: &STree, names: &HashMap<usize, String>) -> Tree {
         kind: g.name(t.pat.0).to_owned(),
         values: t.pat.1.iter().map(|p| name_term(p, names)).collect(),
         children: t.children.iter().map(|c| to_tree(g, c, names)).collect(),
+        cut: t.cut,
     }
 }
 
@@ -303,11 +348,15 @@ fn line_of_write(g: &Grammar, w: usize) -> Responsible {
 
 /// Builds the witness of a finding.
 pub(crate) fn build(g: &Grammar, f: &Finding) -> Witness {
+    let level = levels(g);
     let mut b = Builder {
         g,
-        prod: productive(g),
-        level: levels(g),
+        by_ctor: g.writes_by_ctor(),
+        prod: level.iter().map(Option::is_some).collect(),
+        level,
         next: 0,
+        budget: crate::finite::MAX_TREE_NODES,
+        cut: false,
     };
     let mut namer = Namer::new(g);
     match f {
@@ -354,15 +403,7 @@ fn ambiguous(
         }
     }
     let names = namer.assign(&order, &contenders);
-    let keytext = to_tree(
-        g,
-        &STree {
-            pat: key.clone(),
-            children: Vec::new(),
-        },
-        &names,
-    )
-    .key();
+    let keytext = to_tree(g, &STree::leaf(key.clone()), &names).key();
     let users = vec![name_term(wa, &names), name_term(wb, &names)];
     let mut responsible = vec![line_of_write(g, i)];
     if i != j {
@@ -378,12 +419,16 @@ fn ambiguous(
         key: keytext,
         users,
         responsible,
+        complete: true,
+        notes: Vec::new(),
     }
 }
 
 /// The witness of a reachable node nobody writes, at the end of `path`.
 fn unwritten(b: &mut Builder<'_>, namer: &mut Namer, path: &[(Pattern, Option<usize>)]) -> Witness {
     let g = b.g;
+    let mut notes = Vec::new();
+    let path = elide(g, path, &mut notes);
     b.next = path.iter().map(|(p, _)| max_var(p)).max().unwrap_or(0);
     let tree = complete_path(b, path, None);
     note_all(namer, g, &tree);
@@ -394,15 +439,7 @@ fn unwritten(b: &mut Builder<'_>, namer: &mut Namer, path: &[(Pattern, Option<us
         .last()
         .map(|(p, _)| p.clone())
         .unwrap_or((0, Vec::new()));
-    let key = to_tree(
-        g,
-        &STree {
-            pat: last.clone(),
-            children: Vec::new(),
-        },
-        &names,
-    )
-    .key();
+    let key = to_tree(g, &STree::leaf(last.clone()), &names).key();
     let mut responsible: Vec<Responsible> = path
         .iter()
         .map(|(p, _)| line_of_production(g, p.0))
@@ -417,6 +454,8 @@ fn unwritten(b: &mut Builder<'_>, namer: &mut Namer, path: &[(Pattern, Option<us
         key,
         users: Vec::new(),
         responsible,
+        complete: notes.is_empty() && !b.cut,
+        notes: cut_notes(b, notes),
     }
 }
 
@@ -429,6 +468,8 @@ fn two_writers(
     (parent_write, child_write): (usize, usize),
 ) -> Witness {
     let g = b.g;
+    let mut notes = Vec::new();
+    let path = elide(g, path, &mut notes);
     b.next = path
         .iter()
         .map(|(p, _)| max_var(p))
@@ -451,7 +492,7 @@ fn two_writers(
     let mut child_keys = Vec::new();
     collect_children(&tree, &parent, child.0, &mut child_keys);
     for c in &child_keys {
-        if let Some((P::V(v), _)) = crate::symbolic::writer_of(g, c)
+        if let Some((P::V(v), _)) = crate::symbolic::writer_of(g, &b.by_ctor, c)
             && !parent_vars.contains(&v)
         {
             contenders.push(v);
@@ -462,15 +503,7 @@ fn two_writers(
     let names = namer.assign(&order, &contenders);
     let concrete = to_tree(g, &tree, &names);
     let (users, key) = contended_writers(g, &parent, &child_keys, &names);
-    let pkey = to_tree(
-        g,
-        &STree {
-            pat: parent.clone(),
-            children: Vec::new(),
-        },
-        &names,
-    )
-    .key();
+    let pkey = to_tree(g, &STree::leaf(parent.clone()), &names).key();
     let mut responsible = vec![line_of_production(g, parent.0)];
     responsible.push(line_of_write(g, parent_write));
     responsible.push(line_of_write(g, child_write));
@@ -490,7 +523,38 @@ fn two_writers(
         key,
         users,
         responsible,
+        complete: notes.is_empty() && !b.cut,
+        notes: cut_notes(b, notes),
     }
+}
+
+/// The last [`MAX_PATH`] levels of a path from a group's root, with a note
+/// when the top was left out.
+fn elide<'p>(
+    g: &Grammar,
+    path: &'p [(Pattern, Option<usize>)],
+    notes: &mut Vec<String>,
+) -> &'p [(Pattern, Option<usize>)] {
+    if path.len() <= MAX_PATH {
+        return path;
+    }
+    let top = path.first().map_or("", |(p, _)| g.name(p.0));
+    notes.push(format!(
+        "the entity group's root (a `{top}` key) is {} levels above the top node shown; the levels between follow the path of productions",
+        path.len() - MAX_PATH
+    ));
+    &path[path.len() - MAX_PATH..]
+}
+
+/// `notes`, and one more if a smallest subtree was cut.
+fn cut_notes(b: &Builder<'_>, mut notes: Vec<String>) -> Vec<String> {
+    if b.cut {
+        notes.push(format!(
+            "nodes marked `cut` have more mandatory children than the witness shows (the smallest valid subtree is deeper than {MAX_SUBTREE_DEPTH} levels or the tree larger than {} nodes)",
+            crate::finite::MAX_TREE_NODES
+        ));
+    }
+    notes
 }
 
 /// The users who write the parent and the contended children (named by
@@ -517,15 +581,7 @@ fn contended_writers(
     for c in child_keys {
         let vals: Vec<String> = c.1.iter().map(|p| name_term(p, names)).collect();
         if key.is_empty() {
-            key = to_tree(
-                g,
-                &STree {
-                    pat: c.clone(),
-                    children: Vec::new(),
-                },
-                names,
-            )
-            .key();
+            key = to_tree(g, &STree::leaf(c.clone()), names).key();
         }
         for u in writers(g, &d, c.0, &vals) {
             if !users.contains(&u) {
@@ -542,17 +598,7 @@ fn contended_writers(
 
 fn child_keys_text(g: &Grammar, keys: &[Pattern], names: &HashMap<usize, String>) -> String {
     keys.iter()
-        .map(|c| {
-            to_tree(
-                g,
-                &STree {
-                    pat: c.clone(),
-                    children: Vec::new(),
-                },
-                names,
-            )
-            .key()
-        })
+        .map(|c| to_tree(g, &STree::leaf(c.clone()), names).key())
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -587,10 +633,7 @@ fn complete_path(
     contended: Option<usize>,
 ) -> STree {
     let Some(((last, _), rest)) = path.split_last() else {
-        return STree {
-            pat: (0, Vec::new()),
-            children: Vec::new(),
-        };
+        return STree::leaf((0, Vec::new()));
     };
     let mut sub = match contended {
         Some(occ) => {
@@ -615,6 +658,7 @@ fn complete_path(
             STree {
                 pat: last.clone(),
                 children,
+                cut: false,
             }
         }
         None => b.min_tree(last.clone(), 0),
@@ -634,6 +678,7 @@ fn complete_path(
         sub = STree {
             pat: pat.clone(),
             children,
+            cut: false,
         };
         below_occ = *occ_in;
     }
