@@ -24,6 +24,7 @@ mod pushdown;
 mod rename;
 mod scanpos;
 mod typed_json;
+pub mod wire;
 
 use std::sync::Arc;
 
