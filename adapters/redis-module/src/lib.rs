@@ -82,6 +82,18 @@ fn reload(ctx: Ctx) -> Result<(), String> {
             };
             (d, r)
         }
+        Reply::Error(e) if e.contains("non local key") => {
+            // A cluster node that does not own the state key: its spec is pushed
+            // (TERN.LOADSPEC); until then it refuses the namespace.
+            if !loaded::current().is_some_and(|l| l.pushed) {
+                loaded::install(Loaded::awaiting(&cfg.wire));
+                ffi::log_notice(&format!(
+                    "tern: {key} lives on another cluster node: waiting for TERN.LOADSPEC; \
+                     keys of the namespace are refused (TERNNOSPEC) until then"
+                ));
+            }
+            return Ok(());
+        }
         Reply::Error(e) => return Err(format!("tern: reading {key}: {e}")),
         _ => (None, None),
     };
@@ -186,6 +198,9 @@ fn exec(ctx: Ctx, argv: &[RString], write: bool) -> c_int {
         return ffi::call_and_reply(ctx, inner, !from_primary);
     }
     let client = ffi::client_id(ctx);
+    if l.awaiting_push {
+        return refuse_without_spec(ctx, cfg, inner);
+    }
     let mut targets: Vec<migrate::Target> = Vec::new();
     for (pos, _) in ffi::command_keys(ctx, inner) {
         let Ok(key) = std::str::from_utf8(ffi::bytes(inner[pos])) else {
@@ -239,6 +254,25 @@ fn exec(ctx: Ctx, argv: &[RString], write: bool) -> c_int {
     rc
 }
 
+fn refuse_without_spec(ctx: Ctx, cfg: &loaded::Config, inner: &[RString]) -> c_int {
+    for (pos, _) in ffi::command_keys(ctx, inner) {
+        if let Ok(key) = std::str::from_utf8(ffi::bytes(inner[pos])) {
+            if cfg.wire.kind_of(key).is_some() {
+                return ffi::reply_error(
+                    ctx,
+                    &format!(
+                        "TERNNOSPEC this cluster node has not received tern's lazy spec since it \
+                         started ({} lives on another node): send it with TERN.LOADSPEC \
+                         (tern_redis::module::push_spec), then retry",
+                        cfg.wire.state_key()
+                    ),
+                );
+            }
+        }
+    }
+    ffi::call_and_reply(ctx, inner, true)
+}
+
 /// The key a command named for target `t` (under the former name).
 fn former_key(wire: &tern_redis::wire::Wire, t: &migrate::Target, inner: &[RString]) -> String {
     for a in inner.iter().skip(1) {
@@ -274,6 +308,32 @@ extern "C" fn tern_reload(ctx: Ctx, _argv: *mut RString, _argc: c_int) -> c_int 
         loaded::install(Loaded::default());
         match reload(ctx) {
             Ok(()) => ffi::reply_simple(ctx, "OK"),
+            Err(e) => ffi::reply_error(ctx, &format!("ERR {e}")),
+        }
+    })
+}
+
+extern "C" fn tern_loadspec(ctx: Ctx, argv: *mut RString, argc: c_int) -> c_int {
+    entry(ctx, || {
+        let [_, rev, doc] = ffi::args(argv, argc) else {
+            return ffi::reply_error(
+                ctx,
+                "ERR wrong number of arguments: TERN.LOADSPEC <rev> <state document JSON>",
+            );
+        };
+        let Some(cfg) = loaded::config() else {
+            return ffi::reply_error(ctx, "ERR tern: the module is not configured");
+        };
+        let rev = String::from_utf8_lossy(ffi::bytes(*rev)).into_owned();
+        let doc = String::from_utf8_lossy(ffi::bytes(*doc)).into_owned();
+        // An empty document: the store has no state yet (nothing is pending).
+        let doc = (!doc.is_empty()).then_some(doc);
+        match Loaded::from_doc(&cfg.wire, doc.as_deref(), Some(rev)) {
+            Ok(mut l) => {
+                l.pushed = true;
+                loaded::install(l);
+                ffi::reply_simple(ctx, "OK")
+            }
             Err(e) => ffi::reply_error(ctx, &format!("ERR {e}")),
         }
     })
@@ -411,7 +471,8 @@ fn on_load(ctx: Ctx, argv: *mut RString, argc: c_int) -> c_int {
         ffi::log_warning("tern: the module is already loaded in this process");
         return ffi::ERR;
     }
-    let commands: [(&CStr, ffi::Handler, &CStr); 5] = [
+    let commands: [(&CStr, ffi::Handler, &CStr); 6] = [
+        (c"tern.loadspec", tern_loadspec, c"readonly"),
         (c"tern.w", tern_write, c"write deny-oom getkeys-api"),
         (c"tern.r", tern_read, c"readonly may-replicate getkeys-api"),
         (c"tern.reload", tern_reload, c"readonly fast"),

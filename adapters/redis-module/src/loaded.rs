@@ -75,6 +75,12 @@ pub struct Loaded {
     pub prefixes: Vec<Vec<u8>>,
     /// The state document's `rev` field when read.
     pub revision: Option<String>,
+    /// A cluster node that does not hold the state document and has not been
+    /// sent it (`TERN.LOADSPEC`) since it started: every key of the namespace
+    /// is refused (`TERNNOSPEC`) rather than served possibly stale.
+    pub awaiting_push: bool,
+    /// The spec came from `TERN.LOADSPEC` (a cluster node without the state key).
+    pub pushed: bool,
 }
 
 impl Loaded {
@@ -113,7 +119,19 @@ impl Loaded {
             spec,
             prefixes,
             revision,
+            awaiting_push: false,
+            pushed: false,
         })
+    }
+
+    /// The view of a cluster node that has no spec yet: it watches the whole
+    /// namespace and refuses it until `TERN.LOADSPEC`.
+    pub fn awaiting(wire: &Wire) -> Loaded {
+        Loaded {
+            prefixes: vec![wire.namespace().as_bytes().to_vec()],
+            awaiting_push: true,
+            ..Loaded::default()
+        }
     }
 
     /// Whether `arg` may name a key of a watched kind.

@@ -19,6 +19,7 @@ mod containers;
 mod core;
 mod exact;
 mod lazy_ops;
+pub mod module;
 mod moving;
 mod pushdown;
 mod rename;
