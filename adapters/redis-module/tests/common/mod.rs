@@ -165,6 +165,11 @@ impl Valkey {
         redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?.get_connection()
     }
 
+    /// A plain connection, or the driver's error.
+    pub fn conn_checked(&self) -> redis::RedisResult<redis::Connection> {
+        self.conn_once()
+    }
+
     /// A plain connection (no tern code on the client side).
     pub fn conn(&self) -> redis::Connection {
         self.conn_once().unwrap()
