@@ -1,0 +1,82 @@
+//! tern's own lazy client on a server with the module: detected at connect, it
+//! reads with plain commands (no script), and the entities it gets are the ones
+//! the module migrated.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Valkey, up};
+use redis::Commands;
+use tern_core::lazy::LazyClient;
+use tern_core::model::{Key, Value};
+
+const URL: &str = "redis://127.0.0.1/0?prefix=app&string=oldc,c";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lazy_client_reads_plainly_where_the_module_migrates() {
+    let name = "lazy_client_reads_plainly_where_the_module_migrates";
+    let v = match Valkey::start(URL, &[]) {
+        Ok(v) => v,
+        Err(reason) => return common::skip("valkey-module", name, &reason),
+    };
+    let mut c = v.conn();
+    for i in 0..20 {
+        let _: () = c.hset(format!("app:user:{i}"), "visits", i).unwrap();
+        let _: () = c.set(format!("app:oldc:{i}"), format!("v{i}")).unwrap();
+    }
+    up(
+        &v,
+        &[(
+            1,
+            "lazy\nrename user.visits to hits\nrename kind oldc to c\n",
+        )],
+    )
+    .await;
+    let store =
+        tern_redis::RedisStore::connect(tern_redis::RedisConfig::from_url(&v.store_url()).unwrap())
+            .await
+            .unwrap();
+    assert!(store.has_module(), "the module was not detected");
+    let store: Arc<dyn tern_core::store::Store> = Arc::new(store);
+    let client = LazyClient::builder(Arc::clone(&store))
+        .declare("user", 1)
+        .declare("c", 0)
+        .connect()
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let e = client
+            .get(&Key::new("user", i.to_string()).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.version, 1);
+        assert_eq!(e.value.get("hits"), Some(&Value::Int(i)));
+        assert!(!e.value.contains_key("visits"));
+        let e = client
+            .get(&Key::new("c", i.to_string()).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.value.get("value"), Some(&Value::from(format!("v{i}"))));
+    }
+    let stats = client.stats();
+    assert_eq!(stats.reads_in_store, 0, "{stats:?}");
+    assert_eq!(stats.renamed_reads_in_store, 0, "{stats:?}");
+    assert_eq!(stats.reads_migrated_on_client, 0, "{stats:?}");
+    // Writes through the client land migrated too, and a plain client reads them.
+    let mut m = tern_core::model::Map::new();
+    m.insert("hits".into(), Value::Int(99));
+    client
+        .put(&Key::new("user", "100").unwrap(), m)
+        .await
+        .unwrap();
+    assert_eq!(
+        c.hget::<_, _, String>("app:user:100", "hits").unwrap(),
+        "99"
+    );
+    assert_eq!(c.hget::<_, _, String>("app:user:100", "_v").unwrap(), "1");
+    tern_testkit::battery::report("valkey-module", name, "passed");
+}
