@@ -352,6 +352,93 @@ pub(crate) fn call_and_reply(ctx: Ctx, argv: &[RString], as_client: bool) -> c_i
     }
 }
 
+// --- the key API (reads without a command call) ---------------------------------------------
+
+/// What the key API reads of one key: its type and, on request, one hash
+/// field or the string value. Opened read-only with `NOTOUCH` (no LRU/LFU
+/// update: the command that follows touches the key itself).
+pub(crate) fn key_read(ctx: Ctx, key: &[u8], want: KeyRead<'_>) -> Reply {
+    let (Some(open), Some(close), Some(ty)) = (
+        unsafe { raw::RedisModule_OpenKey },
+        unsafe { raw::RedisModule_CloseKey },
+        unsafe { raw::RedisModule_KeyType },
+    ) else {
+        return Reply::Error("ERR tern: the server lacks the key API".to_owned());
+    };
+    let name = create_string(ctx, key);
+    if name.is_null() {
+        return Reply::Error("ERR tern: could not create a string".to_owned());
+    }
+    let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH) as c_int;
+    let k = unsafe { open(ctx, name, mode) };
+    let t = if k.is_null() {
+        0
+    } else {
+        unsafe { ty(k.cast()) }
+    };
+    let out = match want {
+        KeyRead::Type => Reply::Bytes(
+            match t {
+                1 => "string",
+                2 => "list",
+                3 => "hash",
+                4 => "set",
+                5 => "zset",
+                6 => "module",
+                7 => "stream",
+                _ => "none",
+            }
+            .as_bytes()
+            .to_vec(),
+        ),
+        KeyRead::Exists => Reply::Int(i64::from(t != 0)),
+        KeyRead::HashField(field) if t == 3 => hash_field(ctx, k, field),
+        KeyRead::HashField(_) => Reply::Nil,
+    };
+    if !k.is_null() {
+        unsafe { close(k.cast()) };
+    }
+    free_string(ctx, name);
+    out
+}
+
+/// What [`key_read`] reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KeyRead<'a> {
+    /// The Redis type, as TYPE names it.
+    Type,
+    /// 1 when the key exists, else 0.
+    Exists,
+    /// One field of a hash (nil when absent).
+    HashField(&'a [u8]),
+}
+
+fn hash_field(ctx: Ctx, k: *mut raw::RedisModuleKey, field: &[u8]) -> Reply {
+    let Some(get) = (unsafe { raw::RedisModule_HashGet }) else {
+        return Reply::Error("ERR tern: the server lacks RedisModule_HashGet".to_owned());
+    };
+    let f = create_string(ctx, field);
+    let mut value: RString = ptr::null_mut();
+    let flags = raw::REDISMODULE_HASH_NONE as c_int;
+    unsafe {
+        get(
+            k,
+            flags,
+            f,
+            &mut value as *mut RString,
+            ptr::null_mut::<c_void>(),
+        );
+    }
+    let out = if value.is_null() {
+        Reply::Nil
+    } else {
+        Reply::Bytes(bytes(value).to_vec())
+    };
+    free_string(ctx, value);
+    free_string(ctx, f);
+    out
+}
+
 // --- command filter -----------------------------------------------------------------------
 
 /// The command a filter sees.
