@@ -394,6 +394,8 @@ pub(crate) fn key_read(ctx: Ctx, key: &[u8], want: KeyRead<'_>) -> Reply {
         KeyRead::Exists => Reply::Int(i64::from(t != 0)),
         KeyRead::HashField(field) if t == 3 => hash_field(ctx, k, field),
         KeyRead::HashField(_) => Reply::Nil,
+        KeyRead::String if t == 1 => string_value(k),
+        KeyRead::String => Reply::Nil,
     };
     if !k.is_null() {
         unsafe { close(k.cast()) };
@@ -411,6 +413,20 @@ pub(crate) enum KeyRead<'a> {
     Exists,
     /// One field of a hash (nil when absent).
     HashField(&'a [u8]),
+    /// The value of a string (nil when absent or another type).
+    String,
+}
+
+fn string_value(k: *mut raw::RedisModuleKey) -> Reply {
+    let Some(dma) = (unsafe { raw::RedisModule_StringDMA }) else {
+        return Reply::Error("ERR tern: the server lacks RedisModule_StringDMA".to_owned());
+    };
+    let mut len: usize = 0;
+    let p = unsafe { dma(k, &mut len, raw::REDISMODULE_READ as c_int) };
+    if p.is_null() {
+        return Reply::Nil;
+    }
+    Reply::Bytes(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec())
 }
 
 fn hash_field(ctx: Ctx, k: *mut raw::RedisModuleKey, field: &[u8]) -> Reply {

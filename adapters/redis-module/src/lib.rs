@@ -45,6 +45,7 @@ impl migrate::Server for CtxServer {
             ("TYPE", [key]) => ffi::key_read(self.ctx, key, ffi::KeyRead::Type),
             ("EXISTS", [key]) => ffi::key_read(self.ctx, key, ffi::KeyRead::Exists),
             ("HGET", [key, field]) => ffi::key_read(self.ctx, key, ffi::KeyRead::HashField(field)),
+            ("GET", [key]) => ffi::key_read(self.ctx, key, ffi::KeyRead::String),
             _ => ffi::call(self.ctx, "E", cmd, args),
         }
     }

@@ -413,8 +413,10 @@ pub fn stamp(srv: &mut dyn Server, wire: &Wire, loaded: &Loaded, t: &Target) -> 
     match layout {
         KindLayout::Hash if ty == "hash" => {
             let vf = wire.version_field().as_bytes();
-            let v = chain.version.to_string();
-            check(srv.write("HSETNX", &[key, vf, v.as_bytes()])?)?;
+            if text(&check(srv.read("HGET", &[key, vf]))?).is_none() {
+                let v = chain.version.to_string();
+                check(srv.write("HSETNX", &[key, vf, v.as_bytes()])?)?;
+            }
         }
         KindLayout::Json if ty == "string" => {
             let r = check(srv.read("GET", &[key]))?;
