@@ -442,13 +442,14 @@ pub fn stamp(srv: &mut dyn Server, wire: &Wire, loaded: &Loaded, t: &Target) -> 
                 }
                 return Ok(());
             }
-            let pttl = int(&check(srv.read("PTTL", &[key]))?);
             let cur = check(srv.read("GET", &[tag.as_bytes()]))?;
-            let tag_ttl = int(&check(srv.read("PTTL", &[tag.as_bytes()]))?);
             let has = text(&cur).is_some();
             if !has && chain.version == 0 {
+                // Version 0 has no tag.
                 return Ok(());
             }
+            let pttl = int(&check(srv.read("PTTL", &[key]))?);
+            let tag_ttl = int(&check(srv.read("PTTL", &[tag.as_bytes()]))?);
             if !has || (pttl > 0) != (tag_ttl > 0) || (pttl > 0 && (pttl - tag_ttl).abs() > 1) {
                 let v = match text(&cur) {
                     Some(b) => version_of(wire, b)?,

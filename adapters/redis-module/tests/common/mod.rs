@@ -85,8 +85,16 @@ impl Valkey {
     /// Starts a server with the module loaded (`module_arg`: the store URL),
     /// AOF on (fsync always) so restarts keep everything. `Err`: why it cannot run here.
     pub fn start(module_arg: &str, extra: &[&str]) -> Result<Valkey, String> {
+        Self::start_with(Some(module_arg), extra)
+    }
+
+    /// The same server without the module (a benchmark's baseline).
+    pub fn start_without_module(extra: &[&str]) -> Result<Valkey, String> {
+        Self::start_with(None, extra)
+    }
+
+    fn start_with(module_arg: Option<&str>, extra: &[&str]) -> Result<Valkey, String> {
         let bin = valkey_server()?;
-        let module = module_path()?;
         let port = free_port().ok_or("no free port in 6390-6399")?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let mut args: Vec<String> = vec![
@@ -106,10 +114,14 @@ impl Valkey {
             "valkey.log".into(),
             "--enable-debug-command".into(),
             "local".into(),
-            "--loadmodule".into(),
-            module.display().to_string(),
-            module_arg.to_owned(),
         ];
+        if let Some(arg) = module_arg {
+            args.extend([
+                "--loadmodule".into(),
+                module_path()?.display().to_string(),
+                arg.to_owned(),
+            ]);
+        }
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         let _ = bin;
         let mut v = Valkey {
@@ -117,7 +129,7 @@ impl Valkey {
             dir,
             child: None,
             args,
-            module_arg: module_arg.to_owned(),
+            module_arg: module_arg.unwrap_or("redis://127.0.0.1/").to_owned(),
         };
         v.spawn()?;
         Ok(v)
