@@ -422,15 +422,8 @@ pub fn stamp(srv: &mut dyn Server, wire: &Wire, loaded: &Loaded, t: &Target) -> 
             let r = check(srv.read("GET", &[key]))?;
             let Some(body) = text(&r) else { return Ok(()) };
             let body = String::from_utf8_lossy(body).into_owned();
-            let Ok(mut json) = serde_json::from_str::<serde_json::Value>(&body) else {
-                return Ok(());
-            };
-            if let Some(obj) = json.as_object_mut() {
-                if !obj.contains_key(wire.version_field()) {
-                    obj.insert(wire.version_field().to_owned(), chain.version.into());
-                    let text = json.to_string();
-                    check(srv.write("SET", &[key, text.as_bytes(), b"KEEPTTL"])?)?;
-                }
+            if let Some(stamped) = with_version(&body, wire.version_field(), chain.version) {
+                check(srv.write("SET", &[key, stamped.as_bytes(), b"KEEPTTL"])?)?;
             }
         }
         KindLayout::Hash | KindLayout::Json => {}
@@ -460,4 +453,43 @@ pub fn stamp(srv: &mut dyn Server, wire: &Wire, loaded: &Loaded, t: &Target) -> 
         }
     }
     Ok(())
+}
+
+/// The JSON object `text` with the version member added in front, its other
+/// bytes unchanged (no number is re-printed); `None` when it has the member
+/// already or is not an object tern could read.
+pub fn with_version(text: &str, field: &str, version: u64) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_str(text).ok()?;
+    let obj = json.as_object()?;
+    if obj.contains_key(field) {
+        return None;
+    }
+    let at = text.find('{')?;
+    let name = serde_json::to_string(field).ok()?;
+    let sep = if obj.is_empty() { "" } else { "," };
+    Some(format!(
+        "{}{{{name}:{version}{sep}{}",
+        &text[..at],
+        &text[at + 1..]
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_is_added_without_touching_the_rest() {
+        assert_eq!(
+            with_version(r#"{"a":1.50,"b":123456789012345678901234}"#, "_v", 2).as_deref(),
+            Some(r#"{"_v":2,"a":1.50,"b":123456789012345678901234}"#)
+        );
+        assert_eq!(
+            with_version(" {}", "_v", 1).as_deref(),
+            Some(r#" {"_v":1}"#)
+        );
+        assert_eq!(with_version(r#"{"_v":1}"#, "_v", 2), None);
+        assert_eq!(with_version("[1]", "_v", 2), None);
+        assert_eq!(with_version("nope", "_v", 2), None);
+    }
 }
