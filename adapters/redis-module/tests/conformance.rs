@@ -118,6 +118,12 @@ on_valkey!(json_transforms_compose_in_one_access, |v| {
         json,
         serde_json::json!({"name": "x", "n": 1, "tags": 0, "_v": 2})
     );
+    // A current client's new entity is stamped, its own text kept.
+    let _: () = c.set("app:doc:2", r#"{"name":"y","tags":1.50}"#).unwrap();
+    assert_eq!(
+        c.get::<_, String>("app:doc:2").unwrap(),
+        r#"{"_v":2,"name":"y","tags":1.50}"#
+    );
 });
 
 on_valkey!(rename_then_read_under_the_new_name_old_name_absent, |v| {
