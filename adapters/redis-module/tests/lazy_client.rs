@@ -80,3 +80,71 @@ async fn lazy_client_reads_plainly_where_the_module_migrates() {
     assert_eq!(c.hget::<_, _, String>("app:user:100", "_v").unwrap(), "1");
     tern_testkit::battery::report("valkey-module", name, "passed");
 }
+
+/// `tern sweep` completes a lazy migration on a server with the module (its
+/// scripts' commands pass the filter), and once complete the kind's commands
+/// no longer go through the module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_completes_and_the_module_steps_aside() {
+    let name = "sweep_completes_and_the_module_steps_aside";
+    let v = match Valkey::start(URL, &[]) {
+        Ok(v) => v,
+        Err(reason) => return common::skip("valkey-module", name, &reason),
+    };
+    let mut c = v.conn();
+    for i in 0..50 {
+        let _: () = c.hset(format!("app:user:{i}"), "visits", i).unwrap();
+        let _: () = c.set(format!("app:oldc:{i}"), format!("v{i}")).unwrap();
+    }
+    up(
+        &v,
+        &[(
+            1,
+            "lazy\nrename user.visits to hits\nrename kind oldc to c\n",
+        )],
+    )
+    .await;
+    // Some entities migrated by plain clients first.
+    for i in 0..10 {
+        let _: Option<String> = c.hget(format!("app:user:{i}"), "hits").unwrap();
+        let _: Option<String> = c.get(format!("app:c:{i}")).unwrap();
+    }
+    let store = v.store().await;
+    let report = tern_core::lazy::sweep::sweep(
+        Arc::clone(&store),
+        &tern_core::migrate::lease::LeaseOptions::default(),
+        &std::collections::BTreeMap::new(),
+        &tern_core::lazy::SweepOptions {
+            batch_size: 7,
+            ..tern_core::lazy::SweepOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.completed, vec![1], "{report:?}");
+    for i in 0..50 {
+        assert_eq!(
+            c.hget::<_, _, String>(format!("app:user:{i}"), "hits")
+                .unwrap(),
+            i.to_string()
+        );
+        assert_eq!(
+            c.get::<_, String>(format!("app:c:{i}")).unwrap(),
+            format!("v{i}")
+        );
+        assert!(!c.exists::<_, bool>(format!("app:oldc:{i}")).unwrap());
+    }
+    // Complete: the module reloaded the state and its filter lets the kinds pass.
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    let _: Option<String> = c.hget("app:user:3", "hits").unwrap();
+    let _: Option<String> = c.get("app:c:3").unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        !stats.contains("tern.r") && !stats.contains("tern.w"),
+        "{stats}"
+    );
+    tern_testkit::battery::report("valkey-module", name, "passed");
+}
