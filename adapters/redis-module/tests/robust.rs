@@ -236,3 +236,57 @@ async fn big_containers_migrate_whole_with_the_pause_measured() {
     assert!(hash_pause < Duration::from_secs(30) && set_pause < Duration::from_secs(30));
     tern_testkit::battery::report("valkey-module", name, "passed");
 }
+
+/// On Redis 7.0 (Debian's redis-server) the module refuses to load, and the
+/// server's log names the missing API.
+#[test]
+fn refuses_to_load_on_redis_7_0_naming_the_missing_api() {
+    let name = "refuses_to_load_on_redis_7_0_naming_the_missing_api";
+    let version = match std::process::Command::new("redis-server")
+        .arg("--version")
+        .output()
+    {
+        Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Err(_) => return common::skip("valkey-module", name, "redis-server is not installed"),
+    };
+    if !version.contains("v=7.0.") {
+        return common::skip(
+            "valkey-module",
+            name,
+            &format!("redis-server is not 7.0 ({})", version.trim()),
+        );
+    }
+    let module = match common::module_path() {
+        Ok(m) => m,
+        Err(reason) => return common::skip("valkey-module", name, &reason),
+    };
+    let Some(port) = common::free_port() else {
+        return common::skip("valkey-module", name, "no free port in 6390-6399");
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("redis-server")
+        .args([
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .arg("--loadmodule")
+        .arg(&module)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success(),
+        "redis-server 7.0 started with the module: {log}"
+    );
+    assert!(
+        log.contains("RedisModule_CommandFilterGetClientId") && log.contains("Valkey 8"),
+        "{log}"
+    );
+    tern_testkit::battery::report("valkey-module", name, "passed");
+}
