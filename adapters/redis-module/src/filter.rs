@@ -222,3 +222,24 @@ mod tests {
         assert_eq!(r(&["SCAN", "0", "MATCH", "app:user:*"]), Route::Pass);
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any command: no panic; untouched unless an argument after the name is watched.
+        #[test]
+        fn any_command_is_routed_without_panic(
+            args in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..10), 0..8),
+            prefix in prop::collection::vec(any::<u8>(), 1..4),
+        ) {
+            let watched = |a: &[u8]| a.starts_with(&prefix);
+            let route = route(args.iter().map(Vec::as_slice), watched);
+            if !args.iter().skip(1).any(|a| a.starts_with(&prefix)) {
+                prop_assert_eq!(route, Route::Pass);
+            }
+        }
+    }
+}

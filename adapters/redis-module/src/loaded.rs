@@ -192,3 +192,18 @@ mod tests {
         assert!(e.contains("module argument"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A state document that is not tern's is an error, never a panic.
+        #[test]
+        fn any_document_is_read_or_refused(doc in ".{0,200}") {
+            let wire = Wire::from_url("redis://127.0.0.1/?prefix=app").unwrap();
+            let _ = Loaded::from_doc(&wire, Some(&doc), None);
+        }
+    }
+}
