@@ -4,8 +4,6 @@
 //! [`Server`] calls that the module runs with `RM_Call` (writes replicated to
 //! replicas and the AOF, inside the command's atomic unit).
 
-use std::collections::BTreeMap;
-
 use tern_core::lazy::KindChain;
 use tern_core::model::{Entity, Key};
 use tern_redis::KindLayout;
@@ -243,7 +241,6 @@ fn run_steps(
                 };
                 fields.push((f, v));
             }
-            let old_texts: BTreeMap<String, String> = fields.iter().cloned().collect();
             let Some(entity) = wire
                 .decode_hash(key_of(wire, t)?, fields)
                 .map_err(|e| format!("TERNMIGRATE {e}"))?
@@ -251,30 +248,38 @@ fn run_steps(
                 return Ok(false);
             };
             let new = migrated(chain, &entity, t)?;
-            let pairs = wire
-                .encode_hash(&new)
-                .map_err(|e| format!("TERNMIGRATE {e}"))?;
-            let new_fields: BTreeMap<&str, &str> = pairs
-                .chunks_exact(2)
-                .map(|p| (p[0].as_str(), p[1].as_str()))
-                .collect();
-            let gone: Vec<&[u8]> = old_texts
+            if new.value.contains_key(wire.version_field()) {
+                return Err(format!(
+                    "TERNMIGRATE the entity {} would hold a property named as the version field {}",
+                    t.key,
+                    wire.version_field()
+                ));
+            }
+            // Only what changed is written: fields whose value the steps left alone
+            // keep their text (an application's own number forms included).
+            let gone: Vec<&[u8]> = entity
+                .value
                 .keys()
-                .filter(|f| !new_fields.contains_key(f.as_str()))
+                .filter(|f| !new.value.contains_key(f.as_str()))
                 .map(|f| f.as_bytes())
                 .collect();
+            let changed: Vec<(&str, String)> = new
+                .value
+                .iter()
+                .filter(|(f, v)| entity.value.get(f.as_str()) != Some(*v))
+                .map(|(f, v)| (f.as_str(), wire.encode_field(v)))
+                .collect();
+            let version = new.version.to_string();
             let mut set: Vec<&[u8]> = vec![key];
-            for (f, v) in &new_fields {
-                if old_texts.get(*f).map(String::as_str) != Some(*v) {
-                    set.push(f.as_bytes());
-                    set.push(v.as_bytes());
-                }
+            for (f, v) in &changed {
+                set.push(f.as_bytes());
+                set.push(v.as_bytes());
             }
+            set.push(vf);
+            set.push(version.as_bytes());
             // Fields first, then the removals: the hash never becomes empty
             // (Redis would delete it and its TTL).
-            if set.len() > 1 {
-                check(srv.write("HSET", &set)?)?;
-            }
+            check(srv.write("HSET", &set)?)?;
             if !gone.is_empty() {
                 let mut del = vec![key];
                 del.extend(gone);

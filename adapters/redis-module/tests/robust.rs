@@ -224,14 +224,12 @@ async fn big_containers_migrate_whole_with_the_pause_measured() {
     assert_eq!(n, MEMBERS);
     assert!(!c.exists::<_, bool>("app:oldtags:big").unwrap());
     eprintln!(
-        "PAUSE hash of {FIELDS} fields (add + rename of a field): {:.1} ms; set of {MEMBERS} members (kind rename): {:.1} ms ({} build)",
+        "PAUSE hash of {FIELDS} fields (add + rename of a field): {:.1} ms; set of {MEMBERS} members (kind rename): {:.1} ms (module {})",
         hash_pause.as_secs_f64() * 1e3,
         set_pause.as_secs_f64() * 1e3,
-        if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        }
+        common::module_path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
     );
     assert!(hash_pause < Duration::from_secs(30) && set_pause < Duration::from_secs(30));
     tern_testkit::battery::report("valkey-module", name, "passed");
