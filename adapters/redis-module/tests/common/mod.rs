@@ -223,7 +223,24 @@ impl Drop for Valkey {
 }
 
 /// `tern up` of lazy migration scripts `(id, text)` on the server's store.
+/// `tern up` is idempotent (applied migrations are skipped), so a failure of
+/// the machine (a connect timeout under load) is retried twice.
 pub async fn up(v: &Valkey, scripts: &[(u32, &str)]) {
-    let store = v.store().await;
-    tern_testkit::lazy::up(&store, scripts).await.unwrap();
+    let mut last = String::new();
+    for _ in 0..3 {
+        let store = match tern_redis::open(&v.store_url()).await {
+            Ok(s) => s,
+            Err(e) => {
+                last = e.to_string();
+                std::thread::sleep(Duration::from_millis(500));
+                continue;
+            }
+        };
+        match tern_testkit::lazy::up(&store, scripts).await {
+            Ok(()) => return,
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("tern up failed three times: {last}\n{}", v.log_tail());
 }
