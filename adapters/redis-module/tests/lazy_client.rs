@@ -148,3 +148,68 @@ async fn sweep_completes_and_the_module_steps_aside() {
     );
     tern_testkit::battery::report("valkey-module", name, "passed");
 }
+
+/// `RedisLazy`'s commands on a server with the module are the plain commands
+/// (no script), on migrated entities.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lazy_commands_are_plain_where_the_module_migrates() {
+    let name = "redis_lazy_commands_are_plain_where_the_module_migrates";
+    let v = match Valkey::start("redis://127.0.0.1/0?prefix=app&set=oldtags,tags", &[]) {
+        Ok(v) => v,
+        Err(reason) => return common::skip("valkey-module", name, &reason),
+    };
+    let mut c = v.conn();
+    for i in 0..10 {
+        let _: () = c.sadd(format!("app:oldtags:{i}"), &["a", "b"]).unwrap();
+        let _: () = c.hset(format!("app:user:{i}"), "visits", i).unwrap();
+    }
+    up(
+        &v,
+        &[(
+            1,
+            "lazy\nrename kind oldtags to tags\nrename user.visits to hits\n",
+        )],
+    )
+    .await;
+    let store = Arc::new(
+        tern_redis::RedisStore::connect(tern_redis::RedisConfig::from_url(&v.store_url()).unwrap())
+            .await
+            .unwrap(),
+    );
+    let dyn_store: Arc<dyn tern_core::store::Store> = store.clone();
+    let client = LazyClient::builder(dyn_store)
+        .declare("tags", 0)
+        .declare("user", 1)
+        .connect()
+        .await
+        .unwrap();
+    let lazy = tern_redis::RedisLazy::new(store, client);
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    for i in 0..10 {
+        let id = i.to_string();
+        assert!(
+            lazy.sadd(&Key::new("tags", id.as_str()).unwrap(), b"c")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            lazy.hincr_by(&Key::new("user", id.as_str()).unwrap(), "hits", 1)
+                .await
+                .unwrap(),
+            i + 1
+        );
+    }
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        !stats.contains("cmdstat_evalsha") && !stats.contains("cmdstat_eval:"),
+        "{stats}"
+    );
+    assert!(stats.contains("cmdstat_tern.w"), "{stats}");
+    let m: std::collections::BTreeSet<String> = c.smembers("app:tags:3").unwrap();
+    assert_eq!(m.into_iter().collect::<Vec<_>>(), vec!["a", "b", "c"]);
+    assert!(!c.exists::<_, bool>("app:oldtags:3").unwrap());
+    tern_testkit::battery::report("valkey-module", name, "passed");
+}
