@@ -274,7 +274,7 @@ fn refuses_to_load_on_redis_7_0_naming_the_missing_api() {
         ])
         .arg(dir.path())
         .arg("--loadmodule")
-        .arg(&module)
+        .arg(module.display().to_string())
         .output()
         .unwrap();
     let log = String::from_utf8_lossy(&out.stdout);
@@ -286,5 +286,35 @@ fn refuses_to_load_on_redis_7_0_naming_the_missing_api() {
         log.contains("RedisModule_CommandFilterGetClientId") && log.contains("Valkey 8"),
         "{log}"
     );
+    tern_testkit::battery::report("valkey-module", name, "passed");
+}
+
+/// `MODULE LOAD` on a running server with a lazy migration already installed
+/// reads the spec at once: the next read migrates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_load_at_run_time_reads_the_spec_at_once() {
+    let name = "module_load_at_run_time_reads_the_spec_at_once";
+    let (v, module) = match (
+        Valkey::start_without_module(&["--enable-module-command", "local"]),
+        common::module_path(),
+    ) {
+        (Ok(v), Ok(m)) => (v, m),
+        (Err(reason), _) | (_, Err(reason)) => return common::skip("valkey-module", name, &reason),
+    };
+    let mut c = v.conn();
+    let _: () = c.hset("app:user:1", "visits", "5").unwrap();
+    let store = tern_redis::open(&format!("redis://127.0.0.1:{}/0?prefix=app", v.port))
+        .await
+        .unwrap();
+    tern_testkit::lazy::up(&store, &[(1, "lazy\nrename user.visits to hits\n")])
+        .await
+        .unwrap();
+    let _: () = redis::cmd("MODULE")
+        .arg("LOAD")
+        .arg(module.display().to_string())
+        .arg("redis://127.0.0.1/0?prefix=app")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(c.hget::<_, _, String>("app:user:1", "hits").unwrap(), "5");
     tern_testkit::battery::report("valkey-module", name, "passed");
 }
