@@ -228,11 +228,9 @@ fn run_steps(
             }
             let flat = array(check(srv.read("HGETALL", &[key]))?);
             let mut fields = Vec::with_capacity(flat.len() / 2);
-            for pair in flat.chunks_exact(2) {
-                let (Ok(f), Ok(v)) = (
-                    String::from_utf8(pair[0].clone()),
-                    String::from_utf8(pair[1].clone()),
-                ) else {
+            let mut it = flat.into_iter();
+            while let (Some(f), Some(v)) = (it.next(), it.next()) {
+                let (Ok(f), Ok(v)) = (String::from_utf8(f), String::from_utf8(v)) else {
                     return Err(format!(
                         "TERNMIGRATE the hash {} holds a field that is not UTF-8: tern cannot \
                          read it as an entity",
