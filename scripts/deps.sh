@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages the build needs beyond Rust: pkg-config and CBC (coinor-libcbc-dev), the solver
-# of `tern advise` (crate coin_cbc links it; see docs/advisor.md). Idempotent: installs only what is
+# of `tern advise` (crate coin_cbc links it; see docs/advisor.md); libclang-dev, for bindgen in
+# the build of tern-redis-module (crate valkey-module generates the module API's bindings). Idempotent: installs only what is
 # missing, with apt-get (as root, or through sudo).
 set -euo pipefail
 
@@ -8,6 +9,10 @@ need=()
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 if ! pkg-config --exists cbc 2>/dev/null; then
   need+=(coinor-libcbc-dev)
+fi
+if [[ $(dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null) != "install ok installed" ]] &&
+  ! ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1; then
+  need+=(libclang-dev)
 fi
 if ((${#need[@]} == 0)); then
   exit 0

@@ -7,6 +7,9 @@
 #   cluster    a Redis Cluster of 3 masters (same package) on 127.0.0.1:7001-7003
 #   mongodb    SecantusDB (MongoDB wire protocol over WiredTiger, Python build in a venv), :27017
 #   cassandra  tern-cql-server (in-memory CQL v4 stand-in, built from this workspace), :9042
+#   valkey     Valkey 8 (bookworm-backports) with tern's module loaded, 127.0.0.1:6390
+#   valkey-cluster  a Valkey 8 cluster of 3 masters with the module, 127.0.0.1:7101-7103
+#              (both: docs/module.md; not part of `all`, named explicitly)
 #
 # Every command is idempotent: `install` skips what is installed, `start` installs first and
 # skips servers that already answer their protocol's ping, `stop` only stops processes this
@@ -18,13 +21,18 @@
 # TERN_REDIS_CLUSTER_PORT (7001: the first of three),
 # TERN_MONGODB_PORT (27017), TERN_CASSANDRA_PORT (9042), TERN_SERVER_TIMEOUT (60 s per start),
 # TERN_MONGODB_STORAGE (default: $TERN_STATE_DIR/mongo-data; ':memory:' for a throwaway store),
-# TERN_SECANTUS_SPEC (SecantusDB==0.7.0b3), TERN_PYTHON (python3), CARGO_TARGET_DIR.
+# TERN_SECANTUS_SPEC (SecantusDB==0.7.0b3), TERN_PYTHON (python3), CARGO_TARGET_DIR,
+# TERN_VALKEY_PORT (6390), TERN_VALKEY_CLUSTER_PORT (7101: the first of three),
+# TERN_REDIS_MODULE (default: the debug build of tern-redis-module, built by `install`),
+# TERN_VALKEY_MODULE_URL (the module's argument, the tern store URL of the data).
 set -euo pipefail
 
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 LOG_TAG=servers
 # shellcheck source=scripts/lib/common.sh
 source "$REPO/scripts/lib/common.sh"
+# shellcheck source=scripts/lib/valkey.sh
+source "$REPO/scripts/lib/valkey.sh"
 
 STATE=${TERN_STATE_DIR:-$REPO/.tern-servers}
 REDIS_PORT=${TERN_REDIS_PORT:-6379}
@@ -220,10 +228,105 @@ cassandra_start() {
 
 cassandra_stop() { stop_pidfile cassandra "$STATE/cassandra.pid" tern-cql-server; }
 
+# --- valkey (Valkey 8 with tern's module) -----------------------------------------------------
+
+VALKEY_PORT=${TERN_VALKEY_PORT:-6390}
+VALKEY_CLUSTER_PORT=${TERN_VALKEY_CLUSTER_PORT:-7101}
+VALKEY_CLUSTER_PORTS=("$VALKEY_CLUSTER_PORT" "$((VALKEY_CLUSTER_PORT + 1))" "$((VALKEY_CLUSTER_PORT + 2))")
+VALKEY_MODULE=${TERN_REDIS_MODULE:-$TARGET_DIR/debug/libtern_redis_module.so}
+VALKEY_MODULE_URL=${TERN_VALKEY_MODULE_URL:-redis://127.0.0.1/0?prefix=vm&id_tag=1&string=oldc,c&set=oldtags,tags&list=oldlog,log&zset=oldsc,sc&json=doc}
+
+valkey_install() {
+    valkey_install_packages
+    # The module, built as the tests build it (cargo decides what is stale).
+    (cd "$REPO" && cargo build --quiet --locked -p tern-redis-module) >&2
+    [[ -f $VALKEY_MODULE ]] || die "valkey: the module $VALKEY_MODULE was not built"
+}
+
+valkey_ping() { valkey-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null | grep -q PONG; }
+
+# valkey_node PORT DIR [ARGS...]: one daemonized Valkey with the module loaded.
+valkey_node() {
+    local port=$1 dir=$2
+    shift 2
+    mkdir -p "$dir"
+    refuse_if_running "valkey:$port" "$dir/valkey.pid" valkey-server
+    rm -f "$dir/valkey.pid"
+    # shellcheck disable=SC2094
+    valkey-server --bind 127.0.0.1 --port "$port" --daemonize yes --save '' --appendonly no \
+        --dir "$dir" --pidfile "$dir/valkey.pid" --logfile "$dir/valkey.log" \
+        --enable-debug-command local "$@" \
+        --loadmodule "$VALKEY_MODULE" "$VALKEY_MODULE_URL" </dev/null >>"$dir/valkey.log" 2>&1
+    wait_ready "valkey:$port" "$dir/valkey.log" "$dir/valkey.pid" valkey-server "$TIMEOUT" \
+        valkey_ping "$port"
+}
+
+valkey_start() {
+    if valkey_ping "$VALKEY_PORT"; then
+        log "valkey: already answering on 127.0.0.1:$VALKEY_PORT"
+        return 0
+    fi
+    valkey_node "$VALKEY_PORT" "$STATE/valkey"
+}
+
+valkey_stop() { stop_pidfile valkey "$STATE/valkey/valkey.pid" valkey-server; }
+
+valkey-cluster_install() { valkey_install; }
+
+valkey_cluster_ok() {
+    valkey-cli -h 127.0.0.1 -p "$VALKEY_CLUSTER_PORT" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
+}
+
+valkey-cluster_start() {
+    if valkey_cluster_ok; then
+        log "valkey-cluster: already answering on 127.0.0.1:${VALKEY_CLUSTER_PORTS[0]}-${VALKEY_CLUSTER_PORTS[2]}"
+        return 0
+    fi
+    local port dir nodes=()
+    for port in "${VALKEY_CLUSTER_PORTS[@]}"; do
+        dir=$STATE/valkey-cluster/$port
+        nodes+=("127.0.0.1:$port")
+        valkey_ping "$port" && continue
+        mkdir -p "$dir"
+        rm -f "$dir/nodes.conf"
+        valkey_node "$port" "$dir" --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
+            --cluster-node-timeout 5000
+    done
+    valkey-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >&2
+    local waited=0
+    until valkey_cluster_ok; do
+        ((waited++ < TIMEOUT * 10)) || die "valkey-cluster: slots not served after ${TIMEOUT}s"
+        sleep 0.1
+    done
+    # A fresh cluster holds no state document: tell every master (a master without the state
+    # key refuses the namespace until it has a spec; docs/module.md, TERN.LOADSPEC).
+    for port in "${VALKEY_CLUSTER_PORTS[@]}"; do
+        valkey-cli -h 127.0.0.1 -p "$port" TERN.LOADSPEC '' '' >/dev/null
+    done
+}
+
+valkey-cluster_stop() {
+    local port
+    for port in "${VALKEY_CLUSTER_PORTS[@]}"; do
+        stop_pidfile "valkey-cluster:$port" "$STATE/valkey-cluster/$port/valkey.pid" valkey-server
+    done
+}
+
 # --- status / env ----------------------------------------------------------------------------
 
 status_of() {
     local svc=$1 kind port pidfile pid=""
+    if [[ $svc == valkey || $svc == valkey-cluster ]]; then
+        local p=$VALKEY_PORT ok=valkey_ping
+        [[ $svc == valkey-cluster ]] && p=$VALKEY_CLUSTER_PORT ok=valkey_cluster_ok
+        if $ok "$p"; then
+            printf '%-9s up    127.0.0.1:%s\n' "$svc" "$p"
+        else
+            printf '%-9s down  127.0.0.1:%s\n' "$svc" "$p"
+            return 3
+        fi
+        return 0
+    fi
     if [[ $svc == cluster ]]; then
         if cluster_ok; then
             printf '%-9s up    127.0.0.1:%s-%s\n' "$svc" "${CLUSTER_PORTS[0]}" "${CLUSTER_PORTS[2]}"
@@ -262,6 +365,12 @@ print_env() {
             cassandra)
                 printf 'export TERN_IT_CASSANDRA_URL=%q\n' \
                     "cassandra://127.0.0.1:$CASSANDRA_PORT/tern_it" ;;
+            valkey)
+                printf 'export TERN_IT_VALKEY_URL=%q\n' \
+                    "${VALKEY_MODULE_URL/127.0.0.1\//127.0.0.1:$VALKEY_PORT/}" ;;
+            valkey-cluster)
+                printf 'export TERN_IT_VALKEY_CLUSTER_URL=%q\n' \
+                    "${VALKEY_MODULE_URL/127.0.0.1\//127.0.0.1:$VALKEY_CLUSTER_PORT/}&cluster=1" ;;
         esac
     done
 }
@@ -285,7 +394,7 @@ main() {
     for svc in "${@:-all}"; do
         case $svc in
             all) services+=(redis cluster mongodb cassandra) ;;
-            redis | cluster | mongodb | cassandra) services+=("$svc") ;;
+            redis | cluster | mongodb | cassandra | valkey | valkey-cluster) services+=("$svc") ;;
             *) log "unknown server: $svc" && usage ;;
         esac
     done

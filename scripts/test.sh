@@ -26,7 +26,7 @@ mkdir -p "$TERN_BATTERY_DIR"
 # restarted. Stopped again on exit (only what servers.sh started).
 stop_servers() {
   if [[ -z ${TERN_KEEP_SERVERS:-} ]]; then
-    scripts/servers.sh stop all >/dev/null 2>&1 || true
+    scripts/servers.sh stop all valkey valkey-cluster >/dev/null 2>&1 || true
     scripts/redis-image.sh stop-dockerd >/dev/null 2>&1 || true
   fi
 }
@@ -36,6 +36,16 @@ phase "servers: install"
 scripts/servers.sh start all
 eval "$(scripts/servers.sh env)"
 phase "servers: start"
+
+# Valkey 8 with tern's module (tern-redis-module): the Valkey install (bookworm-backports),
+# the module's build (libclang for bindgen: deps.sh) and the servers, each phase timed.
+scripts/deps.sh
+phase "system packages (deps.sh)"
+scripts/servers.sh install valkey valkey-cluster
+phase "valkey: install + module build"
+scripts/servers.sh start valkey valkey-cluster
+eval "$(scripts/servers.sh env valkey valkey-cluster)"
+phase "valkey: start"
 
 # The Redis container path (testcontainers on a locally built image). Optional: when
 # docker or debootstrap cannot provision here, the container battery reports itself

@@ -237,6 +237,10 @@ impl Store for RedisStore {
         formers: &[Key],
         steps: Option<&StepsFrom>,
     ) -> Result<Option<Advanced>> {
+        if self.module {
+            // The server's module migrates what a plain read names: no script.
+            return Err(crate::module::declined());
+        }
         match steps {
             Some(steps) => self.get_advanced_hash(key, formers, steps).await,
             None => self.get_moving_script(key, formers).await,

@@ -84,6 +84,8 @@ pub struct RedisStore {
         Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<redis::Script>>>>,
     /// One-key read scripts of `get_advanced`, with their steps.
     pub(crate) read_scripts: Arc<std::sync::Mutex<Vec<crate::pushdown::CachedReadScript>>>,
+    /// tern's server module is loaded (`module.rs`, detected once at connect).
+    pub(crate) module: bool,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -144,6 +146,7 @@ impl RedisStore {
             .await
             .map_err(unavailable)?;
         let nodes = conn.masters().await.map_err(unavailable)?;
+        let module = crate::module::detect(&mut conn).await;
         Ok(RedisStore {
             keys: Keys::new(&config),
             config: Arc::new(config),
@@ -156,7 +159,14 @@ impl RedisStore {
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
             scripts: Arc::default(),
             read_scripts: Arc::default(),
+            module,
         })
+    }
+
+    /// Whether the server has tern's module loaded (it migrates entities itself:
+    /// docs/module.md), as detected at connect.
+    pub fn has_module(&self) -> bool {
+        self.module
     }
 
     /// The script of a Lua text, made once per text.

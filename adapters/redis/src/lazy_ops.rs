@@ -112,6 +112,9 @@ impl RedisLazy {
             .into());
         }
         let redis_key = self.store.keys.entity_key(key)?;
+        if self.store.module {
+            return crate::module::plain_command(&self.store, key, &redis_key, command, args).await;
+        }
         let tag = self.store.keys.version_key(&redis_key);
         let mut keys = vec![redis_key, tag];
         for former in &chain.formers {

@@ -19,11 +19,13 @@ mod containers;
 mod core;
 mod exact;
 mod lazy_ops;
+pub mod module;
 mod moving;
 mod pushdown;
 mod rename;
 mod scanpos;
 mod typed_json;
+pub mod wire;
 
 use std::sync::Arc;
 

@@ -1,0 +1,215 @@
+//! tern's own lazy client on a server with the module: detected at connect, it
+//! reads with plain commands (no script), and the entities it gets are the ones
+//! the module migrated.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Valkey, up};
+use redis::Commands;
+use tern_core::lazy::LazyClient;
+use tern_core::model::{Key, Value};
+
+const URL: &str = "redis://127.0.0.1/0?prefix=app&string=oldc,c";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lazy_client_reads_plainly_where_the_module_migrates() {
+    let name = "lazy_client_reads_plainly_where_the_module_migrates";
+    let v = match Valkey::start(URL, &[]) {
+        Ok(v) => v,
+        Err(reason) => return common::skip("valkey-module", name, &reason),
+    };
+    let mut c = v.conn();
+    for i in 0..20 {
+        let _: () = c.hset(format!("app:user:{i}"), "visits", i).unwrap();
+        let _: () = c.set(format!("app:oldc:{i}"), format!("v{i}")).unwrap();
+    }
+    up(
+        &v,
+        &[(
+            1,
+            "lazy\nrename user.visits to hits\nrename kind oldc to c\n",
+        )],
+    )
+    .await;
+    let store =
+        tern_redis::RedisStore::connect(tern_redis::RedisConfig::from_url(&v.store_url()).unwrap())
+            .await
+            .unwrap();
+    assert!(store.has_module(), "the module was not detected");
+    let store: Arc<dyn tern_core::store::Store> = Arc::new(store);
+    let client = LazyClient::builder(Arc::clone(&store))
+        .declare("user", 1)
+        .declare("c", 0)
+        .connect()
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let e = client
+            .get(&Key::new("user", i.to_string()).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.version, 1);
+        assert_eq!(e.value.get("hits"), Some(&Value::Int(i)));
+        assert!(!e.value.contains_key("visits"));
+        let e = client
+            .get(&Key::new("c", i.to_string()).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.value.get("value"), Some(&Value::from(format!("v{i}"))));
+    }
+    let stats = client.stats();
+    assert_eq!(stats.reads_in_store, 0, "{stats:?}");
+    assert_eq!(stats.renamed_reads_in_store, 0, "{stats:?}");
+    assert_eq!(stats.reads_migrated_on_client, 0, "{stats:?}");
+    // Writes through the client land migrated too, and a plain client reads them.
+    let mut m = tern_core::model::Map::new();
+    m.insert("hits".into(), Value::Int(99));
+    client
+        .put(&Key::new("user", "100").unwrap(), m)
+        .await
+        .unwrap();
+    assert_eq!(
+        c.hget::<_, _, String>("app:user:100", "hits").unwrap(),
+        "99"
+    );
+    assert_eq!(c.hget::<_, _, String>("app:user:100", "_v").unwrap(), "1");
+    tern_testkit::battery::report("valkey-module", name, "passed");
+}
+
+/// `tern sweep` completes a lazy migration on a server with the module (its
+/// scripts' commands pass the filter), and once complete the kind's commands
+/// no longer go through the module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_completes_and_the_module_steps_aside() {
+    let name = "sweep_completes_and_the_module_steps_aside";
+    let v = match Valkey::start(URL, &[]) {
+        Ok(v) => v,
+        Err(reason) => return common::skip("valkey-module", name, &reason),
+    };
+    let mut c = v.conn();
+    for i in 0..50 {
+        let _: () = c.hset(format!("app:user:{i}"), "visits", i).unwrap();
+        let _: () = c.set(format!("app:oldc:{i}"), format!("v{i}")).unwrap();
+    }
+    up(
+        &v,
+        &[(
+            1,
+            "lazy\nrename user.visits to hits\nrename kind oldc to c\n",
+        )],
+    )
+    .await;
+    // Some entities migrated by plain clients first.
+    for i in 0..10 {
+        let _: Option<String> = c.hget(format!("app:user:{i}"), "hits").unwrap();
+        let _: Option<String> = c.get(format!("app:c:{i}")).unwrap();
+    }
+    let store = v.store().await;
+    let report = tern_core::lazy::sweep::sweep(
+        Arc::clone(&store),
+        &tern_core::migrate::lease::LeaseOptions::default(),
+        &std::collections::BTreeMap::new(),
+        &tern_core::lazy::SweepOptions {
+            batch_size: 7,
+            ..tern_core::lazy::SweepOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.completed, vec![1], "{report:?}");
+    for i in 0..50 {
+        assert_eq!(
+            c.hget::<_, _, String>(format!("app:user:{i}"), "hits")
+                .unwrap(),
+            i.to_string()
+        );
+        assert_eq!(
+            c.get::<_, String>(format!("app:c:{i}")).unwrap(),
+            format!("v{i}")
+        );
+        assert!(!c.exists::<_, bool>(format!("app:oldc:{i}")).unwrap());
+    }
+    // Complete: the module reloaded the state and its filter lets the kinds pass.
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    let _: Option<String> = c.hget("app:user:3", "hits").unwrap();
+    let _: Option<String> = c.get("app:c:3").unwrap();
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        !stats.contains("tern.r") && !stats.contains("tern.w"),
+        "{stats}"
+    );
+    tern_testkit::battery::report("valkey-module", name, "passed");
+}
+
+/// `RedisLazy`'s commands on a server with the module are the plain commands
+/// (no script), on migrated entities.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lazy_commands_are_plain_where_the_module_migrates() {
+    let name = "redis_lazy_commands_are_plain_where_the_module_migrates";
+    let v = match Valkey::start("redis://127.0.0.1/0?prefix=app&set=oldtags,tags", &[]) {
+        Ok(v) => v,
+        Err(reason) => return common::skip("valkey-module", name, &reason),
+    };
+    let mut c = v.conn();
+    for i in 0..10 {
+        let _: () = c.sadd(format!("app:oldtags:{i}"), &["a", "b"]).unwrap();
+        let _: () = c.hset(format!("app:user:{i}"), "visits", i).unwrap();
+    }
+    up(
+        &v,
+        &[(
+            1,
+            "lazy\nrename kind oldtags to tags\nrename user.visits to hits\n",
+        )],
+    )
+    .await;
+    let store = Arc::new(
+        tern_redis::RedisStore::connect(tern_redis::RedisConfig::from_url(&v.store_url()).unwrap())
+            .await
+            .unwrap(),
+    );
+    let dyn_store: Arc<dyn tern_core::store::Store> = store.clone();
+    let client = LazyClient::builder(dyn_store)
+        .declare("tags", 0)
+        .declare("user", 1)
+        .connect()
+        .await
+        .unwrap();
+    let lazy = tern_redis::RedisLazy::new(store, client);
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    for i in 0..10 {
+        let id = i.to_string();
+        assert!(
+            lazy.sadd(&Key::new("tags", id.as_str()).unwrap(), b"c")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            lazy.hincr_by(&Key::new("user", id.as_str()).unwrap(), "hits", 1)
+                .await
+                .unwrap(),
+            i + 1
+        );
+    }
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        !stats.contains("cmdstat_evalsha") && !stats.contains("cmdstat_eval:"),
+        "{stats}"
+    );
+    assert!(stats.contains("cmdstat_tern.w"), "{stats}");
+    let m: std::collections::BTreeSet<String> = c.smembers("app:tags:3").unwrap();
+    assert_eq!(m.into_iter().collect::<Vec<_>>(), vec!["a", "b", "c"]);
+    assert!(!c.exists::<_, bool>("app:oldtags:3").unwrap());
+    tern_testkit::battery::report("valkey-module", name, "passed");
+}
