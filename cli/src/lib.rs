@@ -7,6 +7,7 @@ pub mod cmd;
 pub mod config;
 pub mod connect;
 pub mod opt;
+pub mod output;
 pub mod progress;
 pub mod signals;
 
@@ -152,13 +153,14 @@ pub async fn run(opt: Opt) -> ExitCode {
         }
         Err(e) => Err(e),
     };
-    match result {
-        Ok(code) => ExitCode::from(code),
+    let code = match result {
+        Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {}", render_error(&err));
-            ExitCode::from(exit_code_of(&err))
+            crate::errln!("error: {}", render_error(&err));
+            exit_code_of(&err)
         }
-    }
+    };
+    ExitCode::from(output::finish(code))
 }
 
 /// The error and its causes on one line, `outer: cause: cause`, as they are:

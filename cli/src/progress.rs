@@ -120,7 +120,7 @@ impl Progress for CliProgress {
                 *self.bar() = Some(new_bar(label, total, "entities"));
             }
             Mode::Lines => {
-                eprintln!(
+                crate::errln!(
                     "{}",
                     serde_json::json!({"event": "stage", "migration": migration, "name": name, "stage": stage + 1,
                         "stages": stages, "description": description, "total": total})
@@ -143,7 +143,7 @@ impl Progress for CliProgress {
             }
             Mode::Lines => {
                 let stage = self.stage.lock().map(|s| s.clone()).unwrap_or_default();
-                eprintln!(
+                crate::errln!(
                     "{}",
                     serde_json::json!({"event": "checkpoint", "stage": stage, "done": done,
                         "processed": counts.processed, "changed": counts.changed,
@@ -175,7 +175,7 @@ impl Progress for CliProgress {
                 };
                 *self.pass() = Some(new_bar(label, total, "read"));
             }
-            Mode::Lines => eprintln!(
+            Mode::Lines => crate::errln!(
                 "{}",
                 serde_json::json!({"event": "pass", "description": description, "total": total})
             ),
@@ -202,7 +202,7 @@ impl Progress for CliProgress {
                     bar.set_draw_target(ProgressDrawTarget::stderr());
                 }
             }
-            Mode::Lines => eprintln!(
+            Mode::Lines => crate::errln!(
                 "{}",
                 serde_json::json!({"event": "pass_finished", "read": done})
             ),
@@ -214,9 +214,9 @@ impl Progress for CliProgress {
         match self.mode {
             Mode::Bar => match self.bar().as_ref() {
                 Some(bar) => bar.println(text),
-                None => eprintln!("{text}"),
+                None => crate::errln!("{text}"),
             },
-            Mode::Lines => eprintln!("{}", serde_json::json!({"event": "note", "text": text})),
+            Mode::Lines => crate::errln!("{}", serde_json::json!({"event": "note", "text": text})),
             Mode::Quiet => {}
         }
     }

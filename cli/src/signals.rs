@@ -12,12 +12,12 @@ pub fn watch(cancel: CancelFlag) {
         let Some(first) = next_signal().await else {
             return;
         };
-        eprintln!(
+        crate::errln!(
             "{first}: finishing the current batch and writing its checkpoint (send it again to stop at once)"
         );
         cancel.cancel();
         if next_signal().await.is_some() {
-            eprintln!("stopped; the last checkpoint holds, `tern up` resumes from it");
+            crate::errln!("stopped; the last checkpoint holds, `tern up` resumes from it");
             std::process::exit(130);
         }
     });

@@ -47,12 +47,12 @@ fn contention(ctx: &Ctx, args: &ContentionArgs) -> anyhow::Result<u8> {
     let g = tern_contention::parse(&src).map_err(|e| anyhow::anyhow!("{path}:{e}"))?;
     let report = tern_contention::analyze_grammar(&g);
     for w in &report.warnings {
-        eprintln!("warning: {path}:{w}");
+        crate::errln!("warning: {path}:{w}");
     }
     if ctx.opt.json {
-        println!("{}", tern_contention::render::json(&report));
+        crate::outln!("{}", tern_contention::render::json(&report));
     } else {
-        print!("{}", tern_contention::render::text(&g, &report));
+        crate::out!("{}", tern_contention::render::text(&g, &report));
     }
     if report.disagreement() {
         anyhow::bail!(

@@ -39,7 +39,7 @@ fn print_examples(
         .filter(|c| c.statement == statement)
         .take(most)
     {
-        println!("    {c}");
+        crate::outln!("    {c}");
     }
 }
 
@@ -63,7 +63,7 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
                     "after": c.after.as_ref().map(entity_to_json_line)})
             })
             .collect();
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"dry_run": true, "stages": stages, "changed_entities": dry.changed_entities,
                 "samples": samples, "unsafe_conflicts": dry.conflicts, "safe": dry.conflicts.is_empty()})
@@ -71,14 +71,14 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
         return;
     }
     if dry.stages.is_empty() {
-        println!(
+        crate::outln!(
             "nothing to do: no pending migration changes an entity (lazy ones are installed without touching any)"
         );
         return;
     }
-    println!("dry run: nothing was written");
+    crate::outln!("dry run: nothing was written");
     for s in &dry.stages {
-        println!(
+        crate::outln!(
             "  {:04} {:<60} {:>9} entities, {:>9} would change{}",
             s.migration,
             s.description,
@@ -94,16 +94,16 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
             }
         );
     }
-    println!("{} entities would change", dry.changed_entities);
+    crate::outln!("{} entities would change", dry.changed_entities);
     for (key, c) in &dry.samples {
-        println!("  {key}");
-        println!(
+        crate::outln!("  {key}");
+        crate::outln!(
             "    before: {}",
             c.before
                 .as_ref()
                 .map_or_else(|| "(absent)".to_owned(), entity_to_json_line)
         );
-        println!(
+        crate::outln!(
             "    after:  {}",
             c.after
                 .as_ref()
@@ -111,14 +111,14 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
         );
     }
     if dry.conflicts.is_empty() {
-        println!("safety: every move/copy target gets at most one value");
+        crate::outln!("safety: every move/copy target gets at most one value");
     } else {
-        println!(
+        crate::outln!(
             "UNSAFE: {} target(s) written by sources with different values; `tern up` refuses this:",
             dry.conflicts.len()
         );
         for (statement, n) in tern_core::migrate::conflict::per_statement(&dry.conflicts) {
-            println!("  `{statement}`: {n} target(s), e.g.");
+            crate::outln!("  `{statement}`: {n} target(s), e.g.");
             print_examples(&dry.conflicts, &statement, 10);
         }
     }
@@ -180,23 +180,23 @@ fn print_up(ctx: &Ctx, report: &UpReport) {
             .iter()
             .map(|(k, n)| (k.clone(), serde_json::json!(n)))
             .collect();
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"applied": applied, "swept_late": late})
         );
         return;
     }
     for (kind, n) in &report.swept_late {
-        println!(
+        crate::outln!(
             "{n} entities of {kind} were below the kind's version (written late by old code) and were brought forward"
         );
     }
     if report.applied.is_empty() {
-        println!("up to date: no pending migrations");
+        crate::outln!("up to date: no pending migrations");
         return;
     }
     for m in &report.applied {
-        println!(
+        crate::outln!(
             "applied {:04}_{}{}: {} entities processed, {} changed, {} conflicts retried, {} late entities swept ({} ms)",
             m.id,
             m.name,
@@ -208,13 +208,13 @@ fn print_up(ctx: &Ctx, report: &UpReport) {
             m.duration_ms
         );
         for (statement, n) in tern_core::migrate::conflict::per_statement(&m.forced_conflicts) {
-            println!(
+            crate::outln!(
                 "  --force-unsafe: `{statement}` wrote {n} target(s) whose sources disagree (the greatest source key won):"
             );
             print_examples(&m.forced_conflicts, &statement, 20);
         }
         if m.counts.unmatched_sources > 0 {
-            println!(
+            crate::outln!(
                 "  {} move source(s) matched no target and kept their property",
                 m.counts.unmatched_sources
             );

@@ -64,7 +64,7 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
         if let Some(first) = seen.insert(entity.key.clone(), line_no) {
             repeated += 1;
             if repeated <= 10 {
-                eprintln!(
+                crate::errln!(
                     "warning: {name}:{line_no}: {} is also on line {first}; the later line wins",
                     entity.key
                 );
@@ -129,15 +129,15 @@ fn line_entity(
 /// Prints what an import did: `count` entities, `repeated` lines repeating one.
 fn report_import(ctx: &Ctx, count: u64, repeated: u64) {
     if repeated > 10 {
-        eprintln!("warning: {repeated} lines repeat an entity of an earlier line in all");
+        crate::errln!("warning: {repeated} lines repeat an entity of an earlier line in all");
     }
     if ctx.opt.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"imported": count, "repeated_lines": repeated})
         );
     } else if !ctx.opt.quiet {
-        eprintln!("imported {count} entities");
+        crate::errln!("imported {count} entities");
     }
 }
 
@@ -241,7 +241,7 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
     }
     if ctx.opt.json && args.output.is_some() {
         let total: u64 = counts.values().sum();
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"exported": total, "kinds": counts,
                 "file": args.output.as_ref().map(|p| p.display().to_string())})

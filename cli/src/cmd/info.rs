@@ -56,7 +56,7 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
             serde_json::json!({"migration": r.migration, "stage": r.stage, "phase": r.phase,
                 "processed": r.counts.processed, "checkpoints": r.checkpoints})
         });
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"store": ctx.store_url().map(tern_core::store::url::redact).unwrap_or_default(),
                 "migrations": migrations, "kinds": st.kinds, "lock": lease, "running": running, "problem": problem,
@@ -64,14 +64,14 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
         );
         return Ok(EXIT_OK);
     }
-    println!(
+    crate::outln!(
         "store: {}",
         ctx.store_url()
             .map(tern_core::store::url::redact)
             .unwrap_or_default()
     );
     if st.migrations.is_empty() {
-        println!("no migrations in {}", ctx.settings.migrations_dir.display());
+        crate::outln!("no migrations in {}", ctx.settings.migrations_dir.display());
     }
     for m in &st.migrations {
         let state = if m.applied_at.is_some() {
@@ -81,32 +81,33 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
         } else {
             "pending"
         };
-        println!("  {:04}_{:<30} {state}", m.id, m.name);
+        crate::outln!("  {:04}_{:<30} {state}", m.id, m.name);
     }
     if !st.kinds.is_empty() {
-        println!("kind versions:");
+        crate::outln!("kind versions:");
         for (k, v) in &st.kinds {
-            println!("  {k:<30} v{v}");
+            crate::outln!("  {k:<30} v{v}");
         }
     }
     crate::cmd::sweep::print_lazy(&lazy);
     if let Some(l) = &st.lease {
         if l.expires_at > st.now {
-            println!(
+            crate::outln!(
                 "lock: held by {} (token {}), expires in {} ms",
                 l.holder,
                 l.token,
                 l.expires_at - st.now
             );
         } else {
-            println!(
+            crate::outln!(
                 "lock: left by {} (token {}), expired; the next `tern up` takes it over",
-                l.holder, l.token
+                l.holder,
+                l.token
             );
         }
     }
     if let Some(p) = problem {
-        println!("problem: {p}");
+        crate::outln!("problem: {p}");
     }
     Ok(EXIT_OK)
 }
@@ -152,7 +153,7 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
         let in_progress = running.as_ref().map(|r| {
             serde_json::json!({"migration": r.migration, "stage": r.stage, "processed": r.counts.processed})
         });
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"kinds": kinds, "behind": behind, "above": above,
                 "in_progress": in_progress, "ok": ok})
@@ -176,7 +177,7 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
             } else {
                 verdicts.join(", ")
             };
-            println!(
+            crate::outln!(
                 "  {:<30} expected v{:<4} {:<40} {verdict}",
                 c.kind,
                 c.expected,
@@ -184,7 +185,7 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
             );
         }
         if let Some(r) = &running {
-            println!(
+            crate::outln!(
                 "migration {} is in progress (interrupted at stage {}, {} entities done): run `tern up` to finish it",
                 r.migration,
                 r.stage + 1,
@@ -192,17 +193,17 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
             );
         }
         if behind > 0 {
-            println!(
+            crate::outln!(
                 "{behind} entities are below their kind's version: run `tern up` (it sweeps them) or check for old writers"
             );
         }
         if above > 0 && running.is_none() {
-            println!(
+            crate::outln!(
                 "{above} entities are above their kind's version: no migration wrote them so (an import with a wrong version?); tern will never migrate them"
             );
         }
         if ok {
-            println!("verified: every entity is at its kind's version");
+            crate::outln!("verified: every entity is at its kind's version");
         }
     }
     Ok(if ok { EXIT_OK } else { EXIT_BEHIND })
@@ -217,13 +218,15 @@ pub async fn lock(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
     if args.release {
         let removed = release_stale(store.as_ref(), args.force).await?;
         match (&removed, ctx.opt.json) {
-            (Some(l), true) => println!(
+            (Some(l), true) => crate::outln!(
                 "{}",
                 serde_json::json!({"released": {"holder": l.holder, "token": l.token}})
             ),
-            (None, true) => println!("{}", serde_json::json!({"released": null})),
-            (Some(l), false) => println!("released the lock of {} (token {})", l.holder, l.token),
-            (None, false) => println!("no lock to release"),
+            (None, true) => crate::outln!("{}", serde_json::json!({"released": null})),
+            (Some(l), false) => {
+                crate::outln!("released the lock of {} (token {})", l.holder, l.token)
+            }
+            (None, false) => crate::outln!("no lock to release"),
         }
         return Ok(EXIT_OK);
     }
@@ -233,22 +236,22 @@ pub async fn lock(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
         .await
         .map_err(tern_core::migrate::MigrateError::store("reading the clock"))?;
     match (&doc.lease, ctx.opt.json) {
-        (Some(l), true) => println!(
+        (Some(l), true) => crate::outln!(
             "{}",
             serde_json::json!({"lock": {"holder": l.holder, "token": l.token, "acquired_at": l.acquired_at,
                 "expires_in_ms": l.expires_at - now, "expired": l.expires_at <= now}})
         ),
-        (None, true) => println!("{}", serde_json::json!({"lock": null})),
+        (None, true) => crate::outln!("{}", serde_json::json!({"lock": null})),
         (Some(l), false) => {
             if l.expires_at > now {
-                println!(
+                crate::outln!(
                     "held by {} (token {}), expires in {} ms",
                     l.holder,
                     l.token,
                     l.expires_at - now
                 );
             } else {
-                println!(
+                crate::outln!(
                     "left by {} (token {}), expired {} ms ago: `tern lock --release` removes it, `tern up` takes it over",
                     l.holder,
                     l.token,
@@ -256,7 +259,7 @@ pub async fn lock(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
                 );
             }
         }
-        (None, false) => println!("free"),
+        (None, false) => crate::outln!("free"),
     }
     Ok(EXIT_OK)
 }

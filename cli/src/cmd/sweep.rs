@@ -42,8 +42,11 @@ pub struct SweepArgs {
 /// `tern gc`.
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// The lazy migrations whose specs to retire (default: every completed one).
-    pub migrations: Vec<u32>,
+    /// The lazy migrations whose specs to retire, by number (default: every
+    /// completed one). Named `ids`, not `migrations`: that is the global
+    /// `--migrations DIR`, and one name for both made clap panic (`tern gc 1`).
+    #[arg(value_name = "MIGRATION")]
+    pub ids: Vec<u32>,
 }
 
 fn lease_options(ctx: &Ctx, wait: Option<u64>) -> LeaseOptions {
@@ -76,21 +79,21 @@ pub async fn sweep(ctx: &Ctx, args: &SweepArgs) -> anyhow::Result<u8> {
     };
     let report = lazy::sweep::sweep(store, &lease_options(ctx, args.wait), &code, &options).await?;
     if ctx.opt.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"migrated": report.migrated, "stale": report.stale,
                 "completed": report.completed, "resumed": report.resumed})
         );
     } else {
         if report.migrated.is_empty() {
-            println!("no lazy migration is pending");
+            crate::outln!("no lazy migration is pending");
         }
         for (kind, n) in &report.migrated {
             let stale = report.stale.get(kind).copied().unwrap_or(0);
-            println!("  {kind:<30} {n} migrated, {stale} still stale");
+            crate::outln!("  {kind:<30} {n} migrated, {stale} still stale");
         }
         for id in &report.completed {
-            println!("lazy migration {id} complete");
+            crate::outln!("lazy migration {id} complete");
         }
     }
     Ok(if report.remaining() > 0 {
@@ -109,20 +112,20 @@ pub async fn gc(ctx: &Ctx, args: &GcArgs) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
     let lease = Lease::acquire(Arc::clone(&store), &lease_options(ctx, None)).await?;
     let doc = lease.snapshot().await;
-    let ids: Vec<u32> = if args.migrations.is_empty() {
+    let ids: Vec<u32> = if args.ids.is_empty() {
         doc.lazy
             .iter()
             .filter(|r| r.completed_at.is_some() && r.retired_at.is_none())
             .map(|r| r.migration)
             .collect()
     } else {
-        args.migrations.clone()
+        args.ids.clone()
     };
     let mut result = Ok(());
     for id in &ids {
         match lazy::retire(store.as_ref(), &lease, *id).await {
-            Ok(true) => println!("lazy migration {id}: spec retired"),
-            Ok(false) => println!("lazy migration {id}: already retired"),
+            Ok(true) => crate::outln!("lazy migration {id}: spec retired"),
+            Ok(false) => crate::outln!("lazy migration {id}: already retired"),
             Err(e) => {
                 result = Err(e);
                 break;
@@ -134,7 +137,7 @@ pub async fn gc(ctx: &Ctx, args: &GcArgs) -> anyhow::Result<u8> {
     }
     result?;
     if ids.is_empty() {
-        println!("nothing to retire");
+        crate::outln!("nothing to retire");
     }
     Ok(EXIT_OK)
 }
@@ -153,7 +156,7 @@ pub fn print_lazy(st: &[KindLazyStatus]) {
     if shown.is_empty() {
         return;
     }
-    println!("lazy migrations pending:");
+    crate::outln!("lazy migrations pending:");
     for k in shown {
         let stale = match (k.stale, k.exact) {
             (Some(n), true) => format!("{n} stale"),
@@ -165,9 +168,12 @@ pub fn print_lazy(st: &[KindLazyStatus]) {
         } else {
             format!(", also under {}", k.former_names.join(", "))
         };
-        println!(
+        crate::outln!(
             "  {:<30} v{} lazy {:?}, {stale}{former}; `tern sweep {}` completes it",
-            k.kind, k.version, k.pending, k.kind
+            k.kind,
+            k.version,
+            k.pending,
+            k.kind
         );
     }
 }

@@ -1,0 +1,123 @@
+//! Issue 34, "nothing lost, nothing false, round two": one test per item,
+//! named for it, each failing without its fix.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod common;
+
+use common::Project;
+
+// ---- Item 8: write errors on stdout and stderr ----
+
+/// Item 8: every command that reports on stdout, run with stdout on a full
+/// disk (`/dev/full`), reports the write error (exit 1, never a panic 101),
+/// and `up` says its work completed.
+#[test]
+fn item8_a_full_disk_on_stdout_is_reported_not_a_panic() {
+    let p = Project::with_blog(5_000, 3, 2);
+    p.write("migrations/0001_a.tern", common::RELEASE2);
+    for args in [
+        &["check"][..],
+        &["plan"],
+        &["up"],
+        &["status"],
+        &["verify"],
+        &["lock"],
+        &["sweep"],
+        &["gc"],
+        &["export"],
+        &["status", "--json"],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = p.cmd(args).stdout(full).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            err.contains("No space left on device") || err.contains("os error 28"),
+            "{args:?}: {err}"
+        );
+        if args == ["up"] {
+            assert!(err.contains("the command itself completed"), "{err}");
+        }
+    }
+    // `up` did apply although its report was lost.
+    assert!(p.ok(&["status"]).contains("applied"));
+}
+
+/// Item 8: a reader that closes the pipe early (`tern status | head -0`)
+/// ends the command quietly with its own exit code, never a panic.
+#[test]
+fn item8_a_closed_pipe_on_stdout_exits_quietly() {
+    let p = Project::with_blog(5_000, 3, 2);
+    p.write("migrations/0001_a.tern", common::RELEASE2);
+    for args in [&["status"][..], &["verify"], &["plan"], &["check"], &["up"]] {
+        let mut child = p
+            .cmd(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{args:?}: {:?} {err}",
+            out.status.code()
+        );
+        assert!(
+            !err.contains("panicked") && !err.to_lowercase().contains("pipe"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Item 8: stderr on a full disk (an error to report, notes to print) is no
+/// panic either: the exit code is the command's own.
+#[test]
+fn item8_a_full_disk_on_stderr_is_not_a_panic() {
+    let p = Project::with_blog(5_000, 3, 2);
+    for (args, code) in [
+        (&["--store", "embedded:nope.redb", "status"][..], 1),
+        (&["import", "data.jsonl"], 0),
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = p.cmd(args).stderr(full).output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+    }
+}
+
+// ---- Item 9: command-line argument clashes ----
+
+/// Item 9: every subcommand parses with its positional arguments and the
+/// global options given (clap panics at parse time when a subcommand's
+/// argument shares a global option's name: `tern gc 1`).
+#[test]
+fn item9_no_subcommand_clashes_with_a_global_option() {
+    use clap::{CommandFactory as _, Parser as _};
+    let cmd = tern_cli::opt::Opt::command();
+    for sub in cmd.get_subcommands() {
+        let mut args: Vec<String> = vec![
+            "tern".into(),
+            "--migrations".into(),
+            "m".into(),
+            "--json".into(),
+            sub.get_name().into(),
+        ];
+        for pos in sub.get_positionals() {
+            let n = pos.get_num_args().map_or(1, |r| r.min_values().max(1));
+            args.extend(std::iter::repeat_n("1".to_owned(), n));
+        }
+        let parsed = std::panic::catch_unwind(|| tern_cli::opt::Opt::try_parse_from(&args));
+        assert!(parsed.is_ok(), "clap panicked on {args:?}");
+    }
+    let p = Project::with_blog(5_000, 1, 0);
+    p.fails_saying(&["gc", "1"], 1, &["1"]);
+    p.ok(&["--migrations", "migrations", "gc"]);
+}
