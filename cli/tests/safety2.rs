@@ -121,3 +121,78 @@ fn item9_no_subcommand_clashes_with_a_global_option() {
     p.fails_saying(&["gc", "1"], 1, &["1"]);
     p.ok(&["--migrations", "migrations", "gc"]);
 }
+
+// ---- Item 10: export -o writes only to a regular file or a new path ----
+
+/// Item 10: `export -o` naming a device node, a FIFO, a symbolic link or a
+/// folder is refused with the reason, and leaves it as it was.
+#[test]
+fn item10_export_refuses_devices_fifos_and_symlinks() {
+    let p = Project::with_blog(5_000, 3, 2);
+    // A device node. As root, one of our own (a regression must not replace
+    // the machine's /dev/full); otherwise /dev/full, which only root could replace.
+    use std::os::unix::fs::FileTypeExt as _;
+    let device = if std::process::Command::new("mknod")
+        .args([p.path("full").to_str().unwrap(), "c", "1", "7"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        p.path("full")
+    } else {
+        std::path::PathBuf::from("/dev/full")
+    };
+    let device_arg = device.to_str().unwrap();
+    let err = p.fails_saying(
+        &["export", "-o", device_arg],
+        1,
+        &[device_arg, "not a regular file"],
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        std::fs::symlink_metadata(&device)
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+    // A FIFO.
+    let made = std::process::Command::new("mkfifo")
+        .arg(p.path("fifo"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    p.fails_saying(
+        &["export", "-o", "fifo"],
+        1,
+        &["fifo", "not a regular file"],
+    );
+    assert!(
+        std::fs::symlink_metadata(p.path("fifo"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    // A symbolic link (to a regular file): the link is kept, its target untouched.
+    p.write("target.jsonl", "kept\n");
+    std::os::unix::fs::symlink(p.path("target.jsonl"), p.path("link.jsonl")).unwrap();
+    p.fails_saying(&["export", "-o", "link.jsonl"], 1, &["symbolic link"]);
+    assert!(
+        std::fs::symlink_metadata(p.path("link.jsonl"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.path("target.jsonl")).unwrap(),
+        "kept\n"
+    );
+    // A folder.
+    p.fails_saying(&["export", "-o", "migrations"], 1, &["a folder"]);
+    // A new path and an existing regular file are written.
+    p.ok(&["export", "-o", "new.jsonl"]);
+    p.ok(&["export", "-o", "target.jsonl"]);
+    assert_eq!(
+        std::fs::read_to_string(p.path("target.jsonl")).unwrap(),
+        p.ok(&["export"])
+    );
+}

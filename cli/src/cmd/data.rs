@@ -191,6 +191,9 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    if let Some(out) = &args.output {
+        refuse_unless_regular_or_new(out)?;
+    }
     let store = ctx.store().await?;
     let mut kinds = if args.kinds.is_empty() {
         store.kinds().await.context("listing kinds")?
@@ -286,6 +289,33 @@ async fn write_kinds(
         counts.insert(kind.clone(), n);
     }
     Ok(())
+}
+
+/// `export -o PATH` writes only to a new path or an existing regular file:
+/// the export is written to a temporary file renamed over `path`, which would
+/// replace a device node (`/dev/full`, as root), a FIFO or a symbolic link (the
+/// link, not its target) with a plain file.
+fn refuse_unless_regular_or_new(path: &Path) -> anyhow::Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot inspect {}", path.display())),
+    };
+    let ft = meta.file_type();
+    if ft.is_file() {
+        return Ok(());
+    }
+    let what = if ft.is_symlink() {
+        "a symbolic link (the export would replace the link, not write its target)"
+    } else if ft.is_dir() {
+        "a folder"
+    } else {
+        "not a regular file (a device, FIFO or socket; the export would replace it with a file)"
+    };
+    bail!(
+        "refusing to write the export to {}: it is {what}; name a new file or an existing regular file, or write to stdout (`tern export > PATH`)",
+        path.display()
+    )
 }
 
 /// Whether `a` and `b` name the same existing file (after links: the same
