@@ -202,6 +202,10 @@ pub fn exit_code_of(err: &anyhow::Error) -> u8 {
         if let Some(m) = e.downcast_ref::<MigrateError>() {
             return m.exit_code();
         }
+        // `LazyError::Migrate` is transparent: its MigrateError is not in the chain.
+        if let Some(l) = e.downcast_ref::<tern_core::lazy::LazyError>() {
+            return l.exit_code();
+        }
         if e.downcast_ref::<tern_core::store::Error>()
             .is_some_and(|s| s.kind() == ErrorKind::Busy)
         {

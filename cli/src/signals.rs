@@ -17,7 +17,9 @@ pub fn watch(cancel: CancelFlag) {
         );
         cancel.cancel();
         if next_signal().await.is_some() {
-            crate::errln!("stopped; the last checkpoint holds, `tern up` resumes from it");
+            crate::errln!(
+                "stopped; the last checkpoint holds, run the command again (`tern up`, `tern sweep`) to resume from it"
+            );
             std::process::exit(130);
         }
     });

@@ -196,3 +196,71 @@ fn item10_export_refuses_devices_fifos_and_symlinks() {
         p.ok(&["export"])
     );
 }
+
+// ---- Item 7 (and issue 37 item 5): sweep stops on signals ----
+
+/// A project holding `users` users (no posts) with a lazy `add user.plan`
+/// installed: every user is stale until swept.
+fn lazy_project(users: usize) -> Project {
+    let p = Project::with_blog(5_000, users, 0);
+    p.write(
+        "migrations/0001_plan.tern",
+        "lazy\nadd user.plan = \"free\"\n",
+    );
+    p.ok(&["up"]);
+    p
+}
+
+/// Item 7: Ctrl-C and SIGTERM stop `tern sweep` after the current batch: its
+/// checkpoint holds, the lock is released, exit 130; the next sweep resumes
+/// and completes the migration.
+#[test]
+fn item7_sweep_stops_on_sigint_and_sigterm_and_resumes() {
+    for signal in ["INT", "TERM"] {
+        let p = lazy_project(3_000);
+        let child = p
+            .cmd(&[
+                "sweep",
+                "--batch-size",
+                "100",
+                "--call-size",
+                "100",
+                "--max-rate",
+                "500",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1_500));
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let started = std::time::Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{signal}: {err}");
+        assert!(err.contains("tern sweep` again"), "{err}");
+        // It stopped after the batch, not at the end of the kind (6 s at 500/s).
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        // Stale entities remain; the lock is free; the next sweep resumes.
+        let status = p.ok(&["status", "--exact"]);
+        assert!(
+            status.contains("stale") && !status.contains("lock: held"),
+            "{status}"
+        );
+        let json = p.ok(&["--json", "sweep"]);
+        let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(report["resumed"], true, "{json}");
+        assert_eq!(report["completed"], serde_json::json!([1]), "{json}");
+        p.ok(&["verify"]);
+        let export = p.ok(&["export"]);
+        assert_eq!(export.matches("\"plan\":\"free\"").count(), 3_000);
+    }
+}

@@ -25,17 +25,18 @@ pub struct SweepArgs {
     /// The kinds to sweep (default: every kind with a pending lazy migration).
     pub kinds: Vec<String>,
     /// Entities per batch and checkpoint.
-    #[arg(long)]
+    #[arg(long, value_name = "N", value_parser = crate::opt::at_least_one)]
     pub batch_size: Option<usize>,
     /// The most entities one server-side call takes (default 100; larger
     /// sweeps faster and slows the applications more while it runs).
-    #[arg(long)]
+    #[arg(long, value_name = "N", value_parser = crate::opt::at_least_one)]
     pub call_size: Option<usize>,
-    /// At most this many entities per second.
-    #[arg(long)]
+    /// At most this many entities per second (a burst of at most one second's worth).
+    #[arg(long, value_name = "PER_SECOND", value_parser = crate::opt::positive_rate)]
     pub max_rate: Option<f64>,
-    /// Wait up to this many seconds for a lock held by another runner.
-    #[arg(long)]
+    /// Wait up to this many seconds for a lock held by another runner (or, on
+    /// the embedded store, for another process to close the store).
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600")]
     pub wait: Option<u64>,
 }
 
@@ -65,7 +66,9 @@ fn lease_options(ctx: &Ctx, wait: Option<u64>) -> LeaseOptions {
 /// # Errors
 /// The lock is held; store errors.
 pub async fn sweep(ctx: &Ctx, args: &SweepArgs) -> anyhow::Result<u8> {
-    let store = ctx.store().await?;
+    let store = ctx
+        .store_waiting(args.wait.map(std::time::Duration::from_secs))
+        .await?;
     let code = ctx
         .migrations()
         .map(|s| code_migrations(&s))
@@ -75,6 +78,7 @@ pub async fn sweep(ctx: &Ctx, args: &SweepArgs) -> anyhow::Result<u8> {
         batch_size: args.batch_size.unwrap_or(ctx.settings.batch_size).max(1),
         max_rate: args.max_rate.or(ctx.settings.max_rate).filter(|r| *r > 0.0),
         call_size: args.call_size.unwrap_or(lazy::sweep::IN_STORE_LIMIT).max(1),
+        cancel: ctx.cancel.clone(),
         ..SweepOptions::default()
     };
     let report = lazy::sweep::sweep(store, &lease_options(ctx, args.wait), &code, &options).await?;
