@@ -264,3 +264,200 @@ fn item7_sweep_stops_on_sigint_and_sigterm_and_resumes() {
         assert_eq!(export.matches("\"plan\":\"free\"").count(), 3_000);
     }
 }
+
+// ---- Item 11: sweep's arguments, exit codes, lazy migrations named ----
+
+/// Item 11: `sweep --batch-size 0`, `--call-size 0` and `--max-rate 0` are
+/// usage errors (exit 2), as they are for `up`.
+#[test]
+fn item11_sweep_refuses_zero_sizes_and_rates() {
+    let p = Project::new(5_000);
+    p.fails_saying(&["sweep", "--batch-size", "0"], 2, &["at least 1"]);
+    p.fails_saying(&["sweep", "--call-size", "0"], 2, &["at least 1"]);
+    p.fails_saying(&["sweep", "--max-rate", "0"], 2, &["above 0"]);
+    p.fails(&["sweep", "--max-rate", "-1"], 2);
+}
+
+/// Item 11: `sweep --wait N` waits for another process holding the embedded
+/// store (it exited 3 at once), and without `--wait` exits 3.
+#[test]
+fn item11_sweep_wait_waits_for_the_embedded_store() {
+    let p = lazy_project(2_000);
+    let holder = p
+        .cmd(&["sweep", "--batch-size", "100", "--max-rate", "1000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    p.fails(&["sweep"], 3);
+    let out = p.run(&["sweep", "--wait", "30"]);
+    let mut holder = holder;
+    assert!(holder.wait().unwrap().success());
+    assert!(
+        out.status.code() == Some(0),
+        "{:?} {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Item 11: after an installed lazy migration's file was edited, `tern sweep`
+/// refuses (exit 4) as `tern up` does, instead of sweeping the installed text.
+#[test]
+fn item11_sweep_refuses_an_edited_installed_migration() {
+    let p = lazy_project(10);
+    p.write(
+        "migrations/0001_plan.tern",
+        "lazy\nadd user.plan = \"paid\"\n",
+    );
+    p.fails(&["up"], 4);
+    p.fails(&["sweep"], 4);
+    assert!(!p.ok(&["export"]).contains("paid"));
+}
+
+/// Item 11: `check`, `plan` and `up` say that a migration is lazy.
+#[test]
+fn item11_check_plan_and_up_name_lazy_migrations() {
+    let p = Project::with_blog(5_000, 3, 0);
+    p.write(
+        "migrations/0001_plan.tern",
+        "lazy\nadd user.plan = \"free\"\n",
+    );
+    for args in [&["check"][..], &["plan"], &["up"]] {
+        let out = p.ok(args);
+        assert!(
+            out.contains("lazy") && out.contains("tern sweep"),
+            "{args:?}: {out}"
+        );
+    }
+}
+
+// ---- Item 3: verify and sweep say "done" only when it is ----
+
+/// Item 3: with a lazy kind rename and a lazy value change pending, `verify`
+/// exits 1, counts the stale entities (under the former name too) and
+/// advises `tern sweep`, not `tern up`.
+#[test]
+fn item3_verify_counts_entities_stale_under_lazy_migrations() {
+    let p = Project::with_blog(5_000, 20, 1);
+    p.write(
+        "migrations/0001_lazy.tern",
+        "lazy\nrename kind user to member\nadd blogpost.likes = 0\n",
+    );
+    p.ok(&["up"]);
+    let out = p.run(&["verify"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("20 entities of member are stale"), "{text}");
+    assert!(text.contains("20 entities of blogpost are stale"), "{text}");
+    assert!(
+        text.contains("tern sweep member") && !text.contains("run `tern up`"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&p.ok_or(&["--json", "verify"], 1)).unwrap();
+    assert_eq!(json["ok"], false);
+    assert_eq!(json["lazy_stale"], 40);
+    p.ok(&["sweep"]);
+    p.ok(&["verify"]);
+}
+
+/// Item 3: `tern sweep KIND` naming a kind without a pending lazy migration
+/// is an error naming the kinds that have one (it said "no lazy migration is
+/// pending", exit 0).
+#[test]
+fn item3_sweep_of_an_unknown_kind_is_an_error() {
+    let p = lazy_project(10);
+    p.fails_saying(
+        &["sweep", "nosuchkind"],
+        1,
+        &["nosuchkind", "no such kind", "user"],
+    );
+    p.fails_saying(&["sweep", "blogpost"], 1, &["blogpost"]);
+    p.ok(&["sweep", "user"]);
+    p.fails_saying(&["sweep", "user"], 1, &["complete"]);
+}
+
+/// Item 3: a lazy migration of two kinds swept one kind at a time is recorded
+/// complete by the second sweep (only a plain `sweep` completed it).
+#[test]
+fn item3_sweeping_kinds_one_at_a_time_completes_the_migration() {
+    let p = Project::with_blog(5_000, 10, 1);
+    p.write(
+        "migrations/0001_lazy.tern",
+        "lazy\nadd user.plan = \"free\"\nadd blogpost.likes = 0\n",
+    );
+    p.ok(&["up"]);
+    let first = p.ok(&["sweep", "blogpost"]);
+    assert!(!first.contains("complete"), "{first}");
+    let second = p.ok(&["sweep", "user"]);
+    assert!(second.contains("lazy migration 1 complete"), "{second}");
+    assert!(p.ok(&["gc"]).contains("retired"));
+}
+
+// ---- Item 4: entities under a renamed kind's former name ----
+
+/// Item 4: after `rename kind user to member`, importing `{"kind":"user"}` is
+/// refused with the reason (it was imported and never migrated), for an
+/// eager and a lazy rename.
+#[test]
+fn item4_import_under_a_former_kind_name_is_refused() {
+    for lazy in ["", "lazy\n"] {
+        let p = Project::with_blog(5_000, 3, 0);
+        p.write(
+            "migrations/0001_r.tern",
+            &format!("{lazy}rename kind user to member\n"),
+        );
+        p.ok(&["up"]);
+        p.write(
+            "u.jsonl",
+            "{\"kind\":\"user\",\"id\":99,\"value\":{\"name\":\"x\"}}\n",
+        );
+        p.fails_saying(
+            &["import", "u.jsonl"],
+            1,
+            &["u.jsonl:1", "renamed to member", "import it as kind member"],
+        );
+        assert!(!p.ok(&["export"]).contains("\"id\":99"));
+    }
+}
+
+/// Item 4: an entity written under a former kind name behind tern's back (old
+/// code's raw write) is found by `verify` (exit 1, named with the fix).
+#[test]
+fn item4_verify_finds_entities_under_a_former_kind_name() {
+    let p = Project::with_blog(5_000, 3, 0);
+    p.write("migrations/0001_r.tern", "rename kind user to member\n");
+    p.ok(&["up"]);
+    p.ok(&["verify"]);
+    put_raw(&p, &[("user", 99, 0)]);
+    let out = p.run(&["verify"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("1 entities lie under user, the former name of member"),
+        "{text}"
+    );
+}
+
+fn put_raw(p: &Project, entities: &[(&str, i64, u64)]) {
+    use tern_core::store::Store as _;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = tern_core::store::embedded::EmbeddedStore::open(p.path("store.redb")).unwrap();
+        let writes = entities
+            .iter()
+            .map(|(kind, id, version)| {
+                tern_core::store::Write::Put(tern_core::model::Entity {
+                    key: tern_core::model::Key::new(*kind, tern_core::model::Value::Int(*id))
+                        .unwrap(),
+                    version: *version,
+                    value: Default::default(),
+                })
+            })
+            .collect();
+        store.write_batch(writes).await.unwrap();
+    });
+}

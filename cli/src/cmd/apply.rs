@@ -16,10 +16,16 @@ use crate::{Ctx, EXIT_OK};
 /// As `tern up` before it writes; unsafe statements are reported, not refused.
 pub async fn plan(ctx: &Ctx, run: &RunArgs, samples: usize) -> anyhow::Result<u8> {
     let set = ctx.migrations()?;
+    let lazy = lazy_ids(&set);
     let store = ctx.store().await?;
     let migrator = ctx.migrator(store, set, run);
+    let pending = migrator.validate().await?;
     let dry = migrator.dry_run(run.to, samples).await?;
-    print_dry_run(ctx, &dry);
+    let lazy: Vec<u32> = lazy
+        .into_iter()
+        .filter(|id| pending.contains(id) && run.to.is_none_or(|to| *id <= to))
+        .collect();
+    print_dry_run(ctx, &dry, &lazy);
     // The same verdict as `tern check` and `tern up`: unsafe is exit 5.
     Ok(if dry.conflicts.is_empty() {
         EXIT_OK
@@ -43,7 +49,12 @@ fn print_examples(
     }
 }
 
-fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
+/// The ids of the lazy migrations of `set`.
+fn lazy_ids(set: &tern_core::migrate::MigrationSet) -> Vec<u32> {
+    set.iter().filter(|m| m.lazy).map(|m| m.id).collect()
+}
+
+fn print_dry_run(ctx: &Ctx, dry: &DryRun, lazy: &[u32]) {
     if ctx.opt.json {
         let stages: Vec<serde_json::Value> = dry
             .stages
@@ -65,10 +76,13 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
             .collect();
         crate::outln!(
             "{}",
-            serde_json::json!({"dry_run": true, "stages": stages, "changed_entities": dry.changed_entities,
+            serde_json::json!({"dry_run": true, "stages": stages, "lazy": lazy, "changed_entities": dry.changed_entities,
                 "samples": samples, "unsafe_conflicts": dry.conflicts, "safe": dry.conflicts.is_empty()})
         );
         return;
+    }
+    for id in lazy {
+        crate::outln!("  {id:04} {}", crate::cmd::project::LAZY_NOTE);
     }
     if dry.stages.is_empty() {
         crate::outln!(
@@ -133,6 +147,7 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
         return plan(ctx, &args.run, 3).await;
     }
     let set = ctx.migrations()?;
+    let lazy = lazy_ids(&set);
     let store = ctx
         .store_waiting(args.wait.map(Duration::from_secs))
         .await?;
@@ -158,17 +173,17 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
             e
         }
     })?;
-    print_up(ctx, &report);
+    print_up(ctx, &report, &lazy);
     Ok(EXIT_OK)
 }
 
-fn print_up(ctx: &Ctx, report: &UpReport) {
+fn print_up(ctx: &Ctx, report: &UpReport, lazy: &[u32]) {
     if ctx.opt.json {
         let applied: Vec<serde_json::Value> = report
             .applied
             .iter()
             .map(|m| {
-                serde_json::json!({"id": m.id, "name": m.name, "resumed": m.resumed, "duration_ms": m.duration_ms,
+                serde_json::json!({"id": m.id, "name": m.name, "lazy": lazy.contains(&m.id), "resumed": m.resumed, "duration_ms": m.duration_ms,
                     "processed": m.counts.processed, "changed": m.counts.changed, "conflicts": m.counts.conflicts,
                     "skipped": m.counts.skipped, "swept": m.counts.swept,
                     "unmatched_sources": m.counts.unmatched_sources,
@@ -196,6 +211,14 @@ fn print_up(ctx: &Ctx, report: &UpReport) {
         return;
     }
     for m in &report.applied {
+        if lazy.contains(&m.id) {
+            crate::outln!(
+                "installed {:04}_{} (lazy: no entity touched; clients migrate entities on access, `tern sweep` completes it)",
+                m.id,
+                m.name
+            );
+            continue;
+        }
         crate::outln!(
             "applied {:04}_{}{}: {} entities processed, {} changed, {} conflicts retried, {} late entities swept ({} ms)",
             m.id,

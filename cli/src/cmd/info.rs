@@ -6,7 +6,8 @@ use tern_core::migrate::state;
 use crate::opt::{LockArgs, RunArgs};
 use crate::{Ctx, EXIT_BEHIND, EXIT_OK};
 
-fn no_overrides() -> RunArgs {
+/// Run options as tern.toml gives them, without command-line overrides.
+pub(crate) fn no_overrides() -> RunArgs {
     RunArgs {
         to: None,
         batch_size: None,
@@ -113,7 +114,9 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
 }
 
 /// `tern verify`: the census. Exit 1 when entities are below or above their
-/// kind's version, or a migration is in progress (interrupted).
+/// kind's version, stale under a pending lazy migration (a kind rename's
+/// former names included), under a former kind name no migration sweeps, or
+/// a migration is in progress (interrupted).
 ///
 /// # Errors
 /// A store error.
@@ -135,8 +138,18 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
             .sum()
     };
     let above: u64 = census.iter().map(above_of).sum();
-    let running = state::load(migrator.store().as_ref()).await?.doc.running;
-    let ok = behind == 0 && above == 0 && running.is_none();
+    let doc = state::load(migrator.store().as_ref()).await?.doc;
+    let running = doc.running.clone();
+    let lazy = lazy_findings(migrator.store().as_ref(), &doc).await?;
+    // Entities below a kind with a pending lazy migration are the sweep's.
+    let behind_lazy: u64 = census
+        .iter()
+        .filter(|c| lazy.stale.iter().any(|s| s.kind == c.kind))
+        .map(tern_core::migrate::KindCensus::behind)
+        .sum();
+    let lazy_stale: u64 = lazy.stale.iter().filter_map(|s| s.stale).sum();
+    let stranded: u64 = lazy.stranded.iter().map(|(_, n)| n).sum();
+    let ok = behind == 0 && above == 0 && running.is_none() && lazy_stale == 0 && stranded == 0;
     if ctx.opt.json {
         let kinds: Vec<serde_json::Value> = census
             .iter()
@@ -153,10 +166,18 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
         let in_progress = running.as_ref().map(|r| {
             serde_json::json!({"migration": r.migration, "stage": r.stage, "processed": r.counts.processed})
         });
+        let stranded_json: Vec<serde_json::Value> = lazy
+            .stranded
+            .iter()
+            .map(|(r, n)| {
+                serde_json::json!({"former": r.former, "kind": r.now, "migration": r.migration, "entities": n})
+            })
+            .collect();
         crate::outln!(
             "{}",
             serde_json::json!({"kinds": kinds, "behind": behind, "above": above,
-                "in_progress": in_progress, "ok": ok})
+                "in_progress": in_progress, "lazy": crate::cmd::sweep::lazy_json(&lazy.stale),
+                "lazy_stale": lazy_stale, "stranded": stranded_json, "ok": ok})
         );
     } else {
         for c in &census {
@@ -192,9 +213,38 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
                 r.counts.processed
             );
         }
-        if behind > 0 {
+        for k in &lazy.stale {
+            let former = if k.former_names.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (under {} and its former names {})",
+                    k.kind,
+                    k.former_names.join(", ")
+                )
+            };
             crate::outln!(
-                "{behind} entities are below their kind's version: run `tern up` (it sweeps them) or check for old writers"
+                "{} entities of {} are stale under pending lazy migration(s) {:?}{former}: run `tern sweep {}` to complete it",
+                k.stale.unwrap_or(0),
+                k.kind,
+                k.pending,
+                k.kind
+            );
+        }
+        for (r, n) in &lazy.stranded {
+            crate::outln!(
+                "{n} entities lie under {}, the former name of {} (renamed by migration {}): tern never migrates them; \
+                 export them and import them as {}, or delete them",
+                r.former,
+                r.now,
+                r.migration,
+                r.now
+            );
+        }
+        let behind_eager = behind - behind_lazy;
+        if behind_eager > 0 {
+            crate::outln!(
+                "{behind_eager} entities are below their kind's version: run `tern up` (it sweeps them) or check for old writers"
             );
         }
         if above > 0 && running.is_none() {
@@ -207,6 +257,43 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
         }
     }
     Ok(if ok { EXIT_OK } else { EXIT_BEHIND })
+}
+
+/// What `tern verify` finds about lazy migrations.
+struct LazyFindings {
+    /// Kinds with a pending lazy migration and stale entities (exact counts).
+    stale: Vec<tern_core::lazy::KindLazyStatus>,
+    /// Entities under a former kind name that no pending lazy rename sweeps.
+    stranded: Vec<(tern_core::lazy::RenamedAway, u64)>,
+}
+
+/// Counts the stale entities of pending lazy migrations (a scan of each such
+/// kind) and the entities under former kind names.
+async fn lazy_findings(
+    store: &dyn tern_core::store::Store,
+    doc: &tern_core::migrate::StateDoc,
+) -> anyhow::Result<LazyFindings> {
+    let stale = tern_core::lazy::status(store, true)
+        .await?
+        .into_iter()
+        .filter(|k| !k.complete && k.stale.is_some_and(|n| n > 0))
+        .collect();
+    let mut stranded = Vec::new();
+    for r in tern_core::lazy::renamed_away(doc) {
+        if r.pending {
+            continue;
+        }
+        let n = store
+            .count(&r.former, tern_core::store::Filter::all())
+            .await
+            .map_err(tern_core::migrate::MigrateError::store(
+                "counting a former kind name",
+            ))?;
+        if n > 0 {
+            stranded.push((r, n));
+        }
+    }
+    Ok(LazyFindings { stale, stranded })
 }
 
 /// `tern lock`: show the lock, or release an expired one.

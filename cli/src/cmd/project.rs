@@ -105,6 +105,9 @@ pub fn new(ctx: &Ctx, args: &NewArgs) -> anyhow::Result<u8> {
 
 /// `tern check`: parses, validates and classifies; with a store, runs the safety check.
 ///
+/// What `check`, `plan` and `up` say of a lazy migration.
+pub(crate) const LAZY_NOTE: &str = "lazy: `tern up` installs it without touching any entity; clients migrate entities on access, `tern sweep` completes it";
+
 /// # Errors
 /// Parse errors (file:line:col), validation errors; exit 5 for an unsafe move/copy.
 pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
@@ -132,7 +135,10 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
                 serde_json::json!({"statement": format!("code on {}", c.kind()), "safety": "per-entity"}),
             ],
         };
-        report.push(serde_json::json!({"id": m.id, "name": m.name, "checksum": m.checksum, "statements": statements}));
+        report.push(
+            serde_json::json!({"id": m.id, "name": m.name, "checksum": m.checksum, "lazy": m.lazy,
+            "statements": statements}),
+        );
     }
     let online = !args.offline && ctx.settings.store_url.is_some();
     let mut conflicts = Vec::new();
@@ -168,6 +174,9 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
                 m["name"].as_str().unwrap_or(""),
                 m["checksum"].as_str().unwrap_or("")
             );
+            if m["lazy"] == true {
+                crate::outln!("  {LAZY_NOTE}");
+            }
             for s in m["statements"].as_array().into_iter().flatten() {
                 crate::outln!(
                     "  {:<28} {}",

@@ -69,10 +69,18 @@ pub async fn sweep(ctx: &Ctx, args: &SweepArgs) -> anyhow::Result<u8> {
     let store = ctx
         .store_waiting(args.wait.map(std::time::Duration::from_secs))
         .await?;
-    let code = ctx
-        .migrations()
-        .map(|s| code_migrations(&s))
-        .unwrap_or_default();
+    // An installed migration's file edited since: refused as `tern up` refuses it (exit 4).
+    let code = match ctx.migrations() {
+        Ok(set) => {
+            let code = code_migrations(&set);
+            ctx.migrator(Arc::clone(&store), set, &crate::cmd::info::no_overrides())
+                .validate()
+                .await?;
+            code
+        }
+        Err(_) => Default::default(),
+    };
+    refuse_unknown_kinds(store.as_ref(), &args.kinds).await?;
     let options = SweepOptions {
         kinds: args.kinds.clone(),
         batch_size: args.batch_size.unwrap_or(ctx.settings.batch_size).max(1),
@@ -105,6 +113,47 @@ pub async fn sweep(ctx: &Ctx, args: &SweepArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_OK
     })
+}
+
+/// `tern sweep KIND...` naming a kind with no pending lazy migration is an
+/// error naming the kinds that have one (it said "no lazy migration is
+/// pending", exit 0, with every entity of the meant kind stale).
+async fn refuse_unknown_kinds(
+    store: &dyn tern_core::store::Store,
+    kinds: &[String],
+) -> anyhow::Result<()> {
+    if kinds.is_empty() {
+        return Ok(());
+    }
+    let status = lazy::status(store, false).await?;
+    let pending: Vec<&str> = status
+        .iter()
+        .filter(|k| !k.complete)
+        .map(|k| k.kind.as_str())
+        .collect();
+    for kind in kinds {
+        if pending.contains(&kind.as_str()) {
+            continue;
+        }
+        let why = if let Some(r) =
+            lazy::renamed_away(&tern_core::migrate::state::load(store).await?.doc)
+                .into_iter()
+                .find(|r| &r.former == kind)
+        {
+            format!("it was renamed to {} (sweep {})", r.now, r.now)
+        } else if status.iter().any(|k| &k.kind == kind) {
+            "its lazy migrations are complete".to_owned()
+        } else {
+            "the store has no such kind".to_owned()
+        };
+        let listed = if pending.is_empty() {
+            "no kind has one".to_owned()
+        } else {
+            format!("kinds with one: {}", pending.join(", "))
+        };
+        anyhow::bail!("kind {kind} has no pending lazy migration: {why}; {listed}");
+    }
+    Ok(())
 }
 
 /// `tern gc [N...]`: retires the specs of completed lazy migrations; refused

@@ -161,8 +161,45 @@ pub async fn sweep_under(
             clean.insert(chain.kind.clone());
         }
     }
+    clean.extend(clean_elsewhere(store, &doc, &spec, &chains, &clean).await?);
     report.completed = record_completed(store, lease, &doc, &clean).await?;
     Ok(report)
+}
+
+/// The kinds not swept now (`tern sweep post` after `tern sweep user`) whose
+/// census finds nothing stale, among those sharing a pending lazy migration
+/// with a kind found `clean`: a migration is complete once every one of its
+/// kinds is, however many sweeps that took.
+async fn clean_elsewhere(
+    store: &dyn Store,
+    doc: &crate::migrate::StateDoc,
+    spec: &Spec,
+    swept: &[KindChain],
+    clean: &BTreeSet<String>,
+) -> Result<BTreeSet<String>> {
+    let mut wanted = BTreeSet::new();
+    for r in doc.lazy.iter().filter(|r| r.completed_at.is_none()) {
+        let kinds: Vec<String> = r
+            .kinds
+            .keys()
+            .map(|k| forward(doc, r.migration, k))
+            .collect();
+        if kinds.iter().any(|k| clean.contains(k)) {
+            wanted.extend(
+                kinds
+                    .into_iter()
+                    .filter(|k| !clean.contains(k) && !swept.iter().any(|c| &c.kind == k)),
+            );
+        }
+    }
+    let mut found = BTreeSet::new();
+    for kind in wanted {
+        let chain = spec.chain(&kind);
+        if !chain.pending || census(store, &chain).await? == 0 {
+            found.insert(kind);
+        }
+    }
+    Ok(found)
 }
 
 /// A client that declares every kind at its logical version, for the
