@@ -34,7 +34,8 @@ struct Bucket {
 
 impl RateLimiter {
     /// A limiter of `rate` entities per second (`None`, 0, negative or not
-    /// finite: no limit), starting with a full bucket.
+    /// finite: no limit), starting with an empty bucket: a run starts at the
+    /// rate, and only a stall banks a burst.
     pub fn new(rate: Option<f64>) -> Option<RateLimiter> {
         let rate = rate.filter(|r| r.is_finite() && *r > 0.0)?;
         let burst = rate.max(1.0);
@@ -42,7 +43,7 @@ impl RateLimiter {
             rate,
             burst,
             bucket: Mutex::new(Bucket {
-                tokens: burst,
+                tokens: 0.0,
                 at: Instant::now(),
             }),
         })
@@ -104,9 +105,7 @@ mod tests {
     async fn a_token_bucket_bounds_the_burst_after_a_stall() {
         let limiter = RateLimiter::new(Some(100.0)).unwrap();
         let cancel = CancelFlag::new();
-        // A full bucket: the first second's worth goes at once.
-        assert_eq!(limiter.take(100), Duration::ZERO);
-        // Then 100 more cost one second.
+        // An empty bucket: the run starts at the rate, 100 cost one second.
         let start = Instant::now();
         limiter.wait(100, &cancel).await;
         assert_eq!(start.elapsed(), Duration::from_secs(1));
