@@ -9,6 +9,7 @@ pub mod connect;
 pub mod logging;
 pub mod metrics;
 pub mod opt;
+pub mod output;
 pub mod progress;
 pub mod signals;
 
@@ -181,15 +182,17 @@ pub async fn run(opt: Opt) -> ExitCode {
     finish(result)
 }
 
-/// The exit code of a command's result, printing its error.
+/// The exit code of a command's result, printing its error; a failed write to
+/// stdout or stderr decides the code as `output::finish` says.
 fn finish(result: anyhow::Result<u8>) -> ExitCode {
-    match result {
-        Ok(code) => ExitCode::from(code),
+    let code = match result {
+        Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {}", render_error(&err));
-            ExitCode::from(exit_code_of(&err))
+            crate::errln!("error: {}", render_error(&err));
+            exit_code_of(&err)
         }
-    }
+    };
+    ExitCode::from(output::finish(code))
 }
 
 /// The error and its causes on one line, `outer: cause: cause`, as they are:
@@ -230,6 +233,10 @@ pub fn exit_code_of(err: &anyhow::Error) -> u8 {
     for e in err.chain() {
         if let Some(m) = e.downcast_ref::<MigrateError>() {
             return m.exit_code();
+        }
+        // `LazyError::Migrate` is transparent: its MigrateError is not in the chain.
+        if let Some(l) = e.downcast_ref::<tern_core::lazy::LazyError>() {
+            return l.exit_code();
         }
         if e.downcast_ref::<tern_core::store::Error>()
             .is_some_and(|s| s.kind() == ErrorKind::Busy)

@@ -215,7 +215,7 @@ pub struct ExportArgs {
 }
 
 /// A count of at least 1 (`--batch-size 0` is refused, as `batch_size = 0` in tern.toml is).
-fn at_least_one(text: &str) -> Result<usize, String> {
+pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(0) => Err("must be at least 1".to_owned()),
         Ok(n) => Ok(n),
@@ -224,7 +224,7 @@ fn at_least_one(text: &str) -> Result<usize, String> {
 }
 
 /// A rate above 0 (leave the option out for no limit).
-fn positive_rate(text: &str) -> Result<f64, String> {
+pub(crate) fn positive_rate(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
         Ok(_) => Err("must be a number above 0 (leave --max-rate out for no limit)".to_owned()),

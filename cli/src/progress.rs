@@ -144,7 +144,7 @@ impl Progress for CliProgress {
                 *self.bar() = Some(bar);
             }
             Mode::Lines => {
-                eprintln!(
+                crate::errln!(
                     "{}",
                     serde_json::json!({"event": "stage", "migration": migration, "name": name, "stage": stage + 1,
                         "stages": stages, "description": description, "total": total})
@@ -167,7 +167,7 @@ impl Progress for CliProgress {
             }
             Mode::Lines => {
                 let stage = self.stage.lock().map(|s| s.clone()).unwrap_or_default();
-                eprintln!(
+                crate::errln!(
                     "{}",
                     serde_json::json!({"event": "checkpoint", "stage": stage, "done": done,
                         "processed": counts.processed, "changed": counts.changed,
@@ -202,7 +202,7 @@ impl Progress for CliProgress {
                 show(Some(&bar));
                 *self.pass() = Some(bar);
             }
-            Mode::Lines => eprintln!(
+            Mode::Lines => crate::errln!(
                 "{}",
                 serde_json::json!({"event": "pass", "description": description, "total": total})
             ),
@@ -231,7 +231,7 @@ impl Progress for CliProgress {
                     show(Some(bar));
                 }
             }
-            Mode::Lines => eprintln!(
+            Mode::Lines => crate::errln!(
                 "{}",
                 serde_json::json!({"event": "pass_finished", "read": done})
             ),
@@ -243,9 +243,9 @@ impl Progress for CliProgress {
         match self.mode {
             Mode::Bar => match self.bar().as_ref() {
                 Some(bar) => bar.println(text),
-                None => eprintln!("{text}"),
+                None => crate::errln!("{text}"),
             },
-            Mode::Lines => eprintln!("{}", serde_json::json!({"event": "note", "text": text})),
+            Mode::Lines => crate::errln!("{}", serde_json::json!({"event": "note", "text": text})),
             Mode::Quiet => {}
         }
     }

@@ -14,12 +14,12 @@ pub fn watch(cancel: CancelFlag) {
         };
         let (stopping, stopped) = MESSAGES.get().copied().unwrap_or((
             "finishing the current batch and writing its checkpoint",
-            "stopped; the last checkpoint holds, `tern up` resumes from it",
+            "stopped; the last checkpoint holds, run the command again (`tern up`, `tern sweep`) to resume from it",
         ));
-        eprintln!("{first}: {stopping} (send it again to stop at once)");
+        crate::errln!("{first}: {stopping} (send it again to stop at once)");
         cancel.cancel();
         if next_signal().await.is_some() {
-            eprintln!("{stopped}");
+            crate::errln!("{stopped}");
             std::process::exit(130);
         }
     });

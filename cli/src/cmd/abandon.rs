@@ -24,13 +24,13 @@ pub async fn abandon(ctx: &Ctx) -> anyhow::Result<u8> {
     );
     let done = migrator.abandon().await?;
     if ctx.opt.json {
-        println!("{}", serde_json::json!({"abandoned": done.migration}));
+        crate::outln!("{}", serde_json::json!({"abandoned": done.migration}));
     } else {
         match done.migration {
-            Some(id) => println!(
+            Some(id) => crate::outln!(
                 "abandoned the interrupted run of migration {id}: it wrote nothing; its file may now change, and `tern up` starts it afresh"
             ),
-            None => println!("no migration is in progress; nothing to abandon"),
+            None => crate::outln!("no migration is in progress; nothing to abandon"),
         }
     }
     Ok(EXIT_OK)

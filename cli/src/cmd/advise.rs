@@ -220,7 +220,7 @@ pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
     let mut cost = CostModel::default();
     if let Some(url) = &args.calibrate {
         let (fitted, measured) = calibrate(url, &cost).await?;
-        eprintln!(
+        crate::errln!(
             "calibrated on {} ({} samples of n gets x w rows, least squares): T(n, w) = {:.6} + {:.6}*n + {:.6}*n*w ms; insert {:.6} ms/row, delete {:.6} ms/row (slopes of batches of 1, 10, 50); sort penalty kept at {} ms",
             tern_core::store::url::redact(url),
             measured.gets.len(),
@@ -263,15 +263,15 @@ pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
     if let Some(url) = &args.execute {
         let report = compare(url, &model, &prepared, &rec, &opts, args).await?;
         if args.json {
-            eprint!("{report}");
+            crate::errout!("{report}");
         } else {
-            print!("{report}");
+            crate::out!("{report}");
         }
     }
     if let Some(dir) = &args.emit_migration {
         let files = migration::emit(&model, &rec, dir)?;
         for f in files {
-            eprintln!("wrote {}", f.display());
+            crate::errln!("wrote {}", f.display());
         }
     }
     Ok(EXIT_OK)

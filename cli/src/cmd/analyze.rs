@@ -166,12 +166,12 @@ fn read(file: &Path) -> Result<String, Failure> {
 
 fn print_report(ctx: &Ctx, path: &str, g: &Grammar, report: &Report) -> anyhow::Result<u8> {
     for w in &report.warnings {
-        eprintln!("warning: {path}:{w}");
+        crate::errln!("warning: {path}:{w}");
     }
     if ctx.opt.json {
-        println!("{}", tern_contention::render::json(report));
+        crate::outln!("{}", tern_contention::render::json(report));
     } else {
-        print!("{}", tern_contention::render::text(g, report));
+        crate::out!("{}", tern_contention::render::text(g, report));
     }
     if report.disagreement() {
         anyhow::bail!(
@@ -212,8 +212,8 @@ fn fail(ctx: &Ctx, path: &str, f: Failure) -> anyhow::Result<u8> {
             "error": {"kind": kind, "message": message, "file": path, "line": line, "col": col},
             "exit_code": code,
         });
-        println!("{v}");
+        crate::outln!("{v}");
     }
-    eprintln!("error: {message}");
+    crate::errln!("error: {message}");
     Ok(code)
 }

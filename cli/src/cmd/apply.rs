@@ -16,10 +16,16 @@ use crate::{Ctx, EXIT_OK};
 /// As `tern up` before it writes; unsafe statements are reported, not refused.
 pub async fn plan(ctx: &Ctx, run: &RunArgs, samples: usize) -> anyhow::Result<u8> {
     let set = ctx.migrations()?;
+    let lazy = lazy_ids(&set);
     let store = ctx.store().await?;
     let migrator = ctx.migrator(store, set, run);
+    let pending = migrator.validate().await?;
     let dry = migrator.dry_run(run.to, samples).await?;
-    print_dry_run(ctx, &dry);
+    let lazy: Vec<u32> = lazy
+        .into_iter()
+        .filter(|id| pending.contains(id) && run.to.is_none_or(|to| *id <= to))
+        .collect();
+    print_dry_run(ctx, &dry, &lazy);
     // The same verdict as `tern check` and `tern up`: unsafe is exit 5.
     Ok(if dry.conflicts.is_empty() {
         EXIT_OK
@@ -39,11 +45,16 @@ fn print_examples(
         .filter(|c| c.statement == statement)
         .take(most)
     {
-        println!("    {c}");
+        crate::outln!("    {c}");
     }
 }
 
-fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
+/// The ids of the lazy migrations of `set`.
+fn lazy_ids(set: &tern_core::migrate::MigrationSet) -> Vec<u32> {
+    set.iter().filter(|m| m.lazy).map(|m| m.id).collect()
+}
+
+fn print_dry_run(ctx: &Ctx, dry: &DryRun, lazy: &[u32]) {
     if ctx.opt.json {
         let stages: Vec<serde_json::Value> = dry
             .stages
@@ -63,22 +74,25 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
                     "after": c.after.as_ref().map(entity_to_json_line)})
             })
             .collect();
-        println!(
+        crate::outln!(
             "{}",
-            serde_json::json!({"dry_run": true, "stages": stages, "changed_entities": dry.changed_entities,
+            serde_json::json!({"dry_run": true, "stages": stages, "lazy": lazy, "changed_entities": dry.changed_entities,
                 "samples": samples, "unsafe_conflicts": dry.conflicts, "safe": dry.conflicts.is_empty()})
         );
         return;
     }
+    for id in lazy {
+        crate::outln!("  {id:04} {}", crate::cmd::project::LAZY_NOTE);
+    }
     if dry.stages.is_empty() {
-        println!(
+        crate::outln!(
             "nothing to do: no pending migration changes an entity (lazy ones are installed without touching any)"
         );
         return;
     }
-    println!("dry run: nothing was written");
+    crate::outln!("dry run: nothing was written");
     for s in &dry.stages {
-        println!(
+        crate::outln!(
             "  {:04} {:<60} {:>9} entities, {:>9} would change{}",
             s.migration,
             s.description,
@@ -94,16 +108,16 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
             }
         );
     }
-    println!("{} entities would change", dry.changed_entities);
+    crate::outln!("{} entities would change", dry.changed_entities);
     for (key, c) in &dry.samples {
-        println!("  {key}");
-        println!(
+        crate::outln!("  {key}");
+        crate::outln!(
             "    before: {}",
             c.before
                 .as_ref()
                 .map_or_else(|| "(absent)".to_owned(), entity_to_json_line)
         );
-        println!(
+        crate::outln!(
             "    after:  {}",
             c.after
                 .as_ref()
@@ -111,14 +125,14 @@ fn print_dry_run(ctx: &Ctx, dry: &DryRun) {
         );
     }
     if dry.conflicts.is_empty() {
-        println!("safety: every move/copy target gets at most one value");
+        crate::outln!("safety: every move/copy target gets at most one value");
     } else {
-        println!(
+        crate::outln!(
             "UNSAFE: {} target(s) written by sources with different values; `tern up` refuses this:",
             dry.conflicts.len()
         );
         for (statement, n) in tern_core::migrate::conflict::per_statement(&dry.conflicts) {
-            println!("  `{statement}`: {n} target(s), e.g.");
+            crate::outln!("  `{statement}`: {n} target(s), e.g.");
             print_examples(&dry.conflicts, &statement, 10);
         }
     }
@@ -133,6 +147,7 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
         return plan(ctx, &args.run, 3).await;
     }
     let set = ctx.migrations()?;
+    let lazy = lazy_ids(&set);
     let store = ctx
         .store_waiting(args.wait.map(Duration::from_secs))
         .await?;
@@ -158,17 +173,17 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
             e
         }
     })?;
-    print_up(ctx, &report);
+    print_up(ctx, &report, &lazy);
     Ok(EXIT_OK)
 }
 
-fn print_up(ctx: &Ctx, report: &UpReport) {
+fn print_up(ctx: &Ctx, report: &UpReport, lazy: &[u32]) {
     if ctx.opt.json {
         let applied: Vec<serde_json::Value> = report
             .applied
             .iter()
             .map(|m| {
-                serde_json::json!({"id": m.id, "name": m.name, "resumed": m.resumed, "duration_ms": m.duration_ms,
+                serde_json::json!({"id": m.id, "name": m.name, "lazy": lazy.contains(&m.id), "resumed": m.resumed, "duration_ms": m.duration_ms,
                     "processed": m.counts.processed, "changed": m.counts.changed, "conflicts": m.counts.conflicts,
                     "skipped": m.counts.skipped, "swept": m.counts.swept,
                     "unmatched_sources": m.counts.unmatched_sources,
@@ -180,23 +195,31 @@ fn print_up(ctx: &Ctx, report: &UpReport) {
             .iter()
             .map(|(k, n)| (k.clone(), serde_json::json!(n)))
             .collect();
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"applied": applied, "swept_late": late})
         );
         return;
     }
     for (kind, n) in &report.swept_late {
-        println!(
+        crate::outln!(
             "{n} entities of {kind} were below the kind's version (written late by old code) and were brought forward"
         );
     }
     if report.applied.is_empty() {
-        println!("up to date: no pending migrations");
+        crate::outln!("up to date: no pending migrations");
         return;
     }
     for m in &report.applied {
-        println!(
+        if lazy.contains(&m.id) {
+            crate::outln!(
+                "installed {:04}_{} (lazy: no entity touched; clients migrate entities on access, `tern sweep` completes it)",
+                m.id,
+                m.name
+            );
+            continue;
+        }
+        crate::outln!(
             "applied {:04}_{}{}: {} entities processed, {} changed, {} conflicts retried, {} late entities swept ({} ms)",
             m.id,
             m.name,
@@ -208,13 +231,13 @@ fn print_up(ctx: &Ctx, report: &UpReport) {
             m.duration_ms
         );
         for (statement, n) in tern_core::migrate::conflict::per_statement(&m.forced_conflicts) {
-            println!(
+            crate::outln!(
                 "  --force-unsafe: `{statement}` wrote {n} target(s) whose sources disagree (the greatest source key won):"
             );
             print_examples(&m.forced_conflicts, &statement, 20);
         }
         if m.counts.unmatched_sources > 0 {
-            println!(
+            crate::outln!(
                 "  {} move source(s) matched no target and kept their property",
                 m.counts.unmatched_sources
             );

@@ -31,7 +31,11 @@ const MAX_LINE_MESSAGE: usize = 300;
 /// replaces them with the same values.
 pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
-    let kind_versions = state::load(store.as_ref()).await?.doc.kinds;
+    let doc = state::load(store.as_ref()).await?.doc;
+    let rules = ImportRules {
+        renamed_away: tern_core::lazy::renamed_away(&doc),
+        kind_versions: doc.kinds,
+    };
     let name = args.file.display().to_string();
     let mut reader: Box<dyn BufRead> = if name == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
@@ -56,7 +60,7 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
             break;
         }
         line_no += 1;
-        let entity = match line_entity(&raw, line_no, &kind_versions) {
+        let entity = match line_entity(&raw, line_no, &rules) {
             Ok(Some(entity)) => entity,
             Ok(None) => continue,
             Err(message) => return Err(partial_import_error(&name, line_no, &message, written)),
@@ -64,7 +68,7 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
         if let Some(first) = seen.insert(entity.key.clone(), line_no) {
             repeated += 1;
             if repeated <= 10 {
-                eprintln!(
+                crate::errln!(
                     "warning: {name}:{line_no}: {} is also on line {first}; the later line wins",
                     entity.key
                 );
@@ -87,14 +91,19 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// What the store's state says about the entities an import may write.
+struct ImportRules {
+    /// Each kind's version (an entity above it is refused).
+    kind_versions: BTreeMap<String, u64>,
+    /// Former kind names no kind uses now (an entity under one is refused:
+    /// tern would never migrate it).
+    renamed_away: Vec<tern_core::lazy::RenamedAway>,
+}
+
 /// The entity of import line `line_no` (its bytes `raw`), `None` for a blank
 /// line; the error message of a line that is not valid UTF-8, not an entity,
-/// or of a version above its kind's (`kind_versions`).
-fn line_entity(
-    raw: &[u8],
-    line_no: u64,
-    kind_versions: &BTreeMap<String, u64>,
-) -> Result<Option<Entity>, String> {
+/// of a version above its kind's, or under a renamed kind's former name.
+fn line_entity(raw: &[u8], line_no: u64, rules: &ImportRules) -> Result<Option<Entity>, String> {
     let text = std::str::from_utf8(raw).map_err(|e| {
         format!(
             "column {}: not valid UTF-8",
@@ -115,7 +124,22 @@ fn line_entity(
     }
     let entity =
         entity_from_json_line(text.trim_end_matches(['\n', '\r'])).map_err(|e| e.to_string())?;
-    let kind_version = kind_versions.get(&entity.key.kind).copied().unwrap_or(0);
+    if let Some(r) = rules
+        .renamed_away
+        .iter()
+        .find(|r| r.former == entity.key.kind)
+    {
+        return Err(format!(
+            "kind {} was renamed to {} by migration {}: an entity under the former name is never migrated; \
+             import it as kind {} (with the version its value has)",
+            r.former, r.now, r.migration, r.now
+        ));
+    }
+    let kind_version = rules
+        .kind_versions
+        .get(&entity.key.kind)
+        .copied()
+        .unwrap_or(0);
     if entity.version > kind_version {
         return Err(format!(
             "version {} is above kind {}'s version {kind_version}: tern would never migrate it; \
@@ -129,15 +153,15 @@ fn line_entity(
 /// Prints what an import did: `count` entities, `repeated` lines repeating one.
 fn report_import(ctx: &Ctx, count: u64, repeated: u64) {
     if repeated > 10 {
-        eprintln!("warning: {repeated} lines repeat an entity of an earlier line in all");
+        crate::errln!("warning: {repeated} lines repeat an entity of an earlier line in all");
     }
     if ctx.opt.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"imported": count, "repeated_lines": repeated})
         );
     } else if !ctx.opt.quiet {
-        eprintln!("imported {count} entities");
+        crate::errln!("imported {count} entities");
     }
 }
 
@@ -190,6 +214,9 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
             out.display()
         );
     }
+    if let Some(out) = &args.output {
+        refuse_unless_regular_or_new(out)?;
+    }
     let store = ctx.store().await?;
     let mut kinds = if args.kinds.is_empty() {
         store.kinds().await.context("listing kinds")?
@@ -240,7 +267,7 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
     }
     if ctx.opt.json && args.output.is_some() {
         let total: u64 = counts.values().sum();
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"exported": total, "kinds": counts,
                 "file": args.output.as_ref().map(|p| p.display().to_string())})
@@ -285,6 +312,33 @@ async fn write_kinds(
         counts.insert(kind.clone(), n);
     }
     Ok(())
+}
+
+/// `export -o PATH` writes only to a new path or an existing regular file:
+/// the export is written to a temporary file renamed over `path`, which would
+/// replace a device node (`/dev/full`, as root), a FIFO or a symbolic link (the
+/// link, not its target) with a plain file.
+fn refuse_unless_regular_or_new(path: &Path) -> anyhow::Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot inspect {}", path.display())),
+    };
+    let ft = meta.file_type();
+    if ft.is_file() {
+        return Ok(());
+    }
+    let what = if ft.is_symlink() {
+        "a symbolic link (the export would replace the link, not write its target)"
+    } else if ft.is_dir() {
+        "a folder"
+    } else {
+        "not a regular file (a device, FIFO or socket; the export would replace it with a file)"
+    };
+    bail!(
+        "refusing to write the export to {}: it is {what}; name a new file or an existing regular file, or write to stdout (`tern export > PATH`)",
+        path.display()
+    )
 }
 
 /// Whether `a` and `b` name the same existing file (after links: the same

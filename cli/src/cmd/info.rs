@@ -6,7 +6,8 @@ use tern_core::migrate::state;
 use crate::opt::{LockArgs, RunArgs};
 use crate::{Ctx, EXIT_BEHIND, EXIT_OK};
 
-fn no_overrides() -> RunArgs {
+/// Run options as tern.toml gives them, without command-line overrides.
+pub(crate) fn no_overrides() -> RunArgs {
     RunArgs {
         to: None,
         batch_size: None,
@@ -56,7 +57,7 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
             serde_json::json!({"migration": r.migration, "stage": r.stage, "phase": r.phase,
                 "processed": r.counts.processed, "checkpoints": r.checkpoints})
         });
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"store": ctx.store_url().map(tern_core::store::url::redact).unwrap_or_default(),
                 "migrations": migrations, "kinds": st.kinds, "lock": lease, "running": running, "problem": problem,
@@ -64,14 +65,14 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
         );
         return Ok(EXIT_OK);
     }
-    println!(
+    crate::outln!(
         "store: {}",
         ctx.store_url()
             .map(tern_core::store::url::redact)
             .unwrap_or_default()
     );
     if st.migrations.is_empty() {
-        println!("no migrations in {}", ctx.settings.migrations_dir.display());
+        crate::outln!("no migrations in {}", ctx.settings.migrations_dir.display());
     }
     for m in &st.migrations {
         let state = if m.applied_at.is_some() {
@@ -81,38 +82,41 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
         } else {
             "pending"
         };
-        println!("  {:04}_{:<30} {state}", m.id, m.name);
+        crate::outln!("  {:04}_{:<30} {state}", m.id, m.name);
     }
     if !st.kinds.is_empty() {
-        println!("kind versions:");
+        crate::outln!("kind versions:");
         for (k, v) in &st.kinds {
-            println!("  {k:<30} v{v}");
+            crate::outln!("  {k:<30} v{v}");
         }
     }
     crate::cmd::sweep::print_lazy(&lazy);
     if let Some(l) = &st.lease {
         if l.expires_at > st.now {
-            println!(
+            crate::outln!(
                 "lock: held by {} (token {}), expires in {} ms",
                 l.holder,
                 l.token,
                 l.expires_at - st.now
             );
         } else {
-            println!(
+            crate::outln!(
                 "lock: left by {} (token {}), expired; the next `tern up` takes it over",
-                l.holder, l.token
+                l.holder,
+                l.token
             );
         }
     }
     if let Some(p) = problem {
-        println!("problem: {p}");
+        crate::outln!("problem: {p}");
     }
     Ok(EXIT_OK)
 }
 
 /// `tern verify`: the census. Exit 1 when entities are below or above their
-/// kind's version, or a migration is in progress (interrupted).
+/// kind's version, stale under a pending lazy migration (a kind rename's
+/// former names included), under a former kind name no migration sweeps, or
+/// a migration is in progress (interrupted).
 ///
 /// # Errors
 /// A store error.
@@ -134,8 +138,18 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
             .sum()
     };
     let above: u64 = census.iter().map(above_of).sum();
-    let running = state::load(migrator.store().as_ref()).await?.doc.running;
-    let ok = behind == 0 && above == 0 && running.is_none();
+    let doc = state::load(migrator.store().as_ref()).await?.doc;
+    let running = doc.running.clone();
+    let lazy = lazy_findings(migrator.store().as_ref(), &doc).await?;
+    // Entities below a kind with a pending lazy migration are the sweep's.
+    let behind_lazy: u64 = census
+        .iter()
+        .filter(|c| lazy.stale.iter().any(|s| s.kind == c.kind))
+        .map(tern_core::migrate::KindCensus::behind)
+        .sum();
+    let lazy_stale: u64 = lazy.stale.iter().filter_map(|s| s.stale).sum();
+    let stranded: u64 = lazy.stranded.iter().map(|(_, n)| n).sum();
+    let ok = behind == 0 && above == 0 && running.is_none() && lazy_stale == 0 && stranded == 0;
     if ctx.opt.json {
         let kinds: Vec<serde_json::Value> = census
             .iter()
@@ -152,10 +166,18 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
         let in_progress = running.as_ref().map(|r| {
             serde_json::json!({"migration": r.migration, "stage": r.stage, "processed": r.counts.processed})
         });
-        println!(
+        let stranded_json: Vec<serde_json::Value> = lazy
+            .stranded
+            .iter()
+            .map(|(r, n)| {
+                serde_json::json!({"former": r.former, "kind": r.now, "migration": r.migration, "entities": n})
+            })
+            .collect();
+        crate::outln!(
             "{}",
             serde_json::json!({"kinds": kinds, "behind": behind, "above": above,
-                "in_progress": in_progress, "ok": ok})
+                "in_progress": in_progress, "lazy": crate::cmd::sweep::lazy_json(&lazy.stale),
+                "lazy_stale": lazy_stale, "stranded": stranded_json, "ok": ok})
         );
     } else {
         for c in &census {
@@ -176,7 +198,7 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
             } else {
                 verdicts.join(", ")
             };
-            println!(
+            crate::outln!(
                 "  {:<30} expected v{:<4} {:<40} {verdict}",
                 c.kind,
                 c.expected,
@@ -184,28 +206,94 @@ pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
             );
         }
         if let Some(r) = &running {
-            println!(
+            crate::outln!(
                 "migration {} is in progress (interrupted at stage {}, {} entities done): run `tern up` to finish it",
                 r.migration,
                 r.stage + 1,
                 r.counts.processed
             );
         }
-        if behind > 0 {
-            println!(
-                "{behind} entities are below their kind's version: run `tern up` (it sweeps them) or check for old writers"
+        for k in &lazy.stale {
+            let former = if k.former_names.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (under {} and its former names {})",
+                    k.kind,
+                    k.former_names.join(", ")
+                )
+            };
+            crate::outln!(
+                "{} entities of {} are stale under pending lazy migration(s) {:?}{former}: run `tern sweep {}` to complete it",
+                k.stale.unwrap_or(0),
+                k.kind,
+                k.pending,
+                k.kind
+            );
+        }
+        for (r, n) in &lazy.stranded {
+            crate::outln!(
+                "{n} entities lie under {}, the former name of {} (renamed by migration {}): tern never migrates them; \
+                 export them and import them as {}, or delete them",
+                r.former,
+                r.now,
+                r.migration,
+                r.now
+            );
+        }
+        let behind_eager = behind - behind_lazy;
+        if behind_eager > 0 {
+            crate::outln!(
+                "{behind_eager} entities are below their kind's version: run `tern up` (it sweeps them) or check for old writers"
             );
         }
         if above > 0 && running.is_none() {
-            println!(
+            crate::outln!(
                 "{above} entities are above their kind's version: no migration wrote them so (an import with a wrong version?); tern will never migrate them"
             );
         }
         if ok {
-            println!("verified: every entity is at its kind's version");
+            crate::outln!("verified: every entity is at its kind's version");
         }
     }
     Ok(if ok { EXIT_OK } else { EXIT_BEHIND })
+}
+
+/// What `tern verify` finds about lazy migrations.
+struct LazyFindings {
+    /// Kinds with a pending lazy migration and stale entities (exact counts).
+    stale: Vec<tern_core::lazy::KindLazyStatus>,
+    /// Entities under a former kind name that no pending lazy rename sweeps.
+    stranded: Vec<(tern_core::lazy::RenamedAway, u64)>,
+}
+
+/// Counts the stale entities of pending lazy migrations (a scan of each such
+/// kind) and the entities under former kind names.
+async fn lazy_findings(
+    store: &dyn tern_core::store::Store,
+    doc: &tern_core::migrate::StateDoc,
+) -> anyhow::Result<LazyFindings> {
+    let stale = tern_core::lazy::status(store, true)
+        .await?
+        .into_iter()
+        .filter(|k| !k.complete && k.stale.is_some_and(|n| n > 0))
+        .collect();
+    let mut stranded = Vec::new();
+    for r in tern_core::lazy::renamed_away(doc) {
+        if r.pending {
+            continue;
+        }
+        let n = store
+            .count(&r.former, tern_core::store::Filter::all())
+            .await
+            .map_err(tern_core::migrate::MigrateError::store(
+                "counting a former kind name",
+            ))?;
+        if n > 0 {
+            stranded.push((r, n));
+        }
+    }
+    Ok(LazyFindings { stale, stranded })
 }
 
 /// `tern lock`: show the lock, or release an expired one.
@@ -217,13 +305,15 @@ pub async fn lock(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
     if args.release {
         let removed = release_stale(store.as_ref(), args.force).await?;
         match (&removed, ctx.opt.json) {
-            (Some(l), true) => println!(
+            (Some(l), true) => crate::outln!(
                 "{}",
                 serde_json::json!({"released": {"holder": l.holder, "token": l.token}})
             ),
-            (None, true) => println!("{}", serde_json::json!({"released": null})),
-            (Some(l), false) => println!("released the lock of {} (token {})", l.holder, l.token),
-            (None, false) => println!("no lock to release"),
+            (None, true) => crate::outln!("{}", serde_json::json!({"released": null})),
+            (Some(l), false) => {
+                crate::outln!("released the lock of {} (token {})", l.holder, l.token)
+            }
+            (None, false) => crate::outln!("no lock to release"),
         }
         return Ok(EXIT_OK);
     }
@@ -233,22 +323,22 @@ pub async fn lock(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
         .await
         .map_err(tern_core::migrate::MigrateError::store("reading the clock"))?;
     match (&doc.lease, ctx.opt.json) {
-        (Some(l), true) => println!(
+        (Some(l), true) => crate::outln!(
             "{}",
             serde_json::json!({"lock": {"holder": l.holder, "token": l.token, "acquired_at": l.acquired_at,
                 "expires_in_ms": l.expires_at - now, "expired": l.expires_at <= now}})
         ),
-        (None, true) => println!("{}", serde_json::json!({"lock": null})),
+        (None, true) => crate::outln!("{}", serde_json::json!({"lock": null})),
         (Some(l), false) => {
             if l.expires_at > now {
-                println!(
+                crate::outln!(
                     "held by {} (token {}), expires in {} ms",
                     l.holder,
                     l.token,
                     l.expires_at - now
                 );
             } else {
-                println!(
+                crate::outln!(
                     "left by {} (token {}), expired {} ms ago: `tern lock --release` removes it, `tern up` takes it over",
                     l.holder,
                     l.token,
@@ -256,7 +346,7 @@ pub async fn lock(ctx: &Ctx, args: &LockArgs) -> anyhow::Result<u8> {
                 );
             }
         }
-        (None, false) => println!("free"),
+        (None, false) => crate::outln!("free"),
     }
     Ok(EXIT_OK)
 }

@@ -25,7 +25,7 @@ pub fn init(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<u8> {
     let existed = file.exists();
     if existed {
         if !ctx.opt.json {
-            println!("{} exists; left as it is", file.display());
+            crate::outln!("{} exists; left as it is", file.display());
         }
     } else {
         let text = format!(
@@ -39,18 +39,18 @@ pub fn init(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<u8> {
         );
         std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
         if !ctx.opt.json {
-            println!("created {}", file.display());
+            crate::outln!("created {}", file.display());
         }
     }
     if ctx.opt.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"config": file.display().to_string(), "created": !existed,
                 "migrations": dir.join("migrations").display().to_string()})
         );
         return Ok(EXIT_OK);
     }
-    println!(
+    crate::outln!(
         "migrations go in {}; create one with `tern new NAME`",
         dir.join("migrations").display()
     );
@@ -93,18 +93,21 @@ pub fn new(ctx: &Ctx, args: &NewArgs) -> anyhow::Result<u8> {
     let path = dir.join(format!("{next:04}_{}.tern", args.name));
     std::fs::write(&path, EXAMPLE).with_context(|| format!("cannot write {}", path.display()))?;
     if ctx.opt.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"created": path.display().to_string(), "id": next})
         );
     } else {
-        println!("created {}", path.display());
+        crate::outln!("created {}", path.display());
     }
     Ok(EXIT_OK)
 }
 
 /// `tern check`: parses, validates and classifies; with a store, runs the safety check.
 ///
+/// What `check`, `plan` and `up` say of a lazy migration.
+pub(crate) const LAZY_NOTE: &str = "lazy: `tern up` installs it without touching any entity; clients migrate entities on access, `tern sweep` completes it";
+
 /// # Errors
 /// Parse errors (file:line:col), validation errors; exit 5 for an unsafe move/copy.
 pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
@@ -132,7 +135,10 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
                 serde_json::json!({"statement": format!("code on {}", c.kind()), "safety": "per-entity"}),
             ],
         };
-        report.push(serde_json::json!({"id": m.id, "name": m.name, "checksum": m.checksum, "statements": statements}));
+        report.push(
+            serde_json::json!({"id": m.id, "name": m.name, "checksum": m.checksum, "lazy": m.lazy,
+            "statements": statements}),
+        );
     }
     let online = !args.offline && ctx.settings.store_url.is_some();
     let mut conflicts = Vec::new();
@@ -155,32 +161,35 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
         }
     }
     if ctx.opt.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"migrations": report, "checked_against_store": online, "pending": pending,
                 "unsafe_conflicts": conflicts})
         );
     } else {
         for m in &report {
-            println!(
+            crate::outln!(
                 "{:04}_{}  {}",
                 m["id"].as_u64().unwrap_or(0),
                 m["name"].as_str().unwrap_or(""),
                 m["checksum"].as_str().unwrap_or("")
             );
+            if m["lazy"] == true {
+                crate::outln!("  {LAZY_NOTE}");
+            }
             for s in m["statements"].as_array().into_iter().flatten() {
-                println!(
+                crate::outln!(
                     "  {:<28} {}",
                     s["safety"].as_str().unwrap_or(""),
                     s["statement"].as_str().unwrap_or("")
                 );
                 for w in s["warnings"].as_array().into_iter().flatten() {
-                    println!("  {:<28}   warning: {}", "", w.as_str().unwrap_or(""));
+                    crate::outln!("  {:<28}   warning: {}", "", w.as_str().unwrap_or(""));
                 }
             }
         }
         if online {
-            println!(
+            crate::outln!(
                 "pending: {}",
                 if pending.is_empty() {
                     "none".to_owned()
@@ -189,12 +198,12 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
                 }
             );
             if conflicts.is_empty() && !pending.is_empty() {
-                println!(
+                crate::outln!(
                     "safety check (dry run against the store): no target is written with conflicting values"
                 );
             }
         } else {
-            println!(
+            crate::outln!(
                 "not checked against a store (move/copy safety depends on the data): pass --store or drop --offline"
             );
         }

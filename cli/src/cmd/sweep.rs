@@ -25,25 +25,29 @@ pub struct SweepArgs {
     /// The kinds to sweep (default: every kind with a pending lazy migration).
     pub kinds: Vec<String>,
     /// Entities per batch and checkpoint.
-    #[arg(long)]
+    #[arg(long, value_name = "N", value_parser = crate::opt::at_least_one)]
     pub batch_size: Option<usize>,
     /// The most entities one server-side call takes (default 100; larger
     /// sweeps faster and slows the applications more while it runs).
-    #[arg(long)]
+    #[arg(long, value_name = "N", value_parser = crate::opt::at_least_one)]
     pub call_size: Option<usize>,
-    /// At most this many entities per second.
-    #[arg(long)]
+    /// At most this many entities per second (a burst of at most one second's worth).
+    #[arg(long, value_name = "PER_SECOND", value_parser = crate::opt::positive_rate)]
     pub max_rate: Option<f64>,
-    /// Wait up to this many seconds for a lock held by another runner.
-    #[arg(long)]
+    /// Wait up to this many seconds for a lock held by another runner (or, on
+    /// the embedded store, for another process to close the store).
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600")]
     pub wait: Option<u64>,
 }
 
 /// `tern gc`.
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// The lazy migrations whose specs to retire (default: every completed one).
-    pub migrations: Vec<u32>,
+    /// The lazy migrations whose specs to retire, by number (default: every
+    /// completed one). Named `ids`, not `migrations`: that is the global
+    /// `--migrations DIR`, and one name for both made clap panic (`tern gc 1`).
+    #[arg(value_name = "MIGRATION")]
+    pub ids: Vec<u32>,
 }
 
 fn lease_options(ctx: &Ctx, wait: Option<u64>) -> LeaseOptions {
@@ -62,35 +66,46 @@ fn lease_options(ctx: &Ctx, wait: Option<u64>) -> LeaseOptions {
 /// # Errors
 /// The lock is held; store errors.
 pub async fn sweep(ctx: &Ctx, args: &SweepArgs) -> anyhow::Result<u8> {
-    let store = ctx.store().await?;
-    let code = ctx
-        .migrations()
-        .map(|s| code_migrations(&s))
-        .unwrap_or_default();
+    let store = ctx
+        .store_waiting(args.wait.map(std::time::Duration::from_secs))
+        .await?;
+    // An installed migration's file edited since: refused as `tern up` refuses it (exit 4).
+    let code = match ctx.migrations() {
+        Ok(set) => {
+            let code = code_migrations(&set);
+            ctx.migrator(Arc::clone(&store), set, &crate::cmd::info::no_overrides())
+                .validate()
+                .await?;
+            code
+        }
+        Err(_) => Default::default(),
+    };
+    refuse_unknown_kinds(store.as_ref(), &args.kinds).await?;
     let options = SweepOptions {
         kinds: args.kinds.clone(),
         batch_size: args.batch_size.unwrap_or(ctx.settings.batch_size).max(1),
         max_rate: args.max_rate.or(ctx.settings.max_rate).filter(|r| *r > 0.0),
         call_size: args.call_size.unwrap_or(lazy::sweep::IN_STORE_LIMIT).max(1),
+        cancel: ctx.cancel.clone(),
         ..SweepOptions::default()
     };
     let report = lazy::sweep::sweep(store, &lease_options(ctx, args.wait), &code, &options).await?;
     if ctx.opt.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({"migrated": report.migrated, "stale": report.stale,
                 "completed": report.completed, "resumed": report.resumed})
         );
     } else {
         if report.migrated.is_empty() {
-            println!("no lazy migration is pending");
+            crate::outln!("no lazy migration is pending");
         }
         for (kind, n) in &report.migrated {
             let stale = report.stale.get(kind).copied().unwrap_or(0);
-            println!("  {kind:<30} {n} migrated, {stale} still stale");
+            crate::outln!("  {kind:<30} {n} migrated, {stale} still stale");
         }
         for id in &report.completed {
-            println!("lazy migration {id} complete");
+            crate::outln!("lazy migration {id} complete");
         }
     }
     Ok(if report.remaining() > 0 {
@@ -98,6 +113,47 @@ pub async fn sweep(ctx: &Ctx, args: &SweepArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_OK
     })
+}
+
+/// `tern sweep KIND...` naming a kind with no pending lazy migration is an
+/// error naming the kinds that have one (it said "no lazy migration is
+/// pending", exit 0, with every entity of the meant kind stale).
+async fn refuse_unknown_kinds(
+    store: &dyn tern_core::store::Store,
+    kinds: &[String],
+) -> anyhow::Result<()> {
+    if kinds.is_empty() {
+        return Ok(());
+    }
+    let status = lazy::status(store, false).await?;
+    let pending: Vec<&str> = status
+        .iter()
+        .filter(|k| !k.complete)
+        .map(|k| k.kind.as_str())
+        .collect();
+    for kind in kinds {
+        if pending.contains(&kind.as_str()) {
+            continue;
+        }
+        let why = if let Some(r) =
+            lazy::renamed_away(&tern_core::migrate::state::load(store).await?.doc)
+                .into_iter()
+                .find(|r| &r.former == kind)
+        {
+            format!("it was renamed to {} (sweep {})", r.now, r.now)
+        } else if status.iter().any(|k| &k.kind == kind) {
+            "its lazy migrations are complete".to_owned()
+        } else {
+            "the store has no such kind".to_owned()
+        };
+        let listed = if pending.is_empty() {
+            "no kind has one".to_owned()
+        } else {
+            format!("kinds with one: {}", pending.join(", "))
+        };
+        anyhow::bail!("kind {kind} has no pending lazy migration: {why}; {listed}");
+    }
+    Ok(())
 }
 
 /// `tern gc [N...]`: retires the specs of completed lazy migrations; refused
@@ -109,20 +165,20 @@ pub async fn gc(ctx: &Ctx, args: &GcArgs) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
     let lease = Lease::acquire(Arc::clone(&store), &lease_options(ctx, None)).await?;
     let doc = lease.snapshot().await;
-    let ids: Vec<u32> = if args.migrations.is_empty() {
+    let ids: Vec<u32> = if args.ids.is_empty() {
         doc.lazy
             .iter()
             .filter(|r| r.completed_at.is_some() && r.retired_at.is_none())
             .map(|r| r.migration)
             .collect()
     } else {
-        args.migrations.clone()
+        args.ids.clone()
     };
     let mut result = Ok(());
     for id in &ids {
         match lazy::retire(store.as_ref(), &lease, *id).await {
-            Ok(true) => println!("lazy migration {id}: spec retired"),
-            Ok(false) => println!("lazy migration {id}: already retired"),
+            Ok(true) => crate::outln!("lazy migration {id}: spec retired"),
+            Ok(false) => crate::outln!("lazy migration {id}: already retired"),
             Err(e) => {
                 result = Err(e);
                 break;
@@ -134,7 +190,7 @@ pub async fn gc(ctx: &Ctx, args: &GcArgs) -> anyhow::Result<u8> {
     }
     result?;
     if ids.is_empty() {
-        println!("nothing to retire");
+        crate::outln!("nothing to retire");
     }
     Ok(EXIT_OK)
 }
@@ -153,7 +209,7 @@ pub fn print_lazy(st: &[KindLazyStatus]) {
     if shown.is_empty() {
         return;
     }
-    println!("lazy migrations pending:");
+    crate::outln!("lazy migrations pending:");
     for k in shown {
         let stale = match (k.stale, k.exact) {
             (Some(n), true) => format!("{n} stale"),
@@ -165,9 +221,12 @@ pub fn print_lazy(st: &[KindLazyStatus]) {
         } else {
             format!(", also under {}", k.former_names.join(", "))
         };
-        println!(
+        crate::outln!(
             "  {:<30} v{} lazy {:?}, {stale}{former}; `tern sweep {}` completes it",
-            k.kind, k.version, k.pending, k.kind
+            k.kind,
+            k.version,
+            k.pending,
+            k.kind
         );
     }
 }

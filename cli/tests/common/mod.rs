@@ -120,6 +120,18 @@ impl Project {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// Runs `tern ARGS`, asserts it exits with `code`, returns its standard output.
+    pub fn ok_or(&self, args: &[&str], code: i32) -> String {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "tern {args:?}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     /// Runs `tern ARGS`, asserts it exits with `code`, returns its standard error.
     pub fn fails(&self, args: &[&str], code: i32) -> String {
         let out = self.run(args);

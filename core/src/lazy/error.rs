@@ -151,12 +151,31 @@ pub enum LazyError {
         /// The store's scheme.
         store: String,
     },
+    /// A sweep was interrupted (Ctrl-C, SIGTERM) after a batch's checkpoint.
+    #[error("interrupted; the sweep is checkpointed: run `tern sweep` again to resume")]
+    Interrupted,
     /// The store's metadata (tern's state, the ledger) could not be used.
     #[error(transparent)]
     Migrate(#[from] MigrateError),
     /// A store operation failed.
     #[error("store operation failed: {0}")]
     Store(#[from] crate::store::Error),
+}
+
+impl LazyError {
+    /// The process exit code for this error (as [`MigrateError::exit_code`]):
+    /// 130 interrupted, 3 the lock held by another runner, the migration
+    /// error's own code, else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            LazyError::Interrupted => crate::migrate::error::EXIT_INTERRUPTED,
+            LazyError::Migrate(m) => m.exit_code(),
+            LazyError::Store(s) if s.kind() == crate::store::ErrorKind::Busy => {
+                crate::migrate::error::EXIT_LOCKED
+            }
+            _ => crate::migrate::error::EXIT_ERROR,
+        }
+    }
 }
 
 /// The result type of lazy migration.

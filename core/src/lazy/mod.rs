@@ -41,5 +41,5 @@ pub mod sweep;
 pub use client::{DEFAULT_REFRESH, LazyClient, LazyClientBuilder, LazyStats};
 pub use error::{LazyError, Result};
 pub use spec::{KindChain, Spec};
-pub use status::{KindLazyStatus, retire, status};
+pub use status::{KindLazyStatus, RenamedAway, renamed_away, retire, status};
 pub use sweep::{SweepOptions, SweepReport};

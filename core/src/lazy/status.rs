@@ -122,3 +122,46 @@ pub async fn retire(store: &dyn Store, lease: &Lease, migration: u32) -> Result<
         .await?;
     Ok(true)
 }
+
+/// A kind name that a kind rename moved away from and no kind uses now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RenamedAway {
+    /// The former name.
+    pub former: String,
+    /// The kind's name now (after every later rename).
+    pub now: String,
+    /// The migration that renamed it away.
+    pub migration: u32,
+    /// Whether that migration is lazy and not complete (entities under the
+    /// former name are then still to be swept, not stranded).
+    pub pending: bool,
+}
+
+/// Every former kind name no kind uses now, with the kind's name now: an
+/// entity under one (an import, a raw write by old code) is never migrated
+/// unless a pending lazy rename still sweeps that name.
+pub fn renamed_away(doc: &crate::migrate::StateDoc) -> Vec<RenamedAway> {
+    let mut out: Vec<RenamedAway> = Vec::new();
+    for r in &doc.renames {
+        let now = forward(doc, r.migration.saturating_sub(1), &r.from);
+        let live = doc.kinds.contains_key(&r.from)
+            || doc
+                .renames
+                .iter()
+                .any(|later| later.migration > r.migration && later.to == r.from);
+        if live || now == r.from || out.iter().any(|o| o.former == r.from) {
+            continue;
+        }
+        let pending = doc
+            .lazy
+            .iter()
+            .any(|l| l.migration == r.migration && l.completed_at.is_none());
+        out.push(RenamedAway {
+            former: r.from.clone(),
+            now,
+            migration: r.migration,
+            pending,
+        });
+    }
+    out
+}

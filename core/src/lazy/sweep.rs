@@ -15,14 +15,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tracing::Instrument;
 
 use super::client::LazyClient;
 use super::error::Result;
 use super::spec::{KindChain, Spec, forward};
-use crate::migrate::{Lease, LeaseOptions, Migration, SweepState};
+use crate::migrate::{CancelFlag, Lease, LeaseOptions, Migration, RateLimiter, SweepState};
 use crate::model::{Entity, Key};
 use crate::store::{
     ErrorKind, Filter, Guard, PushdownRequest, RenameKindRequest, ScanRequest, Store, StoreExt,
@@ -49,8 +49,12 @@ pub struct SweepOptions {
     /// applications wait for it. Larger calls sweep faster while they slow
     /// the applications more.
     pub call_size: usize,
-    /// At most this many entities per second, if set.
+    /// At most this many entities per second, if set (a token bucket with a
+    /// burst of one second's worth: [`RateLimiter`]).
     pub max_rate: Option<f64>,
+    /// Set by Ctrl-C or SIGTERM: the sweep stops after the current batch's
+    /// checkpoint with [`LazyError::Interrupted`](super::LazyError::Interrupted).
+    pub cancel: CancelFlag,
     /// How many census passes before giving up on entities that keep appearing.
     pub passes: u32,
     /// Whether the first pass may run inside the store: entities under a former
@@ -68,6 +72,7 @@ impl Default for SweepOptions {
             batch_size: 1000,
             call_size: IN_STORE_LIMIT,
             max_rate: None,
+            cancel: CancelFlag::new(),
             passes: 3,
             pushdown: true,
         }
@@ -144,8 +149,7 @@ pub async fn sweep_under(
         client: sweep_client(shared, &spec, code).await?,
         lease,
         options,
-        started: Instant::now(),
-        processed: 0,
+        pace: RateLimiter::new(options.max_rate),
     };
     let mut clean = BTreeSet::new();
     for chain in &chains {
@@ -161,8 +165,45 @@ pub async fn sweep_under(
             clean.insert(chain.kind.clone());
         }
     }
+    clean.extend(clean_elsewhere(store, &doc, &spec, &chains, &clean).await?);
     report.completed = record_completed(store, lease, &doc, &clean).await?;
     Ok(report)
+}
+
+/// The kinds not swept now (`tern sweep post` after `tern sweep user`) whose
+/// census finds nothing stale, among those sharing a pending lazy migration
+/// with a kind found `clean`: a migration is complete once every one of its
+/// kinds is, however many sweeps that took.
+async fn clean_elsewhere(
+    store: &dyn Store,
+    doc: &crate::migrate::StateDoc,
+    spec: &Spec,
+    swept: &[KindChain],
+    clean: &BTreeSet<String>,
+) -> Result<BTreeSet<String>> {
+    let mut wanted = BTreeSet::new();
+    for r in doc.lazy.iter().filter(|r| r.completed_at.is_none()) {
+        let kinds: Vec<String> = r
+            .kinds
+            .keys()
+            .map(|k| forward(doc, r.migration, k))
+            .collect();
+        if kinds.iter().any(|k| clean.contains(k)) {
+            wanted.extend(
+                kinds
+                    .into_iter()
+                    .filter(|k| !clean.contains(k) && !swept.iter().any(|c| &c.kind == k)),
+            );
+        }
+    }
+    let mut found = BTreeSet::new();
+    for kind in wanted {
+        let chain = spec.chain(&kind);
+        if !chain.pending || census(store, &chain).await? == 0 {
+            found.insert(kind);
+        }
+    }
+    Ok(found)
 }
 
 /// A client that declares every kind at its logical version, for the
@@ -235,8 +276,8 @@ struct Sweeper<'a> {
     client: LazyClient,
     lease: &'a Lease,
     options: &'a SweepOptions,
-    started: Instant,
-    processed: u64,
+    /// `--max-rate`, if set.
+    pace: Option<RateLimiter>,
 }
 
 impl Sweeper<'_> {
@@ -343,7 +384,7 @@ impl Sweeper<'_> {
             first = false;
             let before = *migrated;
             *migrated += page.moved;
-            self.processed += page.moved + page.collisions.len() as u64;
+            let processed = page.moved + page.collisions.len() as u64;
             // The id is held under the kind's name already: the copy here is
             // settled as the client path settles it.
             let mut stale_copies = Vec::with_capacity(page.collisions.len());
@@ -368,12 +409,25 @@ impl Sweeper<'_> {
                 self.checkpoint(chain, at.name, page.cursor.clone(), *migrated)
                     .await?;
             }
-            throttle(self.options.max_rate, self.started, self.processed).await;
+            self.after_batch(processed).await?;
             match page.cursor {
                 Some(c) => cursor = Some(c),
                 None => return Ok(true),
             }
         }
+    }
+
+    /// After a batch of `processed` entities and its checkpoint: stops if the
+    /// run was cancelled (the checkpoint holds), else waits for the rate limit.
+    async fn after_batch(&self, processed: u64) -> Result<()> {
+        if self.options.cancel.is_cancelled() {
+            return Err(super::LazyError::Interrupted);
+        }
+        crate::migrate::pace::pace(self.pace.as_ref(), processed, &self.options.cancel).await;
+        if self.options.cancel.is_cancelled() {
+            return Err(super::LazyError::Interrupted);
+        }
+        Ok(())
     }
 
     /// Entities per call of the in-store path: the batch size, at most
@@ -461,10 +515,9 @@ impl Sweeper<'_> {
             let batch = migrate_batch(self.store, &self.client, chain, name, page.entities).await?;
             *migrated += batch;
             crate::telemetry::sweep_batch(&chain.kind, n, batch);
-            self.processed += n;
             self.checkpoint(chain, name, page.cursor.clone(), *migrated)
                 .await?;
-            throttle(self.options.max_rate, self.started, self.processed).await;
+            self.after_batch(n).await?;
             match page.cursor {
                 Some(c) => cursor = Some(c),
                 None => return Ok(()),
@@ -625,14 +678,4 @@ async fn migrate_batch(
         }
     }
     Ok(migrated)
-}
-
-async fn throttle(max_rate: Option<f64>, started: Instant, processed: u64) {
-    if let Some(rate) = max_rate.filter(|r| *r > 0.0) {
-        let due = Duration::from_secs_f64(processed as f64 / rate);
-        let elapsed = started.elapsed();
-        if due > elapsed {
-            tokio::time::sleep(due - elapsed).await;
-        }
-    }
 }

@@ -455,7 +455,6 @@ impl Migrator {
             .await?;
         let runner = Runner {
             collect_conflicts: mode.is_dry(),
-            started,
             prebuilt: std::sync::Mutex::new(prebuilt),
             renames_prechecked: prechecked,
             ..self.runner(store.as_ref(), (m.id, &m.name), lease, progress, &history)
@@ -952,8 +951,7 @@ impl Migrator {
             history,
             conflicts: std::sync::Mutex::new(Vec::new()),
             collect_conflicts: false,
-            started: Instant::now(),
-            processed_in_run: std::sync::atomic::AtomicU64::new(0),
+            pace: super::pace::RateLimiter::new(self.run.max_rate),
             unmatched: std::sync::atomic::AtomicU64::new(0),
             prebuilt: std::sync::Mutex::new(None),
             renames_prechecked: false,

@@ -13,6 +13,7 @@ pub(crate) mod join_index;
 pub mod lazy_install;
 pub mod lease;
 pub mod overlay;
+pub mod pace;
 pub mod plan;
 pub mod progress;
 mod rename;
@@ -28,6 +29,7 @@ pub use engine::{
 pub use error::MigrateError;
 pub use join_index::{JoinIndex, Resolved, StoreCheck, check_on_store};
 pub use lease::{Lease, LeaseOptions};
+pub use pace::RateLimiter;
 #[cfg(feature = "fault-injection")]
 pub use progress::FaultHook;
 pub use progress::{CancelFlag, FaultAt, FaultPoint, NoProgress, Progress};

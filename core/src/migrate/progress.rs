@@ -52,22 +52,45 @@ impl Progress for NoProgress {
     fn note(&self, _: &str) {}
 }
 
-/// A flag that asks a run to stop after its current batch (set by Ctrl-C).
+/// The one cancellation of every long command (`tern up`, `tern sweep`): set
+/// by Ctrl-C or SIGTERM, it asks the run to stop after its current batch and
+/// checkpoint. Runs check [`CancelFlag::is_cancelled`] at each batch boundary;
+/// a wait (the rate limiter's sleep) ends early on [`CancelFlag::cancelled`].
 #[derive(Debug, Clone, Default)]
-pub struct CancelFlag(Arc<AtomicBool>);
+pub struct CancelFlag(Arc<CancelInner>);
+
+#[derive(Debug, Default)]
+struct CancelInner {
+    set: AtomicBool,
+    notify: tokio::sync::Notify,
+}
 
 impl CancelFlag {
     /// A flag that is not set.
     pub fn new() -> CancelFlag {
         CancelFlag::default()
     }
-    /// Asks the run to stop after the current batch.
+    /// Asks the run to stop after the current batch, and wakes every wait.
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.set.store(true, Ordering::SeqCst);
+        self.0.notify.notify_waiters();
     }
     /// Was it set?
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.set.load(Ordering::SeqCst)
+    }
+    /// Completes once the flag is set (at once if it is).
+    pub async fn cancelled(&self) {
+        loop {
+            let notified = self.0.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the check, so a cancel in between still wakes it.
+            notified.as_mut().enable();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 

@@ -14,7 +14,6 @@
 //! replaying a batch is harmless.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
@@ -169,10 +168,8 @@ pub(crate) struct Runner<'a> {
     pub(crate) conflicts: std::sync::Mutex<Vec<super::Conflict>>,
     /// Collect unsafe conflicts instead of failing (dry runs).
     pub(crate) collect_conflicts: bool,
-    /// When the run started, for the rate limit.
-    pub(crate) started: Instant,
-    /// Entities processed in this run, for the rate limit.
-    pub(crate) processed_in_run: std::sync::atomic::AtomicU64,
+    /// `--max-rate`, as a token bucket (none without a limit).
+    pub(crate) pace: Option<super::pace::RateLimiter>,
     /// Move sources of the current batch that matched no target.
     pub(crate) unmatched: std::sync::atomic::AtomicU64,
     /// The index of the first stage's move or copy, built and checked before the run.
@@ -241,23 +238,10 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// The entities per second `--max-rate` allows, if it limits at all.
-    fn rate_limit(&self) -> Option<f64> {
-        self.options.max_rate.filter(|r| *r > 0.0)
-    }
-
+    /// Waits for the tokens of `processed` entities (`--max-rate`); a cancel
+    /// ends the wait.
     pub(crate) async fn throttle(&self, processed: u64) {
-        let total = self
-            .processed_in_run
-            .fetch_add(processed, std::sync::atomic::Ordering::SeqCst)
-            + processed;
-        if let Some(rate) = self.rate_limit() {
-            let due = Duration::from_secs_f64(total as f64 / rate);
-            let elapsed = self.started.elapsed();
-            if due > elapsed {
-                tokio::time::sleep(due - elapsed).await;
-            }
-        }
+        super::pace::pace(self.pace.as_ref(), processed, self.cancel).await;
     }
 
     /// Writes the checkpoint of `stage` under the lease.
@@ -450,7 +434,7 @@ impl Runner<'_> {
             // memory. A failed read ahead is read again, and its error
             // handled, at the top of the loop.
             let written = match page.cursor.clone() {
-                Some(next) if self.rate_limit().is_none() => {
+                Some(next) if self.pace.is_none() => {
                     let (written, read) =
                         futures::join!(write, self.stage_page(kind, from, Some(next.clone())));
                     ahead = read.ok().map(|p| (next, p));
