@@ -161,7 +161,9 @@ fn sigterm_and_ctrl_c_stop_the_check_promptly_with_exit_130() {
     use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
     let f = big(dir.path());
-    for (signal, after) in [("-TERM", 300), ("-INT", 1500)] {
+    // After the handlers are installed (a signal before that kills the
+    // process the default way), while the check still runs (tens of seconds).
+    for (signal, after) in [("-TERM", 3000), ("-INT", 4000)] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tern"))
             .args(["analyze", "contention", f.to_str().unwrap()])
             .current_dir(dir.path())
@@ -184,7 +186,9 @@ fn sigterm_and_ctrl_c_stop_the_check_promptly_with_exit_130() {
         let took = sent.elapsed();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(130), "{signal}: {err}");
-        assert!(took < Duration::from_secs(2), "{signal}: took {took:?}");
+        // Promptly: well within a second on an idle machine; the bound leaves
+        // room for a loaded one.
+        assert!(took < Duration::from_secs(5), "{signal}: took {took:?}");
         assert!(err.contains("stopping the analysis"), "{err}");
         assert!(err.contains("stopped before a verdict"), "{err}");
     }
@@ -208,4 +212,22 @@ fn a_time_limit_before_the_verdict_says_so() {
     let bad = tern(&["analyze", "contention", "x.mc", "--time-limit", "0"]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--time-limit takes a positive number"));
+}
+
+#[test]
+fn the_printed_suggestion_fed_back_is_safe() {
+    // Keys of four parts with nested sub-tasks: the finite check (11,110 keys) runs too.
+    let (text, v) = contention("tasks.mc", 10);
+    assert!(text.contains("11110 keys): UNSAFE, agrees"), "{text}");
+    let source = v["suggestion"]["source"].as_str().unwrap();
+    // The text output prints the same schema, indented.
+    for line in source.lines() {
+        assert!(text.contains(&format!("    {line}\n")), "{line}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "suggested.mc", source.as_bytes());
+    let out = tern(&["analyze", "contention", f.to_str().unwrap()]);
+    let again = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{again}");
+    assert!(again.starts_with("SAFE"), "{again}");
 }

@@ -11,6 +11,8 @@
 //! table and writes `target/contention-bench.csv`; `cargo run --release -p
 //! tern-contention --features plot --bin contention-plot` draws
 //! docs/contention-scaling.png from it. One point: `-- --case tasks 50 unsafe`.
+//! The finite cross-check against the code before it (`baseline_finite.rs`),
+//! side by side with ratios, closes the run (alone: `-- --finite-only [--quick]`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::process::Command;
@@ -111,6 +113,10 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    if args.iter().any(|a| a == "--finite-only") {
+        finite_against_baseline(&std::env::current_exe().unwrap(), quick);
+        return;
+    }
     let mut points: Vec<(&str, usize)> = Vec::new();
     for k in [1, 2, 3, 4, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50] {
         points.push(("tasks", k));
@@ -152,4 +158,26 @@ fn main() {
     );
     std::fs::write(path, csv).unwrap();
     println!("written to target/contention-bench.csv");
+    finite_against_baseline(&exe, quick);
+}
+
+/// The finite cross-check against the baseline, side by side, each pair in
+/// its own process.
+fn finite_against_baseline(exe: &std::path::Path, quick: bool) {
+    println!("\nfinite cross-check, tasks family: kinds,variant,keys,new_s,baseline_s,ratio");
+    let sizes: &[usize] = if quick { &[3, 4] } else { &[3, 4, 10, 50] };
+    for &k in sizes {
+        for variant in ["safe", "unsafe"] {
+            let out = Command::new(exe)
+                .args(["--finite", &k.to_string(), variant])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            print!("{}", String::from_utf8_lossy(&out.stdout));
+        }
+    }
 }

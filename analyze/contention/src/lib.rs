@@ -211,9 +211,13 @@ pub fn analyze_with(g: &Grammar, limits: &Limits<'_>) -> Result<Report, Stop> {
     let (finite, finite_skipped) = if size > FINITE_LIMIT {
         (
             None,
-            Some(format!(
-                "the finite alphabet would have {size} keys (limit {FINITE_LIMIT})"
-            )),
+            Some(if size == usize::MAX {
+                format!(
+                    "the finite alphabet would have more keys than can be counted (limit {FINITE_LIMIT})"
+                )
+            } else {
+                format!("the finite alphabet would have {size} keys (limit {FINITE_LIMIT})")
+            }),
         )
     } else if users > finite::MAX_USERS {
         (None, Some(format!("more than {} users", finite::MAX_USERS)))

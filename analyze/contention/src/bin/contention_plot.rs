@@ -100,7 +100,7 @@ fn main() {
     }
     // Panels 2 and 3: the big families, CPU time and peak memory.
     let big: Vec<&Point> = points.iter().filter(|p| p.shape != "tasks").collect();
-    let max_k = big.iter().map(|p| p.kinds).fold(1.0, f64::max) * 1.05;
+    let max_k = big.iter().map(|p| p.kinds / 1000.0).fold(1.0, f64::max) * 1.05;
     let max_cpu = big.iter().map(|p| p.cpu).fold(1.0, f64::max) * 1.15;
     let max_mib = big.iter().map(|p| p.mib).fold(1.0, f64::max) * 1.15;
     let big_panels: [(&DrawingArea<_, _>, &str, &str, f64, Pick); 2] = [
@@ -129,7 +129,7 @@ fn main() {
             .expect("chart");
         chart
             .configure_mesh()
-            .x_desc("kinds")
+            .x_desc("thousand kinds")
             .y_desc(unit)
             .draw()
             .expect("mesh");
@@ -143,7 +143,7 @@ fn main() {
             let data: Vec<(f64, f64)> = big
                 .iter()
                 .filter(|p| p.shape == shape && p.variant == variant)
-                .map(|p| (p.kinds, pick(p)))
+                .map(|p| (p.kinds / 1000.0, pick(p)))
                 .collect();
             chart
                 .draw_series(LineSeries::new(data.clone(), colour.stroke_width(2)))
