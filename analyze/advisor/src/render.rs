@@ -115,7 +115,10 @@ pub fn text(r: &Recommendation) -> String {
         "\n-- weighted cost: queries {:.4} ms + updates {:.4} ms = total {:.4} ms ({} candidates, {} variables, {} constraints)",
         r.query_cost, r.update_cost, r.total_cost, r.candidates, r.variables, r.constraints
     );
-    if !r.optimal {
+    for n in &r.notes {
+        let _ = writeln!(out, "-- note: {n}");
+    }
+    if !r.optimal && r.notes.is_empty() {
         let _ = writeln!(
             out,
             "-- the time limit stopped the solver: the best schema found, not proven optimal"
