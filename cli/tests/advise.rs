@@ -393,3 +393,70 @@ fn sigterm_and_ctrl_c_stop_advise_promptly_with_exit_130() {
         assert!(out.stdout.is_empty(), "{signal}: printed an answer");
     }
 }
+
+#[test]
+fn compare_costs_a_hand_written_schema_beside_the_advice_and_costs_files_set_the_constants() {
+    let p = Project::new(5_000);
+    let schema = example("hotel.schema");
+    let out = advise(&p, "hotel", &["--compare", &schema], Project::ok);
+    assert!(out.contains(&format!("-- your schema ({schema})")), "{out}");
+    assert!(out.contains("CREATE TABLE rooms_by_amenity ("), "{out}");
+    let table = out.split("-- compared").nth(1).unwrap();
+    let row = line_starting(
+        table.trim_start_matches(|c| c != '\n'),
+        "GuestsByCityAmenityRate ",
+    );
+    let ratio: f64 = row
+        .split_whitespace()
+        .last()
+        .and_then(|r| r.strip_suffix('x'))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ratio > 1.0, "{row}");
+    assert!(
+        out.contains("-- not served: update `NewReservation`"),
+        "{out}"
+    );
+    line_starting(&out, "-- weighted cost: recommended ");
+    // JSON: the recommendation as before, with the comparison beside it.
+    let json = advise(&p, "hotel", &["--json", "--compare", &schema], Project::ok);
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(r["total_cost"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        r["compare"]["schema"]["column_families"]
+            .as_array()
+            .unwrap()
+            .len(),
+        7
+    );
+    assert!(!r["compare"]["unserved"].as_array().unwrap().is_empty());
+    // A costs file: every step costs what its constants say.
+    p.write(
+        "store.costs",
+        "request = 1\npartition = 0.5\nrow = 0.01\ninsert = 2\ndelete = 2\nsort = 3\n",
+    );
+    let json = advise(
+        &p,
+        "eac",
+        &["--json", "--costs", "store.costs"],
+        Project::ok,
+    );
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for q in r["queries"].as_array().unwrap() {
+        for s in q["steps"].as_array().unwrap() {
+            let f = |k: &str| s[k].as_f64().unwrap();
+            let sort = if s["sort"].as_bool().unwrap() {
+                3.0
+            } else {
+                0.0
+            };
+            let want = 1.0 + 0.5 * f("gets") + 0.01 * f("gets") * f("width") + sort;
+            assert!((f("cost") - want).abs() < 1e-9 * want, "{s}");
+        }
+    }
+    p.write("bad.costs", "request = 1\nlatency = 2\n");
+    advise(&p, "eac", &["--costs", "bad.costs"], |p, args| {
+        p.fails_saying(args, 1, &["bad.costs:2:1: unknown cost constant `latency`"])
+    });
+}

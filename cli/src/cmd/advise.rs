@@ -41,6 +41,16 @@ pub struct AdviseArgs {
     /// (within 1.5 % of the least space on the benchmark's workloads; docs/advisor.md).
     #[arg(long)]
     pub exact_space: bool,
+    /// Cost your own schema for the same workload, side by side with the recommendation: column
+    /// families in the triple notation the output prints (`NAME [K][C][V] via HOLDER.FK, ...`, one
+    /// a line) or CQL CREATE TABLE statements with `entity_field` columns.
+    #[arg(long, value_name = "SCHEMA")]
+    pub compare: Option<PathBuf>,
+    /// The cost model's constants (`NAME = VALUE` lines in ms: request, partition, row, insert,
+    /// delete, sort); those not given keep the Cassandra defaults. With --calibrate, the measured
+    /// ones replace them.
+    #[arg(long, value_name = "FILE")]
+    pub costs: Option<PathBuf>,
     /// Write the migration that builds the recommended column families (and their CQL) into DIR.
     #[arg(long, value_name = "DIR")]
     pub emit_migration: Option<PathBuf>,
@@ -383,8 +393,18 @@ pub async fn run(args: &AdviseArgs, ctx: &crate::Ctx) -> anyhow::Result<u8> {
         &read(&args.workload)?,
         &model,
     )?;
-    let mut stdout = Stdout::take();
     let mut cost = CostModel::default();
+    if let Some(path) = &args.costs {
+        cost = CostModel::parse(&cost, &path.display().to_string(), &read(path)?)?;
+    }
+    let given = match &args.compare {
+        Some(path) => Some((
+            path.display().to_string(),
+            tern_advisor::schema::parse(&model, &path.display().to_string(), &read(path)?)?,
+        )),
+        None => None,
+    };
+    let mut stdout = Stdout::take();
     if let Some(url) = &args.calibrate {
         let (fitted, measured) = calibrate(url, create, &cost).await?;
         eprintln!(
@@ -420,13 +440,37 @@ pub async fn run(args: &AdviseArgs, ctx: &crate::Ctx) -> anyhow::Result<u8> {
     };
     // The advisor's thread and what it returns borrow the model for the rest of the process.
     let model: &'static Model = Box::leak(Box::new(model));
+    let workload_again = workload.clone();
     let Some((prepared, rec)) = solve(model, workload, opts.clone(), &cancel).await? else {
         return Ok(interrupted("; nothing was written"));
     };
+    let costed = match &given {
+        Some((_, schema)) => Some(tern_advisor::advise::cost_schema(
+            model,
+            &workload_again,
+            &opts,
+            schema,
+        )?),
+        None => None,
+    };
     let out = if args.json {
-        serde_json::to_string_pretty(&rec)? + "\n"
+        #[derive(serde::Serialize)]
+        struct WithCompare<'a> {
+            #[serde(flatten)]
+            rec: &'a Recommendation,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            compare: Option<&'a tern_advisor::advise::Costed>,
+        }
+        serde_json::to_string_pretty(&WithCompare {
+            rec: &rec,
+            compare: costed.as_ref(),
+        })? + "\n"
     } else {
-        render::text(&rec)
+        let mut text = render::text(&rec);
+        if let (Some(c), Some((file, _))) = (&costed, &given) {
+            text.push_str(&render::comparison(&rec, c, file));
+        }
+        text
     };
     stdout.print(&out)?;
     if let Some(url) = &args.execute {
