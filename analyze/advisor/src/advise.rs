@@ -34,6 +34,9 @@ pub struct Options {
     pub strategy: crate::solver::Strategy,
     /// The caller's cheap "stop now" check (Ctrl-C): every phase polls it.
     pub interrupt: Interrupt,
+    /// Enumerate prefixes that carry the next entity's id after an edge
+    /// ([`crate::enumerate::decompose_past`]); off only to measure what they cost.
+    pub past_prefixes: bool,
 }
 
 impl Default for Options {
@@ -45,6 +48,7 @@ impl Default for Options {
             time_limit: None,
             strategy: crate::solver::Strategy::default(),
             interrupt: Interrupt::none(),
+            past_prefixes: true,
         }
     }
 }
@@ -195,6 +199,7 @@ pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Res
     let budget = Budget::new(opts.time_limit, opts.interrupt.clone());
     let mut notes = Vec::new();
     let mut e = Enumerator::with_budget(model, budget.clone());
+    e.past_prefixes = opts.past_prefixes;
     if opts.time_limit.is_some() {
         // Every query's own materialized view first: whatever the time limit cuts, each query
         // keeps a plan.

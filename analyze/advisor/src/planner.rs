@@ -455,6 +455,19 @@ impl Planner<'_> {
             state.sorted
         };
         let sort = to.is_none() && !next_sorted;
+        // LIMIT bounds the rows read when this step answers the query in order and unfiltered:
+        // the client stops after `limit` rows (at most that many per get, and no more gets than
+        // needed to collect them).
+        let mut n = n;
+        if let (None, false, true, Some(limit)) =
+            (to, sort, filter.is_empty(), self.q.limit.map(|l| l as f64))
+        {
+            if width > 0.0 {
+                n = n.min((limit / width).ceil().max(1.0));
+            }
+            width = width.min(limit);
+            rows = rows.min(limit);
+        }
         let mut cost = self.cost.lookup(n, width);
         if sort {
             cost += self.cost.sort;

@@ -186,3 +186,38 @@ fn a_bad_schema_is_refused_at_file_line_and_column() {
         }
     }
 }
+
+#[test]
+fn limit_bounds_the_rows_a_plan_reads() {
+    let m = common::model(
+        "
+entity User 10
+  id UserId
+entity Tweet 1000
+  id TweetId
+  field Body string 140
+  field Timestamp date
+fk Tweet.User -> User.Tweets
+",
+    );
+    let cost = |limit: &str| {
+        let w = common::workload(
+            &m,
+            &format!(
+                "Q: SELECT Tweet.Body FROM Tweet.User WHERE User.UserId = ?u ORDER BY Tweet.Timestamp{limit};"
+            ),
+        );
+        let r = advise(&m, &w, &Options::default()).unwrap();
+        r.queries[0].clone()
+    };
+    let all = cost("");
+    let five = cost(" LIMIT 5");
+    // One get of the user's 100 tweets in order; with LIMIT 5 it reads 5 of them.
+    assert_eq!(all.steps.len(), 1);
+    assert!((all.steps[0].width - 100.0).abs() < 1e-9, "{all:?}");
+    assert_eq!(five.steps.len(), 1);
+    assert!((five.steps[0].width - 5.0).abs() < 1e-9, "{five:?}");
+    let c = tern_advisor::cost::CostModel::CASSANDRA;
+    assert!((five.cost - c.lookup(1.0, 5.0)).abs() < 1e-12, "{five:?}");
+    assert!(five.cost < all.cost);
+}

@@ -437,6 +437,7 @@ pub async fn run(args: &AdviseArgs, ctx: &crate::Ctx) -> anyhow::Result<u8> {
             ..Default::default()
         },
         interrupt,
+        ..Options::default()
     };
     // The advisor's thread and what it returns borrow the model for the rest of the process.
     let model: &'static Model = Box::leak(Box::new(model));
