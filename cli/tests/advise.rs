@@ -150,6 +150,10 @@ fn the_emitted_migration_denormalizes_the_store_with_tern_up() {
         script.contains("copy Player.IsAdmin to PlayerState"),
         "{script}"
     );
+    // Each statement once.
+    let copies: Vec<&str> = script.lines().filter(|l| l.starts_with("copy ")).collect();
+    let unique: std::collections::BTreeSet<&&str> = copies.iter().collect();
+    assert_eq!(copies.len(), unique.len(), "{script}");
     p.ok(&["check"]);
     p.ok(&["up"]);
     let states = p.ok(&["export", "PlayerState"]);
