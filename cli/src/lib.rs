@@ -262,7 +262,7 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
         Command::Import(args) => cmd::data::import(ctx, args).await,
         Command::Export(args) => cmd::data::export(ctx, args).await.context("export failed"),
         Command::Analyze(args) => cmd::analyze::run(ctx, args).await,
-        Command::Advise(args) => cmd::advise::run(args).await,
+        Command::Advise(args) => cmd::advise::run(args, ctx).await,
         Command::Abandon => cmd::abandon::abandon(ctx).await,
         Command::Completions(args) => cmd::generate::completions(args),
         Command::Man(args) => cmd::generate::man(args),

@@ -150,6 +150,10 @@ fn the_emitted_migration_denormalizes_the_store_with_tern_up() {
         script.contains("copy Player.IsAdmin to PlayerState"),
         "{script}"
     );
+    // Each statement once.
+    let copies: Vec<&str> = script.lines().filter(|l| l.starts_with("copy ")).collect();
+    let unique: std::collections::BTreeSet<&&str> = copies.iter().collect();
+    assert_eq!(copies.len(), unique.len(), "{script}");
     p.ok(&["check"]);
     p.ok(&["up"]);
     let states = p.ok(&["export", "PlayerState"]);
@@ -186,7 +190,12 @@ fn advise_calibrate_fits_the_cost_model_on_the_embedded_store_and_uses_it() {
     let out = advise(
         &p,
         "eac",
-        &["--json", "--calibrate", "embedded:calibration.redb"],
+        &[
+            "--json",
+            "--calibrate",
+            "embedded:calibration.redb",
+            "--create-store",
+        ],
         Project::run,
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -209,6 +218,25 @@ fn advise_calibrate_fits_the_cost_model_on_the_embedded_store_and_uses_it() {
     assert_eq!(fitted.len(), 3, "{line}");
     assert!(fitted.iter().all(|c| c.is_finite() && *c >= 0.0), "{line}");
     assert_ne!(fitted, vec![0.5, 0.2, 0.005], "{line}");
+    // The sort penalty is measured, not the default's 0.05 ms.
+    let sort: f64 = line
+        .split("sort penalty ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(sort.is_finite() && sort >= 0.0 && sort != 0.05, "{line}");
+    // The scratch kind is gone again.
+    let left = p.ok(&[
+        "--store",
+        "embedded:calibration.redb",
+        "export",
+        "tern_advise_calibration",
+    ]);
+    assert!(left.trim().is_empty(), "{left}");
     // The recommendation's costs are in the calibrated model: an embedded get costs far less than
     // the Cassandra default's 0.7 ms for one partition.
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -227,19 +255,36 @@ fn advise_calibrate_fits_the_cost_model_on_the_embedded_store_and_uses_it() {
 fn advise_execute_times_the_recommended_schema_against_the_normalized_baseline() {
     let p = Project::new(5_000);
     for name in ["eac", "hotel"] {
-        let out = advise(
+        let run = advise(
             &p,
             name,
             &[
                 "--execute",
                 &format!("embedded:{name}-exec.redb"),
+                "--create-store",
                 "--execute-rows",
                 "300",
                 "--execute-runs",
                 "3",
             ],
-            Project::ok,
+            Project::run,
         );
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{stderr}");
+        let out = String::from_utf8_lossy(&run.stdout).into_owned();
+        // Every scratch entity is removed again, and the user is told so.
+        let line = line_starting(&stderr, "removed the ");
+        let tag = line
+            .split("(kinds ")
+            .nth(1)
+            .and_then(|t| t.strip_suffix("_*)"))
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(tag.starts_with("tern_advise_exec_"), "{line}");
+        let store = format!("embedded:{name}-exec.redb");
+        for kind in [format!("{tag}_rec_cf1"), format!("{tag}_base_0")] {
+            let left = p.ok(&["--store", &store, "export", &kind]);
+            assert!(left.trim().is_empty(), "{kind}: {left}");
+        }
         assert!(
             out.contains(&format!("-- executed on embedded:{name}-exec.redb")),
             "{out}"
@@ -257,4 +302,165 @@ fn advise_execute_times_the_recommended_schema_against_the_normalized_baseline()
             .collect();
         assert!(ms.len() >= 2 && ms[0] > 0.0 && ms[1] > 0.0, "{line}");
     }
+}
+
+#[test]
+fn calibrate_and_execute_refuse_a_missing_embedded_store_without_create_store() {
+    let p = Project::new(5_000);
+    for flag in ["--calibrate", "--execute"] {
+        advise(&p, "eac", &[flag, "embedded:typo.redb"], |p, args| {
+            p.fails_saying(
+                args,
+                1,
+                &["no embedded store at typo.redb", "--create-store"],
+            )
+        });
+        assert!(!p.path("typo.redb").exists(), "{flag} created the store");
+    }
+}
+
+/// A chain of `n` entities and one query along all of it (the worst case of the enumeration).
+fn chain(p: &Project, n: usize) -> (String, String) {
+    let mut model = String::new();
+    for i in 0..n {
+        model.push_str(&format!(
+            "entity E{i} 1000\n  id E{i}Id\n  field E{i}F string 20 distinct 10\n"
+        ));
+    }
+    for i in 1..n {
+        model.push_str(&format!("fk E{i}.Up -> E{}.Down\n", i - 1));
+    }
+    let path: Vec<&str> = std::iter::once("E0")
+        .chain(std::iter::repeat_n("Down", n - 1))
+        .collect();
+    let workload = format!(
+        "Q: SELECT E{}.E{}F FROM {} WHERE E0.E0F = ?x;\n",
+        n - 1,
+        n - 1,
+        path.join(".")
+    );
+    p.write("chain.model", &model);
+    p.write("chain.workload", &workload);
+    (
+        p.path("chain.model").display().to_string(),
+        p.path("chain.workload").display().to_string(),
+    )
+}
+
+#[test]
+fn the_time_limit_bounds_every_phase_with_the_best_answer_so_far_and_a_note() {
+    let p = Project::new(5_000);
+    let (m, w) = chain(&p, 3_000);
+    let start = std::time::Instant::now();
+    let out = p.ok(&["advise", &m, &w, "--time-limit", "2"]);
+    let took = start.elapsed().as_secs_f64();
+    // 2 s of advising plus parsing and printing a 3,000-entity model (a debug build on a busy
+    // machine: a generous margin; without the bound it ran for more than 11 minutes).
+    assert!(took < 30.0, "took {took} s");
+    assert!(out.contains("CREATE TABLE cf1"), "{out}");
+    assert!(
+        out.contains("-- note: the time limit stopped the enumeration"),
+        "{out}"
+    );
+}
+
+#[test]
+fn sigterm_and_ctrl_c_stop_advise_promptly_with_exit_130() {
+    let p = Project::new(5_000);
+    let (m, w) = chain(&p, 3_000);
+    for signal in ["TERM", "INT"] {
+        let child = p
+            .cmd(&["advise", &m, &w])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1_500));
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let start = std::time::Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            start.elapsed().as_secs_f64() < 5.0,
+            "{signal}: stopped after {:?}",
+            start.elapsed()
+        );
+        assert_eq!(out.status.code(), Some(130), "{signal}: {stderr}");
+        assert!(
+            stderr.contains("interrupted: `tern advise` stopped"),
+            "{signal}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{signal}: printed an answer");
+    }
+}
+
+#[test]
+fn compare_costs_a_hand_written_schema_beside_the_advice_and_costs_files_set_the_constants() {
+    let p = Project::new(5_000);
+    let schema = example("hotel.schema");
+    let out = advise(&p, "hotel", &["--compare", &schema], Project::ok);
+    assert!(out.contains(&format!("-- your schema ({schema})")), "{out}");
+    assert!(out.contains("CREATE TABLE rooms_by_amenity ("), "{out}");
+    let table = out.split("-- compared").nth(1).unwrap();
+    let row = line_starting(
+        table.trim_start_matches(|c| c != '\n'),
+        "GuestsByCityAmenityRate ",
+    );
+    let ratio: f64 = row
+        .split_whitespace()
+        .last()
+        .and_then(|r| r.strip_suffix('x'))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ratio > 1.0, "{row}");
+    assert!(
+        out.contains("-- not served: update `NewReservation`"),
+        "{out}"
+    );
+    line_starting(&out, "-- weighted cost: recommended ");
+    // JSON: the recommendation as before, with the comparison beside it.
+    let json = advise(&p, "hotel", &["--json", "--compare", &schema], Project::ok);
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(r["total_cost"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        r["compare"]["schema"]["column_families"]
+            .as_array()
+            .unwrap()
+            .len(),
+        7
+    );
+    assert!(!r["compare"]["unserved"].as_array().unwrap().is_empty());
+    // A costs file: every step costs what its constants say.
+    p.write(
+        "store.costs",
+        "request = 1\npartition = 0.5\nrow = 0.01\ninsert = 2\ndelete = 2\nsort = 3\n",
+    );
+    let json = advise(
+        &p,
+        "eac",
+        &["--json", "--costs", "store.costs"],
+        Project::ok,
+    );
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for q in r["queries"].as_array().unwrap() {
+        for s in q["steps"].as_array().unwrap() {
+            let f = |k: &str| s[k].as_f64().unwrap();
+            let sort = if s["sort"].as_bool().unwrap() {
+                3.0
+            } else {
+                0.0
+            };
+            let want = 1.0 + 0.5 * f("gets") + 0.01 * f("gets") * f("width") + sort;
+            assert!((f("cost") - want).abs() < 1e-9 * want, "{s}");
+        }
+    }
+    p.write("bad.costs", "request = 1\nlatency = 2\n");
+    advise(&p, "eac", &["--costs", "bad.costs"], |p, args| {
+        p.fails_saying(args, 1, &["bad.costs:2:1: unknown cost constant `latency`"])
+    });
 }

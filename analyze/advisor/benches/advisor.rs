@@ -42,6 +42,8 @@ fn inputs(case: &str) -> (String, String) {
             std::fs::read_to_string(format!("{dir}hotel.model")).unwrap(),
             std::fs::read_to_string(format!("{dir}hotel.workload")).unwrap(),
         )
+    } else if let Some(n) = case.strip_prefix("chain") {
+        chain(n.parse().unwrap())
     } else {
         let scale: usize = case
             .trim_start_matches("ws")
@@ -51,6 +53,31 @@ fn inputs(case: &str) -> (String, String) {
         let s = generate(scale, 42);
         (s.model, s.workload)
     }
+}
+
+/// A chain of `n` entities (each with one field of 10 distinct values) and one query along all
+/// of it, from an equality on the first entity's field to the last entity's field: the worst case
+/// of the enumeration (its candidates grow with the square of the chain).
+fn chain(n: usize) -> (String, String) {
+    let mut model = String::new();
+    for i in 0..n {
+        model.push_str(&format!(
+            "entity E{i} 1000\n  id E{i}Id\n  field E{i}F string 20 distinct 10\n"
+        ));
+    }
+    for i in 1..n {
+        model.push_str(&format!("fk E{i}.Up -> E{}.Down\n", i - 1));
+    }
+    let path: Vec<&str> = std::iter::once("E0")
+        .chain(std::iter::repeat_n("Down", n - 1))
+        .collect();
+    let workload = format!(
+        "Q: SELECT E{}.E{}F FROM {} WHERE E0.E0F = ?x;\n",
+        n - 1,
+        n - 1,
+        path.join(".")
+    );
+    (model, workload)
 }
 
 /// Runs one case in this process and prints one CSV line.
@@ -67,6 +94,7 @@ fn run_case(case: &str) {
     let opts = Options {
         time_limit,
         strategy,
+        past_prefixes: !std::env::args().any(|a| a == "--no-past-prefixes"),
         ..Options::default()
     };
     let t0 = Instant::now();
@@ -106,6 +134,10 @@ fn main() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
+    if args.iter().any(|a| a == "--scaling") {
+        scaling(&exe);
+        return;
+    }
     let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal,total_cost,total_size_bytes";
     println!("{header}");
     let mut csv = format!("{header}\n");
@@ -157,6 +189,44 @@ fn main() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../target/advisor-bench.csv"
+    );
+    std::fs::write(path, csv).unwrap();
+}
+
+/// `-- --scaling`: run time and peak memory against model size on the chain family with
+/// `--time-limit 5` (the bound every phase keeps), each size in its own process; writes
+/// `target/advisor-chain.csv`.
+fn scaling(exe: &std::path::Path) {
+    let header = "entities,candidates,prepare_s,solve_s,total_s,peak_rss_mib,optimal";
+    println!("{header}");
+    let mut csv = format!("{header}\n");
+    for n in [25, 50, 100, 200, 400, 800, 1600, 3200] {
+        let case = format!("chain{n}");
+        let out = Command::new(exe)
+            .args(["--case", &case, "--time-limit", "5"])
+            .output()
+            .unwrap();
+        let line = String::from_utf8_lossy(&out.stdout);
+        let f: Vec<&str> = line.trim().split(',').collect();
+        if f.len() < 12 {
+            println!(
+                "{case}: no result ({})",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            continue;
+        }
+        // case,entities,queries,updates,candidates,variables,prepare,solve,total,rss,cfs,optimal,...
+        let row = format!(
+            "{},{},{},{},{},{},{}",
+            f[1], f[4], f[6], f[7], f[8], f[9], f[11]
+        );
+        println!("{row}");
+        csv.push_str(&row);
+        csv.push('\n');
+    }
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../target/advisor-chain.csv"
     );
     std::fs::write(path, csv).unwrap();
 }

@@ -5,12 +5,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::bip::{Demand, Formulation, Weighted};
+use crate::budget::{Budget, Interrupt};
 use crate::column_family::ColumnFamily;
 use crate::cost::CostModel;
 use crate::enumerate::{Enumerator, Pool};
 use crate::error::{AdvisorError, Result};
 use crate::model::Model;
-use crate::planner::{PlanSpace, plan};
+use crate::planner::{PlanSpace, plan, plan_within};
 use crate::query::{Query, Update};
 use crate::render::render_query;
 use crate::solver::solve_with;
@@ -31,6 +32,11 @@ pub struct Options {
     pub time_limit: Option<f64>,
     /// How the program is solved (the default prunes, splits and solves once).
     pub strategy: crate::solver::Strategy,
+    /// The caller's cheap "stop now" check (Ctrl-C): every phase polls it.
+    pub interrupt: Interrupt,
+    /// Enumerate prefixes that carry the next entity's id after an edge
+    /// ([`crate::enumerate::decompose_past`]); off only to measure what they cost.
+    pub past_prefixes: bool,
 }
 
 impl Default for Options {
@@ -41,6 +47,8 @@ impl Default for Options {
             cost: CostModel::default(),
             time_limit: None,
             strategy: crate::solver::Strategy::default(),
+            interrupt: Interrupt::none(),
+            past_prefixes: true,
         }
     }
 }
@@ -159,6 +167,8 @@ pub struct Recommendation {
     pub constraints: usize,
     /// The solver proved the schema optimal (false: a time limit stopped it).
     pub optimal: bool,
+    /// What the time limit cut short (enumeration, planning, the solve), in words.
+    pub notes: Vec<String>,
 }
 
 /// Everything computed before solving (exposed for tests and the benchmark).
@@ -171,6 +181,10 @@ pub struct Prepared<'a> {
     pub queries: Vec<(String, String, f64, PlanSpace)>,
     /// Updates: (name, text, weight, update, maintained column families).
     pub updates: Vec<PreparedUpdate>,
+    /// The run's clock (started by [`prepare`]) and interrupt.
+    pub budget: Budget,
+    /// What the time limit cut short so far.
+    pub notes: Vec<String>,
 }
 
 /// A column family an update modifies: (pool index, what it takes, support query plan spaces).
@@ -181,27 +195,23 @@ pub type PreparedUpdate = (String, String, f64, Update, Vec<Maintained>);
 
 /// Enumerates candidates and plans every statement.
 pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Result<Prepared<'a>> {
-    let mixes = workload.mixes();
-    if !mixes.contains(&opts.mix) {
-        return Err(AdvisorError::UnknownMix(
-            opts.mix.clone(),
-            mixes.into_iter().collect::<Vec<_>>().join(", "),
-        ));
+    let weighted = weighted_statements(workload, opts)?;
+    let budget = Budget::new(opts.time_limit, opts.interrupt.clone());
+    let mut notes = Vec::new();
+    let mut e = Enumerator::with_budget(model, budget.clone());
+    e.past_prefixes = opts.past_prefixes;
+    if opts.time_limit.is_some() {
+        // Every query's own materialized view first: whatever the time limit cuts, each query
+        // keeps a plan.
+        for (s, _) in &weighted {
+            if let Body::Query(q) = &s.body {
+                e.add_materialized(q);
+            }
+        }
     }
-    let weighted: Vec<_> = workload
-        .statements
-        .iter()
-        .filter_map(|s| {
-            s.weights
-                .get(&opts.mix)
-                .filter(|w| **w > 0.0)
-                .map(|w| (s, *w))
-        })
-        .collect();
-    let mut e = Enumerator::new(model);
     for (s, _) in &weighted {
         if let Body::Query(q) = &s.body {
-            e.enumerate(q);
+            e.enumerate(q)?;
         }
     }
     let updates: Vec<&Update> = weighted
@@ -211,16 +221,64 @@ pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Res
             Body::Query(_) => None,
         })
         .collect();
-    e.enumerate_support(&updates);
+    e.enumerate_support(&updates)?;
     e.combine();
+    if e.cut {
+        notes.push(format!(
+            "the time limit stopped the enumeration after {:.1} s with {} candidates: the schema is the best among them",
+            budget.elapsed(),
+            e.pool.len()
+        ));
+    }
     let pool = e.pool;
+    plan_all(model, &weighted, pool, opts, budget, notes, true)
+}
+
+/// Statements of the mix with their weights.
+fn weighted_statements<'w>(
+    workload: &'w Workload,
+    opts: &Options,
+) -> Result<Vec<(&'w crate::workload::Statement, f64)>> {
+    let mixes = workload.mixes();
+    if !mixes.contains(&opts.mix) {
+        return Err(AdvisorError::UnknownMix(
+            opts.mix.clone(),
+            mixes.into_iter().collect::<Vec<_>>().join(", "),
+        ));
+    }
+    Ok(workload
+        .statements
+        .iter()
+        .filter_map(|s| {
+            s.weights
+                .get(&opts.mix)
+                .filter(|w| **w > 0.0)
+                .map(|w| (s, *w))
+        })
+        .collect())
+}
+
+/// Plans every statement over `pool`. With `require`, a query without a plan is an error (the
+/// enumerated pool always answers); without it (a given schema), the query is kept with an empty
+/// plan space and the report says so.
+fn plan_all<'a>(
+    model: &'a Model,
+    weighted: &[(&crate::workload::Statement, f64)],
+    pool: Pool,
+    opts: &Options,
+    budget: Budget,
+    mut notes: Vec<String>,
+    require: bool,
+) -> Result<Prepared<'a>> {
     let mut queries = Vec::new();
     let mut ups = Vec::new();
-    for (s, w) in &weighted {
+    let mut planning_cut = false;
+    for (s, w) in weighted {
         match &s.body {
             Body::Query(q) => {
-                let space = plan(model, &opts.cost, &pool, q);
-                if !space.is_answerable() {
+                let (space, cut) = plan_within(model, &opts.cost, &pool, q, &budget)?;
+                planning_cut |= cut;
+                if require && !space.is_answerable() {
                     return Err(AdvisorError::input(
                         &s.span,
                         format!("no candidate column family can answer query `{}`", s.name),
@@ -231,12 +289,14 @@ pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Res
             Body::Update(u) => {
                 let mut maint = Vec::new();
                 for (j, cf) in pool.candidates.iter().enumerate() {
+                    budget.check()?;
                     if let Some(sup) = support_queries(model, u, cf) {
-                        let spaces = sup
-                            .queries
-                            .iter()
-                            .map(|q| plan(model, &opts.cost, &pool, q))
-                            .collect();
+                        let mut spaces = Vec::with_capacity(sup.queries.len());
+                        for q in &sup.queries {
+                            let (space, cut) = plan_within(model, &opts.cost, &pool, q, &budget)?;
+                            planning_cut |= cut;
+                            spaces.push(space);
+                        }
                         maint.push((j, sup, spaces));
                     }
                 }
@@ -244,11 +304,19 @@ pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Res
             }
         }
     }
+    if planning_cut {
+        notes.push(format!(
+            "the time limit stopped the planning at {:.1} s: plans through more column families were not explored for some statements",
+            budget.elapsed()
+        ));
+    }
     Ok(Prepared {
         model,
         pool,
         queries,
         updates: ups,
+        budget,
+        notes,
     })
 }
 
@@ -334,8 +402,10 @@ impl Prepared<'_> {
 
     /// Solves and reads off the schema and the plans.
     pub fn recommend(&self, opts: &Options) -> Result<Recommendation> {
+        self.budget.check()?;
         let f = self.formulate(opts);
-        let solved = solve_with(&f, opts.time_limit, opts.strategy)?;
+        self.budget.check()?;
+        let solved = solve_with(&f, self.budget.solve_seconds(), opts.strategy)?;
         let chosen = f.chosen(&solved.x);
         tracing::debug!(cost = solved.cost, cfs = solved.column_families, "solved");
         let mut r = self.read_off(&chosen, opts, f.vars.len(), f.constraints.len())?;
@@ -351,6 +421,13 @@ impl Prepared<'_> {
             );
         }
         r.optimal = solved.optimal;
+        r.notes = self.notes.clone();
+        if !solved.optimal {
+            r.notes.push(format!(
+                "the time limit stopped the solver at {:.1} s: the best schema it had found, not proven optimal",
+                self.budget.elapsed()
+            ));
+        }
         Ok(r)
     }
 
@@ -376,25 +453,49 @@ impl Prepared<'_> {
         variables: usize,
         constraints: usize,
     ) -> Result<Recommendation> {
-        let model = self.model;
         let names: BTreeMap<usize, String> = chosen
             .iter()
             .enumerate()
             .map(|(i, j)| (*j, format!("cf{}", i + 1)))
             .collect();
+        let (r, _) = self.read_off_named(chosen, &names, opts, variables, constraints, false)?;
+        Ok(r)
+    }
+
+    /// [`Prepared::read_off`] with the column families' names given. With `partial`, a statement
+    /// the schema cannot serve is left out and named in the second result (a query without a plan;
+    /// an update with a support query without one) instead of failing.
+    pub fn read_off_named(
+        &self,
+        chosen: &BTreeSet<usize>,
+        names: &BTreeMap<usize, String>,
+        opts: &Options,
+        variables: usize,
+        constraints: usize,
+        partial: bool,
+    ) -> Result<(Recommendation, Vec<String>)> {
+        let model = self.model;
+        let mut unserved = Vec::new();
         let plan_of = |name: String, text: String, weight: f64, space: &PlanSpace| {
-            plan_in(model, chosen, &names, name, text, weight, space)
+            plan_in(model, chosen, names, name, text, weight, space)
         };
         let mut queries = Vec::new();
         let mut query_cost = 0.0;
         for (name, text, w, space) in &self.queries {
-            let p = plan_of(name.clone(), text.clone(), *w, space)?;
+            let p = match plan_of(name.clone(), text.clone(), *w, space) {
+                Ok(p) => p,
+                Err(_) if partial => {
+                    unserved.push(format!("query `{name}`: no plan over the schema"));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             query_cost += w * p.cost;
             queries.push(p);
         }
         let mut updates = Vec::new();
         let mut update_cost = 0.0;
-        for (name, text, w, _, maint) in &self.updates {
+        'updates: for (name, text, w, _, maint) in &self.updates {
             let mut ms = Vec::new();
             let mut cost = 0.0;
             let mut ran: Vec<&Query> = Vec::new();
@@ -403,18 +504,32 @@ impl Prepared<'_> {
                     continue;
                 }
                 let cf = names.get(j).cloned().unwrap_or_default();
+                if partial && sup.impossible {
+                    unserved.push(format!("update `{name}`: cannot maintain {cf}"));
+                    continue 'updates;
+                }
                 let mut support = Vec::new();
                 for (i, s) in spaces.iter().enumerate() {
                     if ran.contains(&&s.query) {
                         continue;
                     }
                     ran.push(&s.query);
-                    let p = plan_of(
+                    let p = match plan_of(
                         format!("{name}/{cf}/{}", i + 1),
                         render_query(model, &s.query),
                         *w,
                         s,
-                    )?;
+                    ) {
+                        Ok(p) => p,
+                        Err(_) if partial => {
+                            unserved.push(format!(
+                                "update `{name}`: a support query of {cf} has no plan over the schema ({})",
+                                render_query(model, &s.query)
+                            ));
+                            continue 'updates;
+                        }
+                        Err(e) => return Err(e),
+                    };
                     cost += p.cost;
                     support.push(p);
                 }
@@ -442,20 +557,24 @@ impl Prepared<'_> {
             .iter()
             .map(|&j| self.recommended(j, names.get(&j).cloned().unwrap_or_default()))
             .collect();
-        Ok(Recommendation {
-            mix: opts.mix.clone(),
-            total_size_bytes: column_families.iter().map(|c| c.size_bytes).sum(),
-            column_families,
-            queries,
-            updates,
-            query_cost,
-            update_cost,
-            total_cost: query_cost + update_cost,
-            candidates: self.pool.len(),
-            variables,
-            constraints,
-            optimal: true,
-        })
+        Ok((
+            Recommendation {
+                mix: opts.mix.clone(),
+                total_size_bytes: column_families.iter().map(|c| c.size_bytes).sum(),
+                column_families,
+                queries,
+                updates,
+                query_cost,
+                update_cost,
+                total_cost: query_cost + update_cost,
+                candidates: self.pool.len(),
+                variables,
+                constraints,
+                optimal: true,
+                notes: Vec::new(),
+            },
+            unserved,
+        ))
     }
 }
 
@@ -498,6 +617,41 @@ fn plan_in(
         limit: space.query.limit,
         cost,
     })
+}
+
+/// A given schema costed for the workload ([`cost_schema`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Costed {
+    /// The schema with its plans and costs, as a recommendation is reported (statements it
+    /// cannot serve are left out of the plans and the costs).
+    pub schema: Recommendation,
+    /// The statements the schema cannot serve, and why.
+    pub unserved: Vec<String>,
+}
+
+/// Costs a given schema for the workload (`tern advise --compare`): every statement planned over
+/// exactly these column families with the same cost model, named as given.
+///
+/// # Errors
+/// An unknown mix, or the interrupt.
+pub fn cost_schema(
+    model: &Model,
+    workload: &Workload,
+    opts: &Options,
+    schema: &[crate::schema::GivenCf],
+) -> Result<Costed> {
+    let weighted = weighted_statements(workload, opts)?;
+    let mut pool = Pool::default();
+    let mut names = BTreeMap::new();
+    for g in schema {
+        let j = pool.add(g.cf.clone());
+        names.entry(j).or_insert_with(|| g.name.clone());
+    }
+    let budget = Budget::new(None, opts.interrupt.clone());
+    let prepared = plan_all(model, &weighted, pool, opts, budget, Vec::new(), false)?;
+    let chosen: BTreeSet<usize> = names.keys().copied().collect();
+    let (schema, unserved) = prepared.read_off_named(&chosen, &names, opts, 0, 0, true)?;
+    Ok(Costed { schema, unserved })
 }
 
 /// Runs the advisor.

@@ -63,19 +63,36 @@ impl ColumnFamily {
         self.rows(model) * width
     }
 
-    /// The triple notation `[K][C][V]` with `Entity.Field` names.
+    /// The triple notation `[K][C][V]` with `Entity.Field` names, then, when the column family
+    /// joins entities, ` via HOLDER.FK, ...`: the relationships it follows (two column families over
+    /// the same entities by different relationships differ there). `tern advise --compare` reads
+    /// it back ([`crate::schema`]).
     pub fn triple(&self, model: &Model) -> String {
         let list = |it: &mut dyn Iterator<Item = &Attr>| {
             it.map(|a| model.attr_name(*a))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        format!(
+        let mut out = format!(
             "[{}][{}][{}]",
             list(&mut self.key.iter()),
             list(&mut self.clustering.iter()),
             list(&mut self.values.iter())
-        )
+        );
+        if !self.graph.edges.is_empty() {
+            let via: Vec<String> = self
+                .graph
+                .edges
+                .iter()
+                .map(|&r| {
+                    let rel = &model.relationships[r];
+                    format!("{}.{}", model.entities[rel.from].name, rel.name)
+                })
+                .collect();
+            out.push_str(" via ");
+            out.push_str(&via.join(", "));
+        }
+        out
     }
 
     /// The CQL column name of an attribute.

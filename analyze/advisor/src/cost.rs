@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{AdvisorError, Result, Span};
+
 /// Cost constants in milliseconds. The defaults describe a single Cassandra node on a local
 /// network (see docs/advisor.md); `--calibrate` is meant to replace them with measured values.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -52,6 +54,102 @@ impl CostModel {
             c += self.delete * rows;
         }
         c
+    }
+}
+
+/// The names of the constants in a costs file, in the order of [`CostModel`]'s fields.
+pub const CONSTANT_NAMES: [&str; 6] = ["request", "partition", "row", "insert", "delete", "sort"];
+
+impl CostModel {
+    /// Parses a costs file (`tern advise --costs FILE`): one `NAME = VALUE` a line (milliseconds),
+    /// `#` comments, names from [`CONSTANT_NAMES`]. Constants not given keep their value in `base`
+    /// (normally [`CostModel::CASSANDRA`]).
+    ///
+    /// # Errors
+    /// [`AdvisorError::Input`] at `file:line:col` for an unknown name, a repeated one, or a value
+    /// that is not a finite number of at least 0.
+    pub fn parse(base: &CostModel, file: &str, text: &str) -> Result<CostModel> {
+        let mut m = *base;
+        let mut seen = [false; 6];
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or_default();
+            if line.trim().is_empty() {
+                continue;
+            }
+            let at = |col: usize| Span {
+                file: file.to_string(),
+                line: i + 1,
+                col,
+            };
+            let indent = line.len() - line.trim_start().len();
+            let Some((name, value)) = line.split_once('=') else {
+                return Err(AdvisorError::input(
+                    &at(indent + 1),
+                    format!(
+                        "expected `NAME = VALUE` (milliseconds), NAME one of {}",
+                        CONSTANT_NAMES.join(", ")
+                    ),
+                ));
+            };
+            let name = name.trim();
+            let Some(k) = CONSTANT_NAMES.iter().position(|n| *n == name) else {
+                return Err(AdvisorError::input(
+                    &at(indent + 1),
+                    format!(
+                        "unknown cost constant `{name}`: the model's constants are {}",
+                        CONSTANT_NAMES.join(", ")
+                    ),
+                ));
+            };
+            if std::mem::replace(&mut seen[k], true) {
+                return Err(AdvisorError::input(
+                    &at(indent + 1),
+                    format!("`{name}` is given twice"),
+                ));
+            }
+            let vcol = name.len() + indent + 2 + (value.len() - value.trim_start().len());
+            let v: f64 = value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| {
+                    AdvisorError::input(
+                        &at(vcol + 1),
+                        format!(
+                            "`{}` is not a cost: write a number of milliseconds, at least 0",
+                            value.trim()
+                        ),
+                    )
+                })?;
+            let slot = match k {
+                0 => &mut m.request,
+                1 => &mut m.partition,
+                2 => &mut m.row,
+                3 => &mut m.insert,
+                4 => &mut m.delete,
+                _ => &mut m.sort,
+            };
+            *slot = v;
+        }
+        Ok(m)
+    }
+
+    /// The constants as a costs file [`CostModel::parse`] reads back.
+    pub fn to_file(&self) -> String {
+        let v = [
+            self.request,
+            self.partition,
+            self.row,
+            self.insert,
+            self.delete,
+            self.sort,
+        ];
+        CONSTANT_NAMES
+            .iter()
+            .zip(v)
+            .map(|(n, v)| format!("{n} = {v}\n"))
+            .collect()
     }
 }
 
@@ -167,6 +265,38 @@ mod tests {
         assert!((fitted.partition - 0.07).abs() < 1e-9, "{fitted:?}");
         assert!((fitted.row - 0.002).abs() < 1e-9, "{fitted:?}");
         assert_eq!(fitted.insert, CostModel::CASSANDRA.insert);
+    }
+
+    #[test]
+    fn a_costs_file_sets_the_named_constants_and_keeps_the_others() {
+        let m = CostModel::parse(
+            &CostModel::CASSANDRA,
+            "c.costs",
+            "# measured\nrequest = 0.25\n  row=0.001 # per row\nsort = 0\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.request, 0.25);
+        assert_eq!(m.row, 0.001);
+        assert_eq!(m.sort, 0.0);
+        assert_eq!(m.partition, CostModel::CASSANDRA.partition);
+        let back = CostModel::parse(&CostModel::CASSANDRA, "x", &m.to_file())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, m);
+        for (text, needle) in [
+            (
+                "latency = 1\n",
+                "c.costs:1:1: unknown cost constant `latency`: the model's constants are request, partition",
+            ),
+            ("row = -1\n", "c.costs:1:7: `-1` is not a cost"),
+            ("row = fast\n", "c.costs:1:7: `fast` is not a cost"),
+            ("row 1\n", "c.costs:1:1: expected `NAME = VALUE`"),
+            ("row = 1\nrow = 2\n", "c.costs:2:1: `row` is given twice"),
+        ] {
+            match CostModel::parse(&CostModel::CASSANDRA, "c.costs", text) {
+                Err(e) => assert!(e.to_string().starts_with(needle), "{e}"),
+                Ok(m) => panic!("{text:?} parsed: {m:?}"),
+            }
+        }
     }
 
     #[test]

@@ -40,6 +40,16 @@ pub enum AdvisorError {
     /// A mix named on the command line is not used by the workload.
     #[error("unknown workload mix `{0}`: the workload's groups name the mixes {1}")]
     UnknownMix(String, String),
+    /// The caller's interrupt ([`crate::budget::Interrupt`]) stopped the run.
+    #[error("interrupted: the advisor stopped before it had an answer")]
+    Cancelled,
+    /// This build has no solver (tern-advisor without its `cbc` feature).
+    #[error(
+        "this tern was built without the CBC solver, which `tern advise` needs: install the system library \
+         (Debian/Ubuntu: `apt-get install coinor-libcbc-dev pkg-config`, or `scripts/deps.sh`), then rebuild with \
+         the default features (`cargo install --path cli`)"
+    )]
+    NoSolver,
     /// Writing output files failed.
     #[error("cannot write {path}: {source}")]
     Io {

@@ -1,6 +1,6 @@
 //! Query graphs: connected, acyclic subgraphs of the entity graph, and their join sizes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
 
@@ -53,29 +53,34 @@ impl QueryGraph {
                 == self.entities.len()
     }
 
-    /// The entities reachable from `start` without crossing relationship `cut`.
+    /// The entities reachable from `start` without crossing relationship `cut` (linear in the
+    /// graph's size: one pass builds the adjacency).
     pub fn component(&self, model: &Model, start: usize, cut: Option<usize>) -> BTreeSet<usize> {
+        let adj = self.adjacency(model);
         let mut seen = BTreeSet::from([start]);
         let mut stack = vec![start];
         while let Some(e) = stack.pop() {
-            for &r in &self.edges {
+            for &(r, next) in adj.get(&e).map(Vec::as_slice).unwrap_or_default() {
                 if Some(r) == cut {
                     continue;
                 }
-                let rel = &model.relationships[r];
-                let next = if rel.from == e {
-                    rel.to
-                } else if rel.to == e {
-                    rel.from
-                } else {
-                    continue;
-                };
                 if self.entities.contains(&next) && seen.insert(next) {
                     stack.push(next);
                 }
             }
         }
         seen
+    }
+
+    /// Per entity, its edges as (relationship, other end).
+    fn adjacency(&self, model: &Model) -> HashMap<usize, Vec<(usize, usize)>> {
+        let mut adj: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+        for &r in &self.edges {
+            let rel = &model.relationships[r];
+            adj.entry(rel.from).or_default().push((r, rel.to));
+            adj.entry(rel.to).or_default().push((r, rel.from));
+        }
+        adj
     }
 
     /// The subgraph induced by `entities`.
@@ -111,19 +116,22 @@ impl QueryGraph {
             return 0.0;
         };
         let mut size = model.entities[root].count;
+        let adj = self.adjacency(model);
         let mut seen = BTreeSet::from([root]);
         let mut stack = vec![root];
         while let Some(e) = stack.pop() {
-            for &r in &self.edges {
+            for &(r, next) in adj.get(&e).map(Vec::as_slice).unwrap_or_default() {
                 let rel = &model.relationships[r];
-                if rel.from == e && seen.insert(rel.to) {
+                if !seen.insert(next) {
+                    continue;
+                }
+                if rel.from == e {
                     // Each `from` has exactly one `to`.
-                    stack.push(rel.to);
-                } else if rel.to == e && seen.insert(rel.from) {
+                } else {
                     // Each `to` has count(from)/count(to) `from`s.
                     size *= model.entities[rel.from].count / model.entities[rel.to].count;
-                    stack.push(rel.from);
                 }
+                stack.push(next);
             }
         }
         size

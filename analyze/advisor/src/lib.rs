@@ -7,6 +7,7 @@
 
 pub mod advise;
 pub mod bip;
+pub mod budget;
 pub mod column_family;
 pub mod cost;
 pub mod enumerate;
@@ -18,6 +19,7 @@ pub mod model;
 pub mod planner;
 pub mod query;
 pub mod render;
+pub mod schema;
 pub mod solver;
 pub mod support;
 pub mod synthetic;

@@ -8,6 +8,8 @@
 //! fk Room.Hotel -> Hotel.Rooms          # N:1: each Room has one Hotel; a Hotel has many Rooms
 //! ```
 
+use std::collections::{HashMap, HashSet};
+
 use serde::Serialize;
 
 use crate::error::{AdvisorError, Result, Span};
@@ -180,6 +182,9 @@ impl Model {
         let mut entities: Vec<Entity> = Vec::new();
         let mut entity_spans: Vec<Span> = Vec::new();
         let mut fks: Vec<FkDecl> = Vec::new();
+        // Names seen so far (the checks for repeats stay linear in the model's size).
+        let mut entity_names: HashMap<String, usize> = HashMap::new();
+        let mut field_names: HashSet<String> = HashSet::new();
         while !c.at_end() {
             if c.eat_newline() {
                 continue;
@@ -187,7 +192,9 @@ impl Model {
             let (kw, kw_span) = c.ident("`entity`, `id`, `field` or `fk`")?;
             match kw.as_str() {
                 "entity" => {
-                    let (entity, span) = parse_entity(&mut c, &entities)?;
+                    let (entity, span) = parse_entity(&mut c, &entity_names)?;
+                    entity_names.insert(entity.name.clone(), entities.len());
+                    field_names.clear();
                     entities.push(entity);
                     entity_spans.push(span);
                 }
@@ -198,7 +205,8 @@ impl Model {
                             format!("`{kw}` outside an entity: write `entity NAME COUNT` first"),
                         ));
                     };
-                    let field = parse_field(&mut c, entity, kw == "id", &kw_span)?;
+                    let field = parse_field(&mut c, entity, &field_names, kw == "id", &kw_span)?;
+                    field_names.insert(field.name.clone());
                     entity.fields.push(field);
                 }
                 "fk" => fks.push(parse_fk(&mut c)?),
@@ -230,19 +238,31 @@ impl Model {
             entities,
             relationships: Vec::new(),
         };
+        // Every entity's taken names: its fields, then the relationships added.
+        let mut taken: HashSet<(usize, String)> = model
+            .entities
+            .iter()
+            .enumerate()
+            .flat_map(|(e, ent)| ent.fields.iter().map(move |f| (e, f.name.clone())))
+            .collect();
         for fk in fks {
-            model.link(fk)?;
+            model.link(fk, &entity_names, &mut taken)?;
         }
         Ok(model)
     }
 
     /// Adds the relationship a `fk` line declares, once every entity is known.
-    fn link(&mut self, (span, from, name, to, reverse): FkDecl) -> Result<()> {
-        let f = self
-            .entity(&from)
+    fn link(
+        &mut self,
+        (span, from, name, to, reverse): FkDecl,
+        entity_names: &HashMap<String, usize>,
+        taken: &mut HashSet<(usize, String)>,
+    ) -> Result<()> {
+        let f = *entity_names
+            .get(&from)
             .ok_or_else(|| AdvisorError::input(&span, format!("unknown entity `{from}`")))?;
-        let t = self
-            .entity(&to)
+        let t = *entity_names
+            .get(&to)
             .ok_or_else(|| AdvisorError::input(&span, format!("unknown entity `{to}`")))?;
         if f == t {
             return Err(AdvisorError::input(
@@ -253,7 +273,7 @@ impl Model {
             ));
         }
         for (e, n) in [(f, &name), (t, &reverse)] {
-            if self.step(e, n).is_some() || self.field(e, n).is_some() {
+            if !taken.insert((e, n.clone())) {
                 return Err(AdvisorError::input(
                     &span,
                     format!(
@@ -277,9 +297,9 @@ impl Model {
 type FkDecl = (Span, String, String, String, String);
 
 /// The rest of an `entity NAME COUNT` line.
-fn parse_entity(c: &mut Cursor, entities: &[Entity]) -> Result<(Entity, Span)> {
+fn parse_entity(c: &mut Cursor, entities: &HashMap<String, usize>) -> Result<(Entity, Span)> {
     let (name, span) = c.ident("an entity name")?;
-    if entities.iter().any(|e| e.name == name) {
+    if entities.contains_key(&name) {
         return Err(AdvisorError::input(
             &span,
             format!("entity `{name}` is declared twice"),
@@ -303,9 +323,15 @@ fn parse_entity(c: &mut Cursor, entities: &[Entity]) -> Result<(Entity, Span)> {
 }
 
 /// The rest of an `id` or `field` line of `entity`.
-fn parse_field(c: &mut Cursor, entity: &Entity, is_id: bool, kw_span: &Span) -> Result<Field> {
+fn parse_field(
+    c: &mut Cursor,
+    entity: &Entity,
+    names: &HashSet<String>,
+    is_id: bool,
+    kw_span: &Span,
+) -> Result<Field> {
     let (name, span) = c.ident("a field name")?;
-    if entity.fields.iter().any(|f| f.name == name) {
+    if names.contains(&name) {
         return Err(AdvisorError::input(
             &span,
             format!("field `{name}` is declared twice"),

@@ -10,9 +10,11 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
 
+use crate::budget::{Budget, PLANNING_SHARE};
 use crate::column_family::ColumnFamily;
 use crate::cost::CostModel;
 use crate::enumerate::Pool;
+use crate::error::Result;
 use crate::graph::{QueryGraph, RANGE_SELECTIVITY, eq_selectivity, estimate_rows};
 use crate::model::{Attr, Model};
 use crate::query::Query;
@@ -139,6 +141,32 @@ impl PlanSpace {
 
 /// Plans `q` against every usable candidate of `pool`.
 pub fn plan(model: &Model, cost: &CostModel, pool: &Pool, q: &Query) -> PlanSpace {
+    match plan_within(model, cost, pool, q, &Budget::unlimited()) {
+        Ok((space, _)) => space,
+        // Unreachable: an unlimited budget has no interrupt. An empty space says "no plan".
+        Err(_) => PlanSpace {
+            query: q.clone(),
+            states: Vec::new(),
+            steps: Vec::new(),
+        },
+    }
+}
+
+/// [`plan`] within a budget: once [`PLANNING_SHARE`] of its time limit has passed, no new
+/// intermediate state is opened (steps that answer the query, or lead to states already planned,
+/// still count), so the plan space is smaller but every query keeps the plans found so far.
+/// Returns the plan space and whether the time limit cut it.
+///
+/// # Errors
+/// [`crate::error::AdvisorError::Cancelled`] when the budget's interrupt is set.
+pub fn plan_within(
+    model: &Model,
+    cost: &CostModel,
+    pool: &Pool,
+    q: &Query,
+    budget: &Budget,
+) -> Result<(PlanSpace, bool)> {
+    budget.check()?;
     let reachable: BTreeSet<Attr> =
         q.eq.iter()
             .copied()
@@ -171,19 +199,30 @@ pub fn plan(model: &Model, cost: &CostModel, pool: &Pool, q: &Query) -> PlanSpac
         index: HashMap::from([(root, 0)]),
         live: HashMap::new(),
         steps: Vec::new(),
+        budget,
+        cut: false,
+        cancelled: false,
+        polls: 0,
     };
     p.expand(0);
+    if p.cancelled {
+        return Err(crate::error::AdvisorError::Cancelled);
+    }
+    let cut = p.cut;
     let live = p.live;
     let steps = p
         .steps
         .into_iter()
         .filter(|s| s.to.is_none_or(|t| live.get(&t).copied().unwrap_or(false)))
         .collect();
-    PlanSpace {
-        query: q.clone(),
-        states: p.states,
-        steps,
-    }
+    Ok((
+        PlanSpace {
+            query: q.clone(),
+            states: p.states,
+            steps,
+        },
+        cut,
+    ))
 }
 
 struct Planner<'a> {
@@ -196,6 +235,13 @@ struct Planner<'a> {
     index: HashMap<State, usize>,
     live: HashMap<usize, bool>,
     steps: Vec<Step>,
+    budget: &'a Budget,
+    /// The time limit kept some states from being opened.
+    cut: bool,
+    /// The interrupt was seen: the search unwinds.
+    cancelled: bool,
+    /// Budget polls are every 64 states (reading the clock is not free).
+    polls: u32,
 }
 
 impl Planner<'_> {
@@ -205,6 +251,18 @@ impl Planner<'_> {
             return l;
         }
         self.live.insert(s, false);
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls % 64 == 1 {
+            if self.budget.check().is_err() {
+                self.cancelled = true;
+            }
+            if self.budget.past(PLANNING_SHARE) {
+                self.cut = true;
+            }
+        }
+        if self.cancelled {
+            return false;
+        }
         let state = self.states[s].clone();
         let n = self.rows_before(&state);
         let mut any = false;
@@ -224,6 +282,8 @@ impl Planner<'_> {
                     Some(ns) => {
                         let id = match self.index.get(&ns) {
                             Some(&id) => id,
+                            // Out of time: no new states, only the plans already open.
+                            None if self.cut => continue,
                             None => {
                                 self.states.push(ns.clone());
                                 self.index.insert(ns, self.states.len() - 1);
@@ -395,6 +455,19 @@ impl Planner<'_> {
             state.sorted
         };
         let sort = to.is_none() && !next_sorted;
+        // LIMIT bounds the rows read when this step answers the query in order and unfiltered:
+        // the client stops after `limit` rows (at most that many per get, and no more gets than
+        // needed to collect them).
+        let mut n = n;
+        if let (None, false, true, Some(limit)) =
+            (to, sort, filter.is_empty(), self.q.limit.map(|l| l as f64))
+        {
+            if width > 0.0 {
+                n = n.min((limit / width).ceil().max(1.0));
+            }
+            width = width.min(limit);
+            rows = rows.min(limit);
+        }
         let mut cost = self.cost.lookup(n, width);
         if sort {
             cost += self.cost.sort;

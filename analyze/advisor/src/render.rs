@@ -110,12 +110,24 @@ pub fn text(r: &Recommendation) -> String {
             );
         }
     }
-    let _ = writeln!(
+    let _ = write!(
         out,
-        "\n-- weighted cost: queries {:.4} ms + updates {:.4} ms = total {:.4} ms ({} candidates, {} variables, {} constraints)",
-        r.query_cost, r.update_cost, r.total_cost, r.candidates, r.variables, r.constraints
+        "\n-- weighted cost: queries {:.4} ms + updates {:.4} ms = total {:.4} ms",
+        r.query_cost, r.update_cost, r.total_cost
     );
-    if !r.optimal {
+    // A given schema (`--compare`) was not solved for: no program to describe.
+    if r.variables > 0 {
+        let _ = write!(
+            out,
+            " ({} candidates, {} variables, {} constraints)",
+            r.candidates, r.variables, r.constraints
+        );
+    }
+    out.push('\n');
+    for n in &r.notes {
+        let _ = writeln!(out, "-- note: {n}");
+    }
+    if !r.optimal && r.notes.is_empty() {
         let _ = writeln!(
             out,
             "-- the time limit stopped the solver: the best schema found, not proven optimal"
@@ -127,4 +139,88 @@ pub fn text(r: &Recommendation) -> String {
 /// A statement's heading line: `NAME (weight W, C ms): TEXT`.
 fn statement_line(out: &mut String, name: &str, weight: f64, cost: f64, text: &str) {
     let _ = writeln!(out, "{name} (weight {weight}, {cost:.3} ms): {text}");
+}
+
+/// `tern advise --compare`: the given schema with its plans (as [`text`] prints a
+/// recommendation), then each statement's cost side by side with the recommendation's, then the
+/// weighted totals.
+pub fn comparison(rec: &Recommendation, given: &crate::advise::Costed, file: &str) -> String {
+    let mut out = format!("\n-- your schema ({file})\n");
+    let mut yours = text(&given.schema);
+    // Its heading says "schema"; the rest is the same report.
+    if let Some(rest) = yours.strip_prefix("-- schema ") {
+        yours = format!("-- column families {rest}");
+    }
+    out.push_str(&yours);
+    for u in &given.unserved {
+        let _ = writeln!(out, "-- not served: {u}");
+    }
+    let _ = writeln!(
+        out,
+        "\n-- compared (ms per execution; weighted: × weight)\n{:<28} {:>8} {:>14} {:>14} {:>8}",
+        "statement", "weight", "recommended", "yours", "ratio"
+    );
+    let mut rows: Vec<(&str, f64, f64, Option<f64>)> = Vec::new();
+    for q in &rec.queries {
+        let y = given
+            .schema
+            .queries
+            .iter()
+            .find(|p| p.name == q.name)
+            .map(|p| p.cost);
+        rows.push((&q.name, q.weight, q.cost, y));
+    }
+    for u in &rec.updates {
+        let y = given
+            .schema
+            .updates
+            .iter()
+            .find(|p| p.name == u.name)
+            .map(|p| p.cost);
+        rows.push((&u.name, u.weight, u.cost, y));
+    }
+    for (name, w, r, y) in rows {
+        match y {
+            Some(y) => {
+                let ratio = if r > 0.0 {
+                    format!("{:.2}x", y / r)
+                } else {
+                    "-".into()
+                };
+                let _ = writeln!(out, "{name:<28} {w:>8} {r:>14.4} {y:>14.4} {ratio:>8}");
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "{name:<28} {w:>8} {r:>14.4} {:>14} {:>8}",
+                    "no plan", "-"
+                );
+            }
+        }
+    }
+    let y = &given.schema;
+    let _ = writeln!(
+        out,
+        "-- weighted cost: recommended {:.4} ms (queries {:.4} + updates {:.4}), {} bytes; yours {:.4} ms (queries {:.4} + updates {:.4}), {} bytes{}",
+        rec.total_cost,
+        rec.query_cost,
+        rec.update_cost,
+        rec.total_size_bytes.round(),
+        y.total_cost,
+        y.query_cost,
+        y.update_cost,
+        y.total_size_bytes.round(),
+        if given.unserved.is_empty() {
+            format!(
+                " ({:.2}x)",
+                y.total_cost / rec.total_cost.max(f64::MIN_POSITIVE)
+            )
+        } else {
+            format!(
+                " — without the {} statements it cannot serve",
+                given.unserved.len()
+            )
+        }
+    );
+    out
 }

@@ -213,7 +213,7 @@ impl<'m> GraphBuilder<'m> {
                     if rels.is_empty() {
                         "none".into()
                     } else {
-                        rels.join(", ")
+                        name_list(rels.iter().map(String::as_str), rels.len())
                     }
                 ),
             ));
@@ -246,7 +246,7 @@ impl<'m> GraphBuilder<'m> {
                 &span,
                 format!(
                     "`{first}` is not an entity of this query; write paths starting at one of: {}",
-                    self.aliases.keys().cloned().collect::<Vec<_>>().join(", ")
+                    name_list(self.aliases.keys().map(String::as_str), self.aliases.len())
                 ),
             ));
         };
@@ -267,17 +267,28 @@ impl<'m> GraphBuilder<'m> {
     }
 }
 
+/// Names an error lists before it says how many more there are.
+const LISTED_NAMES: usize = 20;
+
+/// `a, b, c` — at most [`LISTED_NAMES`] of the `total` names, then `... and N more`: an error on a
+/// model of 100,000 fields stays one line.
+pub(crate) fn name_list<'a>(names: impl Iterator<Item = &'a str>, total: usize) -> String {
+    let mut out = names.take(LISTED_NAMES).collect::<Vec<_>>().join(", ");
+    if total > LISTED_NAMES {
+        out.push_str(&format!(", ... and {} more", total - LISTED_NAMES));
+    }
+    out
+}
+
 fn unknown_entity(model: &Model, span: &Span, name: &str) -> AdvisorError {
     AdvisorError::input(
         span,
         format!(
             "unknown entity `{name}`; the model has: {}",
-            model
-                .entities
-                .iter()
-                .map(|e| e.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            name_list(
+                model.entities.iter().map(|e| e.name.as_str()),
+                model.entities.len()
+            )
         ),
     )
 }
@@ -289,11 +300,7 @@ fn unknown_field(model: &Model, entity: usize, span: &Span, name: &str) -> Advis
         format!(
             "`{}` has no field `{name}`; its fields are: {}",
             e.name,
-            e.fields
-                .iter()
-                .map(|f| f.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            name_list(e.fields.iter().map(|f| f.name.as_str()), e.fields.len())
         ),
     )
 }

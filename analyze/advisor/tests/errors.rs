@@ -124,3 +124,32 @@ fn workload_syntax_errors_point_at_the_token() {
             .contains("cannot change an id")
     );
 }
+
+#[test]
+fn an_error_about_a_huge_model_lists_twenty_names_and_counts_the_rest() {
+    let mut text = String::from("entity Big 1000\n  id BigId\n");
+    for i in 0..10_000 {
+        text.push_str(&format!("  field F{i} int\n"));
+    }
+    text.push_str("  field F7 int\n");
+    // A repeated field among 10,000 is found (by hash: parsing stays linear).
+    let e = model_error(&text);
+    assert!(
+        e.starts_with("m.model:10003:9: field `F7` is declared twice"),
+        "{e}"
+    );
+    text.truncate(text.len() - "  field F7 int\n".len());
+    let m = common::model(&text);
+    let e = match Workload::parse(
+        "w.workload",
+        "Q: SELECT Big.Nope FROM Big WHERE Big.BigId = ?;",
+        &m,
+    ) {
+        Ok(_) => panic!("parsed"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.ends_with("its fields are: BigId, F0, F1, F2, F3, F4, F5, F6, F7, F8, F9, F10, F11, F12, F13, F14, F15, F16, F17, F18, ... and 9981 more"),
+        "{e}"
+    );
+}

@@ -7,8 +7,11 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use tern_advisor::advise::{Prepared, Recommendation};
+use tern_advisor::budget::Interrupt;
 use tern_advisor::cost::{CostModel, Sample};
 use tern_advisor::{Model, Options, Workload, migration, render};
+use tern_core::migrate::CancelFlag;
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Store, Write};
 
@@ -38,6 +41,16 @@ pub struct AdviseArgs {
     /// (within 1.5 % of the least space on the benchmark's workloads; docs/advisor.md).
     #[arg(long)]
     pub exact_space: bool,
+    /// Cost your own schema for the same workload, side by side with the recommendation: column
+    /// families in the triple notation the output prints (`NAME [K][C][V] via HOLDER.FK, ...`, one
+    /// a line) or CQL CREATE TABLE statements with `entity_field` columns.
+    #[arg(long, value_name = "SCHEMA")]
+    pub compare: Option<PathBuf>,
+    /// The cost model's constants (`NAME = VALUE` lines in ms: request, partition, row, insert,
+    /// delete, sort); those not given keep the Cassandra defaults. With --calibrate, the measured
+    /// ones replace them.
+    #[arg(long, value_name = "FILE")]
+    pub costs: Option<PathBuf>,
     /// Write the migration that builds the recommended column families (and their CQL) into DIR.
     #[arg(long, value_name = "DIR")]
     pub emit_migration: Option<PathBuf>,
@@ -79,6 +92,34 @@ fn partition_key(w: usize, p: usize) -> anyhow::Result<Key> {
 /// # Errors
 /// The store fails, or a partition does not read back with its rows.
 pub async fn measure(store: &dyn Store) -> anyhow::Result<Measured> {
+    let measured = measure_inner(store).await;
+    // Remove every partition the measurement may have written, whatever happened.
+    let mut deletes = Vec::new();
+    for w in WIDTHS {
+        for p in 0..PARTITIONS {
+            deletes.push(Write::Delete(partition_key(w, p)?));
+        }
+    }
+    for rep in 0..REPEATS {
+        for i in 0..50 {
+            deletes.push(Write::Delete(partition_key(0, rep * 100 + i)?));
+        }
+    }
+    let removed = store.write_batch(deletes).await;
+    match (measured, removed) {
+        (Ok(m), Ok(_)) => Ok(m),
+        (Err(e), Ok(_)) => Err(e),
+        (m, Err(e)) => Err(anyhow::Error::from(e).context(format!(
+            "could not remove the calibration's scratch kind `{CALIBRATION_KIND}`{}: delete its entities by hand",
+            match m {
+                Ok(_) => String::new(),
+                Err(first) => format!(" after the calibration failed ({first:#})"),
+            }
+        ))),
+    }
+}
+
+async fn measure_inner(store: &dyn Store) -> anyhow::Result<Measured> {
     for w in WIDTHS {
         let mut writes = Vec::with_capacity(PARTITIONS);
         for p in 0..PARTITIONS {
@@ -130,13 +171,6 @@ pub async fn measure(store: &dyn Store) -> anyhow::Result<Measured> {
             });
         }
     }
-    let mut deletes = Vec::new();
-    for w in WIDTHS {
-        for p in 0..PARTITIONS {
-            deletes.push(Write::Delete(partition_key(w, p)?));
-        }
-    }
-    store.write_batch(deletes).await?;
     // Writes: batches of k one-row puts, then the same k deletes.
     let (mut puts, mut dels) = (Vec::new(), Vec::new());
     for k in [1usize, 10, 50] {
@@ -172,7 +206,41 @@ pub async fn measure(store: &dyn Store) -> anyhow::Result<Measured> {
         gets: samples,
         puts,
         deletes: dels,
+        sort: measure_sort(),
     })
+}
+
+/// Rows a measured client-side sort orders (a wide partition's worth).
+const SORT_ROWS: usize = 100;
+
+/// The sort penalty: the median time to order [`SORT_ROWS`] rows (maps as a get returns them) by
+/// an integer column, in the reverse of their order, in ms.
+fn measure_sort() -> f64 {
+    let rows: Vec<Value> = (0..SORT_ROWS)
+        .map(|r| {
+            Value::Map(Map::from([
+                ("c".to_owned(), Value::Int(r as i64)),
+                ("v".to_owned(), Value::String("x".repeat(32))),
+            ]))
+        })
+        .collect();
+    let key = |v: &Value| match v {
+        Value::Map(m) => match m.get("c") {
+            Some(Value::Int(i)) => -*i,
+            _ => 0,
+        },
+        _ => 0,
+    };
+    let mut times = Vec::with_capacity(REPEATS);
+    for _ in 0..REPEATS {
+        let mut copy = rows.clone();
+        let start = Instant::now();
+        copy.sort_by_key(key);
+        times.push(start.elapsed().as_secs_f64() * 1000.0);
+        std::hint::black_box(&copy);
+    }
+    times.sort_by(f64::total_cmp);
+    times[REPEATS / 2]
 }
 
 /// What [`measure`] found.
@@ -184,30 +252,142 @@ pub struct Measured {
     pub puts: Vec<(f64, f64)>,
     /// (rows, ms) of batches of deletes.
     pub deletes: Vec<(f64, f64)>,
+    /// The client-side sort of a wide partition's rows (ms).
+    pub sort: f64,
 }
 
 /// Measures on the store at `url` and fits the cost model: the lookup constants by least squares
-/// over the gets, insert and delete as the slopes of the write batches; the sort penalty is kept
-/// from `base`.
+/// over the gets, insert and delete as the slopes of the write batches, the sort penalty as the
+/// time of a client-side sort of a wide partition's rows. A missing embedded store is refused
+/// unless `create` (`--create-store`).
 ///
 /// # Errors
 /// The store cannot be opened or fails, or the samples determine no fit.
-pub async fn calibrate(url: &str, base: &CostModel) -> anyhow::Result<(CostModel, Measured)> {
-    let store = crate::connect::open(url).await?;
+pub async fn calibrate(
+    url: &str,
+    create: bool,
+    base: &CostModel,
+) -> anyhow::Result<(CostModel, Measured)> {
+    let store = crate::connect::open_with(url, create).await?;
     let measured = measure(store.as_ref()).await?;
     let mut fitted = base
         .fit(&measured.gets)
         .context("the calibration samples determine no cost model")?;
     fitted.insert = tern_advisor::cost::slope(&measured.puts).unwrap_or(base.insert);
     fitted.delete = tern_advisor::cost::slope(&measured.deletes).unwrap_or(base.delete);
+    fitted.sort = measured.sort;
     Ok((fitted, measured))
+}
+
+/// Where `tern advise` writes its answer: the process's stdout as it was when the command started.
+/// CBC prints some notes (`195 slacks added`) with C's `printf` whatever its log level, so while
+/// the advisor runs, file descriptor 1 points at stderr and only tern's own output reaches stdout.
+struct Stdout {
+    /// The saved stdout (`None`: it could not be saved, and descriptor 1 was left alone).
+    file: Option<std::fs::File>,
+}
+
+impl Stdout {
+    /// Keeps the current stdout for tern and points descriptor 1 at stderr.
+    fn take() -> Stdout {
+        let _ = std::io::stdout().lock().flush();
+        #[cfg(unix)]
+        {
+            let saved = rustix::io::dup(rustix::stdio::stdout()).and_then(|fd| {
+                rustix::stdio::dup2_stdout(rustix::stdio::stderr())?;
+                Ok(fd)
+            });
+            match saved {
+                Ok(fd) => Stdout {
+                    file: Some(std::fs::File::from(fd)),
+                },
+                Err(e) => {
+                    tracing::warn!("cannot keep CBC's notes off stdout: {e}");
+                    Stdout { file: None }
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        Stdout { file: None }
+    }
+
+    /// Writes `text`; a closed pipe (`| head`) is not an error.
+    fn print(&mut self, text: &str) -> anyhow::Result<()> {
+        let r = match &mut self.file {
+            Some(f) => f.write_all(text.as_bytes()).and_then(|()| f.flush()),
+            None => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes()).and_then(|()| out.flush())
+            }
+        };
+        match r {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(e).context("cannot write to stdout")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What `tern advise` tells the user when a signal stops it.
+fn interrupted(left: &str) -> u8 {
+    crate::errln!("interrupted: `tern advise` stopped before its answer{left}");
+    tern_core::migrate::error::EXIT_INTERRUPTED
+}
+
+/// Stack of the advisor's thread: planning a long chain of entities recurses once per entity.
+const ADVISOR_STACK: usize = 256 << 20;
+
+/// Enumerates, plans and solves on a thread of its own (CBC blocks), polling `cancel`. `None`: the
+/// signal came first (the thread stops at its next check, or with the process).
+async fn solve(
+    model: &'static Model,
+    workload: Workload,
+    opts: Options,
+    cancel: &CancelFlag,
+) -> anyhow::Result<Option<(Prepared<'static>, Recommendation)>> {
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("tern-advise".into())
+        .stack_size(ADVISOR_STACK)
+        .spawn(move || {
+            let r = tern_advisor::advise::prepare(model, &workload, &opts)
+                .and_then(|p| p.recommend(&opts).map(|r| (p, r)));
+            let _ = tx.send(r);
+        })
+        .context("cannot start the advisor's thread")?;
+    loop {
+        tokio::select! {
+            r = &mut rx => {
+                return match r.context("the advisor's thread stopped without an answer")? {
+                    Ok(done) => Ok(Some(done)),
+                    Err(tern_advisor::AdvisorError::Cancelled) => Ok(None),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {
+                if cancel.is_cancelled() {
+                    return Ok(None);
+                }
+            }
+        }
+    }
 }
 
 /// Runs `tern advise`.
 ///
 /// # Errors
 /// Unreadable or invalid inputs, no solution, or unwritable output.
-pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
+pub async fn run(args: &AdviseArgs, ctx: &crate::Ctx) -> anyhow::Result<u8> {
+    if !tern_advisor::solver::AVAILABLE {
+        return Err(tern_advisor::AdvisorError::NoSolver.into());
+    }
+    crate::signals::set_messages(
+        "stopping the advisor",
+        "stopped; `tern advise` wrote nothing",
+    );
+    let cancel = ctx.cancel.clone();
+    let create = ctx.opt.create_store;
     let read = |p: &PathBuf| {
         std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
     };
@@ -218,10 +398,21 @@ pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
         &model,
     )?;
     let mut cost = CostModel::default();
+    if let Some(path) = &args.costs {
+        cost = CostModel::parse(&cost, &path.display().to_string(), &read(path)?)?;
+    }
+    let given = match &args.compare {
+        Some(path) => Some((
+            path.display().to_string(),
+            tern_advisor::schema::parse(&model, &path.display().to_string(), &read(path)?)?,
+        )),
+        None => None,
+    };
+    let mut stdout = Stdout::take();
     if let Some(url) = &args.calibrate {
-        let (fitted, measured) = calibrate(url, &cost).await?;
+        let (fitted, measured) = calibrate(url, create, &cost).await?;
         crate::errln!(
-            "calibrated on {} ({} samples of n gets x w rows, least squares): T(n, w) = {:.6} + {:.6}*n + {:.6}*n*w ms; insert {:.6} ms/row, delete {:.6} ms/row (slopes of batches of 1, 10, 50); sort penalty kept at {} ms",
+            "calibrated on {} ({} samples of n gets x w rows, least squares): T(n, w) = {:.6} + {:.6}*n + {:.6}*n*w ms; insert {:.6} ms/row, delete {:.6} ms/row (slopes of batches of 1, 10, 50); sort penalty {:.6} ms (measured)",
             tern_core::store::url::redact(url),
             measured.gets.len(),
             fitted.request,
@@ -232,7 +423,14 @@ pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
             fitted.sort
         );
         cost = fitted;
+        if cancel.is_cancelled() {
+            return Ok(interrupted(" (the calibration's scratch kind is removed)"));
+        }
     }
+    let interrupt = {
+        let cancel = cancel.clone();
+        Interrupt::new(move || cancel.is_cancelled())
+    };
     let opts = Options {
         mix: args.mix.clone(),
         space_budget: args.space_budget,
@@ -242,34 +440,59 @@ pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
             exact_space: args.exact_space,
             ..Default::default()
         },
+        interrupt,
+        ..Options::default()
     };
-    let prepared = tern_advisor::advise::prepare(&model, &workload, &opts)?;
-    let rec = prepared.recommend(&opts)?;
+    // The advisor's thread and what it returns borrow the model for the rest of the process.
+    let model: &'static Model = Box::leak(Box::new(model));
+    let workload_again = workload.clone();
+    let Some((prepared, rec)) = solve(model, workload, opts.clone(), &cancel).await? else {
+        return Ok(interrupted("; nothing was written"));
+    };
+    let costed = match &given {
+        Some((_, schema)) => Some(tern_advisor::advise::cost_schema(
+            model,
+            &workload_again,
+            &opts,
+            schema,
+        )?),
+        None => None,
+    };
     let out = if args.json {
-        serde_json::to_string_pretty(&rec)? + "\n"
-    } else {
-        render::text(&rec)
-    };
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            return Err(e).context("cannot write to stdout");
+        #[derive(serde::Serialize)]
+        struct WithCompare<'a> {
+            #[serde(flatten)]
+            rec: &'a Recommendation,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            compare: Option<&'a tern_advisor::advise::Costed>,
         }
-        _ => {}
-    }
+        serde_json::to_string_pretty(&WithCompare {
+            rec: &rec,
+            compare: costed.as_ref(),
+        })? + "\n"
+    } else {
+        let mut text = render::text(&rec);
+        if let (Some(c), Some((file, _))) = (&costed, &given) {
+            text.push_str(&render::comparison(&rec, c, file));
+        }
+        text
+    };
+    stdout.print(&out)?;
     if let Some(url) = &args.execute {
-        let report = compare(url, &model, &prepared, &rec, &opts, args).await?;
+        let report = match compare(url, create, model, &prepared, &rec, &opts, args, &cancel).await
+        {
+            Ok(Some(report)) => report,
+            Ok(None) => return Ok(interrupted(" (its scratch kinds are removed)")),
+            Err(e) => return Err(e),
+        };
         if args.json {
             crate::errout!("{report}");
         } else {
-            crate::out!("{report}");
+            stdout.print(&report)?;
         }
     }
     if let Some(dir) = &args.emit_migration {
-        let files = migration::emit(&model, &rec, dir)?;
+        let files = migration::emit(model, &rec, dir)?;
         for f in files {
             crate::errln!("wrote {}", f.display());
         }
@@ -277,99 +500,79 @@ pub async fn run(args: &AdviseArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-/// Loads both schemas, times every query on both, and renders the comparison.
+/// The kinds one `--execute` run writes start with this, then a tag unique to the run.
+pub const EXECUTE_KIND_PREFIX: &str = "tern_advise_exec";
+
+/// Loads both schemas into scratch kinds of their own (`tern_advise_exec_<run>_...`), times every
+/// query on both, removes every entity it wrote, and renders the comparison. `None`: interrupted
+/// (after the clean-up).
+#[allow(clippy::too_many_arguments)]
 async fn compare(
     url: &str,
+    create: bool,
     model: &Model,
-    prepared: &tern_advisor::advise::Prepared<'_>,
-    rec: &tern_advisor::Recommendation,
+    prepared: &Prepared<'_>,
+    rec: &Recommendation,
     opts: &Options,
     args: &AdviseArgs,
-) -> anyhow::Result<String> {
-    use std::collections::BTreeMap;
-
+    cancel: &CancelFlag,
+) -> anyhow::Result<Option<String>> {
     use crate::cmd::advise_exec as exec;
 
-    let store = crate::connect::open(url).await?;
-    let data = exec::generate(model, args.execute_rows.max(1), 42);
-    let mut kind_of: BTreeMap<usize, String> = BTreeMap::new();
-    for cf in &rec.column_families {
-        let j = prepared
-            .pool
-            .find(&cf.definition)
-            .context("a recommended column family is not among the candidates")?;
-        let kind = format!("advise_rec_{}", cf.name);
-        let rows = exec::cf_rows(model, &data, &cf.definition);
-        exec::load(store.as_ref(), &kind, &cf.definition, rows).await?;
-        kind_of.insert(j, kind);
-    }
-    let queries: Vec<&tern_advisor::query::Query> =
-        prepared.queries.iter().map(|q| &q.3.query).collect();
-    let base = exec::baseline(model, &queries);
-    for (i, cf) in base.iter().enumerate() {
-        let rows = exec::cf_rows(model, &data, cf);
-        exec::load(store.as_ref(), &format!("advise_base_{i}"), cf, rows).await?;
-    }
-    let mut rec_plans = Vec::new();
-    let mut base_plans = Vec::new();
-    for (_, _, _, space) in &prepared.queries {
-        let plan = space
-            .cheapest(|j| kind_of.contains_key(&j))
-            .map(|(_, steps)| {
-                steps
-                    .iter()
-                    .map(|&s| {
-                        let j = space.steps[s].cf;
-                        (
-                            kind_of.get(&j).cloned().unwrap_or_default(),
-                            &prepared.pool.candidates[j],
-                        )
-                    })
-                    .collect::<Vec<_>>()
-            });
-        rec_plans.push((&space.query, plan));
-        let bspace = tern_advisor::advise::plan_space(model, &opts.cost, &base, &space.query);
-        let plan = bspace.cheapest(|_| true).map(|(_, steps)| {
-            steps
-                .iter()
-                .map(|&s| {
-                    let i = bspace.steps[s].cf;
-                    (format!("advise_base_{i}"), &base[i])
-                })
-                .collect::<Vec<_>>()
-        });
-        base_plans.push((&space.query, plan));
-    }
-    let runs = args.execute_runs.max(1);
-    let r = exec::time_plans(store.as_ref(), model, &data, &rec_plans, runs, 7).await?;
-    let b = exec::time_plans(store.as_ref(), model, &data, &base_plans, runs, 7).await?;
-    let queries: Vec<(&str, f64)> = prepared
-        .queries
-        .iter()
-        .map(|(name, _, w, _)| (name.as_str(), *w))
-        .collect();
-    Ok(render_comparison(
-        url,
-        runs,
+    let store = crate::connect::open_with(url, create).await?;
+    let tag = format!(
+        "{EXECUTE_KIND_PREFIX}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() % 1_000_000_000)
+            .unwrap_or(0)
+    );
+    let mut written = exec::Written::default();
+    let result = exec::compare_on(
+        store.as_ref(),
+        &tag,
+        model,
+        prepared,
+        rec,
+        opts,
         args.execute_rows,
-        &queries,
-        &r,
-        &b,
-    ))
+        args.execute_runs,
+        cancel,
+        &mut written,
+    )
+    .await;
+    let removed = written.remove(store.as_ref()).await;
+    let note = match &removed {
+        Ok(n) => format!("-- removed the {n} scratch entities it wrote (kinds {tag}_*)\n"),
+        Err(e) => format!(
+            "-- left {} scratch entities in the kinds {tag}_* (removing them failed: {e:#}); delete them with `tern --store URL export KIND` to list and a `drop kind` migration, or remove the store file\n",
+            written.len()
+        ),
+    };
+    crate::errout!("{}", note.trim_start_matches("-- "));
+    match result? {
+        None => Ok(None),
+        Some(measured) => Ok(Some(render_comparison(
+            url,
+            args.execute_runs.max(1),
+            args.execute_rows,
+            &measured,
+        ))),
+    }
 }
 
-/// The side-by-side table of `compare`: per query (name, weight) the recommended and baseline
+/// The side-by-side table of `--execute`: per query (name, weight) the recommended and baseline
 /// times, then the weighted means.
 fn render_comparison(
     url: &str,
     runs: usize,
     rows: usize,
-    queries: &[(&str, f64)],
-    r: &crate::cmd::advise_exec::Measured,
-    b: &crate::cmd::advise_exec::Measured,
+    c: &crate::cmd::advise_exec::Comparison,
 ) -> String {
     use std::fmt::Write as _;
 
+    let (r, b) = (&c.recommended, &c.baseline);
     let mut out = format!(
         "-- executed on {} ({} runs per query; data: largest entity {} instances)\n",
         tern_core::store::url::redact(url),
@@ -382,7 +585,7 @@ fn render_comparison(
         "query", "weight", "recommended ms", "baseline ms", "rows"
     );
     let (mut wr, mut wb, mut wsum) = (0.0, 0.0, 0.0);
-    for (i, (name, w)) in queries.iter().enumerate() {
+    for (i, (name, w)) in c.queries.iter().enumerate() {
         match (r.per_query[i], b.per_query[i]) {
             (Some((tr, rows_r)), Some((tb, rows_b))) => {
                 let rows = if (rows_r - rows_b).abs() < 1e-9 {

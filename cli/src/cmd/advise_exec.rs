@@ -8,6 +8,10 @@
 //! clustering key. A plan is executed step by step: each get's partition key comes from the
 //! query's parameters and the rows of the previous step; rows are joined on the attributes they
 //! share and filtered by the query's predicates on the client. Updates are not executed.
+//!
+//! The kinds are a scratch namespace of the run (`tern_advise_exec_<pid>_<ms>_...`): every key
+//! written is recorded and deleted at the end, also after an error or an interrupt; the CLI says
+//! how many it removed, or what it left.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -165,7 +169,8 @@ fn partition_id(cf: &ColumnFamily, values: impl Fn(Attr) -> Option<i64>) -> Opti
     parts.map(|p| p.join(":"))
 }
 
-/// Writes a column family's rows into `kind`, one entity per partition.
+/// Writes a column family's rows into `kind`, one entity per partition, adding each key to `written`
+/// before it is written.
 ///
 /// # Errors
 /// The store fails.
@@ -174,6 +179,7 @@ pub async fn load(
     kind: &str,
     cf: &ColumnFamily,
     rows: Vec<Row>,
+    written: &mut Written,
 ) -> anyhow::Result<()> {
     let mut parts: BTreeMap<String, Vec<Row>> = BTreeMap::new();
     for row in rows {
@@ -199,8 +205,10 @@ pub async fn load(
                 )
             })
             .collect();
+        let key = Key::new(kind, id)?;
+        written.0.push(key.clone());
         batch.push(Write::Put(Entity::new(
-            Key::new(kind, id)?,
+            key,
             Map::from([("rows".to_owned(), Value::Array(array))]),
         )));
         if batch.len() >= 500 {
@@ -376,7 +384,8 @@ pub struct Measured {
     pub per_query: Vec<Option<(f64, f64)>>,
 }
 
-/// Times `runs` executions of each plan (`None`: the query has no plan in the schema).
+/// Times `runs` executions of each plan (a plan `None`: the query has no plan in the schema).
+/// `None`: `cancel` was set.
 ///
 /// # Errors
 /// The store fails.
@@ -387,9 +396,13 @@ pub async fn time_plans(
     queries: &[(&Query, Option<Plan<'_>>)],
     runs: usize,
     seed: u64,
-) -> anyhow::Result<Measured> {
+    cancel: &tern_core::migrate::CancelFlag,
+) -> anyhow::Result<Option<Measured>> {
     let mut per_query = Vec::new();
     for (i, (q, plan)) in queries.iter().enumerate() {
+        if cancel.is_cancelled() {
+            return Ok(None);
+        }
         let Some(plan) = plan else {
             per_query.push(None);
             continue;
@@ -409,5 +422,138 @@ pub async fn time_plans(
         }
         per_query.push(Some((total / runs as f64, rows as f64 / runs as f64)));
     }
-    Ok(Measured { per_query })
+    Ok(Some(Measured { per_query }))
+}
+
+/// The entities one `--execute` run wrote, to remove them afterwards.
+#[derive(Debug, Default)]
+pub struct Written(Vec<Key>);
+
+impl Written {
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Deletes them all (in batches of 500); returns how many.
+    ///
+    /// # Errors
+    /// The store fails; the ones not deleted stay listed.
+    pub async fn remove(&mut self, store: &dyn Store) -> anyhow::Result<usize> {
+        let n = self.0.len();
+        while !self.0.is_empty() {
+            let at = self.0.len().saturating_sub(500);
+            let batch: Vec<Write> = self.0[at..].iter().cloned().map(Write::Delete).collect();
+            store.write_batch(batch).await?;
+            self.0.truncate(at);
+        }
+        Ok(n)
+    }
+}
+
+/// Loads the recommended column families and the normalized baseline into kinds `{tag}_rec_cfN`
+/// and `{tag}_base_N` (every key written is added to `written`), and times every query's cheapest
+/// plan in both. `None`: `cancel` was set (between loads or queries).
+///
+/// # Errors
+/// The store fails, or a recommended column family is not among the candidates.
+#[allow(clippy::too_many_arguments)]
+pub async fn compare_on(
+    store: &dyn Store,
+    tag: &str,
+    model: &Model,
+    prepared: &tern_advisor::advise::Prepared<'_>,
+    rec: &tern_advisor::Recommendation,
+    opts: &tern_advisor::Options,
+    rows: usize,
+    runs: usize,
+    cancel: &tern_core::migrate::CancelFlag,
+    written: &mut Written,
+) -> anyhow::Result<Option<Comparison>> {
+    let data = generate(model, rows.max(1), 42);
+    let mut kind_of: BTreeMap<usize, String> = BTreeMap::new();
+    for cf in &rec.column_families {
+        if cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let j = prepared
+            .pool
+            .find(&cf.definition)
+            .context("a recommended column family is not among the candidates")?;
+        let kind = format!("{tag}_rec_{}", cf.name);
+        let cf_rows = cf_rows(model, &data, &cf.definition);
+        load(store, &kind, &cf.definition, cf_rows, written).await?;
+        kind_of.insert(j, kind);
+    }
+    let queries: Vec<&Query> = prepared.queries.iter().map(|q| &q.3.query).collect();
+    let base = baseline(model, &queries);
+    for (i, cf) in base.iter().enumerate() {
+        if cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let cf_rows = cf_rows(model, &data, cf);
+        load(store, &format!("{tag}_base_{i}"), cf, cf_rows, written).await?;
+    }
+    let mut rec_plans = Vec::new();
+    let mut base_plans = Vec::new();
+    for (_, _, _, space) in &prepared.queries {
+        let plan = space
+            .cheapest(|j| kind_of.contains_key(&j))
+            .map(|(_, steps)| {
+                steps
+                    .iter()
+                    .map(|&s| {
+                        let j = space.steps[s].cf;
+                        (
+                            kind_of.get(&j).cloned().unwrap_or_default(),
+                            &prepared.pool.candidates[j],
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            });
+        rec_plans.push((&space.query, plan));
+        let bspace = tern_advisor::advise::plan_space(model, &opts.cost, &base, &space.query);
+        let plan = bspace.cheapest(|_| true).map(|(_, steps)| {
+            steps
+                .iter()
+                .map(|&s| {
+                    let i = bspace.steps[s].cf;
+                    (format!("{tag}_base_{i}"), &base[i])
+                })
+                .collect::<Vec<_>>()
+        });
+        base_plans.push((&space.query, plan));
+    }
+    let runs = runs.max(1);
+    let Some(r) = time_plans(store, model, &data, &rec_plans, runs, 7, cancel).await? else {
+        return Ok(None);
+    };
+    let Some(b) = time_plans(store, model, &data, &base_plans, runs, 7, cancel).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Comparison {
+        queries: prepared
+            .queries
+            .iter()
+            .map(|(name, _, w, _)| (name.clone(), *w))
+            .collect(),
+        recommended: r,
+        baseline: b,
+    }))
+}
+
+/// What [`compare_on`] measured.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    /// (name, weight) per query.
+    pub queries: Vec<(String, f64)>,
+    /// The recommended schema.
+    pub recommended: Measured,
+    /// The normalized baseline.
+    pub baseline: Measured,
 }
