@@ -520,3 +520,45 @@ fn item1_bit_flips_are_reported_or_harmless_never_silently_wrong() {
     eprintln!("bit flips: {reported} runs reported corruption, {harmless} gave the true output");
     assert!(reported > 0, "no corruption was ever reported as such");
 }
+
+/// Item 11: a second `tern sweep` while one holds the lock exits 3 on Redis
+/// (it exited 1: the lock error was hidden inside the lazy error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item11_a_second_sweep_on_redis_exits_3() {
+    let url = match tern_integration_tests::redis::backend().await {
+        Ok(b) => b.fresh_url(),
+        Err(reason) => {
+            eprintln!("skipped: item11_a_second_sweep_on_redis_exits_3: {reason}");
+            return;
+        }
+    };
+    tokio::task::spawn_blocking(move || {
+        let p = Project::on(&url, 5_000);
+        p.import_blog(2_000, 0);
+        p.write(
+            "migrations/0001_plan.tern",
+            "lazy\nadd user.plan = \"free\"\n",
+        );
+        p.ok(&["up"]);
+        let mut holder = p
+            .cmd(&[
+                "sweep",
+                "--batch-size",
+                "50",
+                "--call-size",
+                "50",
+                "--max-rate",
+                "500",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        p.fails_saying(&["sweep"], 3, &["lock"]);
+        assert!(holder.wait().unwrap().success());
+        p.ok(&["verify"]);
+    })
+    .await
+    .unwrap();
+}
