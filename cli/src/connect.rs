@@ -60,6 +60,20 @@ pub fn embedded_path(store_url: &str) -> anyhow::Result<Option<&str>> {
 /// # Errors
 /// As [`open`], and a missing embedded file without `create`.
 pub async fn open_with(store_url: &str, create: bool) -> anyhow::Result<Arc<dyn Store>> {
+    open_checking(store_url, create, false).await
+}
+
+/// As [`open_with`]; with `check`, an embedded store's file is checked
+/// against redb's page checksums first (`tern verify`, `export`, `import`:
+/// a corrupted file is reported, never exported or verified silently wrong).
+///
+/// # Errors
+/// As [`open_with`], and a corrupted embedded file.
+pub async fn open_checking(
+    store_url: &str,
+    create: bool,
+    check: bool,
+) -> anyhow::Result<Arc<dyn Store>> {
     let shown = url::redact(store_url);
     let Some(scheme) = url::scheme(store_url) else {
         bail!(
@@ -75,8 +89,12 @@ pub async fn open_with(store_url: &str, create: bool) -> anyhow::Result<Arc<dyn 
             let rest = &store_url["embedded:".len()..];
             let (_, options) =
                 EmbeddedOptions::split_url(rest).context("cannot open the embedded store")?;
-            let store = tern_core::store::embedded::EmbeddedStore::open_with(path, options)
-                .context("cannot open the embedded store")?;
+            let store = if check {
+                tern_core::store::embedded::EmbeddedStore::open_checked(path, options)
+            } else {
+                tern_core::store::embedded::EmbeddedStore::open_with(path, options)
+            }
+            .context("cannot open the embedded store")?;
             Ok(Arc::new(store))
         }
         "memory" => Ok(Arc::new(tern_core::store::memory::MemoryStore::new())),

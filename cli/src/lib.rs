@@ -72,7 +72,13 @@ impl Ctx {
     /// When none is configured or it cannot be opened.
     pub async fn store(&self) -> anyhow::Result<Arc<dyn Store>> {
         let create = self.opt.create_store || matches!(self.opt.command, Command::Import(_));
-        connect::open_with(self.store_url()?, create).await
+        // The commands whose output users take as the truth about the data
+        // check an embedded file's page checksums first (issue 34 item 1).
+        let check = matches!(
+            self.opt.command,
+            Command::Verify | Command::Export(_) | Command::Import(_)
+        );
+        connect::open_checking(self.store_url()?, create, check).await
     }
 
     /// Opens the store, waiting up to `wait` while another process has it

@@ -176,7 +176,25 @@ impl EmbeddedStore {
     /// # Errors
     /// As [`EmbeddedStore::open`].
     pub fn open_with(path: impl AsRef<Path>, options: EmbeddedOptions) -> Result<EmbeddedStore> {
-        let path = path.as_ref().to_path_buf();
+        EmbeddedStore::open_inner(path.as_ref(), options, false)
+    }
+
+    /// As [`EmbeddedStore::open_with`], then checks the whole file against
+    /// redb's page checksums (`Database::check_integrity`, a read of every
+    /// page): what `tern verify`, `export` and `import` do, so that a
+    /// corrupted file is reported instead of exported or verified silently
+    /// wrong. A read-only file is opened unchecked (the check may repair).
+    ///
+    /// # Errors
+    /// As [`EmbeddedStore::open`]; [`ErrorKind::InvalidData`] naming the file
+    /// when a checksum does not match, or when the check had to repair the
+    /// file (its newest commit rolled back to the last intact one).
+    pub fn open_checked(path: impl AsRef<Path>, options: EmbeddedOptions) -> Result<EmbeddedStore> {
+        EmbeddedStore::open_inner(path.as_ref(), options, true)
+    }
+
+    fn open_inner(path: &Path, options: EmbeddedOptions, check: bool) -> Result<EmbeddedStore> {
+        let path = path.to_path_buf();
         let mut builder = redb::Builder::new();
         builder.set_cache_size(options.cache_bytes);
         let location = format!("{EMBEDDED_SCHEME}:{}", path.display());
@@ -186,7 +204,8 @@ impl EmbeddedStore {
                 return readonly::open(&builder, &path, &location);
             }
             builder
-                .create(&path).map(readonly::Db::Writable).map_err(|e| {
+                .create(&path)
+                .map_err(|e| {
                 let e = redb::Error::from(e);
                 // The location (in the context) names the file.
                 let message = match e {
@@ -198,6 +217,8 @@ impl EmbeddedStore {
                 };
                 map_redb(e, message, &location)
             })
+            .and_then(|db| if check { checked(db, &location) } else { Ok(db) })
+            .map(readonly::Db::Writable)
         })?;
         let inner = Inner { db, path, location };
         if !inner.db.is_read_only() {
@@ -231,6 +252,30 @@ impl EmbeddedStore {
                 })?,
             Err(_) => guard::guarded(&inner.location.clone(), || f(&inner)),
         }
+    }
+}
+
+/// What to do about a corrupted store file.
+const CORRUPTED_FIX: &str = "restore the file from a backup (or a new store from your last `tern export`); \
+     do not trust an export or a verify of this file";
+
+/// `db` once redb's integrity check passes: every page's checksum matches.
+fn checked(mut db: redb::Database, location: &str) -> Result<redb::Database> {
+    match db.check_integrity() {
+        Ok(true) => Ok(db),
+        Ok(false) => Err(Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "the store file is corrupted: its integrity check failed and redb repaired it to its last intact commit, \
+                 so its newest writes may be lost; {CORRUPTED_FIX}"
+            ),
+        )
+        .with_context("store", location)),
+        Err(e) => Err(map_redb(
+            e,
+            format!("the store file is corrupted (redb's page checksums do not match); {CORRUPTED_FIX}"),
+            location,
+        )),
     }
 }
 
