@@ -6,6 +6,7 @@
 pub mod cmd;
 pub mod config;
 pub mod connect;
+pub mod credentials;
 pub mod opt;
 pub mod progress;
 pub mod signals;
@@ -60,7 +61,13 @@ impl Ctx {
     /// When none is configured or it cannot be opened.
     pub async fn store(&self) -> anyhow::Result<Arc<dyn Store>> {
         let create = self.opt.create_store || matches!(self.opt.command, Command::Import(_));
-        connect::open_with(self.store_url()?, create).await
+        connect::open_secure(
+            self.store_url()?,
+            self.settings.store_password.as_ref(),
+            &self.settings.tls,
+            create,
+        )
+        .await
     }
 
     /// Opens the store, waiting up to `wait` while another process has it
