@@ -23,6 +23,7 @@ mod moving;
 mod pushdown;
 mod rename;
 mod scanpos;
+mod tls;
 mod typed_json;
 
 use std::sync::Arc;
@@ -30,8 +31,9 @@ use std::sync::Arc;
 use tern_core::store::{Error, Store};
 
 pub use crate::core::{MAX_KEYS_PER_SCRIPT, RedisStore};
-pub use config::{KindLayout, REDIS_SCHEME, RedisConfig};
+pub use config::{KindLayout, REDIS_SCHEME, RedisConfig, TlsFiles};
 pub use lazy_ops::RedisLazy;
+pub use tls::install_crypto_provider;
 
 /// Opens the store named by `url` (see [`RedisConfig::from_url`]) and checks that the
 /// server answers ([`RedisStore::connect`]).
