@@ -5,9 +5,14 @@
 //! `TERN_STORE_PASSWORD`, `password_file` in tern.toml, the warning for a
 //! password on the command line, and a wrong password's error.
 //!
+//! And the `tern` binary over `rediss://` with the `[tls]` files of
+//! tern.toml: the binary links the rustls of the MongoDB driver (ring) and of
+//! scylla (aws-lc-rs), so this is where a missing default crypto provider
+//! would panic.
+//!
 //! Needs `redis-server` and `redis-cli` on the PATH (`scripts/servers.sh
 //! install redis`); without them the test prints why and is skipped. The
-//! server listens on 127.0.0.1:6400 and is stopped when the test ends.
+//! servers listen on 127.0.0.1:6400 and 6405 and are stopped when the test ends.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -34,9 +39,8 @@ impl Drop for Server {
     }
 }
 
-/// Starts redis-server on [`PORT`] with only [`USER`] (password `password`)
-/// enabled, or says why it cannot.
-fn start_server(password: &str) -> Result<Server, String> {
+/// Why redis-server or redis-cli cannot run here, if so.
+fn tools_missing() -> Option<String> {
     for tool in ["redis-server", "redis-cli"] {
         let found = Command::new(tool)
             .arg("--version")
@@ -45,8 +49,17 @@ fn start_server(password: &str) -> Result<Server, String> {
             .status()
             .is_ok_and(|s| s.success());
         if !found {
-            return Err(format!("{tool} is not on the PATH"));
+            return Some(format!("{tool} is not on the PATH"));
         }
+    }
+    None
+}
+
+/// Starts redis-server on [`PORT`] with only [`USER`] (password `password`)
+/// enabled, or says why it cannot.
+fn start_server(password: &str) -> Result<Server, String> {
+    if let Some(reason) = tools_missing() {
+        return Err(reason);
     }
     let dir = tempfile::tempdir().unwrap();
     // The ACL rules in a file, not on the server's command line.
@@ -229,6 +242,125 @@ fn the_password_from_a_file_is_never_shown() {
     common::assert_success(&out);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("process list"), "{stderr}");
+    assert!(!stderr.contains(&password), "{stderr}");
+    drop(server);
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, in
+/// `dir/certs` (`ca.pem`, `server.pem`/`.key`, `client.pem`/`.key`).
+fn make_certs(dir: &std::path::Path) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType,
+    };
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    // Distinct names: a certificate named like its issuer looks self-signed.
+    ca.distinguished_name
+        .push(DnType::CommonName, "tern test CA");
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    std::fs::write(certs.join("ca.pem"), ca.pem()).unwrap();
+    for (name, ip) in [("server", true), ("client", false)] {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name.push(DnType::CommonName, name);
+        if ip {
+            p.subject_alt_names
+                .push(SanType::IpAddress(std::net::IpAddr::V4(
+                    std::net::Ipv4Addr::LOCALHOST,
+                )));
+        }
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &ca).unwrap();
+        std::fs::write(certs.join(format!("{name}.pem")), cert.pem()).unwrap();
+        std::fs::write(certs.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+    }
+}
+
+#[test]
+fn tern_up_over_rediss_with_the_tls_files_of_tern_toml() {
+    const TLS_PORT: u16 = 6405;
+    if let Some(reason) = tools_missing() {
+        eprintln!("skipped: tern over rediss://: {reason}");
+        return;
+    }
+    let password = format!("Tls-{}-pw", std::process::id());
+    let p = Project::on(
+        &format!("rediss://{USER}@127.0.0.1:{TLS_PORT}/?prefix=tern_cred_tls"),
+        5_000,
+    );
+    make_certs(&p.path(""));
+    let toml = std::fs::read_to_string(p.path("tern.toml")).unwrap();
+    p.write(
+        "tern.toml",
+        &format!(
+            "{toml}[tls]\nca_file = \"certs/ca.pem\"\ncert_file = \"certs/client.pem\"\nkey_file = \"certs/client.key\"\n"
+        ),
+    );
+    p.write(
+        "users.acl",
+        &format!("user default off\nuser {USER} on >{password} ~* &* +@all\n"),
+    );
+    let certs = p.path("certs");
+    let child = Command::new("redis-server")
+        .args(["--port", "0", "--tls-port", &TLS_PORT.to_string()])
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--tls-cert-file")
+        .arg(certs.join("server.pem"))
+        .arg("--tls-key-file")
+        .arg(certs.join("server.key"))
+        .arg("--tls-ca-cert-file")
+        .arg(certs.join("ca.pem"))
+        .arg("--aclfile")
+        .arg(p.path("users.acl"))
+        .arg("--dir")
+        .arg(p.path(""))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Server {
+        child,
+        _dir: tempfile::tempdir().unwrap(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", TLS_PORT)).is_err() {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!("redis-server with TLS on port {TLS_PORT} exited ({status})");
+        }
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run = |args: &[&str]| {
+        let out = p
+            .cmd(args)
+            .env("TERN_STORE_PASSWORD", &password)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), stdout, stderr)
+    };
+    p.write("data.jsonl", &common::blog_lines(3, 2));
+    let (code, _, stderr) = run(&["import", "data.jsonl"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    p.write("migrations/0001_release2.tern", RELEASE2);
+    let (code, stdout, stderr) = run(&["up", "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let up: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(up["applied"].as_array().unwrap().len(), 1, "{up}");
+    let (code, stdout, stderr) = run(&["export", "blogpost"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("\"likes\":0"), "{stdout}");
+    // Without the CA the server's certificate is refused, with the URL named.
+    p.write("tern.toml", &toml);
+    let (code, _, stderr) = run(&["status"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("127.0.0.1:{TLS_PORT}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("certificate"), "{stderr}");
     assert!(!stderr.contains(&password), "{stderr}");
     drop(server);
 }
