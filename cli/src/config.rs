@@ -9,7 +9,14 @@ use serde::Deserialize;
 use crate::opt::Opt;
 
 /// The keys `tern.toml` may hold (a typo is an error, not silently ignored).
-const KNOWN_KEYS: [&str; 4] = ["store_url", "migrations", "run", "lease"];
+const KNOWN_KEYS: [&str; 6] = [
+    "store_url",
+    "password_file",
+    "migrations",
+    "run",
+    "lease",
+    "tls",
+];
 const KNOWN_RUN_KEYS: [&str; 4] = [
     "batch_size",
     "pushdown_batch_size",
@@ -17,13 +24,17 @@ const KNOWN_RUN_KEYS: [&str; 4] = [
     "census_passes",
 ];
 const KNOWN_LEASE_KEYS: [&str; 1] = ["ttl_ms"];
+const KNOWN_TLS_KEYS: [&str; 3] = ["ca_file", "cert_file", "key_file"];
 
 #[derive(Debug, Default, Deserialize)]
 struct FileConfig {
     store_url: Option<String>,
+    password_file: Option<PathBuf>,
     migrations: Option<PathBuf>,
     #[serde(default)]
     run: RunSection,
+    #[serde(default)]
+    tls: crate::credentials::TlsFiles,
     #[serde(default)]
     lease: LeaseSection,
 }
@@ -46,6 +57,11 @@ struct LeaseSection {
 pub struct Settings {
     /// The store URL, if any source gave one.
     pub store_url: Option<String>,
+    /// The store's password given apart from the URL (`--store-password-file`,
+    /// `TERN_STORE_PASSWORD`, `password_file`), if any.
+    pub store_password: Option<crate::credentials::StorePassword>,
+    /// The TLS files of `[tls]` (paths resolved), added to the store URL's options.
+    pub tls: crate::credentials::TlsFiles,
     /// The migrations folder.
     pub migrations_dir: PathBuf,
     /// Entities per batch.
@@ -67,6 +83,7 @@ fn check_keys(table: &toml::Table, file: &Path) -> anyhow::Result<()> {
         let known: &[&str] = match key.as_str() {
             "run" => &KNOWN_RUN_KEYS,
             "lease" => &KNOWN_LEASE_KEYS,
+            "tls" => &KNOWN_TLS_KEYS,
             k if KNOWN_KEYS.contains(&k) => continue,
             other => bail!(
                 "{}: unknown key `{other}`; tern.toml knows {}",
@@ -103,6 +120,8 @@ fn check_env_keys() -> anyhow::Result<()> {
             ("TERN_RUN__", &KNOWN_RUN_KEYS)
         } else if name.starts_with("TERN_LEASE__") {
             ("TERN_LEASE__", &KNOWN_LEASE_KEYS)
+        } else if name.starts_with("TERN_TLS__") {
+            ("TERN_TLS__", &KNOWN_TLS_KEYS)
         } else {
             continue;
         };
@@ -169,11 +188,17 @@ pub fn resolve(opt: &Opt) -> anyhow::Result<Settings> {
         )
     })?;
 
+    if let Some(url) = &opt.store {
+        crate::credentials::warn_if_password_in(url);
+    }
     let store_url = opt
         .store
         .clone()
         .or(fc.store_url)
         .map(|url| resolve_embedded(&url, &project_dir, opt.store.is_some()));
+    let store_password =
+        crate::credentials::resolve_password(opt, fc.password_file.as_deref(), &project_dir)?;
+    let tls = fc.tls.resolved(&project_dir);
     let migrations_dir = match (&opt.migrations, fc.migrations) {
         (Some(dir), _) => dir.clone(),
         (None, Some(dir)) if dir.is_relative() => project_dir.join(dir),
@@ -195,6 +220,8 @@ pub fn resolve(opt: &Opt) -> anyhow::Result<Settings> {
     }
     Ok(Settings {
         store_url,
+        store_password,
+        tls,
         migrations_dir,
         batch_size,
         pushdown_batch_size,

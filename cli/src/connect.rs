@@ -6,6 +6,8 @@ use anyhow::{Context, bail};
 use tern_core::store::embedded::EmbeddedOptions;
 use tern_core::store::{Store, url};
 
+use crate::credentials::{self, StorePassword, TlsFiles};
+
 /// Opens the store named by `store_url`, creating a missing embedded store
 /// file. Messages name the URL without its password.
 ///
@@ -13,6 +15,26 @@ use tern_core::store::{Store, url};
 /// An unknown scheme, or a store that cannot be opened or reached.
 pub async fn open(store_url: &str) -> anyhow::Result<Arc<dyn Store>> {
     open_with(store_url, true).await
+}
+
+/// Opens the store named by `store_url` with the password and the TLS files
+/// given apart from it (see [`crate::credentials`]); the URL holding them
+/// lives in memory only. Messages name the URL without its password.
+///
+/// # Errors
+/// As [`open_checking`], and a password or TLS files the store cannot take.
+pub async fn open_secure(
+    store_url: &str,
+    password: Option<&StorePassword>,
+    tls: &TlsFiles,
+    create: bool,
+    check: bool,
+) -> anyhow::Result<Arc<dyn Store>> {
+    let mut full = credentials::with_tls(store_url, tls)?;
+    if let Some(password) = password {
+        full = credentials::with_password(&full, password)?;
+    }
+    open_checking(&full, create, check).await
 }
 
 /// The file of an `embedded:` URL (scheme in any case; `embedded:PATH`,

@@ -6,6 +6,7 @@
 pub mod cmd;
 pub mod config;
 pub mod connect;
+pub mod credentials;
 pub mod logging;
 pub mod metrics;
 pub mod opt;
@@ -78,7 +79,14 @@ impl Ctx {
             self.opt.command,
             Command::Verify | Command::Export(_) | Command::Import(_)
         );
-        connect::open_checking(self.store_url()?, create, check).await
+        connect::open_secure(
+            self.store_url()?,
+            self.settings.store_password.as_ref(),
+            &self.settings.tls,
+            create,
+            check,
+        )
+        .await
     }
 
     /// Opens the store, waiting up to `wait` while another process has it

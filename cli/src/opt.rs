@@ -24,6 +24,12 @@ pub struct Opt {
     #[arg(long, global = true, value_name = "URL")]
     pub store: Option<String>,
 
+    /// A file holding the store's password (instead of writing it in the URL,
+    /// where the process list shows it); over TERN_STORE_PASSWORD and
+    /// `password_file` in tern.toml.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub store_password_file: Option<PathBuf>,
+
     /// The project file.
     #[arg(long, global = true, value_name = "FILE", default_value = "tern.toml")]
     pub config: PathBuf,

@@ -1,6 +1,7 @@
 //! The adapter's configuration, read from the store URL.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tern_core::store::{Error, ErrorKind, Result, url};
@@ -70,6 +71,19 @@ impl NativeTables {
     }
 }
 
+/// TLS to the cluster (`tls=true`, or any of the files): the files are PEM.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CassTls {
+    /// The CA certificate(s) the nodes' certificates must chain to
+    /// (`tls_ca_file`); without it, the system's trusted roots.
+    pub ca_file: Option<PathBuf>,
+    /// The client certificate (`tls_cert_file`), for nodes that require one
+    /// (`require_client_auth: true`).
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key (`tls_key_file`).
+    pub key_file: Option<PathBuf>,
+}
+
 /// Everything `cassandra://host:port[,host:port...]/keyspace?options` says.
 ///
 /// Options: `replication_factor=N` (SimpleStrategy, default 1) or `replication=<CQL map>`
@@ -78,7 +92,8 @@ impl NativeTables {
 /// `concurrency=N` (parallel writes per batch, default 32), `timeout_ms=N` (per request,
 /// default 12000), `user=` / `password=` (or `user:password@` in the authority),
 /// `native=t1,t2` or `native=*` (tables of the native layout, see [`NativeTables`]),
-/// `drop_columns=true|false` (drop columns a migration emptied, default true).
+/// `drop_columns=true|false` (drop columns a migration emptied, default true),
+/// `tls=true` and `tls_ca_file=`, `tls_cert_file=`, `tls_key_file=` (TLS, see [`CassTls`]).
 #[derive(Clone, PartialEq, Eq)]
 pub struct CassConfig {
     /// `host:port` of each contact point.
@@ -106,6 +121,8 @@ pub struct CassConfig {
     password: Option<String>,
     /// The URL without its password, for messages.
     pub shown: String,
+    /// TLS, if asked for.
+    pub tls: Option<CassTls>,
 }
 
 impl fmt::Debug for CassConfig {
@@ -123,6 +140,7 @@ impl fmt::Debug for CassConfig {
             .field("user", &self.user)
             .field("native", &self.native)
             .field("drop_columns", &self.drop_columns)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }
@@ -321,10 +339,19 @@ impl CassConfig {
             drop_columns: true,
             password,
             shown: shown.clone(),
+            tls: None,
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             config.set_option(key, percent_decode(value))?;
+        }
+        if let Some(tls) = &config.tls {
+            if tls.cert_file.is_some() != tls.key_file.is_some() {
+                return Err(invalid(
+                    &shown,
+                    "a client certificate needs its key: give tls_cert_file and tls_key_file together",
+                ));
+            }
         }
         Ok(config)
     }
@@ -360,6 +387,32 @@ impl CassConfig {
             "drop_columns" => self.drop_columns = drop_columns(shown, &value)?,
             "user" | "username" => self.user = Some(value),
             "password" => self.password = Some(value),
+            "tls" => match value.as_str() {
+                "true" | "yes" | "1" => {
+                    self.tls.get_or_insert_with(CassTls::default);
+                }
+                "false" | "no" | "0"
+                    if self.tls.as_ref().is_none_or(|t| *t == CassTls::default()) =>
+                {
+                    self.tls = None;
+                }
+                "false" | "no" | "0" => {
+                    return Err(invalid(shown, "tls=false with TLS files; remove one"));
+                }
+                _ => return Err(invalid(shown, "tls is true or false")),
+            },
+            "tls_ca_file" | "tls_cert_file" | "tls_key_file" => {
+                if value.is_empty() {
+                    return Err(invalid(shown, format!("{key}= names no file")));
+                }
+                let tls = self.tls.get_or_insert_with(CassTls::default);
+                let path = Some(PathBuf::from(value));
+                match key {
+                    "tls_ca_file" => tls.ca_file = path,
+                    "tls_cert_file" => tls.cert_file = path,
+                    _ => tls.key_file = path,
+                }
+            }
             other => return Err(invalid(shown, format!("unknown option {other:?}"))),
         }
         Ok(())
@@ -415,6 +468,38 @@ mod tests {
         assert!(!c.drop_columns);
         let c = CassConfig::from_url("cassandra://h/ks?native=*").unwrap();
         assert_eq!(c.native, NativeTables::All);
+    }
+
+    #[test]
+    fn reads_tls_options() {
+        let c = CassConfig::from_url("cassandra://u:secret@h/ks?tls=true").unwrap();
+        assert_eq!(c.tls, Some(CassTls::default()));
+        assert_eq!(CassConfig::from_url("cassandra://h/ks").unwrap().tls, None);
+        let c = CassConfig::from_url(
+            "cassandra://u:secret@h/ks?tls_ca_file=%2Fa%20b%2Fca.pem&tls_cert_file=c.pem&tls_key_file=k.pem",
+        )
+        .unwrap();
+        let tls = c.tls.clone().unwrap();
+        assert_eq!(tls.ca_file, Some(PathBuf::from("/a b/ca.pem")));
+        assert_eq!(tls.cert_file, Some(PathBuf::from("c.pem")));
+        assert_eq!(tls.key_file, Some(PathBuf::from("k.pem")));
+        assert!(!format!("{c:?}").contains("secret"));
+        for (bad, says) in [
+            (
+                "cassandra://u:secret@h/ks?tls=maybe",
+                "tls is true or false",
+            ),
+            ("cassandra://u:secret@h/ks?tls_cert_file=c.pem", "together"),
+            ("cassandra://u:secret@h/ks?tls_ca_file=", "names no file"),
+            (
+                "cassandra://u:secret@h/ks?tls_ca_file=ca.pem&tls=false",
+                "remove one",
+            ),
+        ] {
+            let err = CassConfig::from_url(bad).unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+            assert!(!err.contains("secret"), "{err}");
+        }
     }
 
     #[test]

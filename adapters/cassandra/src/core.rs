@@ -111,6 +111,9 @@ impl CassCore {
         if let Some(user) = &config.user {
             builder = builder.user(user, config.password().unwrap_or(""));
         }
+        if let Some(tls) = &config.tls {
+            builder = builder.tls_context(Some(crate::tls::client_config(tls, &config.shown)?));
+        }
         let session = builder
             .build()
             .await

@@ -28,6 +28,7 @@ mod resolve;
 mod scan;
 mod schema;
 mod statement;
+mod tls;
 
 use std::sync::Arc;
 
@@ -35,7 +36,8 @@ use tern_core::store::{Error, Store};
 
 pub use crate::core::CassStore;
 pub use config::{
-    CASSANDRA_SCHEME, CassConfig, ConsistencyLevel, NativeTables, SchemaAgreement, SerialLevel,
+    CASSANDRA_SCHEME, CassConfig, CassTls, ConsistencyLevel, NativeTables, SchemaAgreement,
+    SerialLevel,
 };
 
 /// Opens the store named by `url` (`cassandra://host:port/keyspace?options`, see [`CassConfig`]).

@@ -1,6 +1,7 @@
 //! The store URL and what it configures.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
 use tern_core::store::{Error, ErrorKind, Result, url};
 
@@ -68,10 +69,25 @@ impl KindLayout {
     }
 }
 
+/// The TLS files of a `rediss://` URL (options `tls_ca_file`,
+/// `tls_cert_file`, `tls_key_file`; PEM files).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The CA certificate(s) the server's certificate must chain to; without
+    /// it, the system's trusted roots.
+    pub ca_file: Option<PathBuf>,
+    /// The client certificate, for a server that asks for one
+    /// (`tls-auth-clients yes`, Redis's default).
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key.
+    pub key_file: Option<PathBuf>,
+}
+
 /// The parsed configuration of a Redis store.
 ///
 /// `redis://[user:pass@]host:port[/db][?prefix=ns&sep=:&json=kind1,kind2&version_field=_v]`
-/// (`json=*`: every kind is a JSON string); `string=`, `set=`, `list=`, `zset=`
+/// (`json=*`: every kind is a JSON string); `rediss://` for TLS, with
+/// `tls_ca_file=`, `tls_cert_file=` and `tls_key_file=` (see [`TlsFiles`]); `string=`, `set=`, `list=`, `zset=`
 /// declare kinds of the other Redis types; `kinds=a:b,c:d` declares kinds whose
 /// names hold the separator (prefix hierarchies; any kind named in a layout
 /// option is declared too); `cluster=1` for a Redis Cluster; `id_tag=1` writes
@@ -104,6 +120,8 @@ pub struct RedisConfig {
     /// The keys of one id under every kind name then lie in one cluster slot,
     /// so a lazy kind rename can move an entity in one script on a cluster.
     pub id_tag: bool,
+    /// TLS (`rediss://`), with its files; `None` for `redis://`.
+    pub tls: Option<TlsFiles>,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -119,6 +137,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("version_field", &self.version_field)
             .field("cluster", &self.cluster)
             .field("id_tag", &self.id_tag)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -134,12 +153,15 @@ impl RedisConfig {
         let invalid = |message: String| {
             Error::new(ErrorKind::ConfigInvalid, message).with_context("url", redacted.clone())
         };
-        match url::scheme(store_url).as_deref() {
-            Some("redis") => {}
+        let tls = match url::scheme(store_url).as_deref() {
+            Some("redis") => false,
+            Some("rediss") => true,
             _ => {
-                return Err(invalid("a Redis store URL starts with redis://".to_owned()));
+                return Err(invalid(
+                    "a Redis store URL starts with redis:// (or rediss:// for TLS)".to_owned(),
+                ));
             }
-        }
+        };
         let (connection, query) = match store_url.split_once('?') {
             Some((c, q)) => (c.to_owned(), q),
             None => (store_url.to_owned(), ""),
@@ -155,7 +177,9 @@ impl RedisConfig {
             version_field: tern_core::model::DEFAULT_VERSION_PROPERTY.to_owned(),
             cluster: false,
             id_tag: false,
+            tls: tls.then(TlsFiles::default),
         };
+        let mut tls_files = TlsFiles::default();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             match name {
@@ -213,12 +237,38 @@ impl RedisConfig {
                         config.id_tag = on;
                     }
                 }
+                "tls_ca_file" | "tls_cert_file" | "tls_key_file" => {
+                    if value.is_empty() {
+                        return Err(invalid(format!("{name}= names no file")));
+                    }
+                    let path = Some(PathBuf::from(percent_decode(value)));
+                    match name {
+                        "tls_ca_file" => tls_files.ca_file = path,
+                        "tls_cert_file" => tls_files.cert_file = path,
+                        _ => tls_files.key_file = path,
+                    }
+                }
                 other => {
                     return Err(invalid(format!(
-                        "unknown option {other:?}; known: prefix, sep, json, string, set, list, zset, kinds, version_field, cluster, id_tag"
+                        "unknown option {other:?}; known: prefix, sep, json, string, set, list, zset, kinds, version_field, cluster, id_tag, tls_ca_file, tls_cert_file, tls_key_file"
                     )));
                 }
             }
+        }
+        if tls_files != TlsFiles::default() {
+            if !tls {
+                return Err(invalid(
+                    "the TLS options (tls_ca_file, tls_cert_file, tls_key_file) need a rediss:// URL"
+                        .to_owned(),
+                ));
+            }
+            if tls_files.cert_file.is_some() != tls_files.key_file.is_some() {
+                return Err(invalid(
+                    "a client certificate needs its key: give tls_cert_file and tls_key_file together"
+                        .to_owned(),
+                ));
+            }
+            config.tls = Some(tls_files);
         }
         if config.separator.is_empty() {
             return Err(invalid("the separator (sep=) must not be empty".to_owned()));
@@ -237,6 +287,31 @@ impl RedisConfig {
             None => KindLayout::Hash,
         }
     }
+}
+
+/// `%XX` sequences decoded (a file path in an option); anything malformed is
+/// kept as written.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -264,6 +339,36 @@ mod tests {
         assert!(RedisConfig::from_url("mongodb://h").is_err());
         let both = RedisConfig::from_url("redis://127.0.0.1/?set=a&list=a").unwrap_err();
         assert!(both.to_string().contains("set= and list="), "{both}");
+    }
+
+    #[test]
+    fn rediss_takes_tls_files() {
+        let c = RedisConfig::from_url(
+            "rediss://app:pw@h:6380/0?prefix=x&tls_ca_file=%2Fetc%2Fca%20file.pem&tls_cert_file=c.pem&tls_key_file=k.pem",
+        )
+        .unwrap();
+        assert_eq!(c.connection, "rediss://app:pw@h:6380/0");
+        let tls = c.tls.clone().unwrap();
+        assert_eq!(tls.ca_file, Some(PathBuf::from("/etc/ca file.pem")));
+        assert_eq!(tls.cert_file, Some(PathBuf::from("c.pem")));
+        assert_eq!(tls.key_file, Some(PathBuf::from("k.pem")));
+        assert!(!format!("{c:?}").contains("pw"));
+        assert_eq!(
+            RedisConfig::from_url("rediss://h").unwrap().tls,
+            Some(TlsFiles::default())
+        );
+        assert_eq!(RedisConfig::from_url("redis://h").unwrap().tls, None);
+        for (bad, says) in [
+            ("redis://:pw@h/?tls_ca_file=ca.pem", "need a rediss:// URL"),
+            ("rediss://:pw@h/?tls_cert_file=c.pem", "together"),
+            ("rediss://:pw@h/?tls_key_file=k.pem", "together"),
+            ("rediss://:pw@h/?tls_ca_file=", "names no file"),
+        ] {
+            let e = RedisConfig::from_url(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ConfigInvalid);
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+            assert!(!e.to_string().contains("pw"), "{e}");
+        }
     }
 
     #[test]

@@ -96,6 +96,26 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
+/// What to check after a failed connection, where the driver's error hints at
+/// TLS: a certificate the client refused, or a plain connection the server
+/// dropped (its port may expect TLS).
+fn connect_hint(config: &RedisConfig, e: &redis::RedisError) -> &'static str {
+    let text = e.to_string();
+    if text.contains("certificate") || text.contains("Certificate") {
+        if config.tls.as_ref().is_some_and(|t| t.ca_file.is_some()) {
+            " (the server's certificate was refused: check that tls_ca_file is the CA that \
+             signed it, that it is not expired, and that it names this host)"
+        } else {
+            " (the server's certificate was refused: give its CA with tls_ca_file, and check \
+             that it is not expired and names this host)"
+        }
+    } else if config.tls.is_none() && e.is_io_error() && !e.is_connection_refusal() {
+        " (the connection was dropped: if the server's port expects TLS, use rediss://)"
+    } else {
+        ""
+    }
+}
+
 impl RedisStore {
     /// Connects to the server named by `config` and checks that it answers.
     ///
@@ -104,35 +124,47 @@ impl RedisStore {
     /// [`ErrorKind::Unavailable`] (temporary) when the server does not answer.
     /// Messages name the URL without its password.
     pub async fn connect(config: RedisConfig) -> Result<RedisStore> {
-        let client = redis::Client::open(config.connection.as_str()).map_err(|e| {
+        let certificates = crate::tls::certificates(&config)?;
+        let invalid_url = |e: redis::RedisError| {
             Error::new(ErrorKind::ConfigInvalid, "the Redis URL is not valid")
                 .with_context("url", config.redacted.clone())
                 .with_driver_error(url::scrub(&e.to_string(), &config.connection))
-        })?;
+        };
+        let client = match &certificates {
+            Some(certs) => redis::Client::build_with_tls(config.connection.as_str(), certs.clone()),
+            None => redis::Client::open(config.connection.as_str()),
+        }
+        .map_err(invalid_url)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(5)))
             .set_number_of_retries(2);
         let unavailable = |e: redis::RedisError| {
             Error::new(
                 ErrorKind::Unavailable,
-                format!("cannot connect to Redis at {}", config.redacted),
+                format!(
+                    "cannot connect to Redis at {}{}",
+                    config.redacted,
+                    connect_hint(&config, &e)
+                ),
             )
             .with_driver_error(url::scrub(&e.to_string(), &config.connection))
             .set_temporary()
         };
         let mut conn = if config.cluster {
-            let cluster =
+            let mut builder =
                 redis::cluster::ClusterClientBuilder::new(vec![config.connection.as_str()])
-                    .connection_timeout(Duration::from_secs(5))
-                    .build()
-                    .map_err(|e| {
-                        Error::new(
-                            ErrorKind::ConfigInvalid,
-                            "the Redis cluster URL is not valid",
-                        )
-                        .with_context("url", config.redacted.clone())
-                        .with_driver_error(url::scrub(&e.to_string(), &config.connection))
-                    })?;
+                    .connection_timeout(Duration::from_secs(5));
+            if let Some(certs) = &certificates {
+                builder = builder.certs(certs.clone());
+            }
+            let cluster = builder.build().map_err(|e| {
+                Error::new(
+                    ErrorKind::ConfigInvalid,
+                    "the Redis cluster URL is not valid",
+                )
+                .with_context("url", config.redacted.clone())
+                .with_driver_error(url::scrub(&e.to_string(), &config.connection))
+            })?;
             Conn::Cluster(cluster.get_async_connection().await.map_err(unavailable)?)
         } else {
             Conn::Single(

@@ -24,6 +24,7 @@ mod moving;
 mod pushdown;
 mod rename;
 mod scanpos;
+mod tls;
 mod typed_json;
 pub mod wire;
 
@@ -32,8 +33,9 @@ use std::sync::Arc;
 use tern_core::store::{Error, Store};
 
 pub use crate::core::{MAX_KEYS_PER_SCRIPT, RedisStore};
-pub use config::{KindLayout, REDIS_SCHEME, RedisConfig};
+pub use config::{KindLayout, REDIS_SCHEME, RedisConfig, TlsFiles};
 pub use lazy_ops::RedisLazy;
+pub use tls::install_crypto_provider;
 
 /// Opens the store named by `url` (see [`RedisConfig::from_url`]) and checks that the
 /// server answers ([`RedisStore::connect`]).

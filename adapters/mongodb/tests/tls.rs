@@ -1,0 +1,279 @@
+//! MongoDB over TLS with SCRAM credentials, against a SecantusDB of the
+//! test's own (127.0.0.1:27101) started with `--tls-cert-file`,
+//! `--tls-ca-file`, `--tls-require-client-cert` and `--auth`, with a CA and
+//! certificates the test makes (rcgen): a migration as an authenticated user
+//! over TLS with a client certificate (`tls=true`, `tlsCAFile`,
+//! `tlsCertificateKeyFile`), and the refusals (a plain connection, a wrong
+//! CA, no client certificate, a wrong password), each naming the URL and
+//! never the password.
+//!
+//! SecantusDB's `secantusd-py` is found at `$TERN_SECANTUSD`, else in the
+//! venv of `scripts/servers.sh` (`$TERN_STATE_DIR/venv`, default
+//! `.tern-servers/venv`), else on the PATH; without it the test prints why
+//! and is skipped. What SecantusDB does not offer (x.509 authentication,
+//! `MONGODB-X509`) is not tested: see the adapter's docs.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::{IpAddr, Ipv4Addr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mongodb::bson::doc;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
+use tern_core::migrate::{Migration, MigrationSet, Migrator};
+use tern_core::model::{Entity, Key, Map, Value};
+use tern_core::store::{Store, StoreExt};
+use tern_mongodb::{MongoConfig, MongoStore};
+
+const PORT: u16 = 27101;
+const USER: &str = "tern_tls";
+const PASSWORD: &str = "mongo-Secret-4e1";
+
+/// `secantusd-py`, or why it cannot be found.
+fn secantusd() -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os("TERN_SECANTUSD") {
+        return Ok(PathBuf::from(path));
+    }
+    let state = std::env::var_os("TERN_STATE_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tern-servers"),
+        PathBuf::from,
+    );
+    let venv = state.join("venv/bin/secantusd-py");
+    if venv.exists() {
+        return Ok(venv);
+    }
+    let on_path = Command::new("secantusd-py")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if on_path {
+        return Ok(PathBuf::from("secantusd-py"));
+    }
+    Err(format!(
+        "secantusd-py is neither at $TERN_SECANTUSD, nor in {}, nor on the PATH \
+         (scripts/servers.sh install mongodb)",
+        venv.display()
+    ))
+}
+
+/// A SecantusDB server, stopped on drop.
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts SecantusDB over TLS on [`PORT`] with the storage `dir/data`;
+/// `auth` adds `--auth` and `--tls-require-client-cert`.
+fn start(bin: &Path, dir: &Path, auth: bool) -> Server {
+    let mut cmd = Command::new(bin);
+    cmd.args(["--host", "127.0.0.1", "--port", &PORT.to_string()])
+        .arg("--storage-path")
+        .arg(dir.join("data"))
+        .arg("--tls-cert-file")
+        .arg(dir.join("server.pem"))
+        .arg("--tls-key-file")
+        .arg(dir.join("server.key"))
+        .arg("--tls-ca-file")
+        .arg(dir.join("ca.pem"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if auth {
+        cmd.args(["--auth", "--tls-require-client-cert"]);
+    }
+    let mut server = Server {
+        child: cmd.spawn().unwrap(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", PORT)).is_err() {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!("secantusd-py on port {PORT} exited ({status}): is the port taken?");
+        }
+        assert!(Instant::now() < deadline, "secantusd-py did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server
+}
+
+/// Writes a CA (`ca.pem`), another (`other-ca.pem`), the server's certificate
+/// for 127.0.0.1 (`server.pem`/`.key`) and the client's certificate with its
+/// key in one file (`client.pem`, as `tlsCertificateKeyFile` wants) to `dir`.
+fn make_pki(dir: &Path) {
+    let ca_params = |name: &str| {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(DnType::CommonName, name);
+        p
+    };
+    let ca = CertifiedIssuer::self_signed(ca_params("tern test CA"), KeyPair::generate().unwrap())
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    let other = CertifiedIssuer::self_signed(ca_params("another CA"), KeyPair::generate().unwrap())
+        .unwrap();
+    std::fs::write(dir.join("other-ca.pem"), other.pem()).unwrap();
+    let mut server = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    server
+        .subject_alt_names
+        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    let key = KeyPair::generate().unwrap();
+    let cert = server.signed_by(&key, &ca).unwrap();
+    std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
+    client.distinguished_name.push(DnType::CommonName, "client");
+    let key = KeyPair::generate().unwrap();
+    let cert = client.signed_by(&key, &ca).unwrap();
+    std::fs::write(
+        dir.join("client.pem"),
+        format!("{}{}", cert.pem(), key.serialize_pem()),
+    )
+    .unwrap();
+}
+
+/// The URL of the test server, with `credentials` (`user:pass@` or empty)
+/// and `options` after the database's.
+fn url(credentials: &str, options: &str) -> String {
+    format!(
+        "mongodb://{credentials}127.0.0.1:{PORT}/tern_tls?authSource=admin&serverSelectionTimeoutMS=4000{options}"
+    )
+}
+
+/// The TLS options trusting `ca` in `dir`, with the client certificate or not.
+fn tls(dir: &Path, ca: &str, client: bool) -> String {
+    let mut options = format!("&tls=true&tlsCAFile={}", dir.join(ca).display());
+    if client {
+        options.push_str(&format!(
+            "&tlsCertificateKeyFile={}",
+            dir.join("client.pem").display()
+        ));
+    }
+    options
+}
+
+/// The error of opening the store at `url`, with its causes.
+async fn open_error(url: &str) -> String {
+    let config = MongoConfig::from_url(url).unwrap();
+    let err = match tokio::time::timeout(Duration::from_secs(60), MongoStore::connect(config))
+        .await
+        .expect("the connection attempt hangs")
+    {
+        Ok(_) => panic!("{url}: connected"),
+        Err(e) => e,
+    };
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+fn key(id: &str) -> Key {
+    Key {
+        kind: "post".to_owned(),
+        id: Value::from(id),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_over_tls_as_a_scram_user_and_the_refusals() {
+    let bin = match secantusd() {
+        Ok(bin) => bin,
+        Err(reason) => {
+            eprintln!("skipped: MongoDB over TLS: {reason}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    make_pki(dir);
+
+    // SecantusDB's way to a first user: create it without --auth, restart with it.
+    {
+        let _server = start(&bin, dir, false);
+        let options = mongodb::options::ClientOptions::parse(url("", &tls(dir, "ca.pem", false)))
+            .await
+            .unwrap();
+        let client = mongodb::Client::with_options(options).unwrap();
+        client
+            .database("admin")
+            .run_command(doc! {"createUser": USER, "pwd": PASSWORD, "roles": ["root"]})
+            .await
+            .unwrap();
+    }
+    let _server = start(&bin, dir, true);
+    let good = url(&format!("{USER}:{PASSWORD}@"), &tls(dir, "ca.pem", true));
+    let store = Arc::new(
+        MongoStore::connect(MongoConfig::from_url(&good).unwrap())
+            .await
+            .unwrap(),
+    );
+    for id in ["1", "2"] {
+        let mut value = Map::new();
+        value.insert("title".into(), Value::from(format!("post {id}")));
+        store.put(Entity::new(key(id), value)).await.unwrap();
+    }
+    let mut set = MigrationSet::new();
+    set.add(Migration::from_script(1, "likes", "0001_likes.tern", "add post.likes = 0\n").unwrap())
+        .unwrap();
+    Migrator::new(store.clone(), set).up(None).await.unwrap();
+    let post = store.get(&key("2")).await.unwrap().unwrap();
+    assert_eq!(post.value.get("likes"), Some(&Value::from(0)), "{post:?}");
+
+    let check = |err: &str, says: &[&str]| {
+        assert!(
+            err.contains(&format!("127.0.0.1:{PORT}")),
+            "no URL in: {err}"
+        );
+        assert!(!err.contains(PASSWORD), "the password in: {err}");
+        for s in says {
+            assert!(err.contains(s), "no {s:?} in: {err}");
+        }
+    };
+    // A plain connection to the TLS server.
+    let err = open_error(&url(&format!("{USER}:{PASSWORD}@"), "")).await;
+    check(&err, &["mongodb: connecting failed"]);
+    // A CA that did not sign the server's certificate.
+    let err = open_error(&url(
+        &format!("{USER}:{PASSWORD}@"),
+        &tls(dir, "other-ca.pem", true),
+    ))
+    .await;
+    check(&err, &["certificate"]);
+    // No client certificate where the server requires one.
+    let err = open_error(&url(
+        &format!("{USER}:{PASSWORD}@"),
+        &tls(dir, "ca.pem", false),
+    ))
+    .await;
+    check(&err, &["mongodb: connecting failed"]);
+    // A wrong password.
+    let err = open_error(&url(
+        &format!("{USER}:not-it-55@"),
+        &tls(dir, "ca.pem", true),
+    ))
+    .await;
+    assert!(!err.contains("not-it-55"), "{err}");
+    check(&err, &["uthentication"]);
+}

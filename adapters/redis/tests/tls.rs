@@ -1,0 +1,314 @@
+//! `rediss://` against redis-servers of the test's own, with a CA and
+//! certificates the test makes (rcgen): a migration and lazy-client commands
+//! over TLS as an ACL user with a client certificate, and the refusals (a
+//! plain connection to the TLS port, a wrong CA, an expired certificate, one
+//! for another host), each naming the URL and never the password.
+//!
+//! Needs `redis-server` built with TLS (Debian's is) on the PATH; without it
+//! the tests print why and are skipped. Servers listen on 127.0.0.1:6401-6405
+//! and are stopped when the tests end.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::{IpAddr, Ipv4Addr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
+use tern_core::lazy::LazyClient;
+use tern_core::migrate::{Migration, MigrationSet, Migrator};
+use tern_core::model::{Entity, Key, Map, Value};
+use tern_core::store::{Store, StoreExt};
+use tern_redis::{RedisConfig, RedisLazy, RedisStore};
+
+const USER: &str = "tern_tls";
+const PASSWORD: &str = "tls-Secret-9f3";
+
+/// The CA, server and client certificates of one test, in a folder.
+struct Pki {
+    dir: tempfile::TempDir,
+}
+
+impl Pki {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+/// A CA (`ca.pem`), another CA that signed nothing here (`other-ca.pem`), a
+/// server certificate for 127.0.0.1 (`server.pem`/`.key`), an expired one
+/// (`expired.pem`/`.key`), one for another host (`elsewhere.pem`/`.key`) and a
+/// client certificate (`client.pem`/`.key`), all signed by the CA.
+fn make_pki() -> Pki {
+    let pki = Pki {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let ca_params = |name: &str| {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(DnType::CommonName, name);
+        p
+    };
+    let ca = CertifiedIssuer::self_signed(ca_params("tern test CA"), KeyPair::generate().unwrap())
+        .unwrap();
+    pki.write("ca.pem", &ca.pem());
+    let other = CertifiedIssuer::self_signed(ca_params("another CA"), KeyPair::generate().unwrap())
+        .unwrap();
+    pki.write("other-ca.pem", &other.pem());
+    let leaf = |name: &str, hosts: &[&str], ip: bool, expired: bool| {
+        let mut p =
+            CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>())
+                .unwrap();
+        p.distinguished_name.push(DnType::CommonName, name);
+        if ip {
+            p.subject_alt_names
+                .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        }
+        if expired {
+            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &ca).unwrap();
+        pki.write(&format!("{name}.pem"), &cert.pem());
+        pki.write(&format!("{name}.key"), &key.serialize_pem());
+    };
+    leaf("server", &["localhost"], true, false);
+    leaf("expired", &["localhost"], true, true);
+    leaf("elsewhere", &["elsewhere.example"], false, false);
+    leaf("client", &[], false, false);
+    pki
+}
+
+/// A redis-server with only a TLS port, killed on drop.
+struct Server {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Why redis-server with TLS cannot run here, if it cannot.
+fn unavailable() -> Option<String> {
+    match Command::new("redis-server").arg("--version").output() {
+        Ok(out) if out.status.success() => None,
+        _ => Some("redis-server is not on the PATH".to_owned()),
+    }
+}
+
+/// Starts redis-server on the TLS port `port` with the server certificate
+/// `cert` (`cert.pem`/`cert.key` of `pki`), client certificates of the CA
+/// required, and only the ACL user [`USER`].
+fn start_tls_server(pki: &Pki, port: u16, cert: &str) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("users.acl");
+    std::fs::write(
+        &acl,
+        format!("user default off\nuser {USER} on >{PASSWORD} ~* &* +@all\n"),
+    )
+    .unwrap();
+    let child = Command::new("redis-server")
+        .args(["--port", "0", "--tls-port", &port.to_string()])
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--tls-cert-file")
+        .arg(pki.path(&format!("{cert}.pem")))
+        .arg("--tls-key-file")
+        .arg(pki.path(&format!("{cert}.key")))
+        .arg("--tls-ca-cert-file")
+        .arg(pki.path("ca.pem"))
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--aclfile")
+        .arg(&acl)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Server { child, _dir: dir };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!(
+                "redis-server with TLS on port {port} exited ({status}): is the port taken, \
+                 or is it built without TLS?"
+            );
+        }
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+/// `path` as a URL option's value.
+fn encoded(path: &Path) -> String {
+    path.display()
+        .to_string()
+        .replace('%', "%25")
+        .replace(' ', "%20")
+}
+
+/// The `rediss://` URL of the server on `port` as [`USER`], trusting
+/// `ca` and presenting the client certificate.
+fn tls_url(pki: &Pki, port: u16, ca: &str, prefix: &str) -> String {
+    format!(
+        "rediss://{USER}:{PASSWORD}@127.0.0.1:{port}/?prefix={prefix}&tls_ca_file={}&tls_cert_file={}&tls_key_file={}",
+        encoded(&pki.path(ca)),
+        encoded(&pki.path("client.pem")),
+        encoded(&pki.path("client.key")),
+    )
+}
+
+/// The error of connecting to `url`, with its causes, as a user sees it.
+async fn connect_error(url: &str) -> String {
+    let config = RedisConfig::from_url(url).unwrap();
+    let err = match tokio::time::timeout(Duration::from_secs(30), RedisStore::connect(config))
+        .await
+        .expect("the connection attempt hangs")
+    {
+        Ok(_) => panic!("{url}: connected"),
+        Err(e) => e,
+    };
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+fn key(kind: &str, id: &str) -> Key {
+    Key {
+        kind: kind.to_owned(),
+        id: Value::from(id),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_and_lazy_commands_over_tls_as_an_acl_user() {
+    if let Some(reason) = unavailable() {
+        eprintln!("skipped: Redis over TLS: {reason}");
+        return;
+    }
+    let pki = make_pki();
+    let _server = start_tls_server(&pki, 6401, "server");
+    let url = tls_url(&pki, 6401, "ca.pem", "tern_tls");
+    let store = Arc::new(
+        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
+            .await
+            .unwrap(),
+    );
+    for id in ["1", "2", "3"] {
+        let mut value = Map::new();
+        value.insert("title".into(), Value::from(format!("post {id}")));
+        store
+            .put(Entity::new(key("post", id), value))
+            .await
+            .unwrap();
+    }
+    let mut set = MigrationSet::new();
+    set.add(Migration::from_script(1, "likes", "0001_likes.tern", "add post.likes = 0\n").unwrap())
+        .unwrap();
+    let lazy = Migration::from_script(2, "stars", "0002_stars.tern", "lazy\nadd post.stars = 5\n")
+        .unwrap();
+    set.add(lazy.clone()).unwrap();
+    Migrator::new(store.clone(), set).up(None).await.unwrap();
+    let post = store.get(&key("post", "2")).await.unwrap().unwrap();
+    assert_eq!(post.value.get("likes"), Some(&Value::from(0)), "{post:?}");
+
+    // The lazy client, and a Redis command through it, over the same TLS store.
+    let client = LazyClient::builder(store.clone())
+        .declare("post", 2)
+        .code(lazy)
+        .connect()
+        .await
+        .unwrap();
+    let lazy_ops = RedisLazy::new(Arc::clone(&store), client);
+    assert_eq!(
+        lazy_ops
+            .hincr_by(&key("post", "3"), "stars", 1)
+            .await
+            .unwrap(),
+        6
+    );
+    let post = lazy_ops
+        .client()
+        .get(&key("post", "1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(post.value.get("stars"), Some(&Value::from(5)), "{post:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_connections_name_the_url_never_the_password() {
+    if let Some(reason) = unavailable() {
+        eprintln!("skipped: Redis over TLS refusals: {reason}");
+        return;
+    }
+    let pki = make_pki();
+    let _good = start_tls_server(&pki, 6402, "server");
+    let _expired = start_tls_server(&pki, 6403, "expired");
+    let _elsewhere = start_tls_server(&pki, 6404, "elsewhere");
+    let check = |err: &str, port: u16, says: &[&str]| {
+        assert!(
+            err.contains(&format!("127.0.0.1:{port}")),
+            "no URL in: {err}"
+        );
+        assert!(!err.contains(PASSWORD), "the password in: {err}");
+        for s in says {
+            assert!(err.contains(s), "no {s:?} in: {err}");
+        }
+    };
+
+    // A plain connection to the TLS port.
+    let plain = format!("redis://{USER}:{PASSWORD}@127.0.0.1:6402/?prefix=tern_tls");
+    let err = connect_error(&plain).await;
+    check(
+        &err,
+        6402,
+        &["cannot connect to Redis at redis://", "rediss://"],
+    );
+
+    // A CA that did not sign the server's certificate.
+    let err = connect_error(&tls_url(&pki, 6402, "other-ca.pem", "tern_tls")).await;
+    check(&err, 6402, &["certificate", "tls_ca_file"]);
+
+    // The system's roots only: the test CA is not among them.
+    let no_ca = format!("rediss://{USER}:{PASSWORD}@127.0.0.1:6402/?prefix=tern_tls");
+    let err = connect_error(&no_ca).await;
+    check(&err, 6402, &["certificate", "give its CA with tls_ca_file"]);
+
+    // An expired certificate, and one for another host.
+    let err = connect_error(&tls_url(&pki, 6403, "ca.pem", "tern_tls")).await;
+    check(&err, 6403, &["certificate", "xpired"]);
+    let err = connect_error(&tls_url(&pki, 6404, "ca.pem", "tern_tls")).await;
+    check(&err, 6404, &["certificate", "not valid for name"]);
+
+    // A wrong password over a good TLS connection.
+    let wrong = tls_url(&pki, 6402, "ca.pem", "tern_tls").replace(PASSWORD, "not-it-77");
+    let err = connect_error(&wrong).await;
+    assert!(!err.contains("not-it-77"), "{err}");
+    assert!(err.contains("127.0.0.1:6402"), "{err}");
+
+    // A CA file that does not exist: the file named, before any connection.
+    let missing = tls_url(&pki, 6402, "missing-ca.pem", "tern_tls");
+    let err = connect_error(&missing).await;
+    check(
+        &err,
+        6402,
+        &["cannot read the TLS CA file", "missing-ca.pem"],
+    );
+}
