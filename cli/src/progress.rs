@@ -250,3 +250,89 @@ impl Progress for CliProgress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use indicatif::TermLike;
+
+    use super::*;
+
+    /// A terminal that records what is drawn on it, one entry per operation.
+    #[derive(Debug, Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<String>>>);
+
+    impl Recorder {
+        fn push(&self, op: String) {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push(op);
+        }
+        fn ops(&self) -> Vec<String> {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        }
+    }
+
+    impl TermLike for Recorder {
+        fn width(&self) -> u16 {
+            80
+        }
+        fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+            self.push(format!("up {n}"));
+            Ok(())
+        }
+        fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+            self.push(format!("down {n}"));
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.push(format!("line {s}"));
+            Ok(())
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.push(format!("str {s}"));
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            self.push("clear".to_owned());
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_log_line_clears_the_bar_and_the_bar_is_drawn_again_below_it() {
+        let term = Recorder::default();
+        let bar = ProgressBar::with_draw_target(
+            Some(100),
+            ProgressDrawTarget::term_like(Box::new(term.clone())),
+        );
+        bar.set_style(ProgressStyle::with_template("BAR {pos}/{len}").unwrap());
+        bar.set_position(40);
+        bar.tick();
+        show(Some(&bar));
+        suspend_bar(|| term.push("LOG".to_owned()));
+        show(None);
+        let ops = term.ops();
+        let log = ops.iter().position(|o| o == "LOG").unwrap();
+        let drawn_before = ops[..log].iter().rposition(|o| o.contains("BAR 40/100"));
+        let cleared = ops[..log].iter().rposition(|o| o == "clear");
+        assert!(
+            drawn_before.is_some() && cleared > drawn_before,
+            "the bar was not cleared before the log line: {ops:?}"
+        );
+        assert!(
+            ops[log..].iter().any(|o| o.contains("BAR 40/100")),
+            "the bar was not drawn again after the log line: {ops:?}"
+        );
+        // Without a bar shown, the line is simply written.
+        assert_eq!(suspend_bar(|| 7), 7);
+    }
+}
