@@ -1,6 +1,6 @@
 //! The cassandra fixture: a fresh keyspace per store on the server named by
 //! `TERN_IT_CASSANDRA_URL` (`cassandra://127.0.0.1:9042/ignored`; the keyspace part is
-//! replaced). `scripts/servers.sh start cassandra` starts tern-cql-server there.
+//! replaced). `scripts/servers.sh start cassandra` starts a real Apache Cassandra node there.
 
 use std::sync::Arc;
 
@@ -55,26 +55,6 @@ impl CassBackend {
             .build()
             .await
             .map_err(|e| format!("cannot open a CQL session on {}: {e}", self.base))
-    }
-
-    /// Why the server cannot run `feature` (`alter`, `drop`, `token`, `lwt_clustering`), when
-    /// it is the test server (tern-cql-server lists what it lacks in
-    /// `tern_cql_server.unsupported`); `None` for a real Cassandra or ScyllaDB.
-    pub async fn unsupported(&self, feature: &str) -> Option<String> {
-        let session = self.session().await.ok()?;
-        let rows = session
-            .query_unpaged(
-                "SELECT feature, reason FROM tern_cql_server.unsupported",
-                &[],
-            )
-            .await
-            .ok()?
-            .into_rows_result()
-            .ok()?;
-        let rows = rows.rows::<(String, String)>().ok()?;
-        rows.filter_map(Result::ok)
-            .find(|(f, _)| f == feature)
-            .map(|(_, reason)| reason)
     }
 
     /// A fresh keyspace holding `tables` (each `name (columns...)`, created as an application
