@@ -12,6 +12,8 @@ use crate::common::{env, unique_name};
 
 /// The variable naming the server.
 pub const URL_VAR: &str = "TERN_IT_CASSANDRA_URL";
+/// The variable naming the three-node cluster (`scripts/servers.sh start cassandra-cluster`).
+pub const CLUSTER_URL_VAR: &str = "TERN_IT_CASSANDRA_CLUSTER_URL";
 /// The variable naming a container image (not started by this harness: no image can be pulled
 /// on the build machines; start the server yourself and set [`URL_VAR`]).
 pub const IMAGE_VAR: &str = "TERN_IT_CASSANDRA_IMAGE";
@@ -138,16 +140,35 @@ pub async fn backend() -> Result<CassBackend, String> {
             )
         });
     };
+    from_url(&url, URL_VAR)
+}
+
+/// The three-node cluster of `TERN_IT_CASSANDRA_CLUSTER_URL` (its options, e.g.
+/// `replication_factor=3&consistency=quorum`, kept for every fresh keyspace), or why not.
+///
+/// # Errors
+/// The reason the cluster tests are skipped.
+pub fn cluster_backend() -> Result<CassBackend, String> {
+    let Some(url) = env(CLUSTER_URL_VAR) else {
+        return Err(format!(
+            "{CLUSTER_URL_VAR} is not set (scripts/servers.sh start cassandra-cluster; \
+             eval \"$(scripts/servers.sh env)\")"
+        ));
+    };
+    from_url(&url, CLUSTER_URL_VAR)
+}
+
+fn from_url(url: &str, var: &str) -> Result<CassBackend, String> {
     let (rest, query) = match url.split_once('?') {
         Some((rest, query)) => (rest.to_owned(), format!("?{query}")),
-        None => (url.clone(), String::new()),
+        None => (url.to_owned(), String::new()),
     };
     let base = match rest.split_once("://") {
         Some((scheme, after)) => {
             let authority = after.split('/').next().unwrap_or(after);
             format!("{scheme}://{authority}")
         }
-        None => return Err(format!("{URL_VAR} is not a cassandra:// URL")),
+        None => return Err(format!("{var} is not a cassandra:// URL")),
     };
     Ok(CassBackend {
         base,

@@ -19,6 +19,7 @@ use tern_testkit::pages::{scan_pages, scan_pages_from};
 
 tern_testkit::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());
 
+mod app_rows;
 mod renames;
 
 /// Every tern value type, nested maps, `$`-keyed maps, a NaN payload and composite ids
