@@ -261,7 +261,7 @@ async fn cassandra_rows_another_program_wrote_migrate_on_the_client_path() {
             let got = client
                 .get(&key)
                 .await
-                .unwrap_or_else(|e| panic!("{key}: {e:#}"))
+                .unwrap_or_else(|e| panic!("{key}: {e:?}"))
                 .expect("the row");
             let want = row.expected();
             assert_eq!((got.version, &got.value), (1, &want), "{key}");
