@@ -9,8 +9,8 @@
 //! cassandra-cluster`, in the environment of the test (the same `TERN_STATE_DIR` and ports).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tern_core::lazy::LazyClient;

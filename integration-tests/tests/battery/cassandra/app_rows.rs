@@ -223,7 +223,10 @@ async fn cassandra_rows_another_program_wrote_migrate_on_the_client_path() {
     let Some(backend) = backend_with(test).await else {
         return;
     };
-    let (ks, url) = backend.native_keyspace(&[APP], "native=app").await.unwrap();
+    let (ks, url) = backend
+        .native_keyspace(&[APP], "native=app&timeout_ms=30000")
+        .await
+        .unwrap();
     let session = backend.session().await.unwrap();
     // `j` holds JSON text: registered as tern registers the JSON columns it adds.
     let store = tern_cassandra::open(&url).await.unwrap();
