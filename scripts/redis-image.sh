@@ -11,7 +11,7 @@
 #                 local/tern-redis:7 from integration-tests/fixtures/redis/Dockerfile
 #                 (docker build --network host)
 #   check         (dockerd, then) run local/tern-redis:7 with host networking on 127.0.0.1:$TERN_REDIS_CHECK_PORT
-#                 (6390), ping it, stop it
+#                 (6389), ping it, stop it
 #   all           build, then check
 #   stop-dockerd  stop the dockerd this script started (if any)
 #
@@ -24,7 +24,7 @@
 #
 # Environment: TERN_STATE_DIR (default: <repo>/.tern-servers), TERN_DEBIAN_SUITE (this machine's
 # VERSION_CODENAME), TERN_DEBIAN_MIRROR (overrides the apt configuration), TERN_REDIS_CHECK_PORT
-# (6390), TERN_SERVER_TIMEOUT (60 s).
+# (6389), TERN_SERVER_TIMEOUT (60 s).
 set -euo pipefail
 
 REPO=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,7 +34,7 @@ source "$REPO/scripts/lib/common.sh"
 
 STATE=${TERN_STATE_DIR:-$REPO/.tern-servers}
 TIMEOUT=${TERN_SERVER_TIMEOUT:-60}
-CHECK_PORT=${TERN_REDIS_CHECK_PORT:-6390}
+CHECK_PORT=${TERN_REDIS_CHECK_PORT:-6389}
 # shellcheck source=/dev/null
 SUITE=${TERN_DEBIAN_SUITE:-$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")}
 BASE_IMAGE=local/debian:$SUITE

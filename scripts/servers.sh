@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs, starts, stops and reports tern's integration-test servers, on 127.0.0.1 only.
 #
-#   scripts/servers.sh install|start|stop|restart|status|env [redis|cluster|mongodb|cassandra|all]...
+#   scripts/servers.sh install|start|stop|restart|status|env [redis|cluster|mongodb|cassandra|cassandra-cluster|all]...
+#   scripts/servers.sh kill-node N      SIGKILL node N (1-3) of cassandra-cluster (`start` restarts it)
 #
 #   redis      the real redis-server (Debian package), daemonized on 127.0.0.1:6379
 #   cluster    a Redis Cluster of 3 masters (same package) on 127.0.0.1:7001-7003
 #   mongodb    SecantusDB (MongoDB wire protocol over WiredTiger, Python build in a venv), :27017
-#   cassandra  tern-cql-server (in-memory CQL v4 stand-in, built from this workspace), :9042
+#   cassandra  Apache Cassandra 5.0 (Maven's org.apache.cassandra:cassandra-all on OpenJDK 17), one
+#              node on 127.0.0.1:9042 (storage 7000, JMX 7199), fresh data at each start
+#   cassandra-cluster  three such nodes on 127.0.0.1-3, port 9142 (storage 7100, JMX 7201-7203),
+#              keyspace tern_it with replication factor 3
 #   valkey     Valkey 8 (bookworm-backports) with tern's module loaded, 127.0.0.1:6390
 #   valkey-cluster  a Valkey 8 cluster of 3 masters with the module, 127.0.0.1:7101-7103
 #              (both: docs/module.md; not part of `all`, named explicitly)
@@ -20,6 +24,10 @@
 # Environment: TERN_STATE_DIR (default: <repo>/.tern-servers), TERN_REDIS_PORT (6379),
 # TERN_REDIS_CLUSTER_PORT (7001: the first of three),
 # TERN_MONGODB_PORT (27017), TERN_CASSANDRA_PORT (9042), TERN_SERVER_TIMEOUT (60 s per start),
+# TERN_CASSANDRA_STORAGE_PORT (7000), TERN_CASSANDRA_JMX_PORT (7199), TERN_CASSANDRA_HEAP (1g),
+# TERN_CASSANDRA_CLUSTER_PORT (9142), TERN_CASSANDRA_CLUSTER_STORAGE_PORT (7100),
+# TERN_CASSANDRA_CLUSTER_JMX_PORT (7201: the first of three), TERN_CASSANDRA_CLUSTER_HEAP (768m),
+# TERN_CASSANDRA_TIMEOUT (300 s per node start), TERN_CASSANDRA_KEEP_DATA (set: keep a node's data),
 # TERN_MONGODB_STORAGE (default: $TERN_STATE_DIR/mongo-data; ':memory:' for a throwaway store),
 # TERN_SECANTUS_SPEC (SecantusDB==0.7.0b3), TERN_PYTHON (python3), CARGO_TARGET_DIR,
 # TERN_VALKEY_PORT (6390), TERN_VALKEY_CLUSTER_PORT (7101: the first of three),
@@ -39,13 +47,10 @@ REDIS_PORT=${TERN_REDIS_PORT:-6379}
 CLUSTER_PORT=${TERN_REDIS_CLUSTER_PORT:-7001}
 CLUSTER_PORTS=("$CLUSTER_PORT" "$((CLUSTER_PORT + 1))" "$((CLUSTER_PORT + 2))")
 MONGODB_PORT=${TERN_MONGODB_PORT:-27017}
-CASSANDRA_PORT=${TERN_CASSANDRA_PORT:-9042}
 TIMEOUT=${TERN_SERVER_TIMEOUT:-60}
 MONGODB_STORAGE=${TERN_MONGODB_STORAGE:-$STATE/mongo-data}
 SECANTUS_SPEC=${TERN_SECANTUS_SPEC:-SecantusDB==0.7.0b3}
 PYTHON=${TERN_PYTHON:-python3}
-TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
-CQL_BIN=$STATE/bin/tern-cql-server
 VENV=$STATE/venv
 
 usage() {
@@ -199,34 +204,10 @@ mongodb_start() {
 
 mongodb_stop() { stop_pidfile mongodb "$STATE/mongodb.pid" secantusd-py; }
 
-# --- cassandra (tern-cql-server) --------------------------------------------------------------
+# --- cassandra, cassandra-cluster (Apache Cassandra) -------------------------------------------
 
-cassandra_install() {
-    # cargo decides what is stale: a no-op build takes well under a second.
-    (cd "$REPO" && cargo build --release --quiet -p tern-cql-server) >&2
-    mkdir -p "$STATE/bin"
-    if ! cmp -s "$TARGET_DIR/release/tern-cql-server" "$CQL_BIN"; then
-        # Copy then rename: replaces the file even while an older copy is running.
-        cp "$TARGET_DIR/release/tern-cql-server" "$CQL_BIN.tmp"
-        mv -f "$CQL_BIN.tmp" "$CQL_BIN"
-        log "cassandra: installed $CQL_BIN"
-    else
-        log "cassandra: $CQL_BIN is up to date"
-    fi
-}
-
-cassandra_start() {
-    if probe cql "$CASSANDRA_PORT" 2>/dev/null; then
-        log "cassandra: already answering on 127.0.0.1:$CASSANDRA_PORT"
-        return 0
-    fi
-    start_background cassandra "$STATE/cassandra.pid" "$STATE/cassandra.log" \
-        "$CQL_BIN" --host 127.0.0.1 --port "$CASSANDRA_PORT"
-    wait_ready cassandra "$STATE/cassandra.log" "$STATE/cassandra.pid" tern-cql-server \
-        "$TIMEOUT" probe cql "$CASSANDRA_PORT"
-}
-
-cassandra_stop() { stop_pidfile cassandra "$STATE/cassandra.pid" tern-cql-server; }
+# shellcheck source=scripts/lib/cassandra.sh
+source "$REPO/scripts/lib/cassandra.sh"
 
 # --- valkey (Valkey 8 with tern's module) -----------------------------------------------------
 
@@ -271,13 +252,13 @@ valkey_start() {
 
 valkey_stop() { stop_pidfile valkey "$STATE/valkey/valkey.pid" valkey-server; }
 
-valkey-cluster_install() { valkey_install; }
+valkey_cluster_install() { valkey_install; }
 
 valkey_cluster_ok() {
     valkey-cli -h 127.0.0.1 -p "$VALKEY_CLUSTER_PORT" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
 }
 
-valkey-cluster_start() {
+valkey_cluster_start() {
     if valkey_cluster_ok; then
         log "valkey-cluster: already answering on 127.0.0.1:${VALKEY_CLUSTER_PORTS[0]}-${VALKEY_CLUSTER_PORTS[2]}"
         return 0
@@ -305,7 +286,7 @@ valkey-cluster_start() {
     done
 }
 
-valkey-cluster_stop() {
+valkey_cluster_stop() {
     local port
     for port in "${VALKEY_CLUSTER_PORTS[@]}"; do
         stop_pidfile "valkey-cluster:$port" "$STATE/valkey-cluster/$port/valkey.pid" valkey-server
@@ -316,6 +297,10 @@ valkey-cluster_stop() {
 
 status_of() {
     local svc=$1 kind port pidfile pid=""
+    if [[ $svc == cassandra-cluster ]]; then
+        cassandra_cluster_status
+        return
+    fi
     if [[ $svc == valkey || $svc == valkey-cluster ]]; then
         local p=$VALKEY_PORT ok=valkey_ping
         [[ $svc == valkey-cluster ]] && p=$VALKEY_CLUSTER_PORT ok=valkey_cluster_ok
@@ -342,6 +327,7 @@ status_of() {
         cassandra) kind=cql port=$CASSANDRA_PORT ;;
     esac
     pidfile=$STATE/$svc.pid
+    [[ $svc != cassandra ]] || pidfile=$STATE/cassandra/node.pid
     if [[ -s $pidfile ]]; then
         pid=" (pid file: $(<"$pidfile"))"
     fi
@@ -371,6 +357,8 @@ print_env() {
             valkey-cluster)
                 printf 'export TERN_IT_VALKEY_CLUSTER_URL=%q\n' \
                     "${VALKEY_MODULE_URL/127.0.0.1\//127.0.0.1:$VALKEY_CLUSTER_PORT/}&cluster=1" ;;
+            cassandra-cluster)
+                printf 'export TERN_IT_CASSANDRA_CLUSTER_URL=%q\n' "$(cassandra_cluster_url)" ;;
         esac
     done
 }
@@ -381,7 +369,7 @@ run_steps() {
     local steps=$1 svc step
     shift
     for svc in "$@"; do
-        for step in $steps; do phase "$svc $step" "${svc}_${step}"; done
+        for step in $steps; do phase "$svc $step" "${svc//-/_}_${step}"; done
     done
 }
 
@@ -391,10 +379,14 @@ main() {
     local cmd=${1:-} services=() svc rc=0 start
     [[ -n $cmd ]] || usage
     shift
+    if [[ $cmd == kill-node ]]; then
+        cassandra_cluster_kill "${1:-}"
+        return 0
+    fi
     for svc in "${@:-all}"; do
         case $svc in
-            all) services+=(redis cluster mongodb cassandra) ;;
-            redis | cluster | mongodb | cassandra | valkey | valkey-cluster) services+=("$svc") ;;
+            all) services+=(redis cluster mongodb cassandra cassandra-cluster) ;;
+            redis | cluster | mongodb | cassandra | cassandra-cluster | valkey | valkey-cluster) services+=("$svc") ;;
             *) log "unknown server: $svc" && usage ;;
         esac
     done

@@ -1,6 +1,6 @@
 //! The cassandra fixture: a fresh keyspace per store on the server named by
 //! `TERN_IT_CASSANDRA_URL` (`cassandra://127.0.0.1:9042/ignored`; the keyspace part is
-//! replaced). `scripts/servers.sh start cassandra` starts tern-cql-server there.
+//! replaced). `scripts/servers.sh start cassandra` starts a real Apache Cassandra node there.
 
 use std::sync::Arc;
 
@@ -12,6 +12,8 @@ use crate::common::{env, unique_name};
 
 /// The variable naming the server.
 pub const URL_VAR: &str = "TERN_IT_CASSANDRA_URL";
+/// The variable naming the three-node cluster (`scripts/servers.sh start cassandra-cluster`).
+pub const CLUSTER_URL_VAR: &str = "TERN_IT_CASSANDRA_CLUSTER_URL";
 /// The variable naming a container image (not started by this harness: no image can be pulled
 /// on the build machines; start the server yourself and set [`URL_VAR`]).
 pub const IMAGE_VAR: &str = "TERN_IT_CASSANDRA_IMAGE";
@@ -55,26 +57,6 @@ impl CassBackend {
             .build()
             .await
             .map_err(|e| format!("cannot open a CQL session on {}: {e}", self.base))
-    }
-
-    /// Why the server cannot run `feature` (`alter`, `drop`, `token`, `lwt_clustering`), when
-    /// it is the test server (tern-cql-server lists what it lacks in
-    /// `tern_cql_server.unsupported`); `None` for a real Cassandra or ScyllaDB.
-    pub async fn unsupported(&self, feature: &str) -> Option<String> {
-        let session = self.session().await.ok()?;
-        let rows = session
-            .query_unpaged(
-                "SELECT feature, reason FROM tern_cql_server.unsupported",
-                &[],
-            )
-            .await
-            .ok()?
-            .into_rows_result()
-            .ok()?;
-        let rows = rows.rows::<(String, String)>().ok()?;
-        rows.filter_map(Result::ok)
-            .find(|(f, _)| f == feature)
-            .map(|(_, reason)| reason)
     }
 
     /// A fresh keyspace holding `tables` (each `name (columns...)`, created as an application
@@ -158,16 +140,35 @@ pub async fn backend() -> Result<CassBackend, String> {
             )
         });
     };
+    from_url(&url, URL_VAR)
+}
+
+/// The three-node cluster of `TERN_IT_CASSANDRA_CLUSTER_URL` (its options, e.g.
+/// `replication_factor=3&consistency=quorum`, kept for every fresh keyspace), or why not.
+///
+/// # Errors
+/// The reason the cluster tests are skipped.
+pub fn cluster_backend() -> Result<CassBackend, String> {
+    let Some(url) = env(CLUSTER_URL_VAR) else {
+        return Err(format!(
+            "{CLUSTER_URL_VAR} is not set (scripts/servers.sh start cassandra-cluster; \
+             eval \"$(scripts/servers.sh env)\")"
+        ));
+    };
+    from_url(&url, CLUSTER_URL_VAR)
+}
+
+fn from_url(url: &str, var: &str) -> Result<CassBackend, String> {
     let (rest, query) = match url.split_once('?') {
         Some((rest, query)) => (rest.to_owned(), format!("?{query}")),
-        None => (url.clone(), String::new()),
+        None => (url.to_owned(), String::new()),
     };
     let base = match rest.split_once("://") {
         Some((scheme, after)) => {
             let authority = after.split('/').next().unwrap_or(after);
             format!("{scheme}://{authority}")
         }
-        None => return Err(format!("{URL_VAR} is not a cassandra:// URL")),
+        None => return Err(format!("{var} is not a cassandra:// URL")),
     };
     Ok(CassBackend {
         base,

@@ -2,8 +2,12 @@
 """Protocol-level readiness probes for tern's test servers (loopback only, standard library only).
 
 usage: probe.py tcp|redis|mongodb|cql PORT [HOST]
+       probe.py cql-peers PORT HOST N     the CQL node lists N peers (a cluster's nodes met)
+       probe.py cql-exec PORT HOST CQL    runs one CQL statement (e.g. CREATE KEYSPACE)
 Exits 0 when the server on HOST:PORT answers its protocol's ping, 1 otherwise (reason on stderr).
-HOST defaults to 127.0.0.1 and must be a loopback address.
+HOST defaults to 127.0.0.1 and must be a loopback address. The CQL ping is a query
+(`SELECT release_version FROM system.local`): a Cassandra node opens its native port before it
+can answer one.
 """
 
 import ipaddress
@@ -63,31 +67,109 @@ def probe_mongodb(sock):
     return True
 
 
+CQL_ERROR, CQL_STARTUP, CQL_READY, CQL_QUERY, CQL_RESULT = 0x00, 0x01, 0x02, 0x07, 0x08
+EXEC_TIMEOUT = 60.0
+
+
+def cql_string(text, long=False):
+    raw = text.encode()
+    return struct.pack(">i" if long else ">H", len(raw)) + raw
+
+
+def cql_request(sock, opcode, body):
+    """Sends one CQL v4 request frame (stream 1), returns (opcode, body) of the answer."""
+    sock.sendall(struct.pack(">BBhBI", 0x04, 0, 1, opcode, len(body)) + body)
+    version, _, _, answer, length = struct.unpack(">BBhBI", recv_exact(sock, 9))
+    reply = recv_exact(sock, length)
+    if version != 0x84:
+        raise ValueError(f"unexpected CQL reply version {version:#x}")
+    if answer == CQL_ERROR:
+        code, size = struct.unpack(">iH", reply[:6])
+        raise ValueError(f"CQL error {code:#x}: {reply[6:6 + size].decode(errors='replace')}")
+    return answer, reply
+
+
+def cql_query(sock, cql):
+    """STARTUP, then one QUERY at consistency ONE: the RESULT body (after its kind)."""
+    opcode, _ = cql_request(sock, CQL_STARTUP, struct.pack(">H", 1) + cql_string("CQL_VERSION")
+                            + cql_string("3.0.0"))
+    if opcode != CQL_READY:
+        raise ValueError(f"CQL STARTUP answered opcode {opcode:#x}, not READY")
+    opcode, body = cql_request(sock, CQL_QUERY, cql_string(cql, long=True)
+                               + struct.pack(">HB", 0x0001, 0))
+    if opcode != CQL_RESULT:
+        raise ValueError(f"CQL QUERY answered opcode {opcode:#x}, not RESULT")
+    return body
+
+
+def cql_row_count(body):
+    """The number of rows of a RESULT of kind Rows whose columns are of simple types."""
+    (kind,) = struct.unpack(">i", body[:4])
+    if kind != 2:
+        raise ValueError(f"CQL result of kind {kind}, not rows")
+    flags, columns = struct.unpack(">ii", body[4:12])
+    pos = 12
+    if flags & 0x0002:  # has more pages: a paging state
+        (size,) = struct.unpack(">i", body[pos:pos + 4])
+        pos += 4 + max(size, 0)
+    if not flags & 0x0004:  # metadata present
+        names = 1 if flags & 0x0001 else 0
+        for _ in range(2 * names):
+            (size,) = struct.unpack(">H", body[pos:pos + 2])
+            pos += 2 + size
+        for _ in range(columns):
+            for _ in range(1 + (0 if names else 2)):
+                (size,) = struct.unpack(">H", body[pos:pos + 2])
+                pos += 2 + size
+            (type_id,) = struct.unpack(">H", body[pos:pos + 2])
+            pos += 2
+            if type_id == 0 or type_id >= 0x20:
+                raise ValueError(f"column type {type_id:#x} is not a simple type")
+    (rows,) = struct.unpack(">i", body[pos:pos + 4])
+    return rows
+
+
 def probe_cql(sock):
-    # CQL v4 OPTIONS frame: version 0x04, flags 0, stream 1, opcode 0x05, empty body.
-    sock.sendall(struct.pack(">BBhBI", 0x04, 0, 1, 0x05, 0))
-    version, _, _, opcode, length = struct.unpack(">BBhBI", recv_exact(sock, 9))
-    recv_exact(sock, length)
-    if version != 0x84 or opcode != 0x06:  # SUPPORTED
-        raise ValueError(f"unexpected CQL reply: version {version:#x} opcode {opcode:#x}")
+    rows = cql_row_count(cql_query(sock, "SELECT release_version FROM system.local"))
+    if rows != 1:
+        raise ValueError(f"system.local answered {rows} rows")
     return True
 
 
-PROBES = {"tcp": probe_tcp, "redis": probe_redis, "mongodb": probe_mongodb, "cql": probe_cql}
+def probe_cql_peers(sock, expected):
+    rows = cql_row_count(cql_query(sock, "SELECT peer FROM system.peers"))
+    if rows != int(expected):
+        raise ValueError(f"{rows} peers, waiting for {expected}")
+    return True
+
+
+def probe_cql_exec(sock, cql):
+    sock.settimeout(EXEC_TIMEOUT)
+    cql_query(sock, cql)
+    return True
+
+
+PROBES = {"tcp": probe_tcp, "redis": probe_redis, "mongodb": probe_mongodb, "cql": probe_cql,
+          "cql-peers": probe_cql_peers, "cql-exec": probe_cql_exec}
+# How many arguments after HOST each probe takes.
+EXTRA = {"cql-peers": 1, "cql-exec": 1}
 
 
 def main(argv):
-    if len(argv) not in (3, 4) or argv[1] not in PROBES:
+    extra = EXTRA.get(argv[1], 0) if len(argv) > 1 else 0
+    if argv[1:2] == [] or argv[1] not in PROBES or len(argv) not in (
+        (3 + extra, 4 + extra) if extra == 0 else (4 + extra,)
+    ):
         print(__doc__, file=sys.stderr)
         return 2
-    host = argv[3] if len(argv) == 4 else "127.0.0.1"
+    host = argv[3] if len(argv) >= 4 else "127.0.0.1"
     if not ipaddress.ip_address(host).is_loopback:
         print(f"probe: refusing non-loopback host {host}", file=sys.stderr)
         return 2
     try:
         with socket.create_connection((host, int(argv[2])), timeout=TIMEOUT) as sock:
             sock.settimeout(TIMEOUT)
-            PROBES[argv[1]](sock)
+            PROBES[argv[1]](sock, *argv[4:])
     except (OSError, ValueError, struct.error) as err:
         print(f"probe {argv[1]} {host}:{argv[2]}: {err}", file=sys.stderr)
         return 1

@@ -1,5 +1,4 @@
-//! Eager `add` + `rename` over N entities on Cassandra (tern-cql-server on 127.0.0.1 unless
-//! `TERN_IT_CASSANDRA_URL` names another server): `tern up` through the adapter against a
+//! Eager `add` + `rename` over N entities on the Cassandra node of `TERN_IT_CASSANDRA_URL`: `tern up` through the adapter against a
 //! hand-written paging + prepared-update loop with the same driver, side by side in one run.
 //!
 //! ```sh
@@ -22,27 +21,20 @@ use tern_testkit::bench::{self, BenchArgs, Ratios, TEXT};
 
 const CONCURRENCY: usize = 32;
 
-/// `host:port` of the server: `TERN_IT_CASSANDRA_URL`'s, or an in-process tern-cql-server on
-/// its own runtime (its own threads, as a separate process would have).
+/// `host:port` of the server: `TERN_IT_CASSANDRA_URL`'s (`scripts/servers.sh start cassandra`).
 fn server() -> String {
-    if let Ok(url) = std::env::var("TERN_IT_CASSANDRA_URL") {
-        let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
-        return rest.split(['/', '?']).next().unwrap_or(rest).to_owned();
-    }
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("server runtime");
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap().to_string()).unwrap();
-            tern_cql_server::CqlServer::new().serve(listener).await;
-        });
-    });
-    rx.recv().expect("server address")
+    let Some(url) = std::env::var("TERN_IT_CASSANDRA_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+    else {
+        eprintln!(
+            "TERN_IT_CASSANDRA_URL is not set: start a Cassandra node first \
+             (scripts/servers.sh start cassandra; eval \"$(scripts/servers.sh env)\")"
+        );
+        std::process::exit(2);
+    };
+    let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+    rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
 }
 
 async fn session(addr: &str) -> Session {

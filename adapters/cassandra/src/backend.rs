@@ -15,8 +15,7 @@ use tern_core::store::{
 
 use crate::config::CASSANDRA_SCHEME;
 use crate::core::{
-    CassStore, KINDS_TABLE, Layout, LwtOutcome, META_TABLE, RETRIES, Retry, backoff, driver_error,
-    rows_of, table_of,
+    CassStore, KINDS_TABLE, Layout, LwtOutcome, META_TABLE, Retry, driver_error, rows_of, table_of,
 };
 use crate::resolve::{self, Resolution};
 
@@ -175,22 +174,18 @@ impl Store for CassStore {
                 Some(current) => MetaCas::Conflict(Some(current)),
             });
         }
-        let mut attempt = 0;
-        let ok = loop {
-            match self
-                .meta_cas_once(name, MetaChange { expected, value })
-                .await?
-            {
-                LwtOutcome::Applied(ok) => break ok,
-                LwtOutcome::Unknown(err) => {
-                    tokio::time::sleep(backoff(attempt)).await;
-                    let stored = self.meta_read(name, true).await?;
-                    match resolve::meta(stored.as_ref(), expected, value) {
-                        Resolution::Applied => break true,
-                        Resolution::Conflict => break false,
-                        Resolution::Retry if attempt < RETRIES => attempt += 1,
-                        Resolution::Retry => return Err(err),
-                    }
+        let ok = match self
+            .meta_cas_once(name, MetaChange { expected, value })
+            .await?
+        {
+            LwtOutcome::Applied(ok) => ok,
+            LwtOutcome::Unknown(err) => {
+                let stored = self.meta_read(name, true).await?;
+                match resolve::meta(stored.as_ref(), expected, value) {
+                    Resolution::Applied => true,
+                    Resolution::Conflict => false,
+                    // Surely not applied: the caller decides (the engine resumes).
+                    Resolution::Retry => return Err(err),
                 }
             }
         };

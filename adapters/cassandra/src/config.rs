@@ -13,7 +13,7 @@ pub const CASSANDRA_SCHEME: &str = "cassandra";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaAgreement {
     /// Wait when the cluster can report it (it has `system.peers`); skip on a server that cannot
-    /// (the single-node test server). Decided once, when the store is opened.
+    /// (a server without `system.peers`). Decided once, when the store is opened.
     Auto,
     /// Always wait; a failure to agree is an error.
     Wait,

@@ -1,5 +1,5 @@
-//! The store type and its driver calls: the session, prepared statements, retries, the
-//! entity codec, the layout of each kind's table, the helpers the store and its feature
+//! The store type and its driver calls: the session (the driver's caching session prepares
+//! each statement once), the entity codec, the layout of each kind's table, the helpers the store and its feature
 //! files share, and the one place where driver errors become
 //! [`tern_core::store::Error`]s ([`driver_error`]).
 
@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use scylla::client::caching_session::{CachingSession, CachingSessionBuilder};
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -17,6 +18,7 @@ use scylla::errors::{
 use scylla::response::query_result::QueryResult;
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::unprepared::Statement;
 use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row};
 use tern_core::model::codec::{decode_entity, encode_entity};
@@ -30,21 +32,6 @@ use crate::config::{
 use crate::resolve::{self, Resolution};
 use crate::schema::TableSchema;
 
-/// How often a request is retried after a temporary failure.
-pub(crate) const RETRIES: u32 = 4;
-/// The first back-off; it doubles on each retry.
-const BACKOFF: Duration = Duration::from_millis(50);
-
-/// The pause before retry `attempt` (0-based): 50 ms doubling, plus up to 50 % jitter so that
-/// many writers retrying together do not collide again.
-pub(crate) fn backoff(attempt: u32) -> Duration {
-    let base = BACKOFF * 2u32.saturating_pow(attempt.min(10));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    base + base.mul_f64(f64::from(nanos % 1000) / 2000.0)
-}
-
 /// What a lightweight transaction did.
 #[derive(Debug)]
 pub(crate) enum LwtOutcome {
@@ -57,12 +44,19 @@ pub(crate) enum LwtOutcome {
 
 /// The connected session and what the adapter caches about it.
 pub(crate) struct CassCore {
-    pub(crate) session: Session,
+    pub(crate) session: Arc<Session>,
+    /// The same session, preparing each statement once (the driver's cache, by CQL text).
+    statements: CachingSession,
     pub(crate) config: CassConfig,
     /// Whether to await schema agreement after DDL (decided at open for `auto`).
     pub(crate) await_agreement: bool,
-    prepared: Mutex<HashMap<String, PreparedStatement>>,
 }
+
+/// The least time a schema change (`CREATE`, `ALTER`) is given.
+const DDL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many prepared statements a store keeps (a handful per kind).
+const STATEMENT_CACHE: usize = 1024;
 
 impl std::fmt::Debug for CassCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,13 +67,14 @@ impl std::fmt::Debug for CassCore {
     }
 }
 
-/// Whether a request may be repeated after a failure whose outcome is unknown.
+/// Whether the driver may repeat a request after a failure whose outcome is unknown (its
+/// retry policy; tern itself repeats nothing, see "Retries" in the docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Retry {
     /// Reads and unconditional writes: repeating them gives the same result.
     Idempotent,
-    /// Lightweight transactions: repeated only when the server says it did not apply them
-    /// (unavailable, overloaded, bootstrapping); a timeout is returned to the caller.
+    /// Lightweight transactions: the driver repeats them only when the server says it did not
+    /// apply them; a timeout is returned to the caller, which resolves it by a serial read.
     Conditional,
 }
 
@@ -133,18 +128,26 @@ impl CassCore {
                 }
             },
         };
+        let session = Arc::new(session);
+        let statements = CachingSessionBuilder::new_shared(Arc::clone(&session))
+            .max_capacity(STATEMENT_CACHE)
+            .build();
         Ok(CassCore {
             session,
+            statements,
             config,
             await_agreement,
-            prepared: Mutex::new(HashMap::new()),
         })
     }
 
     /// Runs a DDL statement, then awaits schema agreement where configured.
     pub(crate) async fn ddl(&self, cql: &str) -> Result<()> {
+        // A schema change rewrites the schema tables and reaches every node: it takes far
+        // longer than a read or write on a busy cluster (seconds on a loaded test node).
+        let mut statement = Statement::new(cql);
+        statement.set_request_timeout(Some(self.config.timeout.max(DDL_TIMEOUT)));
         self.session
-            .query_unpaged(cql, &[])
+            .query_unpaged(statement, &[])
             .await
             .map_err(|e| driver_error(e, "schema change").with_context("cql", cql))?;
         if self.await_agreement {
@@ -156,73 +159,28 @@ impl CassCore {
         Ok(())
     }
 
-    /// The prepared form of `cql`, prepared once per session.
+    /// The prepared form of `cql`, prepared once per session (the driver's cache).
     pub(crate) async fn prepare(&self, cql: &str) -> Result<PreparedStatement> {
-        if let Some(p) = self.lock().get(cql) {
-            return Ok(p.clone());
-        }
-        let mut attempt = 0;
-        let prepared = loop {
-            match self.session.prepare(cql).await {
-                Ok(p) => break p,
-                Err(e) => {
-                    let err = prepare_error(e).with_context("cql", cql);
-                    if !err.is_temporary() || attempt >= RETRIES {
-                        return Err(err);
-                    }
-                    tokio::time::sleep(backoff(attempt)).await;
-                    attempt += 1;
-                }
-            }
-        };
-        self.lock().insert(cql.to_owned(), prepared.clone());
-        Ok(prepared)
+        self.statements
+            .add_prepared_statement(&Statement::new(cql))
+            .await
+            .map_err(|e| prepare_error(e).with_context("cql", cql))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PreparedStatement>> {
-        self.prepared
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Executes `cql` (prepared) with `values`, retrying temporary failures as `retry` allows.
+    /// Executes `cql` (prepared) with `values`; `retry` says whether the driver may repeat it.
     pub(crate) async fn execute(
         &self,
         cql: &str,
-        values: impl SerializeRow + Clone,
+        values: impl SerializeRow,
         retry: Retry,
         step: &'static str,
     ) -> Result<QueryResult> {
-        let prepared = self.prepare(cql).await?;
-        self.execute_prepared(&prepared, values, retry, step).await
-    }
-
-    /// Executes `prepared` with `values`, retrying temporary failures as `retry` allows.
-    async fn execute_prepared(
-        &self,
-        prepared: &PreparedStatement,
-        values: impl SerializeRow + Clone,
-        retry: Retry,
-        step: &'static str,
-    ) -> Result<QueryResult> {
-        let mut attempt = 0;
-        loop {
-            match self.session.execute_unpaged(prepared, values.clone()).await {
-                Ok(result) => return Ok(result),
-                Err(e) => {
-                    let retryable = match retry {
-                        Retry::Idempotent => classify(&e).1,
-                        Retry::Conditional => surely_not_applied(&e),
-                    };
-                    if !retryable || attempt >= RETRIES {
-                        return Err(driver_error(e, step));
-                    }
-                    tracing::debug!(error = %e, attempt, step, "retrying");
-                    tokio::time::sleep(backoff(attempt)).await;
-                    attempt += 1;
-                }
-            }
-        }
+        let mut prepared = self.prepare(cql).await?;
+        prepared.set_is_idempotent(retry == Retry::Idempotent);
+        self.session
+            .execute_unpaged(&prepared, values)
+            .await
+            .map_err(|e| driver_error(e, step))
     }
 
     /// Executes a lightweight transaction: whether it was applied, or that its outcome is
@@ -230,7 +188,7 @@ impl CassCore {
     pub(crate) async fn execute_lwt(
         &self,
         cql: &str,
-        values: impl SerializeRow + Clone,
+        values: impl SerializeRow,
         step: &'static str,
     ) -> Result<LwtOutcome> {
         match self.execute(cql, values, Retry::Conditional, step).await {
@@ -247,7 +205,7 @@ impl CassCore {
     pub(crate) async fn execute_serial_read(
         &self,
         cql: &str,
-        values: impl SerializeRow + Clone,
+        values: impl SerializeRow,
         step: &'static str,
     ) -> Result<QueryResult> {
         let mut prepared = self.prepare(cql).await?;
@@ -256,8 +214,10 @@ impl CassCore {
             SerialLevel::LocalSerial => Consistency::LocalSerial,
         });
         prepared.set_is_idempotent(true);
-        self.execute_prepared(&prepared, values, Retry::Idempotent, step)
+        self.session
+            .execute_unpaged(&prepared, values)
             .await
+            .map_err(|e| driver_error(e, step))
     }
 }
 
@@ -381,22 +341,6 @@ fn classify_db(err: &DbError) -> (ErrorKind, bool) {
         | DbError::FunctionFailure { .. } => (ErrorKind::Rejected, false),
         _ => (ErrorKind::Unexpected, false),
     }
-}
-
-/// Errors after which the server certainly did not apply the request (safe to repeat an LWT).
-fn surely_not_applied(err: &ExecutionError) -> bool {
-    let attempt = match err {
-        ExecutionError::LastAttemptError(a) => a,
-        ExecutionError::ConnectionPoolError(_) | ExecutionError::EmptyPlan => return true,
-        _ => return false,
-    };
-    matches!(
-        attempt,
-        RequestAttemptError::DbError(
-            DbError::Unavailable { .. } | DbError::Overloaded | DbError::IsBootstrapping,
-            _
-        ) | RequestAttemptError::UnableToAllocStreamId
-    )
 }
 
 /// The error mapper: a driver execution error as a store error. The message names the step, the cause is the driver's text.
@@ -589,7 +533,7 @@ impl CassStore {
 
     /// Whether the cluster answers token-range queries (`WHERE token(pk) >= ?`), with which a
     /// scan resumes when the cluster refuses a cursor's paging state. Real Cassandra and
-    /// ScyllaDB do; the test server does not.
+    /// ScyllaDB do.
     pub fn token_ranges(&self) -> bool {
         self.token_ranges
     }
@@ -752,13 +696,12 @@ impl CassStore {
             Error::new(ErrorKind::Unexpected, "cassandra: no clock in system.local")
                 .with_driver_error(e)
         })?;
-        let (ts,) = rows
-            .first_row::<(scylla::value::CqlTimestamp,)>()
-            .map_err(|e| {
-                Error::new(ErrorKind::Unexpected, "cassandra: no clock in system.local")
-                    .with_driver_error(e)
-            })?;
-        Ok(ts.0)
+        // `toUnixTimestamp` answers a bigint (milliseconds), not a timestamp.
+        let (ms,) = rows.first_row::<(i64,)>().map_err(|e| {
+            Error::new(ErrorKind::Unexpected, "cassandra: no clock in system.local")
+                .with_driver_error(e)
+        })?;
+        Ok(ms)
     }
 
     /// The entity with this key, read at serial consistency when `serial` (see `resolve`).
@@ -780,26 +723,21 @@ impl CassStore {
         expected: Option<&Entity>,
         new: &Entity,
     ) -> Result<WriteOutcome> {
-        let mut attempt = 0;
-        loop {
-            match self
-                .core
-                .execute_lwt(&call.cql, call.values.clone(), step)
-                .await?
-            {
-                LwtOutcome::Applied(ok) => return Ok(applied(ok)),
-                LwtOutcome::Unknown(err) => {
-                    tokio::time::sleep(backoff(attempt)).await;
-                    let stored = self.get_with(&new.key, true).await?;
-                    match resolve::entity(stored.as_ref(), expected, new) {
-                        Resolution::Applied => return Ok(WriteOutcome::Applied),
-                        Resolution::Conflict => return Ok(WriteOutcome::Conflict),
-                        Resolution::Retry if attempt < RETRIES => {
-                            tracing::debug!(error = %err, attempt, step, "conditional write not applied after a timeout; retrying");
-                            attempt += 1;
-                        }
-                        Resolution::Retry => return Err(err),
-                    }
+        match self
+            .core
+            .execute_lwt(&call.cql, call.values.clone(), step)
+            .await?
+        {
+            LwtOutcome::Applied(ok) => Ok(applied(ok)),
+            LwtOutcome::Unknown(err) => {
+                // The serial read completes a Paxos round left in progress, so what it sees
+                // is final for this attempt.
+                let stored = self.get_with(&new.key, true).await?;
+                match resolve::entity(stored.as_ref(), expected, new) {
+                    Resolution::Applied => Ok(WriteOutcome::Applied),
+                    Resolution::Conflict => Ok(WriteOutcome::Conflict),
+                    // Surely not applied: the caller decides (the engine resumes).
+                    Resolution::Retry => Err(err),
                 }
             }
         }

@@ -11,7 +11,7 @@
 //!
 //! See the sections below for both mappings, the DDL of the language, the capability
 //! checklist, paging-state validity and the token-range fallback, LWT and serial consistency,
-//! and what the test server supports.
+//! and what the real server showed that the earlier test server did not.
 #![doc = include_str!("docs.md")]
 #![deny(missing_docs)]
 

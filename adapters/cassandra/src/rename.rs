@@ -34,8 +34,7 @@ use tern_core::model::Key;
 use tern_core::store::{Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
 
 use crate::core::{
-    CassStore, JSON_COLUMNS_TABLE, Layout, LwtOutcome, RETRIES, Retry, backoff, decode_doc,
-    rows_of, table_of,
+    CassStore, JSON_COLUMNS_TABLE, Layout, LwtOutcome, Retry, decode_doc, rows_of, table_of,
 };
 use crate::cursor::ScanCursor;
 use crate::scan::Queries;
@@ -43,6 +42,9 @@ use crate::schema::{TableSchema, VERSION_COLUMN, ident};
 
 /// How many times one call tries to move a row that changes under it.
 pub(crate) const ATTEMPTS: usize = 5;
+/// How often a row is copied again when the new kind's key was taken by another writer and
+/// deleted again in between (a race, not a failure).
+const TAKEN_AGAIN: u32 = 4;
 
 /// The columns of the rows a rename moves: the same for both tables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -663,29 +665,29 @@ impl CassStore {
                     None,
                 ),
                 Insert::Unknown(err) => {
-                    tokio::time::sleep(backoff(attempt)).await;
                     let there = self.read_row(plan, &plan.to_table, &row.keys, true).await?;
                     (there, Some(err))
                 }
             };
-            match there {
-                Some(there) if there.same_cells(row) => return Ok(Copied::Yes),
-                Some(_) => return Ok(Copied::Collision),
-                // Not applied, or taken and deleted since: try again.
-                None if attempt < RETRIES => attempt += 1,
-                None => {
-                    return Err(unknown.unwrap_or_else(|| {
-                        Error::new(
-                            ErrorKind::Busy,
-                            format!(
-                                "cassandra: renaming kind {} to {}: a row of {} keeps being \
-                                 written and deleted under the new kind while it is copied; \
-                                 nothing was lost, run again",
-                                plan.from, plan.to, plan.to
-                            ),
-                        )
-                        .set_temporary()
-                    }));
+            match (there, unknown) {
+                (Some(there), _) if there.same_cells(row) => return Ok(Copied::Yes),
+                (Some(_), _) => return Ok(Copied::Collision),
+                // Surely not applied after an unknown outcome: the caller decides (the
+                // engine resumes); tern repeats no failed request.
+                (None, Some(err)) => return Err(err),
+                // Taken and deleted again since (another writer): try again.
+                (None, None) if attempt < TAKEN_AGAIN => attempt += 1,
+                (None, None) => {
+                    return Err(Error::new(
+                        ErrorKind::Busy,
+                        format!(
+                            "cassandra: renaming kind {} to {}: a row of {} keeps being \
+                             written and deleted under the new kind while it is copied; \
+                             nothing was lost, run again",
+                            plan.from, plan.to, plan.to
+                        ),
+                    )
+                    .set_temporary());
                 }
             }
         }
@@ -740,8 +742,8 @@ impl CassStore {
     }
 
     /// Deletes `row` from `table` if it still holds exactly these cells: whether it did. An
-    /// unknown outcome is resolved by a serial read: gone, deleted; unchanged, tried again;
-    /// changed, not deleted.
+    /// unknown outcome is resolved by a serial read: gone, deleted; changed, not deleted;
+    /// unchanged, the error (tern repeats no failed request: the engine resumes).
     async fn delete_exact(&self, plan: &Plan<'_>, table: &str, row: &StoredRow) -> Result<bool> {
         let cql = plan.shape.delete_exact(&self.qualified(table));
         let values: Vec<Option<CqlValue>> = if plan.shape.cells.is_empty() {
@@ -749,28 +751,17 @@ impl CassStore {
         } else {
             row.values()
         };
-        let mut attempt = 0;
-        loop {
-            match self
-                .core
-                .execute_lwt(&cql, values.clone(), "rename kind: deleting a moved row")
-                .await?
-            {
-                LwtOutcome::Applied(deleted) => return Ok(deleted),
-                LwtOutcome::Unknown(err) => {
-                    tokio::time::sleep(backoff(attempt)).await;
-                    match self.read_row(plan, table, &row.keys, true).await? {
-                        None => return Ok(true),
-                        Some(now) if now.same_cells(row) => {
-                            if attempt >= RETRIES {
-                                return Err(err);
-                            }
-                            attempt += 1;
-                        }
-                        Some(_) => return Ok(false),
-                    }
-                }
-            }
+        match self
+            .core
+            .execute_lwt(&cql, values, "rename kind: deleting a moved row")
+            .await?
+        {
+            LwtOutcome::Applied(deleted) => Ok(deleted),
+            LwtOutcome::Unknown(err) => match self.read_row(plan, table, &row.keys, true).await? {
+                None => Ok(true),
+                Some(now) if now.same_cells(row) => Err(err),
+                Some(_) => Ok(false),
+            },
         }
     }
 }

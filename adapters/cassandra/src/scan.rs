@@ -9,9 +9,7 @@ use scylla::value::{CqlValue, Row};
 use tern_core::model::Entity;
 use tern_core::store::{Cursor, Error, ErrorKind, Result, ScanPage, ScanRequest};
 
-use crate::core::{
-    CassStore, Layout, RETRIES, backoff, decode_doc, driver_error, is_invalid_request, rows_of,
-};
+use crate::core::{CassStore, Layout, decode_doc, driver_error, is_invalid_request, rows_of};
 use crate::cursor::{Fallback, ScanCursor};
 
 /// The largest page a scan asks for.
@@ -101,7 +99,7 @@ impl CassStore {
         }
     }
 
-    /// One server page, retried on temporary failures.
+    /// One server page (the statement is idempotent: the driver's retry policy applies).
     async fn page(
         &self,
         statement: &PreparedStatement,
@@ -109,25 +107,17 @@ impl CassStore {
         paging: PagingState,
         kind: &str,
     ) -> std::result::Result<(QueryResult, PagingStateResponse), PageError> {
-        let mut attempt = 0u32;
-        loop {
-            match self
-                .core
-                .session
-                .execute_single_page(statement, values, paging.clone())
-                .await
-            {
-                Ok(answer) => return Ok(answer),
-                Err(e) if is_invalid_request(&e) => return Err(PageError::Refused(e)),
-                Err(e) => {
-                    let err = driver_error(e, "scan").with_context("kind", kind);
-                    if !err.is_temporary() || attempt >= RETRIES {
-                        return Err(PageError::Other(err));
-                    }
-                    tokio::time::sleep(backoff(attempt)).await;
-                    attempt += 1;
-                }
-            }
+        match self
+            .core
+            .session
+            .execute_single_page(statement, values, paging)
+            .await
+        {
+            Ok(answer) => Ok(answer),
+            Err(e) if is_invalid_request(&e) => Err(PageError::Refused(e)),
+            Err(e) => Err(PageError::Other(
+                driver_error(e, "scan").with_context("kind", kind),
+            )),
         }
     }
 

@@ -2,9 +2,9 @@
 //! resumed from paging-state cursors, put/get/delete, unreachable URLs, the native layout
 //! (fixed-schema tables) and its DDL, and the token-range fallback of refused cursors.
 //!
-//! What the test server (tern-cql-server) cannot run — `ALTER`/`DROP`, `token()`, conditions
-//! on partitions of several rows — runs against a real Cassandra or ScyllaDB given by
-//! `TERN_IT_CASSANDRA_URL` and is reported as skipped, with the server's reason, here.
+//! All of it runs against the real Apache Cassandra node of `TERN_IT_CASSANDRA_URL`
+//! (`scripts/servers.sh start cassandra`): `ALTER`/`DROP`, `token()` paging and conditions on
+//! partitions of several rows included.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use tern_testkit::pages::{scan_pages, scan_pages_from};
 
 tern_testkit::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());
 
+mod app_rows;
 mod renames;
 
 /// Every tern value type, nested maps, `$`-keyed maps, a NaN payload and composite ids
@@ -26,7 +27,7 @@ mod renames;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_mapping_round_trip() {
     let test = "cassandra_mapping_round_trip";
-    let Some(backend) = backend_with(test, &[]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let store = tern_testkit::battery::Backend::fresh(&backend).await;
@@ -90,7 +91,7 @@ async fn cassandra_mapping_round_trip() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_put_get_delete() {
     let test = "cassandra_put_get_delete";
-    let Some(backend) = backend_with(test, &[]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let store = tern_testkit::battery::Backend::fresh(&backend).await;
@@ -157,7 +158,7 @@ async fn cassandra_put_get_delete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_scan_resumes_across_paging_states() {
     let test = "cassandra_scan_resumes_across_paging_states";
-    let Some(backend) = backend_with(test, &[]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let url = backend.fresh_url();
@@ -233,53 +234,35 @@ const USER_FULL: &str = "user (id text PRIMARY KEY, tern_version bigint, name te
 const BLOGPOST_FULL: &str = "blogpost (id text PRIMARY KEY, tern_version bigint, title text, \
      text text, author text, likes bigint, content text, email text, url text)";
 
-/// The backend, or `None` after reporting the skip of `test`: no server, or the server lacks
-/// one of `features` (then with the server's reason).
-async fn backend_with(test: &str, features: &[&str]) -> Option<CassBackend> {
-    let backend = or_skip(backend(), Some(("cassandra", test))).await?;
-    for feature in features {
-        if let Some(reason) = backend.unsupported(feature).await {
-            report(
-                "cassandra",
-                test,
-                &format!(
-                    "skipped: {reason}; set TERN_IT_CASSANDRA_URL to a real Cassandra or \
-                     ScyllaDB to run it"
-                ),
-            );
-            return None;
-        }
-    }
-    Some(backend)
+/// The backend, or `None` after reporting the skip of `test` (no server).
+async fn backend_with(test: &str) -> Option<CassBackend> {
+    or_skip(backend(), Some(("cassandra", test))).await
 }
 
-/// The columns of a table and their types, from `system_schema.columns` (read whole, in one
-/// page: the test server can neither select it by keyspace nor page it without losing rows).
+/// The columns of a table and their types, from `system_schema.columns`.
 async fn columns(backend: &CassBackend, ks: &str, table: &str) -> BTreeMap<String, String> {
     let session = backend.session().await.unwrap();
-    let mut statement = scylla::statement::unprepared::Statement::new(
-        "SELECT keyspace_name, table_name, column_name, type FROM system_schema.columns",
-    );
-    statement.set_page_size(i32::MAX);
-    let (result, _) = session
-        .query_single_page(statement, &[], scylla::response::PagingState::start())
+    let result = session
+        .query_unpaged(
+            "SELECT column_name, type FROM system_schema.columns \
+             WHERE keyspace_name = ? AND table_name = ?",
+            (ks, table),
+        )
         .await
         .unwrap();
     let rows = result.into_rows_result().unwrap();
-    rows.rows::<(String, String, String, String)>()
+    rows.rows::<(String, String)>()
         .unwrap()
         .map(Result::unwrap)
-        .filter(|(k, t, _, _)| k == ks && t == table)
-        .map(|(_, _, c, ty)| (c, ty))
         .collect()
 }
 
 /// The blog migrations on native tables created up front with all their columns (no DDL
-/// needed): the result equals the reference store's. Runs on the test server too.
+/// needed): the result equals the reference store's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_native_layout_migrates_the_blog() {
     let test = "cassandra_native_layout_migrates_the_blog";
-    let Some(backend) = backend_with(test, &[]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let (_, _, store) = backend
@@ -301,7 +284,7 @@ async fn cassandra_native_layout_migrates_the_blog() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_ddl_on_fixed_schema_tables() {
     let test = "cassandra_ddl_on_fixed_schema_tables";
-    let Some(backend) = backend_with(test, &["alter", "drop"]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let (ks, url, store) = backend
@@ -380,7 +363,7 @@ async fn cassandra_ddl_on_fixed_schema_tables() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
     let test = "cassandra_refused_paging_state_falls_back_to_token_ranges";
-    let Some(backend) = backend_with(test, &["token"]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let (_, _, store) = backend
@@ -444,7 +427,7 @@ async fn cassandra_refused_paging_state_falls_back_to_token_ranges() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_native_cas_on_clustered_partitions() {
     let test = "cassandra_native_cas_on_clustered_partitions";
-    let Some(backend) = backend_with(test, &["lwt_clustering"]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let (_, _, store) = backend

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cassandra;
+mod cassandra_cluster;
 mod lazy;
 mod mongodb;
 mod redis;

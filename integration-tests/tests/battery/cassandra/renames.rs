@@ -80,7 +80,7 @@ async fn raw_docs(backend: &CassBackend, ks: &str, table: &str) -> Vec<DocRow> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_rename_completes_a_move_interrupted_after_the_copy() {
     let test = "cassandra_rename_completes_a_move_interrupted_after_the_copy";
-    let Some(backend) = backend_with(test, &[]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let (store, ks, _) = fresh(&backend).await;
@@ -127,7 +127,7 @@ async fn cassandra_rename_completes_a_move_interrupted_after_the_copy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_rename_reports_a_collision_and_overwrites_nothing() {
     let test = "cassandra_rename_reports_a_collision_and_overwrites_nothing";
-    let Some(backend) = backend_with(test, &[]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let (store, _, _) = fresh(&backend).await;
@@ -169,7 +169,7 @@ async fn cassandra_rename_reports_a_collision_and_overwrites_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_rename_never_loses_an_update_made_between_copy_and_delete() {
     let test = "cassandra_rename_never_loses_an_update_made_between_copy_and_delete";
-    let Some(backend) = backend_with(test, &[]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let (_, _, url) = fresh(&backend).await;
@@ -290,7 +290,7 @@ async fn cassandra_rename_never_loses_an_update_made_between_copy_and_delete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cassandra_rename_of_a_native_table_creates_the_new_table_like_the_old() {
     let test = "cassandra_rename_of_a_native_table_creates_the_new_table_like_the_old";
-    let Some(backend) = backend_with(test, &[]).await else {
+    let Some(backend) = backend_with(test).await else {
         return;
     };
     let (ks, url, _) = backend
