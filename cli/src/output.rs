@@ -43,10 +43,10 @@ pub fn write_err(args: fmt::Arguments<'_>) {
 pub fn take_error() -> Option<std::io::Error> {
     let flushed = std::io::stdout().lock().flush();
     let mut failed = FAILED.lock().ok()?;
-    if failed.is_none() {
-        if let Err(e) = flushed {
-            *failed = Some(e);
-        }
+    if failed.is_none()
+        && let Err(e) = flushed
+    {
+        *failed = Some(e);
     }
     failed.take()
 }

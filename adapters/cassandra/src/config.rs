@@ -345,13 +345,13 @@ impl CassConfig {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             config.set_option(key, percent_decode(value))?;
         }
-        if let Some(tls) = &config.tls {
-            if tls.cert_file.is_some() != tls.key_file.is_some() {
-                return Err(invalid(
-                    &shown,
-                    "a client certificate needs its key: give tls_cert_file and tls_key_file together",
-                ));
-            }
+        if let Some(tls) = &config.tls
+            && tls.cert_file.is_some() != tls.key_file.is_some()
+        {
+            return Err(invalid(
+                &shown,
+                "a client certificate needs its key: give tls_cert_file and tls_key_file together",
+            ));
         }
         Ok(config)
     }

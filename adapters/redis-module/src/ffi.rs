@@ -227,10 +227,10 @@ pub(crate) fn command_keys(ctx: Ctx, argv: &[RString]) -> Vec<(usize, c_int)> {
             } else {
                 unsafe { *flags.add(i) }
             };
-            if let Ok(p) = usize::try_from(pos) {
-                if p < argv.len() {
-                    out.push((p, fl));
-                }
+            if let Ok(p) = usize::try_from(pos)
+                && p < argv.len()
+            {
+                out.push((p, fl));
             }
         }
         unsafe { free(keys.cast::<c_void>()) };

@@ -105,10 +105,10 @@ fn reload(ctx: Ctx) -> Result<(), String> {
         Reply::Error(e) => return Err(format!("tern: reading {key}: {e}")),
         _ => (None, None),
     };
-    if let (Some(cur), Some(r)) = (loaded::current(), rev.as_ref()) {
-        if cur.revision.as_ref() == Some(r) {
-            return Ok(());
-        }
+    if let (Some(cur), Some(r)) = (loaded::current(), rev.as_ref())
+        && cur.revision.as_ref() == Some(r)
+    {
+        return Ok(());
     }
     let l = Loaded::from_doc(&cfg.wire, doc.as_deref(), rev)?;
     ffi::log_notice(&format!(
@@ -222,10 +222,10 @@ fn exec(ctx: Ctx, argv: &[RString], write: bool) -> c_int {
                 return ffi::reply_error(ctx, &why);
             }
         }
-        if let Some(t) = migrate::target(&cfg.wire, &l, key) {
-            if !targets.contains(&t) {
-                targets.push(t);
-            }
+        if let Some(t) = migrate::target(&cfg.wire, &l, key)
+            && !targets.contains(&t)
+        {
+            targets.push(t);
         }
     }
     let mut srv = CtxServer {
@@ -264,18 +264,18 @@ fn exec(ctx: Ctx, argv: &[RString], write: bool) -> c_int {
 
 fn refuse_without_spec(ctx: Ctx, cfg: &loaded::Config, inner: &[RString]) -> c_int {
     for (pos, _) in ffi::command_keys(ctx, inner) {
-        if let Ok(key) = std::str::from_utf8(ffi::bytes(inner[pos])) {
-            if cfg.wire.kind_of(key).is_some() {
-                return ffi::reply_error(
-                    ctx,
-                    &format!(
-                        "TERNNOSPEC this cluster node has not received tern's lazy spec since it \
+        if let Ok(key) = std::str::from_utf8(ffi::bytes(inner[pos]))
+            && cfg.wire.kind_of(key).is_some()
+        {
+            return ffi::reply_error(
+                ctx,
+                &format!(
+                    "TERNNOSPEC this cluster node has not received tern's lazy spec since it \
                          started ({} lives on another node): send it with TERN.LOADSPEC \
                          (tern_redis::module::push_spec), then retry",
-                        cfg.wire.state_key()
-                    ),
-                );
-            }
+                    cfg.wire.state_key()
+                ),
+            );
         }
     }
     ffi::call_and_reply(ctx, inner, true)
@@ -284,15 +284,13 @@ fn refuse_without_spec(ctx: Ctx, cfg: &loaded::Config, inner: &[RString]) -> c_i
 /// The key a command named for target `t` (under the former name).
 fn former_key(wire: &tern_redis::wire::Wire, t: &migrate::Target, inner: &[RString]) -> String {
     for a in inner.iter().skip(1) {
-        if let Ok(s) = std::str::from_utf8(ffi::bytes(*a)) {
-            if let Some(k) = wire.kind_of(s) {
-                if s.ends_with(&t.id_part)
-                    && wire.kind_prefix(k).len() + t.id_part.len() == s.len()
-                    && s != t.key
-                {
-                    return s.to_owned();
-                }
-            }
+        if let Ok(s) = std::str::from_utf8(ffi::bytes(*a))
+            && let Some(k) = wire.kind_of(s)
+            && s.ends_with(&t.id_part)
+            && wire.kind_prefix(k).len() + t.id_part.len() == s.len()
+            && s != t.key
+        {
+            return s.to_owned();
         }
     }
     t.key.clone()
@@ -403,12 +401,11 @@ extern "C" fn on_keyspace(ctx: Ctx, _type: c_int, _event: *const c_char, key: RS
     ffi::guard(
         || OK,
         || {
-            if let Some(cfg) = loaded::config() {
-                if ffi::bytes(key) == cfg.wire.state_key().as_bytes()
-                    && ffi::selected_db(ctx) == cfg.db
-                {
-                    reload_logged(ctx);
-                }
+            if let Some(cfg) = loaded::config()
+                && ffi::bytes(key) == cfg.wire.state_key().as_bytes()
+                && ffi::selected_db(ctx) == cfg.db
+            {
+                reload_logged(ctx);
             }
             OK
         },

@@ -91,16 +91,15 @@ pub async fn push_spec(url: &str) -> Result<usize> {
             .get_multiplexed_async_connection()
             .await
             .map_err(|e| fail("connecting to a node", e))?;
-        if doc.is_none() {
-            if let Ok((Some(d), Some(r))) = redis::cmd("HMGET")
+        if doc.is_none()
+            && let Ok((Some(d), Some(r))) = redis::cmd("HMGET")
                 .arg(&state_key)
                 .arg("doc")
                 .arg("rev")
                 .query_async::<(Option<String>, Option<String>)>(&mut c)
                 .await
-            {
-                doc = Some((r, d));
-            }
+        {
+            doc = Some((r, d));
         }
         conns.push(c);
     }

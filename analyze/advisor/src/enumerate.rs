@@ -386,15 +386,15 @@ impl<'m> Enumerator<'m> {
                 let a = &self.pool.candidates[i];
                 for &k in &members[x + 1..] {
                     let b = &self.pool.candidates[k];
-                    if a.values != b.values {
-                        if let Some(graph) = a.graph.union(&b.graph, model) {
-                            let values = a.values.union(&b.values).copied().collect();
-                            found.push((
-                                i,
-                                k,
-                                ColumnFamily::new(a.key.clone(), Vec::new(), values, graph),
-                            ));
-                        }
+                    if a.values != b.values
+                        && let Some(graph) = a.graph.union(&b.graph, model)
+                    {
+                        let values = a.values.union(&b.values).copied().collect();
+                        found.push((
+                            i,
+                            k,
+                            ColumnFamily::new(a.key.clone(), Vec::new(), values, graph),
+                        ));
                     }
                 }
             }

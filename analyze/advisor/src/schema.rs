@@ -340,11 +340,11 @@ fn parse_cql(model: &Model, file: &str, text: &str) -> Result<Vec<GivenCf>> {
     let mut start = (0, 0);
     let mut via_comment: Option<(String, Span)> = None;
     for (i, raw) in text.lines().enumerate() {
-        if let Some(c) = raw.find("--") {
-            if let Some(v) = raw[c..].find(" via ") {
-                let list = raw[c + v + 5..].trim().to_string();
-                via_comment = Some((list, span(file, i + 1, c + v + 6)));
-            }
+        if let Some(c) = raw.find("--")
+            && let Some(v) = raw[c..].find(" via ")
+        {
+            let list = raw[c + v + 5..].trim().to_string();
+            via_comment = Some((list, span(file, i + 1, c + v + 6)));
         }
         let line = strip_comment(raw);
         for (j, ch) in line.char_indices() {

@@ -147,10 +147,10 @@ impl Valkey {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Ok(mut c) = self.conn_once() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return Ok(());
-                }
+            if let Ok(mut c) = self.conn_once()
+                && redis::cmd("PING").query::<String>(&mut c).is_ok()
+            {
+                return Ok(());
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
                 return Err(format!(
