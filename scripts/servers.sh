@@ -52,6 +52,7 @@ MONGODB_STORAGE=${TERN_MONGODB_STORAGE:-$STATE/mongo-data}
 SECANTUS_SPEC=${TERN_SECANTUS_SPEC:-SecantusDB==0.7.0b3}
 PYTHON=${TERN_PYTHON:-python3}
 VENV=$STATE/venv
+TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
 
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
