@@ -161,27 +161,6 @@ pub(crate) fn is_plain_identifier(name: &str) -> bool {
         && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_'))
 }
 
-/// Percent-decoding of `%XX` sequences (user names and passwords).
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(b) = text
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// What the authority and path of a store URL name.
 struct Location {
     user: Option<String>,
@@ -201,9 +180,9 @@ fn location(shown: &str, rest: &str) -> Result<Location> {
     let mut password = None;
     if let Some(info) = userinfo {
         let (u, p) = info.split_once(':').unwrap_or((info, ""));
-        user = Some(percent_decode(u));
+        user = Some(tern_core::store::url::percent_decode(u));
         if !p.is_empty() {
-            password = Some(percent_decode(p));
+            password = Some(tern_core::store::url::percent_decode(p));
         }
     }
     let nodes: Vec<String> = hosts
@@ -343,7 +322,7 @@ impl CassConfig {
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            config.set_option(key, percent_decode(value))?;
+            config.set_option(key, tern_core::store::url::percent_decode(value))?;
         }
         if let Some(tls) = &config.tls
             && tls.cert_file.is_some() != tls.key_file.is_some()

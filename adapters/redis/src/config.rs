@@ -241,7 +241,7 @@ impl RedisConfig {
                     if value.is_empty() {
                         return Err(invalid(format!("{name}= names no file")));
                     }
-                    let path = Some(PathBuf::from(percent_decode(value)));
+                    let path = Some(PathBuf::from(tern_core::store::url::percent_decode(value)));
                     match name {
                         "tls_ca_file" => tls_files.ca_file = path,
                         "tls_cert_file" => tls_files.cert_file = path,
@@ -287,31 +287,6 @@ impl RedisConfig {
             None => KindLayout::Hash,
         }
     }
-}
-
-/// `%XX` sequences decoded (a file path in an option); anything malformed is
-/// kept as written.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

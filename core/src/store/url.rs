@@ -67,8 +67,9 @@ fn password_ranges(url: &str) -> Vec<std::ops::Range<usize>> {
     ranges
 }
 
-/// `%XX` sequences decoded; anything malformed is kept as written.
-fn percent_decode(text: &str) -> String {
+/// `%XX` sequences decoded (user names, passwords, file paths in a store
+/// URL); anything malformed is kept as written.
+pub fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
