@@ -195,8 +195,8 @@ mod tests {
     #[test]
     fn node_urls_keep_credentials_and_database() {
         assert_eq!(
-            with_host("redis://:pw@h:1/0", "10.0.0.2:7102"),
-            "redis://:pw@10.0.0.2:7102/0"
+            with_host("redis://:pw@h:1/0", "127.0.0.2:7102"),
+            "redis://:pw@127.0.0.2:7102/0"
         );
         assert_eq!(with_host("redis://h:1", "a:2"), "redis://a:2");
     }
