@@ -105,6 +105,9 @@ commit_failure_policy: stop
 memtable_allocation_type: unslabbed_heap_buffers
 auto_snapshot: false
 concurrent_compactors: 1
+# The tests prepare statements in hundreds of keyspaces: the default cache (heap/256, 4 MiB
+# here) evicted them mid-test ("Prepared query ... not found"), and a batch failed.
+prepared_statements_cache_size: 64MiB
 concurrent_reads: 8
 concurrent_writes: 8
 concurrent_counter_writes: 4
