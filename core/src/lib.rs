@@ -20,6 +20,7 @@
 pub mod lang;
 pub mod lazy;
 pub mod migrate;
+mod migration;
 pub mod model;
 #[cfg(feature = "plot")]
 pub mod plot;

@@ -202,30 +202,9 @@ pub(crate) fn from_items(
 /// the key is absent or of another type, else `{version, items...}` (the
 /// value; the members; the items; member/score pairs by score).
 pub(crate) const READ_SCRIPT: &str = concat!(
-    r"
-local lay = ARGV[1]
-local want = ({ t = 'string', s = 'set', l = 'list', z = 'zset' })[lay]
-if redis.call('TYPE', KEYS[1]).ok ~= want then return false end
-",
-    container_answer!()
+    include_str!("../lua/container_read.lua"),
+    include_str!("../lua/container_answer.lua")
 );
-
-/// The end of a script that answers the container at `KEYS[1]` (of layout
-/// code `lay`, its type already checked) and its version tag at `KEYS[2]`:
-/// `{version, items...}` ([`READ_SCRIPT`], and `moving.rs` after a move).
-macro_rules! container_answer {
-    () => {
-        r"local items
-if lay == 't' then items = { redis.call('GET', KEYS[1]) }
-elseif lay == 's' then items = redis.call('SMEMBERS', KEYS[1])
-elseif lay == 'l' then items = redis.call('LRANGE', KEYS[1], 0, -1)
-else items = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES') end
-table.insert(items, 1, redis.call('GET', KEYS[2]) or '0')
-return items
-"
-    };
-}
-pub(crate) use container_answer;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -746,240 +746,6 @@ pub(crate) fn driver_error(operation: &str, e: redis::RedisError) -> Error {
     Error::new(kind, operation.to_owned()).with_driver_error(e)
 }
 
-/// The Lua function `replace_hash(k, items, from, stop)`: the hash `k` made to
-/// hold exactly the field/value pairs `items[from..=stop]`, in place. `HSET`
-/// over the existing hash (its TTL stays, nothing freed and allocated again,
-/// 1,000 items to a call) and `HLEN`; only when `HLEN` shows fields the pairs
-/// lack, `HKEYS` and `HDEL` of those. A key of another type is deleted and
-/// written anew, its TTL kept. The put script, the write script and the atomic
-/// script share it.
-macro_rules! replace_hash_lua {
-    () => {
-        r#"
-local function hset(k, items, from, stop)
-  while from <= stop do
-    local last = math.min(from + 999, stop)
-    redis.call('HSET', k, unpack(items, from, last))
-    from = last + 1
-  end
-end
-local function replace_hash(k, items, from, stop)
-  local first = math.min(from + 999, stop)
-  local set = redis.pcall('HSET', k, unpack(items, from, first))
-  if type(set) == 'table' and set.err then
-    local ttl = redis.call('PTTL', k)
-    redis.call('DEL', k)
-    hset(k, items, from, stop)
-    if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
-    return
-  end
-  hset(k, items, first + 1, stop)
-  if redis.call('HLEN', k) * 2 ~= stop - from + 1 then
-    local keep = {}
-    for i = from, stop, 2 do keep[items[i]] = true end
-    local drop = {}
-    for _, f in ipairs(redis.call('HKEYS', k)) do
-      if not keep[f] then drop[#drop + 1] = f end
-    end
-    for i = 1, #drop, 1000 do
-      redis.call('HDEL', k, unpack(drop, i, math.min(i + 999, #drop)))
-    end
-  end
-end
-"#
-    };
-}
-
-/// The Lua functions the write script and the atomic script share: `payload()`
-/// reads the next payload of `ARGV`, `store(k, vk, lay, t)` writes an entity (a
-/// replaced key keeps its TTL), `same(k, vk, lay, t)` compares what is stored.
-macro_rules! write_lua_prelude {
-    () => {
-        r#"
-local vf = ARGV[1]
-local a = 2
-local types = { h = 'hash', j = 'string', t = 'string', s = 'set', l = 'list', z = 'zset' }
-local function payload()
-  local n = tonumber(ARGV[a]); a = a + 1
-  local t = {}
-  for j = 1, n do t[j] = ARGV[a + j - 1] end
-  a = a + n
-  return t
-end
-local function add(cmd, k, t, from)
-  local i = from
-  while i <= #t do
-    local last = math.min(i + 999, #t)
-    redis.call(cmd, k, unpack(t, i, last))
-    i = last + 1
-  end
-end
-local function store(k, vk, lay, t)
-  if lay == 'h' then
-    replace_hash(k, t, 1, #t)
-    return
-  end
-  local ttl = redis.call('PTTL', k)
-  redis.call('DEL', k)
-  if lay == 'j' then
-    redis.call('SET', k, t[1])
-  else
-    if lay == 't' then redis.call('SET', k, t[2])
-    elseif lay == 's' then add('SADD', k, t, 2)
-    elseif lay == 'l' then add('RPUSH', k, t, 2)
-    else add('ZADD', k, t, 2) end
-    if t[1] == '0' then
-      redis.call('DEL', vk)
-    else
-      redis.call('SET', vk, t[1])
-      if ttl > 0 then redis.call('PEXPIRE', vk, ttl) end
-    end
-  end
-  if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
-end
--- JSON values alike: strings, booleans and nulls equal (numbers come as
--- strings of their exact value, see `strict`), tables alike key by key.
-local function alike(x, y)
-  if type(x) ~= type(y) then return false end
-  if type(x) ~= 'table' then return x == y end
-  for key, v in pairs(x) do
-    if not alike(v, y[key]) then return false end
-  end
-  for key in pairs(y) do
-    if x[key] == nil then return false end
-  end
-  return true
-end
--- `text` ready for cjson, or nil when a number or word outside its strings
--- is not strict JSON (cjson also takes `007`, `5.`, hex, `inf` and `nan`,
--- which tern's reader refuses: it reads such a field as text). Else the text
--- with every number replaced by its exact decimal value, as a string, wrapped
--- by kind: `{"i":"<sign><digits>e<exponent>"}` where tern reads an int,
--- `{"f":...}` where it reads a float. So values compare as tern's do, with
--- no double in between: `1` and `1.0` differ, `1.5`, `1.50` and `15e-1` do
--- not, and `3.14159265358979323846` and `...847` differ (tern reads a number
--- a double cannot hold as text). Every number is wrapped, those inside the
--- application's own objects too, so no wrapped value equals an unwrapped one.
-local function strict(text)
-  local out, from = {}, 1
-  local i, n = 1, #text
-  while i <= n do
-    local c = string.sub(text, i, i)
-    if c == '"' then
-      i = i + 1
-      while i <= n do
-        local d = string.sub(text, i, i)
-        if d == '\\' then i = i + 2 elseif d == '"' then break else i = i + 1 end
-      end
-      i = i + 1
-    elseif string.find(c, '[%d%-]') then
-      local num = string.match(text, '^[%w%.%+%-]+', i)
-      local int, frac, exp = string.match(num, '^%-?(%d+)(%.?%d*)([eE]?[%+%-]?%d*)$')
-      if not int or (#int > 1 and string.sub(int, 1, 1) == '0') or frac == '.'
-        or (exp ~= '' and not string.find(exp, '%d$')) then
-        return nil
-      end
-      -- The exact value: significant digits and the exponent of `0.<digits>`.
-      local digits = int .. string.sub(frac, 2)
-      local sig = string.gsub(string.gsub(digits, '^0+', ''), '0+$', '')
-      local e = string.sub(exp, 2)
-      if #e > 7 then return nil end
-      local point = 0
-      if #sig > 0 then point = #int - #string.match(digits, '^0*') + (tonumber(e) or 0) end
-      local sign = string.sub(num, 1, 1) == '-' and '-' or ''
-      -- serde_json, tern's reader, reads `-0` as the float -0.0.
-      local float = frac ~= '' or exp ~= '' or num == '-0'
-      out[#out + 1] = string.sub(text, from, i - 1)
-      out[#out + 1] = (float and '{"f":"' or '{"i":"') .. sign .. sig .. 'e' .. point .. '"}'
-      i = i + #num
-      from = i
-    elseif string.find(c, '%a') then
-      local word = string.match(text, '^%a+', i)
-      if word ~= 'true' and word ~= 'false' and word ~= 'null' then return nil end
-      i = i + #word
-    else
-      i = i + 1
-    end
-  end
-  out[#out + 1] = string.sub(text, from)
-  return table.concat(out)
-end
--- The JSON value of `text` as tern reads it, numbers wrapped (`strict`);
--- `ok` false: not JSON to tern.
-local function json(text)
-  local wrapped = strict(text)
-  if not wrapped then return false end
-  return pcall(cjson.decode, wrapped)
-end
--- A hash field as tern reads it: its JSON value where the text is JSON,
--- else the text.
-local function field(text)
-  local ok, v = json(text)
-  if ok then return v end
-  return text
-end
--- The stored text `s` holds the entity tern wrote as the text `e`: the same
--- text, or (the application wrote it in its own format: its key order, its
--- spacing, no version member) the same JSON object, a missing version member
--- counting as version 0.
-local function same_json(s, e)
-  if s == e then return true end
-  if not s then return false end
-  local ok_s, a = json(s)
-  local ok_e, b = json(e)
-  if not (ok_s and ok_e) or type(a) ~= 'table' or type(b) ~= 'table' then return false end
-  if a[vf] == nil then a[vf] = { i = 'e0' } end
-  if b[vf] == nil then b[vf] = { i = 'e0' } end
-  return alike(a, b)
-end
-local function same(k, vk, lay, t)
-  local ty = redis.call('TYPE', k).ok
-  if ty ~= types[lay] then return false end
-  if lay == 'h' then
-    local cur = redis.call('HGETALL', k)
-    local m = {}
-    local n = 0
-    for j = 1, #cur, 2 do m[cur[j]] = cur[j + 1]; n = n + 1 end
-    if m[vf] == nil then m[vf] = '0'; n = n + 1 end
-    if n * 2 ~= #t then return false end
-    for j = 1, #t, 2 do
-      local stored = m[t[j]]
-      if stored ~= t[j + 1] and not (stored and alike(field(stored), field(t[j + 1]))) then
-        return false
-      end
-    end
-    return true
-  end
-  if lay == 'j' then return same_json(redis.call('GET', k), t[1]) end
-  if (redis.call('GET', vk) or '0') ~= t[1] then return false end
-  if lay == 't' then return redis.call('GET', k) == t[2] end
-  if lay == 's' then
-    if redis.call('SCARD', k) ~= #t - 1 then return false end
-    for j = 2, #t do
-      if redis.call('SISMEMBER', k, t[j]) == 0 then return false end
-    end
-    return true
-  end
-  if lay == 'l' then
-    local cur = redis.call('LRANGE', k, 0, -1)
-    if #cur ~= #t - 1 then return false end
-    for j = 2, #t do
-      if cur[j - 1] ~= t[j] then return false end
-    end
-    return true
-  end
-  if redis.call('ZCARD', k) * 2 ~= #t - 1 then return false end
-  for j = 2, #t, 2 do
-    local s = redis.call('ZSCORE', k, t[j + 1])
-    if not s or tonumber(s) ~= tonumber(t[j]) then return false end
-  end
-  return true
-end
-"#
-    };
-}
-pub(crate) use {replace_hash_lua, write_lua_prelude};
-
 /// The keys and arguments of one put in a call of [`PUT_SCRIPT`].
 pub(crate) struct PutCall {
     keys: Vec<String>,
@@ -996,30 +762,8 @@ pub(crate) struct PutCall {
 /// it replaces). What [`WRITE_SCRIPT`] and the atomic script do for such
 /// writes, without their set-up (tables and functions made on every call).
 pub(crate) const PUT_SCRIPT: &str = concat!(
-    replace_hash_lua!(),
-    r#"
-local a, j = 1, 1
-while j <= #KEYS do
-  local k, lay, formers = KEYS[j], ARGV[a], tonumber(ARGV[a + 1])
-  local stop = a + 2 + tonumber(ARGV[a + 2])
-  a = a + 3
-  -- A key the put creates takes the TTL of its first former copy.
-  local ttl = 0
-  if formers > 0 and redis.call('EXISTS', k) == 0 then
-    ttl = redis.call('PTTL', KEYS[j + 1])
-  end
-  if lay == 'j' then
-    redis.call('SET', k, ARGV[a], 'KEEPTTL')
-  else
-    replace_hash(k, ARGV, a, stop)
-  end
-  a = stop + 1
-  if ttl > 0 then redis.call('PEXPIRE', k, ttl) end
-  for f = 1, formers do redis.call('DEL', KEYS[j + f]) end
-  j = j + 1 + formers
-end
-return 1
-"#
+    include_str!("../lua/replace_hash.lua"),
+    include_str!("../lua/put.lua")
 );
 
 /// One batch of writes, each atomic (the whole call is, in fact).
@@ -1035,50 +779,16 @@ return 1
 /// TTL (and the version key gets it). Returns one integer per write: 1
 /// applied, 0 conflict.
 pub(crate) const WRITE_SCRIPT: &str = concat!(
-    replace_hash_lua!(),
-    write_lua_prelude!(),
-    r#"
-local out = {}
-for i = 1, #KEYS / 2 do
-  local k, vk = KEYS[2 * i - 1], KEYS[2 * i]
-  local op = ARGV[a]; local lay = ARGV[a + 1]; a = a + 2
-  if op == 'D' then
-    redis.call('DEL', k, vk); out[i] = 1
-  elseif op == 'P' then
-    store(k, vk, lay, payload()); out[i] = 1
-  elseif op == 'I' then
-    local t = payload()
-    if redis.call('EXISTS', k) == 1 then out[i] = 0 else store(k, vk, lay, t); out[i] = 1 end
-  elseif op == 'R' then
-    local e = payload()
-    local t = payload()
-    if same(k, vk, lay, e) then store(k, vk, lay, t); out[i] = 1 else out[i] = 0 end
-  else
-    return redis.error_reply('tern: unknown write op ' .. tostring(op))
-  end
-end
-return out
-"#
+    include_str!("../lua/replace_hash.lua"),
+    include_str!("../lua/write_prelude.lua"),
+    include_str!("../lua/write.lua")
 );
 
 /// Compare-and-set of one metadata document (a hash with fields `rev` and `doc`).
 ///
 /// `ARGV`: expected revision (empty: must not exist), `set` or `del`, the JSON.
 /// Returns `{"applied", rev}` or `{"conflict"[, rev, doc]}`.
-pub(crate) const META_CAS_SCRIPT: &str = r#"
-local cur = redis.call('HGET', KEYS[1], 'rev')
-if (cur or '') ~= ARGV[1] then
-  if cur then return {'conflict', cur, redis.call('HGET', KEYS[1], 'doc') or ''} end
-  return {'conflict'}
-end
-if ARGV[2] == 'del' then
-  redis.call('DEL', KEYS[1])
-  return {'applied', '0'}
-end
-local rev = tostring((tonumber(cur or '0') or 0) + 1)
-redis.call('HSET', KEYS[1], 'rev', rev, 'doc', ARGV[3])
-return {'applied', rev}
-"#;
+pub(crate) const META_CAS_SCRIPT: &str = include_str!("../lua/meta_cas.lua");
 
 pub(crate) fn parse_revision(name: &str, text: &str) -> Result<u64> {
     text.parse().map_err(|e| {

@@ -18,6 +18,7 @@ mod conn;
 mod containers;
 mod core;
 mod exact;
+mod json_value;
 mod lazy_ops;
 pub mod module;
 mod moving;

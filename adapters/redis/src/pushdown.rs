@@ -56,51 +56,7 @@ pub(crate) struct Compiled {
 /// until the batch is full, the iteration ends or `max_steps` steps ran. A
 /// step that returns far more keys than the batch can take is cut in sorted
 /// order (`mode` `repeat`: repeat it at `cur` with COUNT `count`, skipping up to `after`).
-const COLLECT: &str = r"
-local keys = {}
-local nk = 0
-for _, k in ipairs(KEYS) do
-  nk = nk + 1
-  keys[nk] = k
-end
-local mode, count, after = 'scan', 0, ''
-local asked, found, steps = 0, 0, 0
-while nk < limit and scanning and steps < max_steps do
-  local room = limit - nk
-  local ask = 1000
-  if asked == 0 then
-    ask = math.min(math.max(room, 128), 1000)
-  elseif found > 0 then
-    ask = math.max(1, math.min(math.ceil(room * asked / found), 1000))
-  end
-  local step = cur
-  local r = call('SCAN', step, 'MATCH', pattern, 'COUNT', ask)
-  steps = steps + 1
-  local got = r[2]
-  asked, found = asked + ask, found + #got
-  if #got > room + 64 then
-    table.sort(got)
-    local last = nil
-    for j = 1, #got do
-      if nk >= limit then break end
-      if got[j] ~= last then
-        nk = nk + 1
-        keys[nk] = got[j]
-        last = got[j]
-      end
-    end
-    mode, count, after, cur = 'repeat', ask, last or '', step
-    break
-  end
-  for _, k in ipairs(got) do
-    nk = nk + 1
-    keys[nk] = k
-  end
-  cur = r[1]
-  if cur == '0' then scanning = false end
-end
-if mode == 'scan' and not scanning then mode = 'done' end
-";
+const COLLECT: &str = include_str!("../lua/scan_collect.lua");
 
 /// What one step does, on the generated script's field slots (2.., slot 1 is
 /// the version field) and set values (1..).
@@ -158,20 +114,7 @@ pub(crate) enum Shape {
 }
 
 /// The move of [`Shape::ReadOneMoving`], before the steps: sets `moved`.
-const MOVE_FROM_FORMERS: &str = r"
-local moved = 0
-local here = call('TYPE', KEYS[1]).ok
-if here ~= 'hash' then
-  for i = 2, #KEYS do
-    if call('TYPE', KEYS[i]).ok == 'hash' then
-      if here ~= 'none' then return -1 end
-      call('RENAME', KEYS[i], KEYS[1])
-      moved = 1
-      break
-    end
-  end
-end
-";
+const MOVE_FROM_FORMERS: &str = include_str!("../lua/move_from_formers.lua");
 
 /// The answer of [`Shape::ReadOneMoving`].
 const ANSWER_READ_ONE_MOVING: &str =
@@ -394,27 +337,7 @@ pub(crate) fn compile_steps(
 /// iteration ends or either bound is reached,
 /// and returns `{next cursor, keys that pass...}` (a missing version field is
 /// 0): the caller counts distinct keys, since SCAN may return a key twice.
-pub(crate) const COUNT_SCRIPT: &str = r"
-local vf, mode, x = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local pattern, cur = ARGV[4], ARGV[5]
-local budget, max_steps = tonumber(ARGV[6]), tonumber(ARGV[7])
-local out = { '' }
-local examined, steps = 0, 0
-repeat
-  local r = redis.call('SCAN', cur, 'MATCH', pattern, 'COUNT', math.min(1000, budget), 'TYPE', 'hash')
-  cur = r[1]
-  steps = steps + 1
-  for _, key in ipairs(r[2]) do
-    examined = examined + 1
-    local v = tonumber(redis.call('HGET', key, vf) or '0') or -1
-    if mode == 'any' or (mode == 'eq' and v == x) or (mode == 'below' and v >= 0 and v < x) then
-      out[#out + 1] = key
-    end
-  end
-until cur == '0' or examined >= budget or steps >= max_steps
-out[1] = cur
-return out
-";
+pub(crate) const COUNT_SCRIPT: &str = include_str!("../lua/count.lua");
 
 impl RedisStore {
     /// A version-only count of a hash kind (the census of every migration) runs

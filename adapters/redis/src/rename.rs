@@ -13,68 +13,24 @@ use crate::core::RedisStore;
 /// container's companion key) moves with it in the same call, TTL included.
 /// Returns one integer per key: 1 renamed, 0 left in place (the new key
 /// exists), -1 gone or not an entity meanwhile.
-pub(crate) const RENAME_KIND_SCRIPT: &str = r"
-local out = {}
-for i = 1, #KEYS / 4 do
-  local src, dst, vsrc, vdst = KEYS[4 * i - 3], KEYS[4 * i - 2], KEYS[4 * i - 1], KEYS[4 * i]
-  if redis.call('TYPE', src).ok ~= ARGV[1] then
-    out[i] = -1
-  elseif redis.call('RENAMENX', src, dst) == 1 then
-    if redis.call('EXISTS', vsrc) == 1 then
-      redis.call('RENAME', vsrc, vdst)
-    else
-      redis.call('DEL', vdst)
-    end
-    out[i] = 1
-  else
-    out[i] = 0
-  end
-end
-return out
-";
+pub(crate) const RENAME_KIND_SCRIPT: &str = include_str!("../lua/rename_kind.lua");
 
 /// Cluster rename, step 1, in the old key's slot: KEYS the old key and its
 /// version key; `ARGV[1]` the kind's Redis type. Returns nil when the key is
 /// gone or of another type, else `{DUMP, PTTL, version tag or ''}`.
-const DUMP_SCRIPT: &str = r"
-if redis.call('TYPE', KEYS[1]).ok ~= ARGV[1] then return false end
-return { redis.call('DUMP', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '' }
-";
+const DUMP_SCRIPT: &str = include_str!("../lua/dump.lua");
 
 /// Cluster rename, step 2, in the new key's slot: KEYS the new key and its
 /// version key; ARGV the dump, the PTTL and the version tag of step 1.
 /// Restores the copy (TTL and tag included) unless the new key exists: 1
 /// copied (or already copied by an interrupted run: same dump and tag), 0 a
 /// collision.
-const COPY_SCRIPT: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('DUMP', KEYS[1]) == ARGV[1] and (redis.call('GET', KEYS[2]) or '') == ARGV[3] then
-    return 1
-  end
-  return 0
-end
-local ttl = tonumber(ARGV[2])
-if ttl < 0 then ttl = 0 end
-redis.call('RESTORE', KEYS[1], ttl, ARGV[1])
-if ARGV[3] == '' then
-  redis.call('DEL', KEYS[2])
-else
-  redis.call('SET', KEYS[2], ARGV[3])
-  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
-end
-return 1
-";
+const COPY_SCRIPT: &str = include_str!("../lua/copy.lua");
 
 /// Cluster rename, step 3 (and its undo), in one key's slot: KEYS a key and
 /// its version key; `ARGV[1]` a dump. Deletes both when the key still holds
 /// that dump: 1, else 0 (it changed meanwhile).
-const DELETE_IF_SAME_SCRIPT: &str = r"
-if redis.call('DUMP', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return 1
-end
-return 0
-";
+const DELETE_IF_SAME_SCRIPT: &str = include_str!("../lua/delete_if_same.lua");
 
 /// What step 1 read of one key: its `DUMP`, `PTTL` and version tag (`''` for none).
 type Dumped = (Vec<u8>, i64, Vec<u8>);

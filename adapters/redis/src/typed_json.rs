@@ -3,9 +3,9 @@
 //! converted, so each string is allocated once (read) or not at all (written).
 //! A tagged value (an object whose only key starts with `$`: `{"$float":
 //! ...}`, `{"$map": ...}`...) is read as JSON and given to the general
-//! conversion ([`codec::value_from_json`]), so every value reads as that
+//! conversion ([`json_value::value_from_json`]), so every value reads as that
 //! conversion reads it; the writer writes the general conversion's JSON
-//! ([`codec::value_to_json`]), properties in sorted order (tested byte for byte).
+//! ([`json_value::value_to_json`]), properties in sorted order (tested byte for byte).
 
 use std::fmt;
 
@@ -13,7 +13,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::Value as Json;
 use tern_core::model::{Map, Value, Version};
 
-use crate::codec;
+use crate::json_value;
 
 /// The version (the `version_field` property, 0 without it) and the other
 /// properties of the JSON object `text`. Its top level is a map of
@@ -32,7 +32,7 @@ pub(crate) fn read_entity(text: &str, version_field: &str) -> Result<(Version, M
 
 /// The JSON text of an entity's properties with its version as the
 /// `version_field` property (the caller checks that no property has that
-/// name), in sorted order: [`codec::map_to_object`] with the version
+/// name), in sorted order: [`json_value::map_to_object`] with the version
 /// inserted, then serialized, without the tree.
 pub(crate) fn write_entity(map: &Map, version_field: &str, version: Version) -> String {
     let entity = TypedEntity {
@@ -71,7 +71,7 @@ impl serde::Serialize for TypedEntity<'_> {
     }
 }
 
-/// A value serialized as [`codec::value_to_json`] converts it.
+/// A value serialized as [`json_value::value_to_json`] converts it.
 struct Typed<'a>(&'a Value);
 
 impl serde::Serialize for Typed<'_> {
@@ -90,7 +90,7 @@ impl serde::Serialize for Typed<'_> {
                 }
                 out.end()
             }
-            Value::Map(map) if !codec::needs_map_tag(map) => {
+            Value::Map(map) if !json_value::needs_map_tag(map) => {
                 let mut out = s.serialize_map(Some(map.len()))?;
                 for (name, value) in map {
                     out.serialize_entry(name, &Typed(value))?;
@@ -99,7 +99,7 @@ impl serde::Serialize for Typed<'_> {
             }
             // Tagged values (non-finite floats, bytes, dates, a map that
             // looks like a tag): rare, written through the general conversion.
-            other => codec::value_to_json(other).serialize(s),
+            other => json_value::value_to_json(other).serialize(s),
         }
     }
 }
@@ -147,7 +147,7 @@ struct ValueSeed;
 
 /// A scalar through the general conversion (integers beyond 64 bits refused as there).
 fn scalar<E: de::Error>(json: Json) -> Result<Value, E> {
-    codec::value_from_json(&json).map_err(E::custom)
+    json_value::value_from_json(&json).map_err(E::custom)
 }
 
 impl<'de> DeserializeSeed<'de> for ValueSeed {
@@ -211,11 +211,11 @@ impl<'de> Visitor<'de> for ValueSeed {
             let inner: Json = m.next_value()?;
             let Some(second) = m.next_key::<String>()? else {
                 let tagged = Json::Object([(first, inner)].into_iter().collect());
-                return codec::value_from_json(&tagged).map_err(de::Error::custom);
+                return json_value::value_from_json(&tagged).map_err(de::Error::custom);
             };
             map.insert(
                 first,
-                codec::value_from_json(&inner).map_err(de::Error::custom)?,
+                json_value::value_from_json(&inner).map_err(de::Error::custom)?,
             );
             let v = m.next_value_seed(ValueSeed)?;
             map.insert(second, v);
@@ -247,7 +247,7 @@ mod tests {
             None => 0,
             Some(v) => v.as_u64().ok_or(())?,
         };
-        Ok((version, codec::object_to_map(&json).map_err(|_| ())?))
+        Ok((version, json_value::object_to_map(&json).map_err(|_| ())?))
     }
 
     #[test]
@@ -293,7 +293,7 @@ mod tests {
             vf in "[_a-z]{1,3}",
         ) {
             proptest::prop_assume!(!map.contains_key(&vf));
-            let Json::Object(obj) = codec::map_to_object(&map) else {
+            let Json::Object(obj) = json_value::map_to_object(&map) else {
                 panic!("a map is written as an object");
             };
             let mut sorted: std::collections::BTreeMap<String, Json> = obj.into_iter().collect();
@@ -307,7 +307,7 @@ mod tests {
         #[test]
         fn reads_what_tern_writes(map in tern_core::model::arb::arb_map()) {
             proptest::prop_assume!(!map.contains_key("_v"));
-            let text = codec::map_to_object(&map).to_string();
+            let text = json_value::map_to_object(&map).to_string();
             let got = read_entity(&text, "_v").map_err(|_| ());
             proptest::prop_assert_eq!(&got, &two_pass(&text, "_v"));
             proptest::prop_assert_eq!(got, Ok((0, map)));

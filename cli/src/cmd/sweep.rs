@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use clap::Args;
+use tern_core::lazy::install::code_migrations;
 use tern_core::lazy::{self, KindLazyStatus, SweepOptions};
-use tern_core::migrate::lazy_install::code_migrations;
 use tern_core::migrate::{Lease, LeaseOptions};
 
 use crate::{Ctx, EXIT_BEHIND, EXIT_OK};

@@ -49,7 +49,7 @@ use std::collections::BTreeMap;
 use thiserror::Error;
 
 use crate::lang::ast::{Atom, PropRef, Statement, Transfer};
-use crate::lang::safety::TargetConflict;
+use crate::lang::conflict::TargetConflict;
 use crate::model::{Entity, Key, Map, Value};
 use crate::store::{Condition, lookup};
 
@@ -1178,7 +1178,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lang::safety::{SafetyChecker, SafetyReport};
 
     #[test]
     fn public_types_are_send_and_sync() {
@@ -1188,8 +1187,6 @@ mod tests {
         check::<ScriptError>();
         check::<StatementReport>();
         check::<TargetResolution>();
-        check::<SafetyChecker>();
-        check::<SafetyReport>();
     }
 
     #[test]

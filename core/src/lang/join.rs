@@ -38,10 +38,11 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::lang::ast::Transfer;
+use crate::lang::conflict::TargetConflict;
 use crate::lang::eval::{
     EvalOptions, State, TargetResolution, source_matches, target_matches, transfer_value,
 };
-use crate::lang::safety::{SafetyReport, TargetConflict, static_warnings};
+use crate::lang::safety::{SafetyReport, static_warnings};
 use crate::model::keycode::encode_value;
 use crate::model::{Entity, Key, Map, Value};
 use crate::store::lookup;

@@ -6,12 +6,14 @@
 //!   (`parse(print(ast)) == ast`), with [`ParseError`] pointing at the line and
 //!   column of the first error;
 //! - [`eval`]: the reference semantics (\[SE\] Figures 6 and 7 with tern's safe defaults);
+//! - [`conflict`]: a move's or copy's conflicting target, as all three report it;
 //! - [`safety`]: the move/copy dry-run check of \[SE\] Proposition 2;
 //! - [`join`]: the same join and check by index, in one scan of each kind.
 //!
 //! The language is described in `docs/language.md`.
 
 pub mod ast;
+pub mod conflict;
 pub mod error;
 pub mod eval;
 pub mod join;

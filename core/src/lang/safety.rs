@@ -24,38 +24,12 @@
 use std::fmt;
 
 use crate::lang::ast::Transfer;
+use crate::lang::conflict::TargetConflict;
 use crate::lang::eval::{
     EvalOptions, State, TargetResolution, joins, resolve_target_with, source_matches,
     target_matches, transfer_value,
 };
 use crate::model::{Entity, Key, Value};
-
-/// A target that sources with different values would write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TargetConflict {
-    /// The target.
-    pub target: Key,
-    /// Every source that writes it and the value it writes (`None`: the source
-    /// lacks the property, which writes "absent" only with
-    /// [`EvalOptions::literal_transfer`]), in source key order.
-    pub writes: Vec<(Key, Option<Value>)>,
-}
-
-impl fmt::Display for TargetConflict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} from ", self.target)?;
-        for (i, (source, value)) in self.writes.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            match value {
-                Some(v) => write!(f, "{source} = {v}")?,
-                None => write!(f, "{source} (absent)")?,
-            }
-        }
-        Ok(())
-    }
-}
 
 /// A property of the statement itself worth a warning, whatever the data.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -276,5 +250,18 @@ impl SafetyChecker {
     /// The final report.
     pub fn finish(self) -> SafetyReport {
         self.report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_types_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<SafetyChecker>();
+        check::<SafetyReport>();
+        check::<TargetConflict>();
     }
 }

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::error::{LazyError, Result};
 use super::spec::{KindChain, Spec};
-use crate::migrate::{Migration, state};
+use crate::migration::source::Migration;
+use crate::migration::state;
 use crate::model::{Entity, Key, Map, Version};
 use crate::store::{
     AtomicScope, Condition, Filter, Guard, ScanRequest, Store, StoreExt, Write, WriteOutcome,

@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use crate::migrate::MigrateError;
+use crate::migration::error::MigrateError;
 use crate::model::{Key, Version};
 
 /// What can go wrong when reading or writing through a [`super::LazyClient`],
@@ -168,12 +168,12 @@ impl LazyError {
     /// error's own code, else 1.
     pub fn exit_code(&self) -> u8 {
         match self {
-            LazyError::Interrupted => crate::migrate::error::EXIT_INTERRUPTED,
+            LazyError::Interrupted => crate::migration::error::EXIT_INTERRUPTED,
             LazyError::Migrate(m) => m.exit_code(),
             LazyError::Store(s) if s.kind() == crate::store::ErrorKind::Busy => {
-                crate::migrate::error::EXIT_LOCKED
+                crate::migration::error::EXIT_LOCKED
             }
-            _ => crate::migrate::error::EXIT_ERROR,
+            _ => crate::migration::error::EXIT_ERROR,
         }
     }
 }

@@ -9,13 +9,12 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use super::engine::{MigrationReport, ledger_entry};
-use super::error::{MigrateError, Result};
-use super::lease::Lease;
-use super::plan::{self, Stage};
-use super::rename::rename_refused;
-use super::source::{Body, Migration, MigrationSet};
-use super::state::{KindRename, LazyRecord, RunCounts, StateDoc};
+use crate::migration::error::{MigrateError, Result, rename_refused};
+use crate::migration::lease::Lease;
+use crate::migration::plan::{self, Stage};
+use crate::migration::report::{MigrationReport, ledger_entry};
+use crate::migration::source::{Body, Migration, MigrationSet};
+use crate::migration::state::{KindRename, LazyRecord, RunCounts, StateDoc};
 use crate::model::Key;
 use crate::store::{Filter, ScanRequest, Store};
 
@@ -173,11 +172,11 @@ pub async fn complete_pending(
     if !has_pending(&lease.snapshot().await) {
         return Ok(());
     }
-    let options = crate::lazy::SweepOptions::default();
-    let report = crate::lazy::sweep::sweep_under(store, lease, &code_migrations(set), &options)
+    let options = super::SweepOptions::default();
+    let report = super::sweep::sweep_under(store, lease, &code_migrations(set), &options)
         .await
         .map_err(|e| match e {
-            crate::lazy::LazyError::Migrate(e) => e,
+            super::LazyError::Migrate(e) => e,
             other => MigrateError::Dirty(format!(
                 "completing the pending lazy migrations before an eager one: {other}"
             )),

@@ -3,7 +3,7 @@
 //! A migration file whose first line is `lazy` is *installed* by `tern up`
 //! instead of run: its spec (canonical statements) and the kinds' new logical
 //! versions are written in one fenced compare-and-set of tern's state
-//! document, and no entity is touched ([`crate::migrate::lazy_install`]).
+//! document, and no entity is touched ([`install`]).
 //! Applications then read and write through a [`LazyClient`], which brings
 //! each stale entity up to date when it is accessed, atomically with the
 //! access. A [`sweep`](sweep::sweep) migrates the rest and records the lazy
@@ -32,11 +32,14 @@
 //! ```
 
 mod client;
-pub mod directive;
 mod error;
+pub mod install;
 pub mod spec;
 pub mod status;
 pub mod sweep;
+
+/// The `lazy` first line of a migration file (in the layer under `lazy` and `migrate`).
+pub use crate::migration::directive;
 
 pub use client::{DEFAULT_REFRESH, LazyClient, LazyClientBuilder, LazyStats};
 pub use error::{LazyError, Result};

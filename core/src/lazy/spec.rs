@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::error::{LazyError, Result};
-use crate::migrate::plan::{self, Step, StepOp};
-use crate::migrate::{EntityMigration, Migration, MigrationSet, StateDoc};
+use crate::migration::plan::{self, Step, StepOp};
+use crate::migration::source::{EntityMigration, Migration, MigrationSet};
+use crate::migration::state::StateDoc;
 use crate::model::{Entity, Key, Map, Version};
 
 /// The chain of one kind: how an entity stored at any older version, under the
@@ -132,12 +133,12 @@ impl KindChain {
                             kind: self.kind.clone(),
                         });
                     }
-                    crate::migrate::apply_per_entity(step, &key, &mut value).map_err(|e| {
-                        LazyError::Transform {
+                    crate::migration::apply::apply_per_entity(step, &key, &mut value).map_err(
+                        |e| LazyError::Transform {
                             key: entity.key.clone(),
                             message: e.to_string(),
-                        }
-                    })?;
+                        },
+                    )?;
                 }
                 StepOp::TransferTarget { transfer, is_move } => {
                     let stmt = if *is_move {
@@ -193,7 +194,7 @@ impl KindChain {
             let step = &self.steps[start - 1];
             let runs_there = step.version == expected
                 && !self.missing_code.contains_key(&step.migration)
-                && crate::migrate::pushdown_steps(std::slice::from_ref(step)).is_some();
+                && crate::migration::apply::pushdown_steps(std::slice::from_ref(step)).is_some();
             if !runs_there {
                 break;
             }
@@ -204,7 +205,7 @@ impl KindChain {
         if suffix.is_empty() {
             return None;
         }
-        let steps = crate::migrate::pushdown_steps(suffix)?;
+        let steps = crate::migration::apply::pushdown_steps(suffix)?;
         Some(crate::store::StepsFrom {
             from: expected,
             steps,

@@ -5,7 +5,9 @@ use serde::Serialize;
 use super::error::{LazyError, Result};
 use super::spec::{Spec, forward};
 use super::sweep::census;
-use crate::migrate::{Lease, MigrateError, state};
+use crate::migration::error::MigrateError;
+use crate::migration::lease::Lease;
+use crate::migration::state;
 use crate::model::Version;
 use crate::store::Store;
 
@@ -140,7 +142,7 @@ pub struct RenamedAway {
 /// Every former kind name no kind uses now, with the kind's name now: an
 /// entity under one (an import, a raw write by old code) is never migrated
 /// unless a pending lazy rename still sweeps that name.
-pub fn renamed_away(doc: &crate::migrate::StateDoc) -> Vec<RenamedAway> {
+pub fn renamed_away(doc: &crate::migration::state::StateDoc) -> Vec<RenamedAway> {
     let mut out: Vec<RenamedAway> = Vec::new();
     for r in &doc.renames {
         let now = forward(doc, r.migration.saturating_sub(1), &r.from);

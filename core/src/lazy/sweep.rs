@@ -22,7 +22,11 @@ use tracing::Instrument;
 use super::client::LazyClient;
 use super::error::Result;
 use super::spec::{KindChain, Spec, forward};
-use crate::migrate::{CancelFlag, Lease, LeaseOptions, Migration, RateLimiter, SweepState};
+use crate::migration::lease::{Lease, LeaseOptions};
+use crate::migration::pace::RateLimiter;
+use crate::migration::progress::CancelFlag;
+use crate::migration::source::Migration;
+use crate::migration::state::SweepState;
 use crate::model::{Entity, Key};
 use crate::store::{
     ErrorKind, Filter, Guard, PushdownRequest, RenameKindRequest, ScanRequest, Store, StoreExt,
@@ -176,7 +180,7 @@ pub async fn sweep_under(
 /// kinds is, however many sweeps that took.
 async fn clean_elsewhere(
     store: &dyn Store,
-    doc: &crate::migrate::StateDoc,
+    doc: &crate::migration::state::StateDoc,
     spec: &Spec,
     swept: &[KindChain],
     clean: &BTreeSet<String>,
@@ -241,7 +245,7 @@ fn chains_to_sweep(spec: &Spec, options: &SweepOptions) -> Vec<KindChain> {
 async fn record_completed(
     store: &dyn Store,
     lease: &Lease,
-    doc: &crate::migrate::StateDoc,
+    doc: &crate::migration::state::StateDoc,
     clean: &BTreeSet<String>,
 ) -> Result<Vec<u32>> {
     let now = store.now().await?;
@@ -423,7 +427,7 @@ impl Sweeper<'_> {
         if self.options.cancel.is_cancelled() {
             return Err(super::LazyError::Interrupted);
         }
-        crate::migrate::pace::pace(self.pace.as_ref(), processed, &self.options.cancel).await;
+        crate::migration::pace::pace(self.pace.as_ref(), processed, &self.options.cancel).await;
         if self.options.cancel.is_cancelled() {
             return Err(super::LazyError::Interrupted);
         }

@@ -9,18 +9,20 @@ use std::time::Instant;
 use futures::TryStreamExt;
 use tracing::Instrument;
 
-use super::error::{MigrateError, Result};
-use super::join_index;
-use super::lease::{Lease, LeaseOptions};
+use super::join;
+use super::options::RunOptions;
 use super::overlay::{Change, OverlayStore};
-use super::plan::{self, Plan, Stage};
-#[cfg(feature = "fault-injection")]
-use super::progress::FaultHook;
-use super::progress::{CancelFlag, NoProgress, Progress};
 use super::rename;
-use super::run::{Position, RunOptions, Runner};
-use super::source::{Migration, MigrationSet};
-use super::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
+use super::run::{Position, Runner};
+use crate::migration::error::{MigrateError, Result};
+use crate::migration::lease::{Lease, LeaseOptions};
+use crate::migration::plan::{self, Plan, Stage};
+#[cfg(feature = "fault-injection")]
+use crate::migration::progress::FaultHook;
+use crate::migration::progress::{CancelFlag, NoProgress, Progress};
+use crate::migration::report::{MigrationReport, ledger_entry};
+use crate::migration::source::{Migration, MigrationSet};
+use crate::migration::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
 use crate::model::{Key, Version};
 use crate::store::{Filter, Store, StoreExt, VersionFilter, scan_pages};
 
@@ -57,24 +59,6 @@ pub struct Status {
     pub now: i64,
 }
 
-/// What one migration's run did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigrationReport {
-    /// The number.
-    pub id: u32,
-    /// The name.
-    pub name: String,
-    /// The counts, including any earlier interrupted runs.
-    pub counts: RunCounts,
-    /// Whether this run resumed an interrupted one.
-    pub resumed: bool,
-    /// Milliseconds of this run.
-    pub duration_ms: u64,
-    /// Unsafe targets this run wrote under `--force-unsafe` (the greatest
-    /// source key won), with their statements.
-    pub forced_conflicts: Vec<super::Conflict>,
-}
-
 /// What `tern up` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UpReport {
@@ -104,7 +88,7 @@ pub struct DryRun {
     /// Sample changes (up to the requested number per kind), sorted by key.
     pub samples: Vec<(Key, Change)>,
     /// Conflicts of unsafe move/copy statements (empty when safe).
-    pub conflicts: Vec<super::Conflict>,
+    pub conflicts: Vec<crate::migration::conflict::Conflict>,
     /// Total entities that would change.
     pub changed_entities: u64,
 }
@@ -410,11 +394,11 @@ impl Migrator {
             }
             let span = tracing::info_span!("migration", id = m.id, name = %m.name);
             let r = if m.lazy {
-                super::lazy_install::install(store.as_ref(), lease, m)
+                crate::lazy::install::install(store.as_ref(), lease, m)
                     .instrument(span)
                     .await?
             } else {
-                super::lazy_install::complete_pending(store, lease, &self.set)
+                crate::lazy::install::complete_pending(store, lease, &self.set)
                     .instrument(span.clone())
                     .await?;
                 self.run_one(store, lease, m, mode).instrument(span).await?
@@ -489,7 +473,7 @@ impl Migrator {
         plan: &Plan,
         mode: &RunMode<'_>,
         progress: &dyn Progress,
-    ) -> Result<Option<join_index::JoinIndex>> {
+    ) -> Result<Option<join::JoinIndex>> {
         let mut prebuilt = None;
         if !mode.is_dry()
             && !self.run.force_unsafe
@@ -498,15 +482,15 @@ impl Migrator {
                 .iter()
                 .any(|s| matches!(s, Stage::Transfer { .. }))
         {
-            match join_index::direct_check(plan) {
+            match join::direct_check(plan) {
                 Some((t, text)) => {
-                    let r = join_index::Reading {
+                    let r = join::Reading {
                         store,
                         page: self.run.batch_size,
                         estimate: self.run.estimate_totals,
                         progress,
                     };
-                    prebuilt = Some(join_index::precheck(r, t, text, self.run.join_memory).await?);
+                    prebuilt = Some(join::precheck(r, t, text, self.run.join_memory).await?);
                 }
                 None => self.safety_precheck(m).await?,
             }
@@ -699,7 +683,7 @@ impl Migrator {
         let r = Box::pin(checker.run_one(&store, &lease, m, &mut mode)).await;
         let _ = lease.release().await;
         r?;
-        match super::conflict::refusal(&stages.conflicts) {
+        match crate::migration::conflict::refusal(&stages.conflicts) {
             None => Ok(()),
             Some(refused) => Err(refused),
         }
@@ -951,7 +935,7 @@ impl Migrator {
             history,
             conflicts: std::sync::Mutex::new(Vec::new()),
             collect_conflicts: false,
-            pace: super::pace::RateLimiter::new(self.run.max_rate),
+            pace: crate::migration::pace::RateLimiter::new(self.run.max_rate),
             unmatched: std::sync::atomic::AtomicU64::new(0),
             prebuilt: std::sync::Mutex::new(None),
             renames_prechecked: false,
@@ -982,7 +966,7 @@ impl KindCensus {
 #[derive(Debug, Default)]
 struct DryStages {
     previews: Vec<StagePreview>,
-    conflicts: Vec<super::Conflict>,
+    conflicts: Vec<crate::migration::conflict::Conflict>,
 }
 
 /// How a run treats its store.
@@ -1013,17 +997,20 @@ impl RunMode<'_> {
 
 /// The conflicts `runner` collected, deduplicated: into the dry run's collector,
 /// or (applying) returned as the forced conflicts of the migration.
-fn take_conflicts(runner: &Runner<'_>, mode: &mut RunMode<'_>) -> Vec<super::Conflict> {
+fn take_conflicts(
+    runner: &Runner<'_>,
+    mode: &mut RunMode<'_>,
+) -> Vec<crate::migration::conflict::Conflict> {
     let mut forced_conflicts = Vec::new();
     if let Ok(mut c) = runner.conflicts.lock() {
         match mode.collector() {
             Some(dry) => {
                 dry.conflicts.append(&mut c);
-                super::conflict::dedup(&mut dry.conflicts);
+                crate::migration::conflict::dedup(&mut dry.conflicts);
             }
             None => {
                 forced_conflicts.append(&mut c);
-                super::conflict::dedup(&mut forced_conflicts);
+                crate::migration::conflict::dedup(&mut forced_conflicts);
             }
         }
     }
@@ -1045,31 +1032,6 @@ async fn finish_schema(store: &dyn Store, m: &Migration, plan: &Plan, progress: 
             "migration {}: emptied columns were not dropped: {text}",
             m.id
         ));
-    }
-}
-
-/// The ledger's entry for `m` (planned as `plan`), applied at `applied_at`
-/// after a run of `duration_ms` that did `counts`.
-pub(super) fn ledger_entry(
-    m: &Migration,
-    plan: &Plan,
-    applied_at: i64,
-    duration_ms: u64,
-    counts: RunCounts,
-) -> LedgerEntry {
-    LedgerEntry {
-        id: m.id,
-        name: m.name.clone(),
-        checksum: m.checksum.clone(),
-        applied_at,
-        duration_ms,
-        counts,
-        script: m.canonical_text(),
-        steps: plan
-            .steps
-            .iter()
-            .map(|s| (s.kind.clone(), s.version))
-            .collect(),
     }
 }
 

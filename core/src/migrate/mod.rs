@@ -3,37 +3,38 @@
 //!
 //! Start with [`Migrator`]: give it a store and a [`MigrationSet`], call
 //! [`Migrator::up`]. See the README's "Concepts" for the guarantees.
+//!
+//! The engine sits on top of the layers (docs/design.md, "Layers"): what a
+//! migration is and its record in the store (the modules re-exported below from
+//! the layer under both the engine and [`crate::lazy`]), then lazy migration (a
+//! `lazy` migration is installed through [`crate::lazy::install`]), then this
+//! module: the engine ([`engine`]), its batches (`run`), kind renames (`rename`),
+//! move and copy by index (`join`) and the dry run's overlay ([`overlay`]).
 
 mod changelog;
-pub mod conflict;
 pub mod engine;
-pub mod error;
-mod flat_table;
-pub(crate) mod join_index;
-pub mod lazy_install;
-pub mod lease;
+pub(crate) mod join;
+mod options;
 pub mod overlay;
-pub mod pace;
-pub mod plan;
-pub mod progress;
 mod rename;
 mod run;
-pub mod source;
-pub mod state;
 
-pub use conflict::Conflict;
-pub use engine::{
-    Abandoned, DryRun, KindCensus, MigrationReport, MigrationStatus, Migrator, StagePreview,
-    Status, UpReport,
-};
-pub use error::MigrateError;
-pub use join_index::{JoinIndex, Resolved, StoreCheck, check_on_store};
-pub use lease::{Lease, LeaseOptions};
-pub use pace::RateLimiter;
+pub use crate::migration::{conflict, error, lease, pace, plan, progress, source, state};
+
+pub use crate::migration::conflict::Conflict;
+pub use crate::migration::error::MigrateError;
+pub use crate::migration::lease::{Lease, LeaseOptions};
+pub use crate::migration::pace::RateLimiter;
 #[cfg(feature = "fault-injection")]
-pub use progress::FaultHook;
-pub use progress::{CancelFlag, FaultAt, FaultPoint, NoProgress, Progress};
-pub use run::RunOptions;
-pub(crate) use run::{apply_per_entity, pushdown_steps};
-pub use source::{Body, EntityMigration, Migration, MigrationSet};
-pub use state::{KindRename, LazyRecord, LedgerEntry, RunCounts, RunState, StateDoc, SweepState};
+pub use crate::migration::progress::FaultHook;
+pub use crate::migration::progress::{CancelFlag, FaultAt, FaultPoint, NoProgress, Progress};
+pub use crate::migration::report::MigrationReport;
+pub use crate::migration::source::{Body, EntityMigration, Migration, MigrationSet};
+pub use crate::migration::state::{
+    KindRename, LazyRecord, LedgerEntry, RunCounts, RunState, StateDoc, SweepState,
+};
+pub use engine::{
+    Abandoned, DryRun, KindCensus, MigrationStatus, Migrator, StagePreview, Status, UpReport,
+};
+pub use join::{JoinIndex, Resolved, StoreCheck, check_on_store};
+pub use options::RunOptions;

@@ -20,10 +20,10 @@
 //!
 //! [`Store::rename_kind`]: crate::store::Store::rename_kind
 
-use super::error::{MigrateError, Result};
-use super::progress::FaultAt;
 use super::run::{Position, Runner};
-use super::state::KindRename;
+use crate::migration::error::{MigrateError, Result, rename_refused};
+use crate::migration::progress::FaultAt;
+use crate::migration::state::KindRename;
 use crate::model::Key;
 use crate::store::{ErrorKind, Filter, RenameKindRequest, Store};
 
@@ -254,15 +254,6 @@ impl Runner<'_> {
                 keys.len()
             ),
         )
-    }
-}
-
-/// The refusal to rename `from` to `to`, for `reason`.
-pub(crate) fn rename_refused(from: &str, to: &str, reason: String) -> MigrateError {
-    MigrateError::RenameKindRefused {
-        from: from.to_owned(),
-        to: to.to_owned(),
-        reason,
     }
 }
 

@@ -17,66 +17,23 @@ use std::collections::BTreeMap;
 
 use tracing::Instrument;
 
-use super::error::{MigrateError, Result};
-use super::join_index::{self, JoinIndex, SpillMap, Values};
-use super::lease::Lease;
-use super::plan::{Stage, Step, StepOp};
-#[cfg(feature = "fault-injection")]
-use super::progress::FaultHook;
-use super::progress::{CancelFlag, FaultAt, FaultPoint, Progress};
-use super::state::{RunCounts, StateDoc};
+use super::join::{self, JoinIndex, SpillMap, Values};
+use super::options::RunOptions;
 use crate::lang::eval::{self, TargetResolution};
 use crate::lang::{Statement, Transfer};
-use crate::model::{Entity, Key, Map, Value, Version};
+use crate::migration::apply::{apply_per_entity, atom_condition, pushdown_steps};
+use crate::migration::error::{MigrateError, Result};
+use crate::migration::lease::Lease;
+use crate::migration::plan::{Stage, Step, StepOp};
+#[cfg(feature = "fault-injection")]
+use crate::migration::progress::FaultHook;
+use crate::migration::progress::{CancelFlag, FaultAt, FaultPoint, Progress};
+use crate::migration::state::{RunCounts, StateDoc};
+use crate::model::{Entity, Key, Value, Version};
 use crate::store::{
-    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanPage, ScanRequest,
-    Store, StoreExt, VersionFilter, Write, WriteOutcome,
+    Condition, Cursor, ErrorKind, Filter, PushStep, PushdownRequest, ScanPage, ScanRequest, Store,
+    StoreExt, VersionFilter, Write, WriteOutcome,
 };
-
-/// How to run batches.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// Entities per batch (and per checkpoint).
-    pub batch_size: usize,
-    /// Entities per batch (and per checkpoint) of a stage the store runs inside
-    /// itself (`Store::update_in_place`): nothing travels to the client, so a
-    /// bigger batch costs no memory and pays the per-batch round trips and the
-    /// checkpoint less often (a MongoDB pushdown took 10-15% longer in batches
-    /// of 1,000; docs/benchmarks.md).
-    pub pushdown_batch_size: usize,
-    /// At most this many entities per second, if set.
-    pub max_rate: Option<f64>,
-    /// Apply an unsafe move/copy anyway (the greatest source key wins a conflict).
-    pub force_unsafe: bool,
-    /// How often a conflicting write is retried before the entity is left to the census.
-    pub max_retries: u32,
-    /// How many census sweeps may run before a migration gives up.
-    pub census_passes: u32,
-    /// Use the store's server-side update when it has one.
-    pub pushdown: bool,
-    /// Ask the store for a cheap estimate of each stage's entities, for the
-    /// progress bar's total ([`Store::estimate_count`](crate::store::Store::estimate_count): never a scan).
-    pub estimate_totals: bool,
-    /// Bytes of memory the index of a move or copy may take before it spills
-    /// to a scratch file (docs/design.md, "Move and copy by index").
-    pub join_memory: usize,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            batch_size: 1000,
-            pushdown_batch_size: 10_000,
-            max_rate: None,
-            force_unsafe: false,
-            max_retries: 8,
-            census_passes: 3,
-            pushdown: true,
-            estimate_totals: true,
-            join_memory: super::join_index::DEFAULT_JOIN_MEMORY,
-        }
-    }
-}
 
 /// The position of a stage run: phase, cursor and counts, as checkpointed.
 #[derive(Debug, Clone, Default)]
@@ -165,11 +122,11 @@ pub(crate) struct Runner<'a> {
     pub(crate) history: &'a BTreeMap<String, Vec<Step>>,
     /// Conflicts found by an unsafe move/copy (filled when `collect_conflicts`
     /// or `options.force_unsafe`: the report lists what was overridden).
-    pub(crate) conflicts: std::sync::Mutex<Vec<super::Conflict>>,
+    pub(crate) conflicts: std::sync::Mutex<Vec<crate::migration::conflict::Conflict>>,
     /// Collect unsafe conflicts instead of failing (dry runs).
     pub(crate) collect_conflicts: bool,
     /// `--max-rate`, as a token bucket (none without a limit).
-    pub(crate) pace: Option<super::pace::RateLimiter>,
+    pub(crate) pace: Option<crate::migration::pace::RateLimiter>,
     /// Move sources of the current batch that matched no target.
     pub(crate) unmatched: std::sync::atomic::AtomicU64,
     /// The index of the first stage's move or copy, built and checked before the run.
@@ -241,7 +198,7 @@ impl Runner<'_> {
     /// Waits for the tokens of `processed` entities (`--max-rate`); a cancel
     /// ends the wait.
     pub(crate) async fn throttle(&self, processed: u64) {
-        super::pace::pace(self.pace.as_ref(), processed, self.cancel).await;
+        crate::migration::pace::pace(self.pace.as_ref(), processed, self.cancel).await;
     }
 
     /// Writes the checkpoint of `stage` under the lease.
@@ -339,7 +296,7 @@ impl Runner<'_> {
                 }
                 if *is_move && pos.phase == 1 {
                     let delivered =
-                        join_index::deliveries(self.reading(), transfer, self.options.join_memory)
+                        join::deliveries(self.reading(), transfer, self.options.join_memory)
                             .await?;
                     self.run_move_sources(index, transfer, *source_version, &delivered, pos)
                         .await?;
@@ -895,7 +852,7 @@ impl Runner<'_> {
         if (self.collect_conflicts || self.options.force_unsafe)
             && let Ok(mut c) = self.conflicts.lock()
         {
-            c.push(super::Conflict {
+            c.push(crate::migration::conflict::Conflict {
                 statement: text.to_owned(),
                 target: description.clone(),
             });
@@ -932,66 +889,59 @@ fn dedup_by_key(entities: &mut Vec<Entity>) {
     entities.dedup_by(|a, b| a.key == b.key);
 }
 
-/// An atom of the language as a store condition.
-pub(crate) fn atom_condition(atom: &crate::lang::Atom) -> Condition {
-    Condition {
-        path: atom.prop.path.clone(),
-        values: vec![atom.value.clone()],
-    }
-}
-
-/// Applies one per-entity step. `Ok(true)` when the data changed.
-pub(crate) fn apply_per_entity(step: &Step, key: &Key, value: &mut Map) -> Result<bool> {
-    match &step.op {
-        StepOp::Local(stmt) => Ok(eval::apply_local(stmt, value).unwrap_or(false)),
-        StepOp::Code(code) => {
-            code.transform(key, value)
-                .map_err(|message| MigrateError::Transform {
-                    id: step.migration,
-                    key: key.to_string(),
-                    message,
-                })
+impl Runner<'_> {
+    /// How this run's passes read.
+    pub(crate) fn reading(&self) -> join::Reading<'_> {
+        join::Reading {
+            store: self.store,
+            page: self.options.batch_size,
+            estimate: self.options.estimate_totals,
+            progress: self.progress,
         }
-        StepOp::TransferTarget { .. } | StepOp::MoveSource { .. } => Ok(false),
     }
-}
 
-/// The per-entity steps as server-side steps, when every one can run there.
-pub(crate) fn pushdown_steps(steps: &[Step]) -> Option<Vec<PushStep>> {
-    steps
-        .iter()
-        .map(|step| match &step.op {
-            StepOp::Local(Statement::Add {
-                prop,
-                value,
-                conditions,
-            }) => Some(PushStep {
-                conditions: conditions.iter().map(atom_condition).collect(),
-                op: PushOp::Set {
-                    path: prop.path.clone(),
-                    value: value.clone(),
-                },
-            }),
-            StepOp::Local(Statement::Delete { prop, conditions }) => Some(PushStep {
-                conditions: conditions.iter().map(atom_condition).collect(),
-                op: PushOp::Unset {
-                    path: prop.path.clone(),
-                },
-            }),
-            StepOp::Local(Statement::Rename {
-                prop,
-                to,
-                conditions,
-            }) if prop.is_top_level() => Some(PushStep {
-                conditions: conditions.iter().map(atom_condition).collect(),
-                op: PushOp::Rename {
-                    from: prop.name().to_owned(),
-                    to: to.clone(),
-                },
-            }),
-            _ => None,
+    /// Builds the index of a move or copy and, before anything is written,
+    /// runs the safety check: an unsafe statement fails (a dry run records its
+    /// conflicts instead; a forced run skips the check).
+    pub(crate) async fn transfer_index(&self, t: &Transfer, text: &str) -> Result<JoinIndex> {
+        let opts = crate::lang::eval::EvalOptions {
+            force: self.options.force_unsafe,
+            ..crate::lang::eval::EvalOptions::default()
+        };
+        if let Some(index) = self.prebuilt.lock().ok().and_then(|mut p| p.take()) {
+            // Built and checked before the run was recorded (`precheck`).
+            return Ok(index);
+        }
+        let index = join::build(self.reading(), t, &opts, self.options.join_memory).await?;
+        if index.spills() > 0 {
+            tracing::info!(
+                spills = index.spills(),
+                sources = index.sources_read,
+                "the join index outgrew its memory budget and spilled to a scratch file"
+            );
+        }
+        // Also under `--force-unsafe`: the report lists the targets it forced.
+        let found = join::check(self.reading(), &index).await?;
+        if found.conflict_count == 0 {
+            return Ok(index);
+        }
+        if self.collect_conflicts || self.options.force_unsafe {
+            if let Ok(mut c) = self.conflicts.lock() {
+                c.extend(found.conflicts.into_iter().map(|target| {
+                    crate::migration::conflict::Conflict {
+                        statement: text.to_owned(),
+                        target,
+                    }
+                }));
+            }
+            return Ok(index);
+        }
+        Err(MigrateError::Unsafe {
+            statement: text.to_owned(),
+            conflicts: found.conflicts,
+            others: Vec::new(),
         })
-        .collect()
+    }
 }
 
 /// How a stage computes the new state of a batch of entities read at its version.
@@ -1034,7 +984,7 @@ impl Compute<'_> {
             }
             Compute::Target { index, text } => {
                 let forced = runner.options.force_unsafe || runner.collect_conflicts;
-                let (out, conflict) = join_index::compute_targets(index, batch, forced)?;
+                let (out, conflict) = join::compute_targets(index, batch, forced)?;
                 match conflict {
                     None => Ok(out),
                     Some(target) => Err(MigrateError::Unsafe {
@@ -1047,7 +997,7 @@ impl Compute<'_> {
                 }
             }
             Compute::Source(transfer, delivered) => {
-                let (out, kept) = join_index::compute_sources(transfer, delivered, batch)?;
+                let (out, kept) = join::compute_sources(transfer, delivered, batch)?;
                 runner
                     .unmatched
                     .fetch_add(kept, std::sync::atomic::Ordering::SeqCst);

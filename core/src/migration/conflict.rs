@@ -42,10 +42,10 @@ pub fn dedup(conflicts: &mut Vec<Conflict>) {
 /// The refusal of `conflicts` (`None` when there are none): it names the
 /// first unsafe statement with its own conflicts, and counts the other
 /// statements' conflicts per statement.
-pub fn refusal(conflicts: &[Conflict]) -> Option<super::MigrateError> {
+pub fn refusal(conflicts: &[Conflict]) -> Option<super::error::MigrateError> {
     let mut groups = per_statement(conflicts).into_iter();
     let (statement, _) = groups.next()?;
-    Some(super::MigrateError::Unsafe {
+    Some(super::error::MigrateError::Unsafe {
         conflicts: conflicts
             .iter()
             .filter(|c| c.statement == statement)

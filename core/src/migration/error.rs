@@ -231,3 +231,12 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// The result type of the migration layer.
 pub type Result<T, E = MigrateError> = std::result::Result<T, E>;
+
+/// The refusal to rename `from` to `to`, for `reason`.
+pub(crate) fn rename_refused(from: &str, to: &str, reason: String) -> MigrateError {
+    MigrateError::RenameKindRefused {
+        from: from.to_owned(),
+        to: to.to_owned(),
+        reason,
+    }
+}

@@ -71,7 +71,7 @@ impl Migration {
     /// # Errors
     /// The parse error, with file, line and column.
     pub fn from_script(id: u32, name: &str, file: &str, text: &str) -> Result<Migration> {
-        let (lazy, text) = crate::lazy::directive::strip(text);
+        let (lazy, text) = super::directive::strip(text);
         let script = lang::parse_file(file, &text)?;
         if script.statements.is_empty() {
             return Err(MigrateError::Invalid {
@@ -88,7 +88,7 @@ impl Migration {
             });
         }
         if lazy {
-            crate::lazy::directive::check_script(file, &script).map_err(|message| {
+            super::directive::check_script(file, &script).map_err(|message| {
                 MigrateError::Invalid {
                     id,
                     name: name.to_owned(),
@@ -96,7 +96,7 @@ impl Migration {
                 }
             })?;
         }
-        let canonical = crate::lazy::directive::canonical(lazy, &lang::print(&script));
+        let canonical = super::directive::canonical(lazy, &lang::print(&script));
         Ok(Migration {
             id,
             name: name.to_owned(),
@@ -141,7 +141,7 @@ impl Migration {
     /// The canonical text of a script migration (empty for code).
     pub fn canonical_text(&self) -> String {
         match &self.body {
-            Body::Script(s) => crate::lazy::directive::canonical(self.lazy, &lang::print(s)),
+            Body::Script(s) => super::directive::canonical(self.lazy, &lang::print(s)),
             Body::Code(_) => String::new(),
         }
     }

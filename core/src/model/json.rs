@@ -191,6 +191,14 @@ pub fn to_json_string(value: &Value) -> String {
     to_json(value).to_string()
 }
 
+/// A [`Value`] prints as tern's JSON (kept here, beside the printer it uses, so
+/// that `value.rs` does not depend on this file).
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&to_json_string(self))
+    }
+}
+
 /// Renders an entity as one JSON Lines record:
 /// `{"kind": "...", "id": ..., "version": N, "value": {...}}`.
 pub fn entity_to_json_line(entity: &Entity) -> String {

@@ -2,7 +2,6 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// A map from property names to values: the value of an entity, or a nested map.
 ///
@@ -163,13 +162,6 @@ impl std::hash::Hash for Value {
             Value::Array(a) => a.hash(state),
             Value::Map(m) => m.hash(state),
         }
-    }
-}
-
-impl fmt::Display for Value {
-    /// Prints the value as tern's JSON (see [`crate::model::json`]).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::model::json::to_json_string(self))
     }
 }
 

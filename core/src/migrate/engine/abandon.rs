@@ -12,9 +12,9 @@
 use std::sync::Arc;
 
 use super::Migrator;
-use crate::migrate::error::{MigrateError, Result};
-use crate::migrate::lease::Lease;
-use crate::migrate::state::{self, RunState, StateDoc};
+use crate::migration::error::{MigrateError, Result};
+use crate::migration::lease::Lease;
+use crate::migration::state::{self, RunState, StateDoc};
 use crate::store::Store;
 
 /// What [`Migrator::abandon`] did.

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use super::{Migrator, Progress, RunMode};
-use crate::migrate::error::Result;
-use crate::migrate::lease::Lease;
-use crate::migrate::plan;
-use crate::migrate::state::StateDoc;
+use crate::migration::error::Result;
+use crate::migration::lease::Lease;
+use crate::migration::plan;
+use crate::migration::state::StateDoc;
 use crate::store::Store;
 
 impl Migrator {

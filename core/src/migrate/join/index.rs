@@ -24,13 +24,10 @@ use crate::model::codec::{self, ValueReader};
 use crate::model::{Entity, Key, Value};
 use crate::store::{Cursor, Filter, ScanPage, ScanRequest, Store, VersionFilter};
 
-use super::error::{MigrateError, Result};
 use super::flat_table::FlatTable;
-use super::plan::Stage;
-use super::progress::Progress;
-
-/// The memory the index of one move or copy may take before it spills to disk.
-pub(crate) const DEFAULT_JOIN_MEMORY: usize = 64 << 20;
+use crate::migration::error::{MigrateError, Result};
+use crate::migration::plan::Stage;
+use crate::migration::progress::Progress;
 
 /// How many conflicting targets a refusal or a dry run lists in detail (all are counted).
 pub(crate) const CONFLICT_DETAIL: usize = 20;
@@ -229,7 +226,7 @@ mod scratch {
 
     impl Scratch {
         pub(super) fn new() -> Result<Scratch> {
-            let path = super::super::changelog::backing::scratch_path(PREFIX);
+            let path = crate::migrate::changelog::backing::scratch_path(PREFIX);
             let db = redb::Builder::new()
                 .set_cache_size(CACHE_BYTES)
                 .create(&path)
@@ -1026,64 +1023,11 @@ pub(crate) fn compute_sources(
     Ok((out, kept))
 }
 
-impl super::run::Runner<'_> {
-    /// How this run's passes read.
-    pub(crate) fn reading(&self) -> Reading<'_> {
-        Reading {
-            store: self.store,
-            page: self.options.batch_size,
-            estimate: self.options.estimate_totals,
-            progress: self.progress,
-        }
-    }
-
-    /// Builds the index of a move or copy and, before anything is written,
-    /// runs the safety check: an unsafe statement fails (a dry run records its
-    /// conflicts instead; a forced run skips the check).
-    pub(crate) async fn transfer_index(&self, t: &Transfer, text: &str) -> Result<JoinIndex> {
-        let opts = EvalOptions {
-            force: self.options.force_unsafe,
-            ..EvalOptions::default()
-        };
-        if let Some(index) = self.prebuilt.lock().ok().and_then(|mut p| p.take()) {
-            // Built and checked before the run was recorded (`precheck`).
-            return Ok(index);
-        }
-        let index = build(self.reading(), t, &opts, self.options.join_memory).await?;
-        if index.spills() > 0 {
-            tracing::info!(
-                spills = index.spills(),
-                sources = index.sources_read,
-                "the join index outgrew its memory budget and spilled to a scratch file"
-            );
-        }
-        // Also under `--force-unsafe`: the report lists the targets it forced.
-        let found = check(self.reading(), &index).await?;
-        if found.conflict_count == 0 {
-            return Ok(index);
-        }
-        if self.collect_conflicts || self.options.force_unsafe {
-            if let Ok(mut c) = self.conflicts.lock() {
-                c.extend(found.conflicts.into_iter().map(|target| super::Conflict {
-                    statement: text.to_owned(),
-                    target,
-                }));
-            }
-            return Ok(index);
-        }
-        Err(MigrateError::Unsafe {
-            statement: text.to_owned(),
-            conflicts: found.conflicts,
-            others: Vec::new(),
-        })
-    }
-}
-
 /// The stage whose move or copy [`precheck`] can check on the store itself:
 /// the first stage, when no other stage is a move or copy (no earlier stage
 /// changes what it reads, and no later one needs a simulation). Other
 /// migrations are checked by a dry run on an overlay.
-pub(crate) fn direct_check(plan: &super::plan::Plan) -> Option<(&Transfer, &str)> {
+pub(crate) fn direct_check(plan: &crate::migration::plan::Plan) -> Option<(&Transfer, &str)> {
     let mut transfers = plan
         .stages
         .iter()
@@ -1141,7 +1085,7 @@ pub struct StoreCheck {
 pub async fn check_on_store(
     store: &dyn Store,
     t: &Transfer,
-    run: &super::RunOptions,
+    run: &crate::migrate::options::RunOptions,
     progress: &dyn Progress,
 ) -> Result<StoreCheck> {
     let r = Reading {

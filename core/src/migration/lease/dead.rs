@@ -7,7 +7,7 @@
 //! (same host name) and its process id no longer exists (checked in `/proc`,
 //! so only on Linux). Anything else waits for the expiry as before.
 
-use crate::migrate::state::LeaseRecord;
+use crate::migration::state::LeaseRecord;
 use crate::store::Store;
 
 /// Why `held` is known to be dead, or `None` when it may be alive.
