@@ -62,6 +62,17 @@ fn scan_count(room: usize, asked: usize, found: usize) -> usize {
 /// (docs/benchmarks.md, "Across the change").
 pub(crate) const COUNT_KEYS_PER_CALL: usize = 250;
 
+/// A compiled one-key read script and its arguments after `from`.
+pub(crate) type ReadScript = (redis::Script, Vec<String>);
+
+/// A cached one-key read script, the steps it was compiled from and whether
+/// it moves the key from former names first (`pushdown::Shape::ReadOneMoving`).
+pub(crate) type CachedReadScript = (
+    Vec<tern_core::store::PushStep>,
+    bool,
+    std::sync::Arc<ReadScript>,
+);
+
 /// A tern store in a Redis database (see the crate docs for the layout).
 #[derive(Clone)]
 pub struct RedisStore {
@@ -75,15 +86,13 @@ pub struct RedisStore {
     pub(crate) put_script: Arc<redis::Script>,
     /// [`containers::READ_SCRIPT`]: reads a container and its version tag.
     read_script: Arc<redis::Script>,
-    /// The moving read of `get_advanced` without steps (`moving.rs`).
-    pub(crate) moving_script: Arc<redis::Script>,
     pub(crate) meta_script: Arc<redis::Script>,
     /// Scripts of the feature files and generated pushdown scripts, by text
     /// (one per stage shape), each made once.
     pub(crate) scripts:
         Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<redis::Script>>>>,
     /// One-key read scripts of `get_advanced`, with their steps.
-    pub(crate) read_scripts: Arc<std::sync::Mutex<Vec<crate::pushdown::CachedReadScript>>>,
+    pub(crate) read_scripts: Arc<std::sync::Mutex<Vec<CachedReadScript>>>,
     /// tern's server module is loaded (`module.rs`, detected once at connect).
     pub(crate) module: bool,
 }
@@ -187,7 +196,6 @@ impl RedisStore {
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
             put_script: Arc::new(redis::Script::new(PUT_SCRIPT)),
             read_script: Arc::new(redis::Script::new(containers::READ_SCRIPT)),
-            moving_script: Arc::new(crate::moving::script()),
             meta_script: Arc::new(redis::Script::new(META_CAS_SCRIPT)),
             scripts: Arc::default(),
             read_scripts: Arc::default(),

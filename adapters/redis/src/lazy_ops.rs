@@ -88,7 +88,7 @@ impl RedisLazy {
         }
         let redis_key = self.store.keys.entity_key(key)?;
         if self.store.module {
-            return crate::module::plain_command(&self.store, key, &redis_key, command, args).await;
+            return plain_command(&self.store, key, &redis_key, command, args).await;
         }
         let tag = self.store.keys.version_key(&redis_key);
         let mut keys = vec![redis_key, tag];
@@ -257,4 +257,28 @@ impl RedisLazy {
 
 fn arg(v: impl ToString) -> Vec<u8> {
     v.to_string().into_bytes()
+}
+
+/// A command of [`crate::RedisLazy::command`] on a server with the module: sent
+/// as it is, one plain command (the module moves the entity from a former name,
+/// migrates it, runs the command and stamps a key it created, atomically).
+pub(crate) async fn plain_command(
+    store: &crate::RedisStore,
+    key: &tern_core::model::Key,
+    redis_key: &str,
+    command: &str,
+    args: &[Vec<u8>],
+) -> tern_core::lazy::Result<redis::Value> {
+    let mut cmd = redis::cmd(command);
+    cmd.arg(redis_key);
+    for a in args {
+        cmd.arg(a.as_slice());
+    }
+    cmd.query_async(&mut store.conn()).await.map_err(|e| {
+        store
+            .err("running a command through the lazy client (module)", e)
+            .with_context("key", key.to_string())
+            .with_context("command", command.to_owned())
+            .into()
+    })
 }

@@ -143,30 +143,6 @@ pub(crate) fn declined() -> Error {
     )
 }
 
-/// A command of [`crate::RedisLazy::command`] on a server with the module: sent
-/// as it is, one plain command (the module moves the entity from a former name,
-/// migrates it, runs the command and stamps a key it created, atomically).
-pub(crate) async fn plain_command(
-    store: &crate::RedisStore,
-    key: &tern_core::model::Key,
-    redis_key: &str,
-    command: &str,
-    args: &[Vec<u8>],
-) -> tern_core::lazy::Result<redis::Value> {
-    let mut cmd = redis::cmd(command);
-    cmd.arg(redis_key);
-    for a in args {
-        cmd.arg(a.as_slice());
-    }
-    cmd.query_async(&mut store.conn()).await.map_err(|e| {
-        store
-            .err("running a command through the lazy client (module)", e)
-            .with_context("key", key.to_string())
-            .with_context("command", command.to_owned())
-            .into()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

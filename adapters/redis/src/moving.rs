@@ -101,7 +101,7 @@ impl RedisStore {
         let redis_key = self.keys.entity_key(key)?;
         let tag = self.keys.version_key(&redis_key);
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.moving_script.get_hash())
+        cmd.arg(SCRIPT.get_hash())
             .arg(2 + 2 * formers.len())
             .arg(&redis_key)
             .arg(&tag);
@@ -114,7 +114,7 @@ impl RedisStore {
         let what = "reading an entity under its kind's former names";
         let mut answers: Vec<Moved> = self
             .conn()
-            .many_loading(&self.moving_script, vec![cmd])
+            .many_loading(&SCRIPT, vec![cmd])
             .await
             .map_err(|e| self.err(what, e).with_context("key", key.to_string()))?;
         let Some(answer) = answers.pop() else {
@@ -126,7 +126,6 @@ impl RedisStore {
     }
 }
 
-/// The script, for [`RedisStore`] to load once.
-pub(crate) fn script() -> redis::Script {
-    redis::Script::new(MOVING_READ_SCRIPT)
-}
+/// The script, made once (its hash computed once) for every store.
+static SCRIPT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(MOVING_READ_SCRIPT));

@@ -20,19 +20,14 @@ use tern_core::store::{
 
 use crate::codec;
 use crate::config::KindLayout;
-use crate::core::{COUNT_KEYS_PER_CALL, MAX_KEYS_PER_SCRIPT, RedisStore, SCAN_STEPS_PER_PAGE};
+use crate::core::{
+    COUNT_KEYS_PER_CALL, MAX_KEYS_PER_SCRIPT, ReadScript, RedisStore, SCAN_STEPS_PER_PAGE,
+};
 use crate::scanpos::ScanPos;
 
 /// The most distinct fields (or set values) one generated script handles; a
 /// stage that touches more runs on the client.
 const MAX_FIELDS: usize = 60;
-
-/// A compiled one-key read script and its arguments after `from`.
-pub(crate) type ReadScript = (redis::Script, Vec<String>);
-
-/// A cached one-key read script, the steps it was compiled from and whether
-/// it moves the key from former names first ([`Shape::ReadOneMoving`]).
-pub(crate) type CachedReadScript = (Vec<PushStep>, bool, std::sync::Arc<ReadScript>);
 
 /// How many one-key read scripts [`RedisStore`] keeps (then it starts over).
 const READ_SCRIPTS_KEPT: usize = 32;

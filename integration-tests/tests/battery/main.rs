@@ -7,5 +7,6 @@ mod cassandra_cluster;
 mod lazy;
 mod mongodb;
 mod redis;
+mod redis_keys;
 mod redis_lazy_ops;
 mod redis_types;

@@ -47,28 +47,6 @@ async fn raw(b: &tern_integration_tests::redis::RedisBackend) -> redis::aio::Mul
         .unwrap()
 }
 
-/// A raw connection to the cluster `b` runs on (its seed node), beside the store.
-pub(crate) async fn cluster_conn(
-    b: &tern_integration_tests::redis::RedisBackend,
-) -> redis::cluster_async::ClusterConnection {
-    let seed = b.url().split('?').next().unwrap().to_owned();
-    redis::cluster::ClusterClient::new(vec![seed])
-        .unwrap()
-        .get_async_connection()
-        .await
-        .unwrap()
-}
-
-/// The Redis key of entity `id` of `kind` under the namespace `ns`:
-/// `ns:kind:id`, or `ns:kind:{id}` where ids are hash tags (`id_tag=1`).
-pub(crate) fn redis_key(ns: &str, tagged: bool, kind: &str, id: &str) -> String {
-    if tagged {
-        format!("{ns}:{kind}:{{{id}}}")
-    } else {
-        format!("{ns}:{kind}:{id}")
-    }
-}
-
 async fn q<C: ConnectionLike + Send, T: redis::FromRedisValue>(
     conn: &mut C,
     cmd: &mut redis::Cmd,
@@ -95,7 +73,7 @@ async fn container_commands_run_on_the_migrated_entity_on_the_cluster() {
     let Some(b) = or_skip(cluster, None).await else {
         return;
     };
-    let mut conn = cluster_conn(&b).await;
+    let mut conn = super::redis_keys::cluster_conn(&b).await;
     container_commands(&b, &mut conn, true).await;
 }
 
@@ -110,7 +88,7 @@ async fn container_commands<C: ConnectionLike + Send>(
 ) {
     let url = b.fresh_url();
     let ns = tern_integration_tests::redis::prefix_of(&url);
-    let k = |kind: &str, id: &str| redis_key(&ns, tagged, kind, id);
+    let k = |kind: &str, id: &str| super::redis_keys::redis_key(&ns, tagged, kind, id);
     // Data as the old application left it: no version tags, a TTL on one key.
     let old1 = k("amico:followers", "1");
     q::<_, ()>(
@@ -474,7 +452,7 @@ async fn a_read_moves_an_entity_from_its_former_name_in_one_call_on_the_cluster(
     let Some(b) = or_skip(cluster, None).await else {
         return;
     };
-    let mut conn = cluster_conn(&b).await;
+    let mut conn = super::redis_keys::cluster_conn(&b).await;
     read_moves(&b, &mut conn, true).await;
 }
 
@@ -485,7 +463,7 @@ async fn read_moves<C: ConnectionLike + Send>(
 ) {
     let url = b.fresh_url();
     let ns = tern_integration_tests::redis::prefix_of(&url);
-    let k = |kind: &str, id: &str| redis_key(&ns, tagged, kind, id);
+    let k = |kind: &str, id: &str| super::redis_keys::redis_key(&ns, tagged, kind, id);
     let store = store_at(&url).await;
     let x = |n: i64| Map::from([("x".to_owned(), Value::Int(n))]);
     for (id, n) in [("1", 1), ("2", 2)] {

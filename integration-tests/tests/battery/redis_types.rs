@@ -122,7 +122,7 @@ pub(crate) async fn every_type_migrates_whole_with_its_ttl<C>(
 {
     // The Redis key of an id of a kind, and of its version tag.
     let k = |kind: &str, i: &dyn std::fmt::Display| {
-        super::redis_lazy_ops::redis_key(ns, tagged, kind, &i.to_string())
+        super::redis_keys::redis_key(ns, tagged, kind, &i.to_string())
     };
     let tag_of = |key: &str| {
         if tagged {
@@ -306,7 +306,7 @@ mod cluster {
         let url = b.fresh_url();
         let ns = tern_integration_tests::redis::prefix_of(&url);
         let store = tern_integration_tests::redis::open(&url).await.unwrap();
-        let mut conn = super::super::redis_lazy_ops::cluster_conn(&b).await;
+        let mut conn = super::super::redis_keys::cluster_conn(&b).await;
         super::every_type_migrates_whole_with_its_ttl(store, &ns, &mut conn, tagged).await;
     }
 
