@@ -7,7 +7,7 @@ use super::spec::{Spec, forward};
 use super::sweep::census;
 use crate::migrate::{Lease, MigrateError, state};
 use crate::model::Version;
-use crate::store::Store;
+use crate::store::{Store, StoreExt};
 
 /// The lazy state of one kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

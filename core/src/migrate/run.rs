@@ -6,7 +6,7 @@
 //! meanwhile) re-reads it: if it is still at the expected version it is
 //! recomputed and written again, otherwise it is left alone. After every
 //! batch a checkpoint (cursor and counts) is written under the lease; on a
-//! store that can ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)), in the same transaction
+//! store that can ([`AtomicBatchWithMeta`](crate::store::AtomicBatchWithMeta)), in the same transaction
 //! as the batch's writes.
 //!
 //! Correctness rests on version scoping, not on the cursor: an entity that a
@@ -29,8 +29,8 @@ use crate::lang::eval::{self, TargetResolution};
 use crate::lang::{Statement, Transfer};
 use crate::model::{Entity, Key, Map, Value, Version};
 use crate::store::{
-    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanPage, ScanRequest,
-    Store, StoreExt, VersionFilter, Write, WriteOutcome,
+    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, Pushdown, PushdownRequest, ScanPage,
+    ScanRequest, Store, StoreExt, VersionFilter, Write, WriteOutcome,
 };
 
 /// How to run batches.
@@ -39,7 +39,7 @@ pub struct RunOptions {
     /// Entities per batch (and per checkpoint).
     pub batch_size: usize,
     /// Entities per batch (and per checkpoint) of a stage the store runs inside
-    /// itself (`Store::update_in_place`): nothing travels to the client, so a
+    /// itself (`Pushdown::update_in_place`): nothing travels to the client, so a
     /// bigger batch costs no memory and pays the per-batch round trips and the
     /// checkpoint less often (a MongoDB pushdown took 10-15% longer in batches
     /// of 1,000; docs/benchmarks.md).
@@ -55,7 +55,7 @@ pub struct RunOptions {
     /// Use the store's server-side update when it has one.
     pub pushdown: bool,
     /// Ask the store for a cheap estimate of each stage's entities, for the
-    /// progress bar's total ([`Store::estimate_count`](crate::store::Store::estimate_count): never a scan).
+    /// progress bar's total ([`CountEstimate::estimate_count`](crate::store::CountEstimate::estimate_count)(crate::store::CountEstimate::estimate_count): never a scan).
     pub estimate_totals: bool,
     /// Bytes of memory the index of a move or copy may take before it spills
     /// to a scratch file (docs/design.md, "Move and copy by index").
@@ -99,7 +99,7 @@ struct BatchAt {
 }
 
 /// A batch's checkpoint, for a store that commits it with the batch's writes
-/// ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)).
+/// ([`AtomicBatchWithMeta`](crate::store::AtomicBatchWithMeta)).
 #[derive(Debug, Clone)]
 struct BatchCheckpoint {
     stage: usize,
@@ -311,9 +311,11 @@ impl Runner<'_> {
         match stage {
             Stage::Local { kind, from, steps } => {
                 if self.options.pushdown
-                    && self.store.capability().update_pushdown
+                    && let Some(facet) = self.store.features().pushdown
                     && let Some(push) = pushdown_steps(steps)
-                    && self.run_pushdown(index, kind, *from, push, pos).await?
+                    && self
+                        .run_pushdown(facet, index, kind, *from, push, pos)
+                        .await?
                 {
                     return Ok(());
                 }
@@ -404,9 +406,9 @@ impl Runner<'_> {
             // Where the store can, the checkpoint is committed with the batch's writes.
             let with_checkpoint =
                 self.store
-                    .capability()
+                    .features()
                     .atomic_batch_with_meta
-                    .then(|| BatchCheckpoint {
+                    .map(|_| BatchCheckpoint {
                         stage: index,
                         phase: pos.phase,
                         base: pos.counts,
@@ -472,7 +474,7 @@ impl Runner<'_> {
 
     /// Computes and writes one batch, retrying conflicts.
     ///
-    /// With `checkpoint` (a store whose [`Store::write_batch_with_meta`] is
+    /// With `checkpoint` (a store whose [`AtomicBatchWithMeta::write_batch_with_meta`](crate::store::AtomicBatchWithMeta::write_batch_with_meta) is
     /// atomic), every write call commits a checkpoint with its writes that
     /// records exactly what they did: the counts, and the cursor past the batch
     /// once its last writes all applied (before that, the cursor the batch was
@@ -664,6 +666,7 @@ impl Runner<'_> {
     /// the stage on the client instead).
     async fn run_pushdown(
         &self,
+        facet: &dyn Pushdown,
         index: usize,
         kind: &str,
         from: Version,
@@ -674,8 +677,7 @@ impl Runner<'_> {
         loop {
             self.check_continue()?;
             self.fault(self.point(index, 0, batch_no, FaultAt::BeforeWrite))?;
-            let page = self
-                .store
+            let page = facet
                 .update_in_place(PushdownRequest {
                     kind: kind.to_owned(),
                     from,
