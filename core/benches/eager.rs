@@ -11,7 +11,7 @@
 //! a terminal; `--two-calls` adds a third
 //! side, tern on an embedded store that writes each batch and its checkpoint
 //! in two transactions (as the engine does on stores without an atomic
-//! `Store::write_batch_with_meta`).
+//! `AtomicBatchWithMeta::write_batch_with_meta`).
 
 #![allow(clippy::expect_used, clippy::panic)] // a benchmark: any failure should stop it loudly
 

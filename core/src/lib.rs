@@ -3,11 +3,15 @@
 //! The foundation of tern, the schema-evolution tool for NoSQL stores:
 //!
 //! - [`model`]: the data model ([`model::Value`], [`model::Key`], [`model::Entity`]);
-//! - [`store`]: the async [`store::Store`] interface every backend implements, its
-//!   [`store::Capability`] flags, and the embedded store that needs no server;
+//! - [`store`]: the async [`store::Store`] interface every backend implements (a
+//!   small required core), the optional facets a store hands out
+//!   ([`store::Features`]), and the embedded store that needs no server;
 //! - [`lang`]: the declarative evolution language of Scherzinger, Klettke and Störl
 //!   (add, delete, rename, move, copy) with its parser, printer and reference semantics;
-//! - [`migrate`]: the migration engine.
+//! - [`migrate`]: the migration engine (eager runs, the lease, dry runs);
+//! - [`lazy`]: the lazy client, which migrates entities as the application reads
+//!   and writes them ([`lazy::LazyClient`]), and the sweep that finishes a lazy
+//!   migration in the background.
 //!
 //! The design choice a reader must know: every entity carries a **version** that
 //! counts the *version steps* of its kind it has been through. Each statement that

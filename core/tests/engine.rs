@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tern_core::migrate::{FaultAt, FaultHook, FaultPoint};
-use tern_core::store::Store;
 use tern_core::store::embedded::EmbeddedStore;
+use tern_core::store::{Store, StoreExt};
 use tern_testkit::battery::{
     Backend, MemoryBackend, RELEASE2, RELEASE3, blog, export, load, memory_export, migrator,
     reference_export,
 };
-use tern_testkit::intercept::{Intercept, Intercepted, PassLog, TwoCalls};
+use tern_testkit::intercept::{Forward as _, Intercept, Intercepted, Offers, PassLog, TwoCalls};
 
 mod memory {
     tern_testkit::battery_tests!("memory", async { Ok::<_, String>(super::MemoryBackend) });
@@ -159,6 +159,13 @@ impl SchemaRecorder {
 
 #[async_trait]
 impl Intercept for SchemaRecorder {
+    /// The memory store is schema-less: the recorder gives it the hooks.
+    fn offers(&self, inner: &dyn Store) -> Offers {
+        Offers {
+            schema_hooks: true,
+            ..Offers::of(&inner.features())
+        }
+    }
     async fn write_batch(
         &self,
         inner: &dyn Store,

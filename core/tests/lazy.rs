@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use tern_core::store::Store;
 use tern_core::store::embedded::EmbeddedStore;
 use tern_testkit::battery::{Backend, MemoryBackend};
+use tern_testkit::intercept::Forward as _;
 
 mod memory {
     tern_testkit::lazy_battery_tests!("memory", async { Ok::<_, String>(super::MemoryBackend) });

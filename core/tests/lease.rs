@@ -45,7 +45,7 @@ async fn a_fenced_batch_is_not_written_where_it_commits_with_its_checkpoint() {
         } else {
             Arc::new(Intercepted::new(store(), TwoCalls))
         };
-        assert_eq!(s.capability().atomic_batch_with_meta, atomic);
+        assert_eq!(s.features().atomic_batch_with_meta.is_some(), atomic);
         let a = acquire(&s, 50, false).await.unwrap();
         let out = a
             .write_and_update(vec![Write::Put(post(1))], |doc, outcomes| {

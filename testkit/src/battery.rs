@@ -446,7 +446,7 @@ pub async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(backend
     let entities = blog(7, 2);
     let batch_size = 4;
     let expected = reference_export(&entities, batch_size).await;
-    let modes: Vec<bool> = if backend.fresh().await.capability().update_pushdown {
+    let modes: Vec<bool> = if backend.fresh().await.features().pushdown.is_some() {
         vec![false, true]
     } else {
         vec![false]
@@ -538,7 +538,7 @@ pub async fn counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_
     backend: &dyn Backend,
 ) -> Result<(), String> {
     let probe = backend.fresh().await;
-    if !probe.capability().atomic_batch_with_meta {
+    if probe.features().atomic_batch_with_meta.is_none() {
         return Err(format!(
             "the {} store writes a batch and its checkpoint in two calls",
             probe.info().scheme
@@ -614,7 +614,7 @@ pub async fn counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_
 pub async fn a_concurrent_writer_loses_no_update_and_every_entity_reaches_the_target(
     backend: &dyn Backend,
 ) {
-    let modes: Vec<bool> = if backend.fresh().await.capability().update_pushdown {
+    let modes: Vec<bool> = if backend.fresh().await.features().pushdown.is_some() {
         vec![false, true]
     } else {
         vec![false]
@@ -755,7 +755,7 @@ pub async fn late_entities_written_during_the_run_are_swept_by_the_census(backen
         .up(None)
         .await
         .unwrap();
-    if store.capability().scan_ordered {
+    if store.features().scan_ordered {
         assert_eq!(report.applied[0].counts.swept, 1);
     } else {
         // An unordered scan (Redis SCAN) may or may not return a key added

@@ -3,8 +3,13 @@
 //!
 //! Implement [`Intercept`] with only the methods to change (each receives the
 //! inner store and forwards to it by default) and wrap the store with
-//! [`Intercepted::new`]. Every [`Store`] method passes through the hooks, so a
-//! new store method needs one new default here and nowhere else.
+//! [`Intercepted::new`]. Every [`Store`] method and every facet method passes
+//! through the hooks, so a new store or facet method needs one new default here
+//! and nowhere else.
+//!
+//! [`Intercepted`] hands out a facet where the inner store has it
+//! ([`Intercept::offers`] decides; a hook may add or remove one), so the hooks
+//! of a facet see every call of it.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -14,83 +19,235 @@ use async_trait::async_trait;
 
 use tern_core::model::{Entity, Key, Version};
 use tern_core::store::{
-    Advanced, BatchMetaOutcome, Capability, Filter, MetaCas, MetaChange, MetaEntry, MetaUpdate,
-    PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
-    ScanRequest, SchemaChange, StepsFrom, Store, StoreInfo, Write, WriteOutcome,
+    Advanced, AtomicBatchWithMeta, AtomicScope, AtomicWrites, BatchMetaOutcome, CountEstimate,
+    Error, Features, Filter, FormerNameReads, Guard, KindRename, MetaCas, MetaChange, MetaEntry,
+    MetaUpdate, ProjectedScan, Pushdown, PushdownPage, PushdownRequest, RenameKindPage,
+    RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, SchemaHooks, ServerClock,
+    StepsFrom, Store, StoreExt, StoreInfo, Write, WriteOutcome,
 };
 
-/// Declares [`Intercept`], one hook a [`Store`] method (the method's
-/// arguments after `inner`, forwarding to it by default), and the [`Store`]
-/// impl of [`Intercepted`] that passes every call through its hook.
+/// Declares [`Intercept`], one hook a [`Store`] or facet method (the method's
+/// arguments after `inner`, forwarding to it by default), and the impls of
+/// [`Intercepted`] that pass every call through its hook.
 macro_rules! intercept_every_method {
     (
-        sync { $(fn $sname:ident() -> $sret:ty;)* }
-        async { $($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)* }
+        store { $($(#[$sdoc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)* }
+        facets { $($facet:ident: $trait:ident {
+            $($(#[$fdoc:meta])* fn $fname:ident($($farg:ident: $fty:ty),*) -> $fret:ty;)*
+        })* }
     ) => {
         /// What a test changes about a store: every method forwards to `inner` unless overridden.
         #[async_trait]
         pub trait Intercept: Send + Sync + Debug + 'static {
-            $(
-                #[doc = concat!("[`Store::", stringify!($sname), "`].")]
-                fn $sname(&self, inner: &dyn Store) -> $sret {
-                    inner.$sname()
-                }
-            )*
+            /// [`Store::info`].
+            fn info(&self, inner: &dyn Store) -> StoreInfo {
+                inner.info()
+            }
+            /// Which facets [`Intercepted`] hands out. Default: those of `inner`.
+            fn offers(&self, inner: &dyn Store) -> Offers {
+                Offers::of(&inner.features())
+            }
             $(
                 #[doc = concat!("[`Store::", stringify!($name), "`].")]
-                $(#[$doc])*
+                $(#[$sdoc])*
                 async fn $name(&self, inner: &dyn Store $(, $arg: $ty)*) -> $ret {
                     inner.$name($($arg),*).await
                 }
             )*
+            $($(
+                #[doc = concat!("[`", stringify!($trait), "::", stringify!($fname), "`]; `Unsupported` where `inner` lacks the facet.")]
+                $(#[$fdoc])*
+                async fn $fname(&self, inner: &dyn Store $(, $farg: $fty)*) -> $fret {
+                    match inner.features().$facet {
+                        Some(facet) => facet.$fname($($farg),*).await,
+                        None => Err(Error::unsupported(inner.info().scheme, stringify!($fname))),
+                    }
+                }
+            )*)*
         }
 
         #[async_trait]
         impl<I: Intercept> Store for Intercepted<I> {
-            $(
-                fn $sname(&self) -> $sret {
-                    self.hooks.$sname(self.inner.as_ref())
+            fn info(&self) -> StoreInfo {
+                self.hooks.info(self.inner.as_ref())
+            }
+
+            fn features(&self) -> Features<'_> {
+                let inner = self.inner.features();
+                let offers = self.hooks.offers(self.inner.as_ref());
+                Features {
+                    scan_ordered: inner.scan_ordered,
+                    atomic_writes_hint: inner.atomic_writes_hint,
+                    $($facet: offers.$facet.then_some(self as &dyn $trait),)*
                 }
-            )*
+            }
+
             $(
                 async fn $name(&self $(, $arg: $ty)*) -> $ret {
                     self.hooks.$name(self.inner.as_ref() $(, $arg)*).await
                 }
             )*
         }
+
+        $(
+            #[async_trait]
+            impl<I: Intercept> $trait for Intercepted<I> {
+                $(
+                    async fn $fname(&self $(, $farg: $fty)*) -> $fret {
+                        self.hooks.$fname(self.inner.as_ref() $(, $farg)*).await
+                    }
+                )*
+                intercept_every_method!(@scope $trait);
+            }
+        )*
+
+        /// Which facets an [`Intercepted`] store hands out (one flag per facet
+        /// of [`Features`], test-only: the hooks decide them).
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct Offers {
+            $(
+                #[doc = concat!("[`Features::", stringify!($facet), "`].")]
+                pub $facet: bool,
+            )*
+        }
+
+        impl Offers {
+            /// The facets `features` has.
+            pub fn of(features: &Features<'_>) -> Offers {
+                Offers {
+                    $($facet: features.$facet.is_some(),)*
+                }
+            }
+        }
     };
+    (@scope AtomicWrites) => {
+        fn scope(&self) -> AtomicScope {
+            self.inner.features().atomic_scope().unwrap_or(AtomicScope::AnyKeys)
+        }
+    };
+    (@scope $other:ident) => {};
 }
 
 intercept_every_method! {
-    sync {
-        fn info() -> StoreInfo;
-        fn capability() -> Capability;
-    }
-    async {
+    store {
         fn kinds() -> Result<Vec<String>>;
         fn scan(kind: &str, request: ScanRequest) -> Result<ScanPage>;
         fn get(key: &Key) -> Result<Option<Entity>>;
         fn get_many(keys: &[Key]) -> Result<Vec<Option<Entity>>>;
-        fn get_advanced(key: &Key, formers: &[Key], steps: Option<&StepsFrom>) -> Result<Option<Advanced>>;
         fn write_batch(writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
-        /// Forwards to the inner store's (atomic there, where it is), so a
-        /// hook on [`Intercept::write_batch`] does not see these writes:
-        /// override this too, or route it through the hooks with
-        /// [`write_then_meta_cas`](tern_core::store::write_then_meta_cas) and
-        /// report [`Capability::atomic_batch_with_meta`] `false` from
-        /// [`Intercept::capability`].
-        fn write_batch_with_meta(writes: Vec<Write>, meta: MetaUpdate) -> Result<BatchMetaOutcome>;
         fn meta_get(name: &str) -> Result<Option<MetaEntry>>;
         fn meta_cas(name: &str, change: MetaChange<'_>) -> Result<MetaCas>;
         fn meta_list(prefix: &str) -> Result<Vec<String>>;
-        fn update_in_place(request: PushdownRequest) -> Result<PushdownPage>;
-        fn prepare_schema(changes: &[SchemaChange]) -> Result<()>;
-        fn finish_schema(changes: &[SchemaChange]) -> Result<()>;
-        fn rename_kind(request: RenameKindRequest) -> Result<RenameKindPage>;
-        fn now() -> Result<i64>;
         fn count(kind: &str, filter: Filter) -> Result<u64>;
-        fn estimate_count(kind: &str) -> Result<Option<u64>>;
         fn version_census(kind: &str) -> Result<BTreeMap<Version, u64>>;
+    }
+    facets {
+        pushdown: Pushdown {
+            fn update_in_place(request: PushdownRequest) -> Result<PushdownPage>;
+        }
+        atomic_writes: AtomicWrites {
+            fn write_atomic(guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome>;
+        }
+        atomic_batch_with_meta: AtomicBatchWithMeta {
+            /// Only where the inner store has the facet (a batch and its
+            /// checkpoint in one transaction); elsewhere the engine's two
+            /// calls go through [`Intercept::write_batch`] and
+            /// [`Intercept::meta_cas`].
+            fn write_batch_with_meta(writes: Vec<Write>, meta: MetaUpdate) -> Result<BatchMetaOutcome>;
+        }
+        kind_rename: KindRename {
+            fn rename_kind(request: RenameKindRequest) -> Result<RenameKindPage>;
+        }
+        schema_hooks: SchemaHooks {
+            fn prepare_schema(changes: &[SchemaChange]) -> Result<()>;
+            fn finish_schema(changes: &[SchemaChange]) -> Result<()>;
+        }
+        projected_scan: ProjectedScan {
+            fn scan_projected(kind: &str, request: ScanRequest, properties: &[String]) -> Result<ScanPage>;
+        }
+        former_name_reads: FormerNameReads {
+            fn get_advanced(key: &Key, formers: &[Key], steps: Option<&StepsFrom>) -> Result<Option<Advanced>>;
+        }
+        server_clock: ServerClock {
+            fn now() -> Result<i64>;
+        }
+        count_estimate: CountEstimate {
+            fn estimate_count(kind: &str) -> Result<u64>;
+        }
+    }
+}
+
+/// The facet calls without a fallback, on any store, for a hook that
+/// forwards to its inner store after doing its part: the facet's method where
+/// the store has it, else `Unsupported` (what a store without the facet
+/// answered before facets; the calls with a fallback are on [`StoreExt`]).
+#[async_trait]
+pub trait Forward {
+    /// [`Pushdown::update_in_place`].
+    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage>;
+    /// [`KindRename::rename_kind`].
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage>;
+    /// [`AtomicWrites::write_atomic`].
+    async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome>;
+    /// [`AtomicBatchWithMeta::write_batch_with_meta`].
+    async fn write_batch_with_meta(
+        &self,
+        writes: Vec<Write>,
+        meta: MetaUpdate,
+    ) -> Result<BatchMetaOutcome>;
+    /// [`FormerNameReads::get_advanced`].
+    async fn get_advanced(
+        &self,
+        key: &Key,
+        formers: &[Key],
+        steps: Option<&StepsFrom>,
+    ) -> Result<Option<Advanced>>;
+}
+
+fn lacks(store: &dyn Store, operation: &str) -> Error {
+    Error::unsupported(store.info().scheme, operation)
+}
+
+#[async_trait]
+impl Forward for dyn Store {
+    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        match self.features().pushdown {
+            Some(f) => f.update_in_place(request).await,
+            None => Err(lacks(self, "update_in_place")),
+        }
+    }
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+        match self.features().kind_rename {
+            Some(f) => f.rename_kind(request).await,
+            None => Err(lacks(self, "rename_kind")),
+        }
+    }
+    async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome> {
+        match self.features().atomic_writes {
+            Some(f) => f.write_atomic(guards, writes).await,
+            None => Err(lacks(self, "write_atomic")),
+        }
+    }
+    async fn write_batch_with_meta(
+        &self,
+        writes: Vec<Write>,
+        meta: MetaUpdate,
+    ) -> Result<BatchMetaOutcome> {
+        match self.features().atomic_batch_with_meta {
+            Some(f) => f.write_batch_with_meta(writes, meta).await,
+            None => Err(lacks(self, "write_batch_with_meta")),
+        }
+    }
+    async fn get_advanced(
+        &self,
+        key: &Key,
+        formers: &[Key],
+        steps: Option<&StepsFrom>,
+    ) -> Result<Option<Advanced>> {
+        match self.features().former_name_reads {
+            Some(f) => f.get_advanced(key, formers, steps).await,
+            None => Err(lacks(self, "get_advanced")),
+        }
     }
 }
 
@@ -120,34 +277,27 @@ impl<I: Intercept> Intercepted<I> {
 
 /// Hooks that make a store write a batch and its checkpoint in two calls
 /// ([`write_then_meta_cas`](tern_core::store::write_then_meta_cas)), as every store
-/// without an atomic [`Store::write_batch_with_meta`] does: to keep the engine's
-/// path for such stores under test on a store that has the atomic call.
+/// without the [`AtomicBatchWithMeta`] facet does: to keep the engine's
+/// path for such stores under test on a store that has the facet.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TwoCalls;
 
 #[async_trait]
 impl Intercept for TwoCalls {
-    async fn write_batch_with_meta(
-        &self,
-        inner: &dyn Store,
-        writes: Vec<tern_core::store::Write>,
-        meta: tern_core::store::MetaUpdate,
-    ) -> Result<tern_core::store::BatchMetaOutcome> {
-        tern_core::store::write_then_meta_cas(inner, writes, meta).await
-    }
-    fn capability(&self, inner: &dyn Store) -> Capability {
-        Capability {
+    fn offers(&self, inner: &dyn Store) -> Offers {
+        Offers {
             atomic_batch_with_meta: false,
-            ..inner.capability()
+            ..Offers::of(&inner.features())
         }
     }
 }
 
 /// Hooks that kill the process in the middle of one batch write: the `n`-th
-/// call (from 0) of [`Store::write_batch`] or [`Store::write_batch_with_meta`].
+/// call (from 0) of [`Store::write_batch`] or
+/// [`AtomicBatchWithMeta::write_batch_with_meta`].
 ///
 /// On a store that commits a batch with its checkpoint
-/// ([`Capability::atomic_batch_with_meta`]) a batch written with its checkpoint
+/// ([`AtomicBatchWithMeta`]) a batch written with its checkpoint
 /// is one transaction, which a crash leaves uncommitted: nothing is written.
 /// Otherwise the first half of the writes is applied, and neither the rest nor
 /// the checkpoint. From then on the "process" is dead: every write and
@@ -231,12 +381,11 @@ impl Intercept for TornWrite {
             return Err(Self::killed());
         }
         if self.tears_now() {
-            if !inner.capability().atomic_batch_with_meta {
-                Self::half(inner, writes).await?;
-            }
+            // One transaction, which the crash leaves uncommitted: nothing is written.
+            drop((writes, meta));
             return Err(Self::killed());
         }
-        inner.write_batch_with_meta(writes, meta).await
+        inner.write_checked_with_meta(writes, meta).await
     }
 
     async fn meta_cas(

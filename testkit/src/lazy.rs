@@ -97,7 +97,7 @@ async fn sweep_by(store: &Arc<dyn Store>, pushdown: bool) -> lazy::SweepReport {
 /// Whether the store can run lazy kind renames; if not, checks that the
 /// install is refused with the reason and nothing changes.
 async fn renames_or_skip(store: &Arc<dyn Store>) -> Result<(), String> {
-    if store.capability().atomic_writes.supported() {
+    if store.features().atomic_writes.is_some() {
         return Ok(());
     }
     let before = state::load(store.as_ref()).await.unwrap().doc;
@@ -105,7 +105,7 @@ async fn renames_or_skip(store: &Arc<dyn Store>) -> Result<(), String> {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("cannot be lazy"), "{err}");
-    if let Some(hint) = store.capability().atomic_writes_hint {
+    if let Some(hint) = store.features().atomic_writes_hint {
         // The setting that would allow it (a Redis Cluster's `id_tag=1`).
         assert!(err.to_string().contains(hint), "{err}");
     }
@@ -985,7 +985,7 @@ pub async fn lazy_equals_eager_on_every_read_and_the_final_export(backend: &impl
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
-    let renames = backend.fresh().await.capability().atomic_writes.supported();
+    let renames = backend.fresh().await.features().atomic_writes.is_some();
     crate::prop::check(cases, &arb_scenario(renames), |s| async move {
         let store = backend.fresh().await;
         check_scenario(store, &s).await;

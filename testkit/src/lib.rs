@@ -12,6 +12,7 @@ pub mod battery;
 pub mod bench;
 pub mod child;
 pub mod conformance;
+pub mod facets;
 pub mod intercept;
 pub mod join_bench;
 pub mod lazy;

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::intercept::Forward as _;
 use tern_core::model::{Entity, Value};
 use tern_core::store::{Cursor, Filter, ScanPage, ScanRequest, Store};
 

@@ -8,9 +8,9 @@ use futures::StreamExt;
 use scylla::response::PagingState;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    AtomicScope, Capability, Error, ErrorKind, MetaCas, MetaChange, MetaEntry, RenameKindPage,
-    RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write,
-    WriteOutcome, local_now_millis,
+    Error, ErrorKind, Features, KindRename, MetaCas, MetaChange, MetaEntry, RenameKindPage,
+    RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, SchemaHooks, ServerClock,
+    Store, StoreInfo, Write, WriteOutcome,
 };
 
 use crate::config::CASSANDRA_SCHEME;
@@ -28,15 +28,15 @@ impl Store for CassStore {
         }
     }
 
-    fn capability(&self) -> Capability {
-        Capability {
-            scan_ordered: false,
-            update_pushdown: false,
-            server_clock: self.server_clock,
-            atomic_batch_with_meta: false,
-            rename_kind: true,
-            atomic_writes: AtomicScope::None,
-            atomic_writes_hint: None,
+    /// Scans run in token order: no `scan_ordered`. No server-side update, no
+    /// multi-partition transactions (no atomic writes, no batch with its
+    /// checkpoint in one step). The server's clock where it answered at open.
+    fn features(&self) -> Features<'_> {
+        Features {
+            kind_rename: Some(self),
+            schema_hooks: Some(self),
+            server_clock: self.server_clock.then_some(self),
+            ..Features::default()
         }
     }
 
@@ -229,24 +229,30 @@ impl Store for CassStore {
         names.sort();
         Ok(names)
     }
+}
 
+#[async_trait]
+impl ServerClock for CassStore {
+    /// Offered only where the server answered at open (`server_clock`).
     async fn now(&self) -> Result<i64> {
-        if self.server_clock {
-            self.server_now().await
-        } else {
-            Ok(local_now_millis())
-        }
+        self.server_now().await
     }
+}
 
+#[async_trait]
+impl SchemaHooks for CassStore {
     async fn prepare_schema(&self, changes: &[SchemaChange]) -> Result<()> {
         self.native_prepare_schema(changes).await
     }
 
-    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
-        self.rename_kind_inner(request).await
-    }
-
     async fn finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {
         self.native_finish_schema(changes).await
+    }
+}
+
+#[async_trait]
+impl KindRename for CassStore {
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
+        self.rename_kind_inner(request).await
     }
 }

@@ -38,10 +38,20 @@ async fn store_contract() {
         return;
     };
     let store = backend.fresh().await;
-    let cap = store.capability();
-    assert!(!cap.scan_ordered && !cap.update_pushdown && !cap.atomic_batch_with_meta);
+    let features = store.features();
+    assert!(
+        !features.scan_ordered
+            && features.pushdown.is_none()
+            && features.atomic_batch_with_meta.is_none()
+    );
     // `toUnixTimestamp(now())` on system.local: the lease uses the server's clock.
-    assert!(cap.server_clock);
+    assert!(features.server_clock.is_some());
+    // The docs' facet table says what the store hands out.
+    if let Err(e) =
+        tern_testkit::facets::check(include_str!("../src/docs.md"), "Cassandra", &features)
+    {
+        panic!("{e}");
+    }
     if let Err(failures) = tern_testkit::conformance::run_all(store).await {
         panic!("{failures}");
     }

@@ -8,9 +8,9 @@ use futures::TryStreamExt;
 use mongodb::bson::{Document, doc};
 use tern_core::model::{Entity, Key, Version};
 use tern_core::store::{
-    AtomicScope, Capability, Filter, MetaCas, MetaChange, MetaEntry, PushdownPage, PushdownRequest,
-    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write,
-    WriteOutcome,
+    CountEstimate, Features, Filter, KindRename, MetaCas, MetaChange, MetaEntry, ProjectedScan,
+    Pushdown, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
+    ScanRequest, ServerClock, Store, StoreInfo, Write, WriteOutcome,
 };
 
 use crate::codec;
@@ -40,17 +40,18 @@ impl Store for MongoStore {
         }
     }
 
-    fn capability(&self) -> Capability {
-        Capability {
-            // Scans follow MongoDB's _id order (BSON type order first), not tern's value order,
-            // so they are not "ordered" in the contract's sense; they never repeat an entity.
-            scan_ordered: false,
-            update_pushdown: true,
-            server_clock: true,
-            atomic_batch_with_meta: false,
-            rename_kind: true,
-            atomic_writes: AtomicScope::None,
-            atomic_writes_hint: None,
+    /// Scans follow MongoDB's `_id` order (BSON type order first), not tern's
+    /// value order, so they are not "ordered" in the contract's sense; they
+    /// never repeat an entity. No multi-document transactions: no atomic
+    /// writes, no batch with its checkpoint in one step.
+    fn features(&self) -> Features<'_> {
+        Features {
+            pushdown: Some(self),
+            kind_rename: Some(self),
+            projected_scan: Some(self),
+            server_clock: Some(self),
+            count_estimate: Some(self),
+            ..Features::default()
         }
     }
 
@@ -116,6 +117,55 @@ impl Store for MongoStore {
         Ok(ScanPage { entities, cursor })
     }
 
+    async fn get(&self, key: &Key) -> Result<Option<Entity>> {
+        match self.get_doc(&key.kind, &codec::id_to_bson(&key.id)).await? {
+            Some(d) => codec::document_to_entity(&key.kind, &d)
+                .map(Some)
+                .map_err(|e| e.with_context("key", key.to_string())),
+            None => Ok(None),
+        }
+    }
+
+    async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
+        self.write_all(writes).await
+    }
+
+    async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
+        self.meta_get_inner(name).await
+    }
+
+    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
+        let started = std::time::Instant::now();
+        let out = self.meta_cas_inner(name, change).await;
+        tracing::debug!(name, ms = started.elapsed().as_secs_f64() * 1e3, "meta_cas");
+        out
+    }
+
+    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.meta_list_inner(prefix).await
+    }
+
+    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+        let started = std::time::Instant::now();
+        let out = self.count_inner(kind, filter).await;
+        tracing::debug!(kind, ms = started.elapsed().as_secs_f64() * 1e3, "count");
+        out
+    }
+
+    async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
+        let started = std::time::Instant::now();
+        let out = self.version_census_inner(kind).await;
+        tracing::debug!(
+            kind,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "version_census"
+        );
+        out
+    }
+}
+
+#[async_trait]
+impl ProjectedScan for MongoStore {
     /// A pass that writes nothing reads its documents straight from one
     /// server cursor kept open from page to page, only the fields it needs
     /// (`properties`, those the filter tests, the version), where
@@ -156,39 +206,17 @@ impl Store for MongoStore {
         let entities = matching(kind, &docs, &request.filter)?;
         Ok(ScanPage { entities, cursor })
     }
+}
 
-    async fn get(&self, key: &Key) -> Result<Option<Entity>> {
-        match self.get_doc(&key.kind, &codec::id_to_bson(&key.id)).await? {
-            Some(d) => codec::document_to_entity(&key.kind, &d)
-                .map(Some)
-                .map_err(|e| e.with_context("key", key.to_string())),
-            None => Ok(None),
-        }
-    }
-
-    async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        self.write_all(writes).await
-    }
-
-    async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
-        self.meta_get_inner(name).await
-    }
-
-    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
-        let started = std::time::Instant::now();
-        let out = self.meta_cas_inner(name, change).await;
-        tracing::debug!(name, ms = started.elapsed().as_secs_f64() * 1e3, "meta_cas");
-        out
-    }
-
-    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
-        self.meta_list_inner(prefix).await
-    }
-
+#[async_trait]
+impl ServerClock for MongoStore {
     async fn now(&self) -> Result<i64> {
         self.now_inner().await
     }
+}
 
+#[async_trait]
+impl Pushdown for MongoStore {
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
         let started = std::time::Instant::now();
         let out = self.pushdown(request).await;
@@ -198,41 +226,28 @@ impl Store for MongoStore {
         );
         out
     }
+}
 
+#[async_trait]
+impl KindRename for MongoStore {
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
         let started = std::time::Instant::now();
         let out = self.rename_kind_inner(request).await;
         tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "rename_kind");
         out
     }
+}
 
-    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
-        let started = std::time::Instant::now();
-        let out = self.count_inner(kind, filter).await;
-        tracing::debug!(kind, ms = started.elapsed().as_secs_f64() * 1e3, "count");
-        out
-    }
-
+#[async_trait]
+impl CountEstimate for MongoStore {
     /// The collection's metadata count (`estimatedDocumentCount`): no document is read.
-    async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
+    async fn estimate_count(&self, kind: &str) -> Result<u64> {
         self.collection(kind)
             .estimated_document_count()
             .await
-            .map(Some)
             .map_err(|e| {
                 self.err("estimating a count", e)
                     .with_context("kind", kind.to_owned())
             })
-    }
-
-    async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
-        let started = std::time::Instant::now();
-        let out = self.version_census_inner(kind).await;
-        tracing::debug!(
-            kind,
-            ms = started.elapsed().as_secs_f64() * 1e3,
-            "version_census"
-        );
-        out
     }
 }

@@ -6,9 +6,10 @@ use std::collections::BTreeSet;
 use async_trait::async_trait;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    Advanced, AtomicScope, Capability, Error, ErrorKind, Filter, Guard, MetaCas, MetaChange,
-    MetaEntry, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
-    ScanRequest, StepsFrom, Store, StoreInfo, Write, WriteOutcome,
+    Advanced, AtomicScope, AtomicWrites, Error, ErrorKind, Features, Filter, FormerNameReads,
+    Guard, KindRename, MetaCas, MetaChange, MetaEntry, Pushdown, PushdownPage, PushdownRequest,
+    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, ServerClock, StepsFrom,
+    Store, StoreInfo, Write, WriteOutcome,
 };
 
 use crate::codec;
@@ -24,27 +25,26 @@ impl Store for RedisStore {
         }
     }
 
-    fn capability(&self) -> Capability {
-        Capability {
-            scan_ordered: false,
+    /// SCAN may return a key twice: no `scan_ordered`. No batch with its
+    /// checkpoint in one step (a batch, then its checkpoint).
+    fn features(&self) -> Features<'_> {
+        Features {
             // Hash kinds run unconditional steps in the server; with every kind a
-            // JSON string (`json=*`) there is nothing to push down.
-            update_pushdown: !self.config.json_all && !self.config.cluster,
-            server_clock: true,
-            atomic_batch_with_meta: false,
-            rename_kind: true,
+            // JSON string (`json=*`) there is nothing to push down, and a
+            // cluster would need a script per master.
+            pushdown: (!self.config.json_all && !self.config.cluster).then_some(self),
             // One script over keys of several kinds: on a cluster they lie in
             // different slots, which one script cannot touch, unless each id
             // is the keys' hash tag (`id_tag=1`): then the keys of one id do.
-            atomic_writes: match (self.config.cluster, self.config.id_tag) {
-                (false, _) => AtomicScope::AnyKeys,
-                (true, true) => AtomicScope::OneId,
-                (true, false) => AtomicScope::None,
-            },
+            atomic_writes: (!self.config.cluster || self.config.id_tag).then_some(self),
             atomic_writes_hint: (self.config.cluster && !self.config.id_tag).then_some(
                 "a Redis Cluster has it with `id_tag=1` in its URL, which keeps the keys of \
                  one id in one slot",
             ),
+            kind_rename: Some(self),
+            former_name_reads: Some(self),
+            server_clock: Some(self),
+            ..Features::default()
         }
     }
 
@@ -151,11 +151,6 @@ impl Store for RedisStore {
         Ok(outcomes)
     }
 
-    /// One Lua script: every condition checked, then every write applied.
-    async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome> {
-        self.write_atomic_script(guards, writes).await
-    }
-
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
         let (rev, doc): (Option<String>, Option<String>) = redis::cmd("HMGET")
             .arg(self.keys.meta_key(name))
@@ -226,11 +221,33 @@ impl Store for RedisStore {
     async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
         self.count_entities(kind, filter).await
     }
+}
 
+#[async_trait]
+impl AtomicWrites for RedisStore {
+    fn scope(&self) -> AtomicScope {
+        if self.config.cluster {
+            AtomicScope::OneId
+        } else {
+            AtomicScope::AnyKeys
+        }
+    }
+
+    /// One Lua script: every condition checked, then every write applied.
+    async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome> {
+        self.write_atomic_script(guards, writes).await
+    }
+}
+
+#[async_trait]
+impl Pushdown for RedisStore {
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
         self.pushdown_page(request).await
     }
+}
 
+#[async_trait]
+impl FormerNameReads for RedisStore {
     async fn get_advanced(
         &self,
         key: &Key,
@@ -246,11 +263,17 @@ impl Store for RedisStore {
             None => self.get_moving_script(key, formers).await,
         }
     }
+}
 
+#[async_trait]
+impl KindRename for RedisStore {
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
         self.rename_kind_page(request).await
     }
+}
 
+#[async_trait]
+impl ServerClock for RedisStore {
     async fn now(&self) -> Result<i64> {
         let (secs, micros): (i64, i64) = redis::cmd("TIME")
             .query_async(&mut self.conn())

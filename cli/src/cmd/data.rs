@@ -282,7 +282,7 @@ async fn write_kinds(
     out: &mut dyn std::io::Write,
     counts: &mut BTreeMap<String, u64>,
 ) -> anyhow::Result<()> {
-    let ordered = store.capability().scan_ordered;
+    let ordered = store.features().scan_ordered;
     for kind in kinds {
         let mut buffered: Vec<Entity> = Vec::new();
         let mut n = 0u64;

@@ -2,6 +2,7 @@
 
 use tern_core::migrate::lease::release_stale;
 use tern_core::migrate::state;
+use tern_core::store::StoreExt;
 
 use crate::opt::{LockArgs, RunArgs};
 use crate::{Ctx, EXIT_BEHIND, EXIT_OK};

@@ -58,7 +58,7 @@ impl LazyClientBuilder {
     }
 
     /// Whether a stale entity may be migrated inside the store in the read's
-    /// own call ([`Store::get_advanced`]: moved from a former kind name, and
+    /// own call ([`FormerNameReads::get_advanced`](crate::store::FormerNameReads::get_advanced): moved from a former kind name, and
     /// stepped, where the store and the steps allow; default `true`).
     /// `false`: every stale entity is read, migrated on the client and
     /// written back with a compare-and-set (for comparisons and tests).
@@ -119,14 +119,14 @@ impl LazyClientBuilder {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LazyStats {
     /// Reads the store answered after running the pending steps itself
-    /// ([`Store::get_advanced`]; the entity was up to date or migrated there).
+    /// ([`FormerNameReads::get_advanced`](crate::store::FormerNameReads::get_advanced); the entity was up to date or migrated there).
     pub reads_in_store: u64,
     /// Stale entities that reads migrated on the client (read, migrate,
     /// compare-and-set).
     pub reads_migrated_on_client: u64,
     /// Reads of a kind with former names (a pending lazy kind rename) that
     /// the store answered in one call, moving the entity to the kind's name
-    /// where it lay under a former one ([`Store::get_advanced`] with the
+    /// where it lay under a former one ([`FormerNameReads::get_advanced`](crate::store::FormerNameReads::get_advanced) with the
     /// former names; with steps too, also counted in `reads_in_store`).
     pub renamed_reads_in_store: u64,
     /// Reads of a kind with a pending migration that tried a plain read
@@ -154,9 +154,9 @@ struct Counters {
 /// `Unsupported`), so it is not asked again.
 #[derive(Debug, Clone, Copy, Default)]
 struct Declined {
-    /// [`Store::get_advanced`] with steps.
+    /// [`FormerNameReads::get_advanced`](crate::store::FormerNameReads::get_advanced) with steps.
     advance: bool,
-    /// [`Store::get_advanced`] with former names.
+    /// [`FormerNameReads::get_advanced`](crate::store::FormerNameReads::get_advanced) with former names.
     moving: bool,
 }
 
@@ -202,7 +202,7 @@ enum Found {
     Former(Entity),
 }
 
-/// What the store's one-call read ([`Store::get_advanced`]) gave the client.
+/// What the store's one-call read ([`FormerNameReads::get_advanced`](crate::store::FormerNameReads::get_advanced)) gave the client.
 enum InStore {
     /// Not asked, or declined: the client reads and migrates itself.
     Declined,
@@ -380,7 +380,7 @@ impl LazyClient {
     /// one would show the entity under neither; so when every name is empty
     /// the kind's name is read once more: absent then, the entity was absent
     /// (or deleted) at that read. Where the store moves an entity in the
-    /// read ([`Store::get_advanced`] with the former names), a miss under the
+    /// read ([`FormerNameReads::get_advanced`](crate::store::FormerNameReads::get_advanced) with the former names), a miss under the
     /// kind's name is followed by that one call instead: a moved entity comes
     /// back under the kind's name.
     async fn locate(&self, chain: &KindChain, key: &Key) -> Result<Option<Found>> {
@@ -412,7 +412,7 @@ impl LazyClient {
     }
 
     fn need_atomic(&self) -> Result<()> {
-        if self.store.capability().atomic_writes.supported() {
+        if self.store.features().atomic_writes.is_some() {
             Ok(())
         } else {
             Err(LazyError::NoAtomicWrites {
@@ -555,7 +555,7 @@ impl LazyClient {
 
     /// One store call that reads the entity after moving it from a former
     /// name where it lies there and, with `steps`, running the kind's pending
-    /// steps on it ([`Store::get_advanced`]): a stale entity read and migrated
+    /// steps on it ([`FormerNameReads::get_advanced`](crate::store::FormerNameReads::get_advanced)): a stale entity read and migrated
     /// in one round trip; `steps` as [`LazyClient::in_store_asks`] gave them.
     /// [`InStore::Declined`] when the store declined (`Unsupported`,
     /// remembered per kind: asked with steps, the steps are not asked again
@@ -576,7 +576,14 @@ impl LazyClient {
             if steps.is_none() && formers.is_empty() {
                 return Ok(InStore::Declined);
             }
-            match self.store.get_advanced(key, &formers, steps).await {
+            let read = match self.store.features().former_name_reads {
+                Some(reads) => reads.get_advanced(key, &formers, steps).await,
+                None => Err(crate::store::Error::unsupported(
+                    self.store.info().scheme,
+                    "get_advanced",
+                )),
+            };
+            match read {
                 Ok(read) => break read,
                 Err(e) if e.kind() == crate::store::ErrorKind::Unsupported => {
                     tracing::debug!(kind = %chain.kind, reason = %e, "the store declined a read that migrates");
@@ -713,8 +720,8 @@ impl LazyClient {
         }
         self.need_atomic()?;
         // One atomic write spans several ids only where the store allows it.
-        let per_write = match self.store.capability().atomic_writes {
-            AtomicScope::AnyKeys => PUTS_PER_ATOMIC_WRITE,
+        let per_write = match self.store.features().atomic_scope() {
+            Some(AtomicScope::AnyKeys) => PUTS_PER_ATOMIC_WRITE,
             _ => 1,
         };
         for chunk in groups.chunks(per_write) {
@@ -926,7 +933,7 @@ pub(crate) async fn scan_all(store: &dyn Store, kind: &str, filter: Filter) -> R
             None => break,
         }
     }
-    if !store.capability().scan_ordered {
+    if !store.features().scan_ordered {
         out.sort_by(|a, b| a.key.cmp(&b.key));
         out.dedup_by(|a, b| a.key == b.key);
     }

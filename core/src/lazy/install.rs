@@ -16,7 +16,7 @@ use crate::migration::report::{MigrationReport, ledger_entry};
 use crate::migration::source::{Body, Migration, MigrationSet};
 use crate::migration::state::{KindRename, LazyRecord, RunCounts, StateDoc};
 use crate::model::Key;
-use crate::store::{Filter, ScanRequest, Store};
+use crate::store::{Filter, ScanRequest, Store, StoreExt};
 
 /// Installs the lazy migration `m` under `lease`.
 ///
@@ -47,9 +47,9 @@ pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<
     let mut kinds_after = plan.kinds_after.clone();
     let mut record_kinds: BTreeMap<String, u64> = plan.targets.clone();
     for (i, r) in plan.renames.iter().enumerate() {
-        let capability = store.capability();
-        if !capability.atomic_writes.supported() {
-            let hint = capability
+        let features = store.features();
+        if features.atomic_writes.is_none() {
+            let hint = features
                 .atomic_writes_hint
                 .map(|h| format!(" ({h})"))
                 .unwrap_or_default();

@@ -37,7 +37,7 @@ pub struct KindChain {
 }
 
 /// Which read a lazy client tries first for a kind whose migration is
-/// pending: the store's migrating read ([`crate::store::Store::get_advanced`]:
+/// pending: the store's migrating read ([`crate::store::FormerNameReads::get_advanced`]:
 /// one round trip for a stale entity, a script on Redis) or a plain read (no
 /// script for an up-to-date entity, a second call for a stale one). It
 /// follows what recent reads found: a count that each stale entity raises and
@@ -176,7 +176,7 @@ impl KindChain {
 
 impl KindChain {
     /// The longest run of this kind's last steps that a store can run inside
-    /// the server ([`crate::store::Store::update_in_place`]), as the version
+    /// the server ([`crate::store::Pushdown::update_in_place`]), as the version
     /// its first step applies to and the server-side steps; `None` when the
     /// last step cannot run there (a Rust transform, the target of a move or
     /// copy, a nested rename, a step whose code this client lacks).

@@ -9,7 +9,7 @@ use crate::migration::error::MigrateError;
 use crate::migration::lease::Lease;
 use crate::migration::state;
 use crate::model::Version;
-use crate::store::Store;
+use crate::store::{Store, StoreExt};
 
 /// The lazy state of one kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -5,9 +5,9 @@
 //!
 //! The first pass runs inside the store where the store and the steps allow:
 //! entities under a former kind name are re-keyed in place
-//! ([`Store::rename_kind`], each entity atomically, an id the new name holds
+//! ([`KindRename::rename_kind`](crate::store::KindRename::rename_kind), each entity atomically, an id the new name holds
 //! already left alone), then the kind's pending steps run server-side
-//! ([`Store::update_in_place`], each entity advanced atomically from the
+//! ([`Pushdown::update_in_place`](crate::store::Pushdown::update_in_place), each entity advanced atomically from the
 //! version it has, so an entity a client migrated or wrote meanwhile is not
 //! touched). Everything else, and whatever a census still finds, takes the
 //! client path: read, migrate as the lazy client does, compare-and-set on what
@@ -62,8 +62,8 @@ pub struct SweepOptions {
     /// How many census passes before giving up on entities that keep appearing.
     pub passes: u32,
     /// Whether the first pass may run inside the store: entities under a former
-    /// name re-keyed in place ([`Store::rename_kind`]) and the pending steps
-    /// run server-side ([`Store::update_in_place`]) where the store and the
+    /// name re-keyed in place ([`KindRename::rename_kind`](crate::store::KindRename::rename_kind)) and the pending steps
+    /// run server-side ([`Pushdown::update_in_place`](crate::store::Pushdown::update_in_place)) where the store and the
     /// steps allow. Off: every entity goes through the client path (read,
     /// migrate, compare-and-set).
     pub pushdown: bool,
@@ -351,14 +351,12 @@ impl Sweeper<'_> {
     /// steps allow one: a former name is re-keyed to the kind, the kind's own
     /// name advanced by its pushable pending steps.
     fn in_store_call<'c>(&self, at: &Position<'c>) -> Option<InStoreCall<'c>> {
-        let capability = self.store.capability();
+        let features = self.store.features();
         if at.name == at.chain.kind {
             let pending = at.chain.pushdown()?;
-            capability
-                .update_pushdown
-                .then_some(InStoreCall::Steps(pending))
+            features.pushdown.map(|_| InStoreCall::Steps(pending))
         } else {
-            capability.rename_kind.then_some(InStoreCall::Rename)
+            features.kind_rename.map(|_| InStoreCall::Rename)
         }
     }
 
@@ -556,7 +554,14 @@ impl InStoreCall<'_> {
                     cursor,
                     limit,
                 };
-                let p = store.update_in_place(request).await?;
+                // `in_store_call` chose this call because the store has the facet.
+                let Some(pushdown) = store.features().pushdown else {
+                    return Err(crate::store::Error::unsupported(
+                        store.info().scheme,
+                        "update_in_place",
+                    ));
+                };
+                let p = pushdown.update_in_place(request).await?;
                 Ok(InStorePage {
                     moved: p.advanced,
                     collisions: Vec::new(),
@@ -570,7 +575,13 @@ impl InStoreCall<'_> {
                     cursor,
                     limit,
                 };
-                let p = store.rename_kind(request).await?;
+                let Some(renames) = store.features().kind_rename else {
+                    return Err(crate::store::Error::unsupported(
+                        store.info().scheme,
+                        "rename_kind",
+                    ));
+                };
+                let p = renames.rename_kind(request).await?;
                 Ok(InStorePage {
                     moved: p.renamed,
                     collisions: p.collisions,

@@ -9,7 +9,7 @@ pub struct RunOptions {
     /// Entities per batch (and per checkpoint).
     pub batch_size: usize,
     /// Entities per batch (and per checkpoint) of a stage the store runs inside
-    /// itself (`Store::update_in_place`): nothing travels to the client, so a
+    /// itself (`Pushdown::update_in_place`): nothing travels to the client, so a
     /// bigger batch costs no memory and pays the per-batch round trips and the
     /// checkpoint less often (a MongoDB pushdown took 10-15% longer in batches
     /// of 1,000; docs/benchmarks.md).
@@ -25,7 +25,7 @@ pub struct RunOptions {
     /// Use the store's server-side update when it has one.
     pub pushdown: bool,
     /// Ask the store for a cheap estimate of each stage's entities, for the
-    /// progress bar's total ([`Store::estimate_count`](crate::store::Store::estimate_count): never a scan).
+    /// progress bar's total ([`CountEstimate::estimate_count`](crate::store::CountEstimate::estimate_count): never a scan).
     pub estimate_totals: bool,
     /// Bytes of memory the index of a move or copy may take before it spills
     /// to a scratch file (docs/design.md, "Move and copy by index").

@@ -15,8 +15,9 @@ use super::changelog::{ChangeLog, Record};
 use crate::model::{Entity, Key};
 use crate::store::memory::MemoryStore;
 use crate::store::{
-    Capability, Cursor, Error, ErrorKind, MetaCas, MetaChange, MetaEntry, RenameKindPage,
-    RenameKindRequest, Result, ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+    AtomicScope, AtomicWrites, Cursor, Error, ErrorKind, Features, Guard, KindRename, MetaCas,
+    MetaChange, MetaEntry, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, Store,
+    StoreInfo, Write, WriteOutcome,
 };
 
 /// Scan cursors of the overlay: `b:<cursor of the base>` while the base's
@@ -104,11 +105,19 @@ impl Store for OverlayStore {
         }
     }
 
-    fn capability(&self) -> Capability {
-        Capability {
-            update_pushdown: false,
-            atomic_batch_with_meta: false,
-            ..self.base.capability()
+    /// The base's scan order and clock; kind renames and atomic writes where
+    /// the base has them, run on the overlay; no pushdown and no batch with
+    /// its checkpoint in one step (the engine writes on the client, then the
+    /// checkpoint), nothing else.
+    fn features(&self) -> Features<'_> {
+        let base = self.base.features();
+        Features {
+            scan_ordered: base.scan_ordered,
+            server_clock: base.server_clock,
+            kind_rename: base.kind_rename.map(|_| self as &dyn KindRename),
+            atomic_writes: base.atomic_writes.map(|_| self as &dyn AtomicWrites),
+            atomic_writes_hint: base.atomic_writes_hint,
+            ..Features::default()
         }
     }
 
@@ -201,65 +210,9 @@ impl Store for OverlayStore {
     /// Reads the batch's keys (from the log, else the real store), applies the
     /// writes in order on those states, then logs every key a write applied to.
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        let mut distinct: Vec<Key> = Vec::new();
-        let mut seen: HashSet<&Key> = HashSet::new();
-        for w in &writes {
-            let key = w.key();
-            if seen.insert(key) {
-                distinct.push(key.clone());
-            }
-        }
-        let logged = self.log.get_many(&distinct)?;
-        let mut states: HashMap<Key, Record> = HashMap::with_capacity(distinct.len());
-        for (key, record) in distinct.into_iter().zip(logged) {
-            let record = match record {
-                Some(record) => record,
-                None => {
-                    let e = self.base.get(&key).await?;
-                    Record {
-                        original: e.clone(),
-                        current: e,
-                    }
-                }
-            };
-            states.insert(key, record);
-        }
-        let mut applied: HashSet<Key> = HashSet::new();
-        let mut out = Vec::with_capacity(writes.len());
-        for w in writes {
-            let key = w.key().clone();
-            let Some(state) = states.get_mut(&key) else {
-                continue;
-            };
-            let (outcome, next) = match w {
-                Write::Put(e) => (WriteOutcome::Applied, Some(e)),
-                Write::Insert(e) => {
-                    if state.current.is_some() {
-                        (WriteOutcome::Conflict, None)
-                    } else {
-                        (WriteOutcome::Applied, Some(e))
-                    }
-                }
-                Write::Replace { expected, new } => {
-                    if state.current.as_ref() == Some(&expected) {
-                        (WriteOutcome::Applied, Some(new))
-                    } else {
-                        (WriteOutcome::Conflict, None)
-                    }
-                }
-                Write::Delete(_) => (WriteOutcome::Applied, None),
-            };
-            if outcome == WriteOutcome::Applied {
-                state.current = next;
-                applied.insert(key);
-            }
-            out.push(outcome);
-        }
-        let records: Vec<(Key, Record)> = states
-            .into_iter()
-            .filter(|(k, _)| applied.contains(k))
-            .collect();
-        self.log.put_all(&records)?;
+        let mut states = self.states(writes.iter().map(Write::key)).await?;
+        let (out, applied) = apply(&mut states, writes);
+        self.log_applied(states, &applied)?;
         Ok(out)
     }
 
@@ -274,18 +227,19 @@ impl Store for OverlayStore {
     async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
         self.meta.meta_list(prefix).await
     }
+}
 
-    async fn now(&self) -> Result<i64> {
-        self.base.now().await
-    }
-
+#[async_trait]
+impl KindRename for OverlayStore {
     /// The base checks the request (support, layouts: `limit: 0` writes
     /// nothing); the batches run on the overlay: each entity is inserted under
     /// the new kind, unless that key is taken, and deleted under the old one.
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
         if request.limit == 0 || request.from == request.to {
-            return self
-                .base
+            let Some(base) = self.base.features().kind_rename else {
+                return Err(Error::unsupported(self.base.info().scheme, "rename_kind"));
+            };
+            return base
                 .rename_kind(RenameKindRequest {
                     limit: 0,
                     ..request
@@ -318,4 +272,124 @@ impl Store for OverlayStore {
         }
         Ok(out)
     }
+}
+
+/// All together or nothing, on the overlay: the keys' states are read once,
+/// the guards checked and the writes applied on them, and the change log
+/// takes every applied write in one step, or none when a guard or a write
+/// fails (what the base's atomic write would do to the real store).
+#[async_trait]
+impl AtomicWrites for OverlayStore {
+    fn scope(&self) -> AtomicScope {
+        self.base
+            .features()
+            .atomic_scope()
+            .unwrap_or(AtomicScope::OneId)
+    }
+
+    async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome> {
+        let keys = guards
+            .iter()
+            .map(Guard::key)
+            .chain(writes.iter().map(Write::key));
+        let mut states = self.states(keys).await?;
+        let holds = guards.iter().all(|g| {
+            let current = states.get(g.key()).and_then(|r| r.current.as_ref());
+            match g {
+                Guard::Absent(_) => current.is_none(),
+                Guard::Unchanged(e) => current == Some(e),
+            }
+        });
+        if !holds {
+            return Ok(WriteOutcome::Conflict);
+        }
+        let (out, applied) = apply(&mut states, writes);
+        if out.contains(&WriteOutcome::Conflict) {
+            return Ok(WriteOutcome::Conflict);
+        }
+        self.log_applied(states, &applied)?;
+        Ok(WriteOutcome::Applied)
+    }
+}
+
+impl OverlayStore {
+    /// The state of each of `keys` as the run left it: from the change log,
+    /// else as the real store holds it.
+    async fn states<'k>(
+        &self,
+        keys: impl Iterator<Item = &'k Key>,
+    ) -> Result<HashMap<Key, Record>> {
+        let mut distinct: Vec<Key> = Vec::new();
+        let mut seen: HashSet<&Key> = HashSet::new();
+        for key in keys {
+            if seen.insert(key) {
+                distinct.push(key.clone());
+            }
+        }
+        let logged = self.log.get_many(&distinct)?;
+        let mut states: HashMap<Key, Record> = HashMap::with_capacity(distinct.len());
+        for (key, record) in distinct.into_iter().zip(logged) {
+            let record = match record {
+                Some(record) => record,
+                None => {
+                    let e = self.base.get(&key).await?;
+                    Record {
+                        original: e.clone(),
+                        current: e,
+                    }
+                }
+            };
+            states.insert(key, record);
+        }
+        Ok(states)
+    }
+
+    /// Logs the states of the keys in `applied`.
+    fn log_applied(&self, states: HashMap<Key, Record>, applied: &HashSet<Key>) -> Result<()> {
+        let records: Vec<(Key, Record)> = states
+            .into_iter()
+            .filter(|(k, _)| applied.contains(k))
+            .collect();
+        self.log.put_all(&records)
+    }
+}
+
+/// Applies `writes` in order on `states` (which hold every key they name):
+/// one outcome each, and the keys a write applied to.
+fn apply(
+    states: &mut HashMap<Key, Record>,
+    writes: Vec<Write>,
+) -> (Vec<WriteOutcome>, HashSet<Key>) {
+    let mut applied: HashSet<Key> = HashSet::new();
+    let mut out = Vec::with_capacity(writes.len());
+    for w in writes {
+        let key = w.key().clone();
+        let Some(state) = states.get_mut(&key) else {
+            continue;
+        };
+        let (outcome, next) = match w {
+            Write::Put(e) => (WriteOutcome::Applied, Some(e)),
+            Write::Insert(e) => {
+                if state.current.is_some() {
+                    (WriteOutcome::Conflict, None)
+                } else {
+                    (WriteOutcome::Applied, Some(e))
+                }
+            }
+            Write::Replace { expected, new } => {
+                if state.current.as_ref() == Some(&expected) {
+                    (WriteOutcome::Applied, Some(new))
+                } else {
+                    (WriteOutcome::Conflict, None)
+                }
+            }
+            Write::Delete(_) => (WriteOutcome::Applied, None),
+        };
+        if outcome == WriteOutcome::Applied {
+            state.current = next;
+            applied.insert(key);
+        }
+        out.push(outcome);
+    }
+    (out, applied)
 }

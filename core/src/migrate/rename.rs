@@ -7,7 +7,7 @@
 //!    onto a kind in use). Then one compare-and-set of the state document
 //!    records the prefix history entry (`b` was `a` since migration N) together
 //!    with the checkpoint that starts phase 1, before any entity moves.
-//! 1. **batches**: [`Store::rename_kind`] re-keys one batch per call from the
+//! 1. **batches**: [`KindRename::rename_kind`](crate::store::KindRename::rename_kind) re-keys one batch per call from the
 //!    checkpointed cursor. An entity already moved is no longer under `a` and
 //!    is not seen again; one whose id `b` already holds stays where it is
 //!    (nothing is overwritten) and is dealt with in phase 2.
@@ -18,14 +18,32 @@
 //!    [`MigrateError::RenameKindRefused`] listing them; both copies are kept
 //!    and `tern up` resumes once each pair is resolved.
 //!
-//! [`Store::rename_kind`]: crate::store::Store::rename_kind
+//! [`KindRename::rename_kind`]: crate::store::KindRename::rename_kind
 
 use super::run::{Position, Runner};
 use crate::migration::error::{MigrateError, Result, rename_refused};
 use crate::migration::progress::FaultAt;
 use crate::migration::state::KindRename;
 use crate::model::Key;
-use crate::store::{ErrorKind, Filter, RenameKindRequest, Store};
+use crate::store::{Error, ErrorKind, Filter, RenameKindPage, RenameKindRequest, Store, StoreExt};
+
+/// One batch of the store's [`KindRename`](crate::store::KindRename) facet;
+/// `Unsupported` without it (the refusal [`check_rename`] reports).
+async fn rename_batch(
+    store: &dyn Store,
+    request: RenameKindRequest,
+) -> crate::store::Result<RenameKindPage> {
+    match store.features().kind_rename {
+        Some(renames) => renames.rename_kind(request).await,
+        None => Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the {} store cannot re-key entities from one kind to another",
+                store.info().scheme
+            ),
+        )),
+    }
+}
 
 /// The phases of a kind rename stage (the `phase` of its checkpoint).
 pub(crate) const CHECK: u32 = 0;
@@ -137,15 +155,16 @@ impl Runner<'_> {
         loop {
             self.check_continue()?;
             fault(batch_no, FaultAt::BeforeWrite, pos.phase)?;
-            let page = self
-                .store
-                .rename_kind(RenameKindRequest {
+            let page = rename_batch(
+                self.store,
+                RenameKindRequest {
                     from: from.to_owned(),
                     to: to.to_owned(),
                     cursor: pos.cursor.clone(),
                     limit: self.options.batch_size.max(1),
-                })
-                .await;
+                },
+            )
+            .await;
             let page = match page {
                 Ok(p) => p,
                 Err(e) if e.kind() == ErrorKind::InvalidCursor && pos.cursor.is_some() => {
@@ -272,14 +291,16 @@ pub(crate) async fn check_rename(
     if Key::new(to, 0).is_err() {
         return Err(refused(format!("{to:?} is not a valid kind name")));
     }
-    let check = store
-        .rename_kind(RenameKindRequest {
+    let check = rename_batch(
+        store,
+        RenameKindRequest {
             from: from.to_owned(),
             to: to.to_owned(),
             cursor: None,
             limit: 0,
-        })
-        .await;
+        },
+    )
+    .await;
     match check {
         Ok(_) => {}
         Err(e) if e.kind() == ErrorKind::Unsupported => {

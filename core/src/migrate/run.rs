@@ -6,7 +6,7 @@
 //! meanwhile) re-reads it: if it is still at the expected version it is
 //! recomputed and written again, otherwise it is left alone. After every
 //! batch a checkpoint (cursor and counts) is written under the lease; on a
-//! store that can ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)), in the same transaction
+//! store that can ([`AtomicBatchWithMeta`](crate::store::AtomicBatchWithMeta)), in the same transaction
 //! as the batch's writes.
 //!
 //! Correctness rests on version scoping, not on the cursor: an entity that a
@@ -31,8 +31,8 @@ use crate::migration::progress::{CancelFlag, FaultAt, FaultPoint, Progress};
 use crate::migration::state::{RunCounts, StateDoc};
 use crate::model::{Entity, Key, Value, Version};
 use crate::store::{
-    Condition, Cursor, ErrorKind, Filter, PushStep, PushdownRequest, ScanPage, ScanRequest, Store,
-    StoreExt, VersionFilter, Write, WriteOutcome,
+    Condition, Cursor, ErrorKind, Filter, PushStep, Pushdown, PushdownRequest, ScanPage,
+    ScanRequest, Store, StoreExt, VersionFilter, Write, WriteOutcome,
 };
 
 /// The position of a stage run: phase, cursor and counts, as checkpointed.
@@ -56,7 +56,7 @@ struct BatchAt {
 }
 
 /// A batch's checkpoint, for a store that commits it with the batch's writes
-/// ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)).
+/// ([`AtomicBatchWithMeta`](crate::store::AtomicBatchWithMeta)).
 #[derive(Debug, Clone)]
 struct BatchCheckpoint {
     stage: usize,
@@ -268,9 +268,11 @@ impl Runner<'_> {
         match stage {
             Stage::Local { kind, from, steps } => {
                 if self.options.pushdown
-                    && self.store.capability().update_pushdown
+                    && let Some(facet) = self.store.features().pushdown
                     && let Some(push) = pushdown_steps(steps)
-                    && self.run_pushdown(index, kind, *from, push, pos).await?
+                    && self
+                        .run_pushdown(facet, index, kind, *from, push, pos)
+                        .await?
                 {
                     return Ok(());
                 }
@@ -361,9 +363,9 @@ impl Runner<'_> {
             // Where the store can, the checkpoint is committed with the batch's writes.
             let with_checkpoint =
                 self.store
-                    .capability()
+                    .features()
                     .atomic_batch_with_meta
-                    .then(|| BatchCheckpoint {
+                    .map(|_| BatchCheckpoint {
                         stage: index,
                         phase: pos.phase,
                         base: pos.counts,
@@ -429,7 +431,7 @@ impl Runner<'_> {
 
     /// Computes and writes one batch, retrying conflicts.
     ///
-    /// With `checkpoint` (a store whose [`Store::write_batch_with_meta`] is
+    /// With `checkpoint` (a store whose [`AtomicBatchWithMeta::write_batch_with_meta`](crate::store::AtomicBatchWithMeta::write_batch_with_meta) is
     /// atomic), every write call commits a checkpoint with its writes that
     /// records exactly what they did: the counts, and the cursor past the batch
     /// once its last writes all applied (before that, the cursor the batch was
@@ -621,6 +623,7 @@ impl Runner<'_> {
     /// the stage on the client instead).
     async fn run_pushdown(
         &self,
+        facet: &dyn Pushdown,
         index: usize,
         kind: &str,
         from: Version,
@@ -631,8 +634,7 @@ impl Runner<'_> {
         loop {
             self.check_continue()?;
             self.fault(self.point(index, 0, batch_no, FaultAt::BeforeWrite))?;
-            let page = self
-                .store
+            let page = facet
                 .update_in_place(PushdownRequest {
                     kind: kind.to_owned(),
                     from,

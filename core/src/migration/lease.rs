@@ -7,7 +7,7 @@
 //! taken the lease over (after it expired) the old holder's next write fails
 //! and it stops: it can never write a stale checkpoint.
 //!
-//! Expiry is judged by [`Store::now`]: the server's clock where the store has
+//! Expiry is judged by [`StoreExt::now`](crate::store::StoreExt::now): the server's clock where the store has
 //! one, else this machine's (runners on several machines then need clocks
 //! that agree to within a fraction of the TTL).
 
@@ -232,9 +232,9 @@ impl Lease {
     }
 
     /// Applies `writes` and changes the state document under the lease with one
-    /// [`Store::write_batch_with_meta`] call: `change` also gets the outcome of
+    /// [`StoreExt::write_checked_with_meta`](crate::store::StoreExt::write_checked_with_meta) call: `change` also gets the outcome of
     /// each write, so that the document records exactly what the writes did.
-    /// Where the store's call is atomic ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)),
+    /// Where the store's call is atomic ([`AtomicBatchWithMeta`](crate::store::AtomicBatchWithMeta)),
     /// the writes and the document are committed together or not at all.
     ///
     /// # Errors

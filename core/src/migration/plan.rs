@@ -133,7 +133,7 @@ impl Stage {
 }
 
 /// The property changes of a stage, for stores with a fixed schema
-/// ([`crate::store::Store::prepare_schema`], [`crate::store::Store::finish_schema`]).
+/// ([`crate::store::SchemaHooks::prepare_schema`], [`crate::store::SchemaHooks::finish_schema`]).
 ///
 /// Nested renames and deletes change no top-level property and give nothing; a nested `add`
 /// gives the top-level property holding the nested literal; code steps give only

@@ -9,7 +9,7 @@ use super::state::RunCounts;
 /// and writes one structured line per checkpoint elsewhere.
 pub trait Progress: Send + Sync {
     /// A stage starts. `total` is the store's estimate of the entities it will
-    /// process ([`Store::estimate_count`](crate::store::Store::estimate_count)), when it has one.
+    /// process ([`CountEstimate::estimate_count`](crate::store::CountEstimate::estimate_count)(crate::store::CountEstimate::estimate_count)), when it has one.
     fn stage_started(
         &self,
         migration: u32,
@@ -97,7 +97,7 @@ impl CancelFlag {
 /// When, within a batch, a test may inject a crash.
 ///
 /// On a store that commits a batch's checkpoint with its writes
-/// ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta)),
+/// ([`AtomicBatchWithMeta`](crate::store::AtomicBatchWithMeta)),
 /// the client-side path has no moment between the writes and their checkpoint:
 /// [`FaultAt::BeforeCheckpoint`] comes just before the transaction of the
 /// batch's writes, which a crash there never commits. A crash in the middle of

@@ -1,5 +1,5 @@
 //! Several writes as one: the all-or-nothing, guarded write that lazy migration
-//! needs across keys ([`Store::write_atomic`](super::Store::write_atomic)).
+//! needs across keys ([`AtomicWrites::write_atomic`](super::AtomicWrites::write_atomic)).
 //!
 //! A lazy kind rename moves an entity from `old:id` to `new:id` on access: the
 //! write under the new name and the removal of the stale copy under the old
@@ -9,13 +9,12 @@
 
 use crate::model::{Entity, Key};
 
-/// Which keys one [`Store::write_atomic`](super::Store::write_atomic) may
-/// span ([`Capability::atomic_writes`](super::Capability::atomic_writes)).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Which keys one [`AtomicWrites::write_atomic`](super::AtomicWrites::write_atomic) may
+/// span ([`AtomicWrites::scope`](super::AtomicWrites::scope)). A store without
+/// the [`AtomicWrites`](super::AtomicWrites) facet has none: lazy kind renames
+/// are refused at install.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AtomicScope {
-    /// `write_atomic` is not implemented: lazy kind renames are refused at install.
-    #[default]
-    None,
     /// The keys of one id under several kind names (an entity and its copies
     /// under former names): what one access of a lazy kind rename needs. A
     /// Redis Cluster whose ids are hash tags keeps such keys in one slot.
@@ -24,20 +23,13 @@ pub enum AtomicScope {
     AnyKeys,
 }
 
-impl AtomicScope {
-    /// `write_atomic` is implemented, for one id at least.
-    pub fn supported(self) -> bool {
-        self != AtomicScope::None
-    }
-}
-
-/// A condition of [`Store::write_atomic`](super::Store::write_atomic) on a key it may not write.
+/// A condition of [`AtomicWrites::write_atomic`](super::AtomicWrites::write_atomic) on a key it may not write.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Guard {
     /// No entity has this key.
     Absent(Key),
-    /// The stored entity is still this one (its version; its value too where
-    /// [`Capability::cas_compares_value`](super::Capability::cas_compares_value)).
+    /// The stored entity is still this one (its version and its value, as a
+    /// [`Write::Replace`](super::Write::Replace) compares them).
     Unchanged(Entity),
 }
 

@@ -6,7 +6,7 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// The store cannot do this (see [`crate::store::Capability`]).
+    /// The store cannot do this (it lacks the facet, see [`crate::store::features`], or declines this call).
     Unsupported,
     /// The store URL or configuration is invalid.
     ConfigInvalid,

@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    Advanced, BatchMetaOutcome, Capability, Cursor, Error, ErrorKind, MetaCas, MetaChange,
-    MetaEntry, MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest,
-    Result, ScanPage, ScanRequest, StepsFrom, Store, StoreInfo, Write, WriteOutcome, pushdown,
+    Advanced, AtomicBatchWithMeta, AtomicScope, AtomicWrites, BatchMetaOutcome, CountEstimate,
+    Cursor, Error, ErrorKind, Features, FormerNameReads, KindRename, MetaCas, MetaChange,
+    MetaEntry, MetaUpdate, Pushdown, PushdownPage, PushdownRequest, RenameKindPage,
+    RenameKindRequest, Result, ScanPage, ScanRequest, StepsFrom, Store, StoreInfo, Write,
+    WriteOutcome, pushdown,
 };
 use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
@@ -104,8 +106,21 @@ impl Store for MemoryStore {
         }
     }
 
-    fn capability(&self) -> Capability {
-        Capability::IN_PROCESS
+    /// Every facet a store in this process can have: scans in id order,
+    /// pushdown, atomic writes over any keys, a batch with its checkpoint in
+    /// one step, kind renames, lazy reads of former names, an exact count.
+    /// The clock is this machine's, the only one there is; no schema.
+    fn features(&self) -> Features<'_> {
+        Features {
+            scan_ordered: true,
+            pushdown: Some(self),
+            atomic_writes: Some(self),
+            atomic_batch_with_meta: Some(self),
+            kind_rename: Some(self),
+            former_name_reads: Some(self),
+            count_estimate: Some(self),
+            ..Features::default()
+        }
     }
 
     async fn kinds(&self) -> Result<Vec<String>> {
@@ -150,92 +165,12 @@ impl Store for MemoryStore {
         Ok(ScanPage { entities, cursor })
     }
 
-    /// Exact: the kind's entities are counted in memory.
-    async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
-        let prefix = encode_kind_prefix(kind);
-        let inner = self.lock();
-        let n = inner
-            .entities
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .count();
-        Ok(Some(n as u64))
-    }
-
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
         Ok(self.lock().entities.get(&encode_key(key)).cloned())
     }
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
         Ok(self.lock().apply(writes, None))
-    }
-
-    /// Under the store's lock: the revision is checked first, the writes applied,
-    /// the document written; a failing `meta.value` undoes the writes.
-    async fn write_batch_with_meta(
-        &self,
-        writes: Vec<Write>,
-        meta: MetaUpdate,
-    ) -> Result<BatchMetaOutcome> {
-        let mut inner = self.lock();
-        let current = inner.meta.get(&meta.name).cloned();
-        if current.as_ref().map(|e| e.revision) != meta.expected {
-            return Ok(BatchMetaOutcome::Conflict {
-                current,
-                writes: None,
-            });
-        }
-        let mut undo = Vec::new();
-        let outcomes = inner.apply(writes, Some(&mut undo));
-        let value = match (meta.value)(&outcomes) {
-            Ok(value) => value,
-            Err(e) => {
-                for (k, before) in undo.into_iter().rev() {
-                    match before {
-                        Some(e) => inner.entities.insert(k, e),
-                        None => inner.entities.remove(&k),
-                    };
-                }
-                return Err(e);
-            }
-        };
-        let revision = meta.expected.unwrap_or(0) + 1;
-        inner.meta.insert(meta.name, MetaEntry { value, revision });
-        Ok(BatchMetaOutcome::Applied {
-            writes: outcomes,
-            revision,
-        })
-    }
-
-    /// Under the store's lock: guards checked, writes applied, undone on a conflict.
-    async fn write_atomic(
-        &self,
-        guards: Vec<super::Guard>,
-        writes: Vec<Write>,
-    ) -> Result<WriteOutcome> {
-        let mut inner = self.lock();
-        let holds = guards.iter().all(|g| {
-            let stored = inner.entities.get(&encode_key(g.key()));
-            match g {
-                super::Guard::Absent(_) => stored.is_none(),
-                super::Guard::Unchanged(e) => stored == Some(e),
-            }
-        });
-        if !holds {
-            return Ok(WriteOutcome::Conflict);
-        }
-        let mut undo = Vec::new();
-        let outcomes = inner.apply(writes, Some(&mut undo));
-        if outcomes.contains(&WriteOutcome::Conflict) {
-            for (k, before) in undo.into_iter().rev() {
-                match before {
-                    Some(e) => inner.entities.insert(k, e),
-                    None => inner.entities.remove(&k),
-                };
-            }
-            return Ok(WriteOutcome::Conflict);
-        }
-        Ok(WriteOutcome::Applied)
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
@@ -277,7 +212,103 @@ impl Store for MemoryStore {
             .cloned()
             .collect())
     }
+}
 
+#[async_trait]
+impl CountEstimate for MemoryStore {
+    /// Exact: the kind's entities are counted in memory.
+    async fn estimate_count(&self, kind: &str) -> Result<u64> {
+        let prefix = encode_kind_prefix(kind);
+        let inner = self.lock();
+        let n = inner
+            .entities
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .count();
+        Ok(n as u64)
+    }
+}
+
+#[async_trait]
+impl AtomicBatchWithMeta for MemoryStore {
+    /// Under the store's lock: the revision is checked first, the writes applied,
+    /// the document written; a failing `meta.value` undoes the writes.
+    async fn write_batch_with_meta(
+        &self,
+        writes: Vec<Write>,
+        meta: MetaUpdate,
+    ) -> Result<BatchMetaOutcome> {
+        let mut inner = self.lock();
+        let current = inner.meta.get(&meta.name).cloned();
+        if current.as_ref().map(|e| e.revision) != meta.expected {
+            return Ok(BatchMetaOutcome::Conflict {
+                current,
+                writes: None,
+            });
+        }
+        let mut undo = Vec::new();
+        let outcomes = inner.apply(writes, Some(&mut undo));
+        let value = match (meta.value)(&outcomes) {
+            Ok(value) => value,
+            Err(e) => {
+                for (k, before) in undo.into_iter().rev() {
+                    match before {
+                        Some(e) => inner.entities.insert(k, e),
+                        None => inner.entities.remove(&k),
+                    };
+                }
+                return Err(e);
+            }
+        };
+        let revision = meta.expected.unwrap_or(0) + 1;
+        inner.meta.insert(meta.name, MetaEntry { value, revision });
+        Ok(BatchMetaOutcome::Applied {
+            writes: outcomes,
+            revision,
+        })
+    }
+}
+
+#[async_trait]
+impl AtomicWrites for MemoryStore {
+    fn scope(&self) -> AtomicScope {
+        AtomicScope::AnyKeys
+    }
+
+    /// Under the store's lock: guards checked, writes applied, undone on a conflict.
+    async fn write_atomic(
+        &self,
+        guards: Vec<super::Guard>,
+        writes: Vec<Write>,
+    ) -> Result<WriteOutcome> {
+        let mut inner = self.lock();
+        let holds = guards.iter().all(|g| {
+            let stored = inner.entities.get(&encode_key(g.key()));
+            match g {
+                super::Guard::Absent(_) => stored.is_none(),
+                super::Guard::Unchanged(e) => stored == Some(e),
+            }
+        });
+        if !holds {
+            return Ok(WriteOutcome::Conflict);
+        }
+        let mut undo = Vec::new();
+        let outcomes = inner.apply(writes, Some(&mut undo));
+        if outcomes.contains(&WriteOutcome::Conflict) {
+            for (k, before) in undo.into_iter().rev() {
+                match before {
+                    Some(e) => inner.entities.insert(k, e),
+                    None => inner.entities.remove(&k),
+                };
+            }
+            return Ok(WriteOutcome::Conflict);
+        }
+        Ok(WriteOutcome::Applied)
+    }
+}
+
+#[async_trait]
+impl FormerNameReads for MemoryStore {
     async fn get_advanced(
         &self,
         key: &Key,
@@ -309,7 +340,10 @@ impl Store for MemoryStore {
             migrated: moved || stepped,
         }))
     }
+}
 
+#[async_trait]
+impl Pushdown for MemoryStore {
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
         let target = pushdown::target_version(&request)?;
         let prefix = encode_kind_prefix(&request.kind);
@@ -343,7 +377,10 @@ impl Store for MemoryStore {
         }
         Ok(page)
     }
+}
 
+#[async_trait]
+impl KindRename for MemoryStore {
     /// Moves each entity of the batch under its new key in one step (the store's lock).
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
         let mut page = RenameKindPage::default();

@@ -12,7 +12,7 @@
 //! - returns every entity that exists and passes the filter for the whole scan
 //!   at least once;
 //! - may return an entity more than once (Redis `SCAN`) unless
-//!   [`Capability::scan_ordered`] is set; version scoping makes duplicates harmless;
+//!   [`Features::scan_ordered`] is set; version scoping makes duplicates harmless;
 //! - may or may not return entities inserted or changed during the scan (the
 //!   engine's census catches them);
 //! - returns only entities that pass the filter, evaluated exactly as
@@ -39,15 +39,16 @@
 //! that is dropped may or may not have taken effect (as with any remote call);
 //! the engine's version scoping makes that harmless.
 //!
-//! **A batch with its checkpoint.** [`Store::write_batch_with_meta`] applies a
-//! batch of writes exactly as [`Store::write_batch`] does (same outcomes) and
-//! then a compare-and-set of one metadata document whose new text is computed
-//! from those outcomes (the engine's checkpoint, fenced by the lease). By
-//! default it is those two calls one after the other. A store whose
-//! [`Capability::atomic_batch_with_meta`] is `true` runs both in one transaction
+//! **A batch with its checkpoint.** [`StoreExt::write_checked_with_meta`]
+//! applies a batch of writes exactly as [`Store::write_batch`] does (same
+//! outcomes) and then a compare-and-set of one metadata document whose new
+//! text is computed from those outcomes (the engine's checkpoint, fenced by
+//! the lease). On most stores it is those two calls one after the other
+//! ([`write_then_meta_cas`]). A store with the
+//! [`AtomicBatchWithMeta`] facet runs both in one transaction
 //! instead: when the metadata revision does not hold, or anything fails,
 //! nothing of the call is written; otherwise all of it is, together. The engine
-//! relies on that only where the store says so (it then writes each batch and
+//! relies on that only where the store has the facet (it then writes each batch and
 //! its checkpoint in one transaction: one commit instead of two, and counts
 //! that stay exact after a crash); elsewhere it keeps writing the batch, then the
 //! checkpoint.
@@ -60,10 +61,20 @@
 //! no kind can name. A read returns JSON equal to what was written (not
 //! necessarily the same text). Deleting a missing document with `expected:
 //! None` succeeds (`Applied(0)`).
+//!
+//! # The shape of the trait
+//!
+//! [`Store`] is the small core every store implements: which store it is,
+//! its kinds, reads (`get`, `get_many`), scan pages, batches of writes with
+//! compare-and-set, metadata (`meta_get`, `meta_cas`, `meta_list`) and the
+//! census (`count`, `version_census`, with defaults that scan). Everything
+//! else is an optional **facet** handed out by [`Store::features`]
+//! (module [`features`]): having the facet is the capability.
 
 mod atomic;
 mod error;
 mod ext;
+pub mod features;
 mod filter;
 
 #[cfg(feature = "embedded")]
@@ -83,48 +94,11 @@ use crate::model::{Entity, Key, Value, Version};
 pub use atomic::{AtomicScope, Guard};
 pub use error::{DriverError, Error, ErrorKind, Result};
 pub use ext::{StoreExt, scan_pages};
+pub use features::{
+    AtomicBatchWithMeta, AtomicWrites, CountEstimate, Features, FormerNameReads, KindRename,
+    ProjectedScan, Pushdown, SchemaHooks, ServerClock,
+};
 pub use filter::{Condition, Filter, VersionFilter, lookup};
-
-/// What a store can do beyond the required operations. All `false` by default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Capability {
-    /// A scan returns entities in id order and never returns one twice.
-    pub scan_ordered: bool,
-    /// [`Store::update_in_place`] is implemented: per-entity statements run inside the server.
-    /// Unconditional top-level steps always run; a store may decline steps it cannot run
-    /// exactly (conditions, nested paths) with `Unsupported`, writing nothing, and the
-    /// engine then runs that stage on the client.
-    pub update_pushdown: bool,
-    /// [`Store::now`] reads the server's clock rather than this machine's.
-    pub server_clock: bool,
-    /// [`Store::write_batch_with_meta`] commits the writes and the metadata
-    /// document in one transaction (else it is two calls, [`write_then_meta_cas`]).
-    pub atomic_batch_with_meta: bool,
-    /// [`Store::rename_kind`] is implemented (`rename kind a to b`).
-    pub rename_kind: bool,
-    /// Where [`Store::write_atomic`] is implemented: writes to several keys,
-    /// with guards, applied all together or not at all (lazy kind renames
-    /// need it for the keys of one id), and over which keys.
-    pub atomic_writes: AtomicScope,
-    /// Where `atomic_writes` is [`AtomicScope::None`] but a setting of this
-    /// store would give it: that setting, said for a user (the refusal of a
-    /// lazy kind rename quotes it).
-    pub atomic_writes_hint: Option<&'static str>,
-}
-
-impl Capability {
-    /// A store in this process (the embedded and memory stores): every
-    /// capability, and the clock is this machine's, the only one there is.
-    pub const IN_PROCESS: Capability = Capability {
-        scan_ordered: true,
-        update_pushdown: true,
-        server_clock: false,
-        atomic_batch_with_meta: true,
-        rename_kind: true,
-        atomic_writes: AtomicScope::AnyKeys,
-        atomic_writes_hint: None,
-    };
-}
 
 /// Which store this is, for messages. Never holds a password.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,7 +248,7 @@ pub enum MetaCas {
 }
 
 /// A metadata compare-and-set whose new text depends on the outcomes of the
-/// writes it goes with ([`Store::write_batch_with_meta`]): the engine's
+/// writes it goes with ([`StoreExt::write_checked_with_meta`]): the engine's
 /// checkpoint, whose counts and cursor say what the batch did.
 #[derive(Clone)]
 pub struct MetaUpdate {
@@ -300,7 +274,8 @@ impl Debug for MetaUpdate {
     }
 }
 
-/// The outcome of [`Store::write_batch_with_meta`].
+/// The outcome of [`StoreExt::write_checked_with_meta`] and
+/// [`AtomicBatchWithMeta::write_batch_with_meta`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchMetaOutcome {
     /// The writes were applied (each with the outcome given, as by
@@ -315,8 +290,8 @@ pub enum BatchMetaOutcome {
     Conflict {
         /// The current entry, if any.
         current: Option<MetaEntry>,
-        /// `None` when no write was applied either (always so where
-        /// [`Capability::atomic_batch_with_meta`]); otherwise the writes had been
+        /// `None` when no write was applied either (always so with
+        /// [`AtomicBatchWithMeta`]); otherwise the writes had been
         /// applied first, with these outcomes.
         writes: Option<Vec<WriteOutcome>>,
     },
@@ -335,9 +310,11 @@ pub async fn get_each<S: Store + ?Sized>(store: &S, keys: &[Key]) -> Result<Vec<
     Ok(out)
 }
 
-/// [`Store::write_batch_with_meta`] as two calls: [`Store::write_batch`], then
+/// A batch and its checkpoint as two calls: [`Store::write_batch`], then
 /// [`Store::meta_cas`] with the text computed from its outcomes. Not atomic: a
-/// failing compare-and-set leaves the writes applied. The default of the trait method.
+/// failing compare-and-set leaves the writes applied. What
+/// [`StoreExt::write_checked_with_meta`] does on a store without
+/// [`AtomicBatchWithMeta`].
 ///
 /// # Errors
 /// The store's errors, or the error of `meta.value` (the writes are then applied).
@@ -405,7 +382,7 @@ pub struct PushStep {
     pub op: PushOp,
 }
 
-/// What [`Store::get_advanced`] read: the entity as it is stored now, and
+/// What [`FormerNameReads::get_advanced`] read: the entity as it is stored now, and
 /// whether it was moved from a former kind name or stepped.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Advanced {
@@ -418,7 +395,7 @@ pub struct Advanced {
 
 /// Consecutive server-side steps of one kind from a version: step `i` applies
 /// to entities at `from + i`, as in [`PushdownRequest`]
-/// ([`Store::get_advanced`], the pending steps of a lazy migration).
+/// ([`FormerNameReads::get_advanced`], the pending steps of a lazy migration).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepsFrom {
     /// The version the first step applies to.
@@ -473,8 +450,8 @@ impl PushdownPage {
 
 /// How a stage changes the top-level properties of kinds: what a store with a fixed schema
 /// (Cassandra tables with native columns) needs to know to add columns before the stage
-/// ([`Store::prepare_schema`]) and to drop emptied ones after the census
-/// ([`Store::finish_schema`]). Schema-less stores ignore it.
+/// ([`SchemaHooks::prepare_schema`]) and to drop emptied ones after the census
+/// ([`SchemaHooks::finish_schema`]). Schema-less stores ignore it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SchemaChange {
     /// The stage writes entities of `kind` (and so their versions).
@@ -536,7 +513,7 @@ pub struct RenameKindRequest {
     pub limit: usize,
 }
 
-/// The outcome of one batch of [`Store::rename_kind`].
+/// The outcome of one batch of [`KindRename::rename_kind`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RenameKindPage {
     /// Entities re-keyed from `from` to `to` by this call.
@@ -550,44 +527,24 @@ pub struct RenameKindPage {
 
 /// A store of entities: MongoDB, Redis, Cassandra, the embedded store, ...
 ///
-/// See the module documentation for the contract.
+/// The required core; what a store can do beyond it is in its
+/// [`features`](Store::features). See the module documentation for the contract.
 #[async_trait]
 pub trait Store: Send + Sync + Debug + 'static {
     /// Which store this is. No I/O.
     fn info(&self) -> StoreInfo;
 
-    /// What the store can do; fixed for the life of `self`. No I/O.
-    fn capability(&self) -> Capability;
+    /// The optional facets this store has (see [`features`]); fixed for the
+    /// life of `self`. No I/O. Default: none.
+    fn features(&self) -> Features<'_> {
+        Features::default()
+    }
 
     /// The kinds that hold at least one entity, sorted. Never lists tern's metadata.
     async fn kinds(&self) -> Result<Vec<String>>;
 
     /// One page of the entities of `kind` that pass `request.filter`.
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage>;
-
-    /// One page of a scan, as [`Store::scan`] (the same filter and cursor,
-    /// every entity that passes the filter throughout the pass returned
-    /// once), where each entity need hold only its top-level properties
-    /// named in `properties`: a store may leave the others out (it may also
-    /// keep them). The filter is still evaluated on the whole stored entity.
-    /// One promise is weaker: a page may show entities as they were when
-    /// the pass began (a server cursor kept open from page to page), so an
-    /// entity changed or deleted since may come back as it was. For passes
-    /// that read a few properties of every entity and write nothing back (a
-    /// move or copy's index, its safety check, a move's deliveries): an
-    /// entity read this way must never be written back or compared in a
-    /// replace. Default: [`Store::scan`], whole entities; the embedded store
-    /// decodes only the named properties; MongoDB reads them from its open
-    /// cursor.
-    async fn scan_projected(
-        &self,
-        kind: &str,
-        request: ScanRequest,
-        properties: &[String],
-    ) -> Result<ScanPage> {
-        let _ = properties;
-        self.scan(kind, request).await
-    }
 
     /// The entity with this key, or `None`.
     async fn get(&self, key: &Key) -> Result<Option<Entity>>;
@@ -601,23 +558,6 @@ pub trait Store: Send + Sync + Debug + 'static {
 
     /// Applies writes, each atomically on its own; one outcome per write, in order.
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
-
-    /// Applies `writes` as [`Store::write_batch`] does, then writes the metadata
-    /// document `meta.name` with the text `meta.value` computes from their
-    /// outcomes, if its revision is still `meta.expected` (a write, never a delete).
-    ///
-    /// Where [`Capability::atomic_batch_with_meta`], in one transaction: on
-    /// [`BatchMetaOutcome::Conflict`] or an error nothing is written, on
-    /// [`BatchMetaOutcome::Applied`] all of it. The default makes the two calls one
-    /// after the other ([`write_then_meta_cas`]), so a conflicting or failing
-    /// metadata write leaves the entity writes applied.
-    async fn write_batch_with_meta(
-        &self,
-        writes: Vec<Write>,
-        meta: MetaUpdate,
-    ) -> Result<BatchMetaOutcome> {
-        write_then_meta_cas(self, writes, meta).await
-    }
 
     /// The metadata document `name`, if any.
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>>;
@@ -633,123 +573,9 @@ pub trait Store: Send + Sync + Debug + 'static {
     /// The names of metadata documents that start with `prefix`, sorted.
     async fn meta_list(&self, prefix: &str) -> Result<Vec<String>>;
 
-    /// Runs consecutive per-entity steps inside the server for one batch.
-    /// Requires [`Capability::update_pushdown`].
-    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
-        let _ = request;
-        Err(Error::unsupported(self.info().scheme, "update_in_place"))
-    }
-
-    /// Reads one entity in one atomic step after bringing it forward inside
-    /// the store: the lazy client's read of a stale entity in one round trip,
-    /// where it can.
-    ///
-    /// - `formers` (the same id under the kind's former names, newest first):
-    ///   when `key` holds no entity, the entity of the first of them that
-    ///   holds one is renamed to `key` (value, version and TTL as they are).
-    ///   Requires [`Capability::atomic_writes`] over the keys of one id.
-    /// - `steps`: an entity (moved or not) at a version in
-    ///   `from..from + steps.len()` then gets the steps from its version on
-    ///   (as [`Store::update_in_place`] would) and is written back; any other
-    ///   entity is returned as stored.
-    ///
-    /// [`Advanced::migrated`] tells the caller whether the entity was moved
-    /// or stepped (it was stale). Absent under every name: `None`.
-    ///
-    /// # Errors
-    /// `Unsupported` (the default, or a move or steps the store cannot run
-    /// exactly), having written nothing: the caller then reads under each
-    /// name, migrates on the client and writes with a compare-and-set.
-    async fn get_advanced(
-        &self,
-        key: &Key,
-        formers: &[Key],
-        steps: Option<&StepsFrom>,
-    ) -> Result<Option<Advanced>> {
-        let _ = (key, formers, steps);
-        Err(Error::unsupported(self.info().scheme, "get_advanced"))
-    }
-
-    /// Prepares the schema for a stage that makes `changes` (e.g. `ALTER TABLE ... ADD` for
-    /// the columns it will write). Called by the engine before every stage, also when
-    /// resuming, so it must be idempotent. Schema-less stores keep the default: nothing.
-    async fn prepare_schema(&self, changes: &[SchemaChange]) -> Result<()> {
-        let _ = changes;
-        Ok(())
-    }
-
-    /// Called once a migration's census has proved every entity of its kinds at their target
-    /// versions, with all the migration's `changes`: a fixed-schema store may drop what no
-    /// entity needs any more. Idempotent. The engine reports a failure as a warning (the
-    /// data migration is complete). Default: nothing.
-    async fn finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {
-        let _ = changes;
-        Ok(())
-    }
-
-    /// Re-keys one batch of the entities of kind `request.from` to kind
-    /// `request.to`, keeping ids, values and versions; requires
-    /// [`Capability::rename_kind`].
-    ///
-    /// Each entity moves atomically on its own: afterwards it exists under
-    /// exactly one of the two keys. An entity whose id `to` already holds is
-    /// **not** moved and nothing is overwritten: it is reported in
-    /// [`RenameKindPage::collisions`] (the reference semantics,
-    /// `tern_core::lang::eval`, refuse a rename onto a kind in use). An entity
-    /// that vanished meanwhile is skipped. The cursor passes over moved entities
-    /// and collisions alike; a pass (from `cursor: None` until the cursor is
-    /// `None`) examines every entity of `from` that exists for the whole pass,
-    /// with the same guarantees as a scan. `limit: 0` only checks the request
-    /// and writes nothing.
-    ///
-    /// # Errors
-    /// `Unsupported` (the default) when the store cannot rename kinds;
-    /// `ConfigInvalid` when the two kinds are configured differently in a way
-    /// that a rename of keys cannot carry over (checked before anything is written).
-    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
-        let _ = request;
-        Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "the {} store cannot re-key entities from one kind to another",
-                self.info().scheme
-            ),
-        ))
-    }
-
-    /// Applies `writes` (each with its own condition, as in [`Store::write_batch`])
-    /// all together, in one atomic step, if every guard holds and every write
-    /// applies; otherwise writes nothing and answers [`WriteOutcome::Conflict`].
-    /// Used by lazy migration across keys (a kind rename on access: the entity
-    /// under the new name and the stale copy under the old one). Requires
-    /// [`Capability::atomic_writes`] (with [`AtomicScope::OneId`], only over
-    /// the keys of one id); the default answers `Unsupported`.
-    /// Callers go through [`StoreExt::write_atomic_checked`].
-    async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome> {
-        let _ = (guards, writes);
-        Err(Error::unsupported(self.info().scheme, "write_atomic"))
-    }
-
-    /// The current time in milliseconds since the Unix epoch: the server's clock
-    /// where [`Capability::server_clock`], else this machine's. Lease expiry is judged by it.
-    async fn now(&self) -> Result<i64> {
-        Ok(local_now_millis())
-    }
-
     /// Counts the entities of `kind` that pass `filter`. Default: [`count_by_scan`].
     async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
         count_by_scan(self, kind, filter).await
-    }
-
-    /// A cheap estimate of how many entities `kind` holds, for a progress
-    /// display: taken from the store's own bookkeeping (a collection's
-    /// metadata count, the keys of an embedded file), never by decoding the
-    /// entities. `None` when the store keeps no such figure; the progress then
-    /// shows no total. Exact on a store nobody writes to, except where the
-    /// store's own figure is approximate (MongoDB after an unclean shutdown).
-    async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
-        let _ = kind;
-        Ok(None)
     }
 
     /// How many entities of `kind` are at each version: the census.
@@ -779,7 +605,8 @@ pub async fn count_by_scan<S: Store + ?Sized>(
     Ok(total)
 }
 
-/// This machine's clock in milliseconds since the Unix epoch.
+/// This machine's clock in milliseconds since the Unix epoch: the clock of a
+/// store without [`ServerClock`] ([`StoreExt::now`]).
 pub fn local_now_millis() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -1,4 +1,4 @@
-//! The per-entity semantics of pushed-down version steps ([`Store::update_in_place`]).
+//! The per-entity semantics of pushed-down version steps ([`Pushdown::update_in_place`](crate::store::Pushdown::update_in_place)).
 //!
 //! Every store that runs steps in-process (the memory and embedded stores) uses
 //! these functions, so that they agree exactly; a store that runs steps inside
@@ -22,7 +22,7 @@
 //!   (tern's safe default, not the paper's literal semantics). Renaming onto an
 //!   existing property replaces it.
 //!
-//! [`Store::update_in_place`]: super::Store::update_in_place
+//! [`Pushdown::update_in_place`]: super::Pushdown::update_in_place
 
 use super::{Error, ErrorKind, PushOp, PushStep, PushdownRequest, Result};
 use crate::model::{Entity, Map, Value, Version};

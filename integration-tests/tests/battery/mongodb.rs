@@ -23,6 +23,7 @@ async fn mongodb_missing_database_and_unreachable_server_are_clear_errors() {
 mod specific {
     use std::sync::Arc;
     use tern_core::store::StoreExt;
+    use tern_testkit::intercept::Forward as _;
 
     use mongodb::bson::{self, Bson, Document, doc, oid::ObjectId, spec::BinarySubtype};
     use tern_core::model::json::entity_to_json_line;

@@ -39,6 +39,7 @@ mod specific {
     use std::collections::BTreeSet;
     use std::sync::Arc;
     use tern_core::store::StoreExt;
+    use tern_testkit::intercept::Forward as _;
 
     use tern_core::model::{Entity, Key, Map, Value};
     use tern_core::store::{

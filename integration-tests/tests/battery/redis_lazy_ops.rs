@@ -4,6 +4,7 @@
 //! migrated entity, so no key splits into an old and a new copy, and TTLs stay.
 
 use std::sync::Arc;
+use tern_testkit::intercept::Forward as _;
 
 use redis::aio::ConnectionLike;
 use tern_core::lazy::LazyClient;

@@ -47,7 +47,7 @@ pub fn reference(entities: &[Entity], scripts: &[(u32, &str)]) -> String {
 /// skip reason.
 pub async fn rename_supported(backend: &dyn Backend) -> Result<(), String> {
     let store = backend.fresh().await;
-    if store.capability().rename_kind {
+    if store.features().kind_rename.is_some() {
         return Ok(());
     }
     load(store.as_ref(), &super::blog(2, 1)).await;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use super::{CheckResult, Failure, Namespace, clear_kinds, ensure, ensure_eq, entity, put_all};
 use tern_core::model::{Entity, Value};
 use tern_core::store::{
-    BatchMetaOutcome, Error, ErrorKind, MetaCas, MetaChange, MetaUpdate, MetaValueFn, Store, Write,
-    WriteOutcome,
+    BatchMetaOutcome, Error, ErrorKind, MetaCas, MetaChange, MetaUpdate, MetaValueFn, Store,
+    StoreExt, Write, WriteOutcome,
 };
 
 /// A document that records which writes applied: `{"applied":[true,false,...]}`.
@@ -38,7 +38,7 @@ async fn stored_is(
 /// The writes get the outcomes [`Store::write_batch`] would give, and the
 /// document is written from exactly those outcomes with the next revision.
 /// With a stale revision the document is not written and, where the store
-/// says the call is atomic ([`Store::atomic_batch_with_meta`]), neither is
+/// says the call is atomic ([`AtomicBatchWithMeta`](tern_core::store::AtomicBatchWithMeta)), neither is
 /// any entity; otherwise the `Conflict` says whether the writes were applied,
 /// and they were or were not accordingly. A failing document function fails
 /// the call, and an atomic store then writes nothing.
@@ -46,7 +46,7 @@ pub async fn batch_with_meta(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
     let kind = ns.kind("batch_meta");
     let name = ns.meta("checkpoint");
-    let atomic = store.capability().atomic_batch_with_meta;
+    let atomic = store.features().atomic_batch_with_meta.is_some();
     let a = entity(&kind, 1, 0, &[("x", Value::Int(1))]);
     let b = entity(&kind, 2, 0, &[("x", Value::Int(2))]);
     put_all(store, &[a.clone(), b.clone()]).await?;
@@ -75,7 +75,7 @@ pub async fn batch_with_meta(store: &dyn Store) -> CheckResult {
         Write::Put(c.clone()),
     ];
     let out = store
-        .write_batch_with_meta(
+        .write_checked_with_meta(
             writes,
             MetaUpdate {
                 name: name.clone(),
@@ -113,7 +113,7 @@ pub async fn batch_with_meta(store: &dyn Store) -> CheckResult {
     let a2 = entity(&kind, 1, 2, &[("x", Value::Int(100))]);
     let d = entity(&kind, 4, 0, &[("x", Value::Int(4))]);
     let fenced = store
-        .write_batch_with_meta(
+        .write_checked_with_meta(
             vec![
                 Write::Replace {
                     expected: a1.clone(),
@@ -159,7 +159,7 @@ pub async fn batch_with_meta(store: &dyn Store) -> CheckResult {
         Err(Error::new(ErrorKind::Unexpected, "refused by the check"))
     });
     let failed = store
-        .write_batch_with_meta(
+        .write_checked_with_meta(
             vec![Write::Put(e.clone())],
             MetaUpdate {
                 name: name.clone(),

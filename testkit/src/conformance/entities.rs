@@ -397,7 +397,7 @@ pub async fn clock(store: &dyn Store) -> CheckResult {
     let before = local_now_millis();
     let now = store.now().await?;
     let after = local_now_millis();
-    let slack = if store.capability().server_clock {
+    let slack = if store.features().server_clock.is_some() {
         86_400_000
     } else {
         60_000

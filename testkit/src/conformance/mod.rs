@@ -2,9 +2,9 @@
 //! (see the [store module docs](tern_core::store)), run against every store.
 //!
 //! Each check is an async function that takes the store under test, chooses
-//! what to assert from [`Store::capability`] (a store without
-//! [`Capability::update_pushdown`] must answer `Unsupported`, one without
-//! [`Capability::scan_ordered`] may repeat entities, ...), and returns a
+//! what to assert from [`Store::features`] (the checks of a facet run where the
+//! store has it; one without [`Features::scan_ordered`] may repeat entities,
+//! ...), and returns a
 //! [`Failure`] describing the first broken promise. The checks share one store:
 //! each works in kinds and metadata names of its own, made unique per run by a
 //! [`Namespace`], tolerates other data in the store, and deletes what it wrote
@@ -20,8 +20,7 @@
 //! # }
 //! ```
 //!
-//! [`Capability::update_pushdown`]: tern_core::store::Capability::update_pushdown
-//! [`Capability::scan_ordered`]: tern_core::store::Capability::scan_ordered
+//! [`Features::scan_ordered`]: tern_core::store::Features::scan_ordered
 
 mod batch_meta;
 mod entities;
@@ -308,7 +307,7 @@ pub(crate) async fn put_all(store: &dyn Store, entities: &[Entity]) -> CheckResu
 /// # Errors
 /// A [`Failure`] naming the first broken promise, or the store's error.
 ///
-/// With [`Capability::scan_ordered`](tern_core::store::Capability::scan_ordered), also
+/// With [`Features::scan_ordered`](tern_core::store::Features::scan_ordered), also
 /// checks that ids strictly increase across the whole scan.
 pub async fn scan_all(
     store: &dyn Store,
@@ -316,7 +315,7 @@ pub async fn scan_all(
     filter: &Filter,
     limit: usize,
 ) -> Result<BTreeMap<Key, Entity>, Failure> {
-    let ordered = store.capability().scan_ordered;
+    let ordered = store.features().scan_ordered;
     let mut seen = BTreeMap::new();
     let mut last_id: Option<Value> = None;
     let mut cursor = None;
@@ -384,6 +383,7 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
+    use crate::intercept::Forward as _;
     use crate::intercept::{Intercept, Intercepted};
     use tern_core::store::memory::MemoryStore;
     use tern_core::store::{

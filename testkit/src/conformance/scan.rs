@@ -9,10 +9,10 @@ use super::{
     scan_all,
 };
 use tern_core::model::{Key, Value};
-use tern_core::store::{Condition, Cursor, Filter, Store, VersionFilter, Write};
+use tern_core::store::{Condition, Cursor, Filter, Store, StoreExt, VersionFilter, Write};
 
 /// Pages of every size visit every entity (exactly once and in id order with
-/// [`Capability::scan_ordered`](tern_core::store::Capability::scan_ordered)); a
+/// [`Features::scan_ordered`](tern_core::store::Features::scan_ordered)); a
 /// kind with no entities scans empty.
 pub async fn scan_pagination(store: &dyn Store) -> CheckResult {
     let ns = Namespace::new();
@@ -84,7 +84,7 @@ pub async fn scan_resume(store: &dyn Store) -> CheckResult {
         while let Some(c) = cursor {
             let page = page_of(store, &kind, &Filter::all(), Some(c), 4).await?;
             for e in page.entities {
-                if store.capability().scan_ordered {
+                if store.features().scan_ordered {
                     ensure!(
                         !first.contains(&e.key),
                         "an ordered scan returned {} again after resuming",

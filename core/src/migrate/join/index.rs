@@ -22,7 +22,7 @@ use crate::lang::eval::{self, EvalOptions, SourceOutcome, TargetResolution};
 use crate::lang::join::{self, Group, GroupKey};
 use crate::model::codec::{self, ValueReader};
 use crate::model::{Entity, Key, Value};
-use crate::store::{Cursor, Filter, ScanPage, ScanRequest, Store, VersionFilter};
+use crate::store::{Cursor, Filter, ScanPage, ScanRequest, Store, StoreExt, VersionFilter};
 
 use super::flat_table::FlatTable;
 use crate::migration::error::{MigrateError, Result};
@@ -740,7 +740,7 @@ impl Reading<'_> {
 
     /// Calls `each` with every page of the entities of `kind` that pass
     /// `filter`, each holding at least the top-level `properties`
-    /// ([`Store::scan_projected`]: these passes write nothing back). The next
+    /// ([`ProjectedScan::scan_projected`](crate::store::ProjectedScan::scan_projected): these passes write nothing back). The next
     /// page is asked for before `each` works on the current one, so the
     /// store (its blocking thread, or a server) reads while this thread
     /// works: these passes write nothing, so what the next page holds does

@@ -16,16 +16,16 @@
 //!
 //! # Durability and atomicity
 //!
-//! Every [`Store::write_batch`], [`Store::write_batch_with_meta`],
-//! [`Store::update_in_place`] and [`Store::meta_cas`] call is one redb write
+//! Every [`Store::write_batch`], [`AtomicBatchWithMeta::write_batch_with_meta`],
+//! [`Pushdown::update_in_place`] and [`Store::meta_cas`] call is one redb write
 //! transaction, committed with
 //! [`redb::Durability::Immediate`] (redb's default): when the call returns,
 //! the batch is on disk (fsync), and a crash at any moment leaves each batch
 //! either wholly present or wholly absent. That is stronger than the
-//! [`Store`] contract (each write atomic on its own), hence
-//! [`Capability::transactions`]. A batch, not each entity, pays the fsync, so
+//! [`Store`] contract (each write atomic on its own), hence the
+//! [`AtomicBatchWithMeta`] and [`AtomicWrites`] facets. A batch, not each entity, pays the fsync, so
 //! large batches are what make bulk writes fast. Because
-//! [`Store::write_batch_with_meta`] is atomic, the engine commits each batch
+//! [`AtomicBatchWithMeta::write_batch_with_meta`] is atomic, the engine commits each batch
 //! of the client-side path together with its checkpoint: one fsync per
 //! batch, and no batch on disk without its checkpoint.
 //!
@@ -47,6 +47,7 @@
 //! [`EmbeddedOptions::cache_bytes`] or the URL (`embedded:PATH?cache_mb=N`)
 //! says otherwise; redb's own default of 1 GiB would let a long scan of a
 //! large file take that much.
+#![doc = include_str!("docs.md")]
 
 mod guard;
 mod ops;
@@ -62,9 +63,10 @@ use async_trait::async_trait;
 use redb::TableDefinition;
 
 use super::{
-    BatchMetaOutcome, Capability, Error, ErrorKind, Filter, MetaCas, MetaChange, MetaEntry,
-    MetaUpdate, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
-    ScanRequest, Store, StoreInfo, Write, WriteOutcome,
+    AtomicBatchWithMeta, AtomicScope, AtomicWrites, BatchMetaOutcome, CountEstimate, Error,
+    ErrorKind, Features, Filter, KindRename, MetaCas, MetaChange, MetaEntry, MetaUpdate,
+    ProjectedScan, Pushdown, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest,
+    Result, ScanPage, ScanRequest, Store, StoreInfo, Write, WriteOutcome,
 };
 use crate::model::{Entity, Key};
 
@@ -314,15 +316,28 @@ impl Store for EmbeddedStore {
     /// - a replace compares the stored bytes with the
     ///   encoding of `expected`; the encoding is canonical, so that is exact
     ///   equality of version and value.
-    /// - `update_pushdown`: each batch is one write transaction in this process.
-    /// - `rename_kind`: each batch is one write transaction; the stored bytes
+    /// - `pushdown`: each batch is one write transaction in this process.
+    /// - `kind_rename`: each batch is one write transaction; the stored bytes
     ///   move to the new key unchanged.
     /// - `atomic_batch_with_meta`: each `write_batch`, `write_batch_with_meta`
     ///   and `update_in_place` call is one write transaction, atomic as a whole.
-    /// - `server_clock`: false; [`Store::now`] is this machine's clock (the only
-    ///   clock there is, since one process at a time opens the file).
-    fn capability(&self) -> Capability {
-        Capability::IN_PROCESS
+    /// - `atomic_writes` over any keys: one write transaction.
+    /// - `projected_scan`, `count_estimate`: see those methods.
+    /// - no `server_clock`: this machine's clock is the only clock there is,
+    ///   since one process at a time opens the file; no `schema_hooks`
+    ///   (schema-less); no `former_name_reads` (the lazy client reads, then
+    ///   writes with a compare-and-set, all in this process anyway).
+    fn features(&self) -> Features<'_> {
+        Features {
+            scan_ordered: true,
+            pushdown: Some(self),
+            atomic_writes: Some(self),
+            atomic_batch_with_meta: Some(self),
+            kind_rename: Some(self),
+            projected_scan: Some(self),
+            count_estimate: Some(self),
+            ..Features::default()
+        }
     }
 
     async fn kinds(&self) -> Result<Vec<String>> {
@@ -335,6 +350,49 @@ impl Store for EmbeddedStore {
             .await
     }
 
+    /// One read transaction over the kind's key range, decoding only each
+    /// entity's version unless the filter has conditions.
+    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
+        let kind = kind.to_owned();
+        self.blocking(move |inner| inner.count(&kind, Some(&filter)))
+            .await
+    }
+
+    async fn get(&self, key: &Key) -> Result<Option<Entity>> {
+        let key = key.clone();
+        self.blocking(move |inner| inner.get(key)).await
+    }
+
+    async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.blocking(move |inner| inner.write_batch(&writes)).await
+    }
+
+    async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
+        let name = name.to_owned();
+        self.blocking(move |inner| inner.meta_get(&name)).await
+    }
+
+    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
+        let name = name.to_owned();
+        let (expected, value) = (change.expected, change.value.map(str::to_owned));
+        self.blocking(move |inner| {
+            let value = value.as_deref();
+            inner.meta_cas(&name, MetaChange { expected, value })
+        })
+        .await
+    }
+
+    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
+        let prefix = prefix.to_owned();
+        self.blocking(move |inner| inner.meta_list(&prefix)).await
+    }
+}
+
+#[async_trait]
+impl ProjectedScan for EmbeddedStore {
     /// Decodes, of each entity, only the named properties and those the
     /// filter's conditions test (the others are checked, not built).
     async fn scan_projected(
@@ -357,34 +415,19 @@ impl Store for EmbeddedStore {
         self.blocking(move |inner| inner.scan(&kind, &request, Some(&keep)))
             .await
     }
+}
 
-    /// One read transaction over the kind's key range, decoding only each
-    /// entity's version unless the filter has conditions.
-    async fn count(&self, kind: &str, filter: Filter) -> Result<u64> {
-        let kind = kind.to_owned();
-        self.blocking(move |inner| inner.count(&kind, Some(&filter)))
-            .await
-    }
-
+#[async_trait]
+impl CountEstimate for EmbeddedStore {
     /// The number of the kind's keys in the file (nothing is decoded).
-    async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
+    async fn estimate_count(&self, kind: &str) -> Result<u64> {
         let kind = kind.to_owned();
-        self.blocking(move |inner| inner.count(&kind, None).map(Some))
-            .await
+        self.blocking(move |inner| inner.count(&kind, None)).await
     }
+}
 
-    async fn get(&self, key: &Key) -> Result<Option<Entity>> {
-        let key = key.clone();
-        self.blocking(move |inner| inner.get(key)).await
-    }
-
-    async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        if writes.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.blocking(move |inner| inner.write_batch(&writes)).await
-    }
-
+#[async_trait]
+impl AtomicBatchWithMeta for EmbeddedStore {
     /// One redb write transaction (one fsync) for the writes and the document.
     async fn write_batch_with_meta(
         &self,
@@ -393,6 +436,13 @@ impl Store for EmbeddedStore {
     ) -> Result<BatchMetaOutcome> {
         self.blocking(move |inner| inner.write_batch_with_meta(&writes, &meta))
             .await
+    }
+}
+
+#[async_trait]
+impl AtomicWrites for EmbeddedStore {
+    fn scope(&self) -> AtomicScope {
+        AtomicScope::AnyKeys
     }
 
     /// One redb write transaction: guards checked, writes applied, aborted on a conflict.
@@ -404,32 +454,18 @@ impl Store for EmbeddedStore {
         self.blocking(move |inner| inner.write_atomic(&guards, &writes))
             .await
     }
+}
 
-    async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
-        let name = name.to_owned();
-        self.blocking(move |inner| inner.meta_get(&name)).await
-    }
-
-    async fn meta_cas(&self, name: &str, change: MetaChange<'_>) -> Result<MetaCas> {
-        let name = name.to_owned();
-        let (expected, value) = (change.expected, change.value.map(str::to_owned));
-        self.blocking(move |inner| {
-            let value = value.as_deref();
-            inner.meta_cas(&name, MetaChange { expected, value })
-        })
-        .await
-    }
-
-    async fn meta_list(&self, prefix: &str) -> Result<Vec<String>> {
-        let prefix = prefix.to_owned();
-        self.blocking(move |inner| inner.meta_list(&prefix)).await
-    }
-
+#[async_trait]
+impl Pushdown for EmbeddedStore {
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
         self.blocking(move |inner| inner.update_in_place(&request))
             .await
     }
+}
 
+#[async_trait]
+impl KindRename for EmbeddedStore {
     /// Each batch is one write transaction: its entities move together.
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
         self.blocking(move |inner| inner.rename_kind(&request))

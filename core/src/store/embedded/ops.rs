@@ -408,7 +408,7 @@ impl Inner {
     }
 
     /// Guards and writes in one write transaction, committed only when every
-    /// guard holds and every write applies ([`crate::store::Store::write_atomic`]).
+    /// guard holds and every write applies ([`crate::store::AtomicWrites::write_atomic`]).
     pub(super) fn write_atomic(
         &self,
         guards: &[crate::store::Guard],

@@ -151,6 +151,9 @@ async fn a_projected_scan_decodes_the_named_properties_and_those_the_filter_test
         limit: 100,
     };
     let page = store
+        .features()
+        .projected_scan
+        .unwrap()
         .scan_projected("k", request.clone(), &["a".to_owned()])
         .await
         .unwrap();

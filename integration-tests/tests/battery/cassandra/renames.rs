@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use tern_core::store::KindRename as _;
+use tern_testkit::intercept::Forward as _;
 
 use tern_cassandra::{CassConfig, CassStore};
 use tern_core::model::{Entity, Key, Value};
