@@ -127,6 +127,26 @@ impl Backend for CassBackend {
     }
 }
 
+#[async_trait]
+impl tern_testkit::battery::CopyRenameBackend for CassBackend {
+    async fn fresh_with_after_copy_hook(
+        &self,
+        hook: tern_core::store::rename_copy::AfterCopyHook,
+    ) -> (Arc<dyn Store>, Arc<dyn Store>) {
+        let url = self.fresh_url();
+        let store = tern_cassandra::open(&url)
+            .await
+            .unwrap_or_else(|e| panic!("{URL_VAR} is set but the store cannot be opened: {e:#}"));
+        let config = tern_cassandra::CassConfig::from_url(&url)
+            .unwrap_or_else(|e| panic!("a cassandra store URL: {e}"));
+        let hooked = tern_cassandra::CassStore::connect(config)
+            .await
+            .unwrap_or_else(|e| panic!("opening a cassandra store: {e:#}"))
+            .with_after_copy_hook(move |keys| hook(keys));
+        (store, Arc::new(hooked))
+    }
+}
+
 /// The cassandra backend, or why it is not available here.
 ///
 /// # Errors

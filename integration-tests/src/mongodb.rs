@@ -58,6 +58,23 @@ impl Backend for MongoBackend {
     }
 }
 
+#[async_trait]
+impl tern_testkit::battery::CopyRenameBackend for MongoBackend {
+    async fn fresh_with_after_copy_hook(
+        &self,
+        hook: tern_core::store::rename_copy::AfterCopyHook,
+    ) -> (Arc<dyn Store>, Arc<dyn Store>) {
+        let (store, db) = self.fresh_named().await;
+        let config = tern_mongodb::MongoConfig::from_url(&self.url_for(&db))
+            .unwrap_or_else(|e| panic!("a mongodb store URL: {e}"));
+        let hooked = tern_mongodb::MongoStore::connect(config)
+            .await
+            .unwrap_or_else(|e| panic!("opening a mongodb store: {e}"))
+            .with_after_copy_hook(move |keys| hook(keys));
+        (store, Arc::new(hooked))
+    }
+}
+
 /// The default image of the container path (used only if it is present locally).
 pub const DEFAULT_IMAGE: &str = "mongo:8";
 

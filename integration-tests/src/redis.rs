@@ -95,6 +95,26 @@ impl Backend for RedisBackend {
     }
 }
 
+#[async_trait]
+impl tern_testkit::battery::CopyRenameBackend for RedisBackend {
+    async fn fresh_with_after_copy_hook(
+        &self,
+        hook: tern_core::store::rename_copy::AfterCopyHook,
+    ) -> (Arc<dyn Store>, Arc<dyn Store>) {
+        let url = self.fresh_url();
+        let store = open(&url)
+            .await
+            .unwrap_or_else(|e| panic!("cannot open a fresh Redis store: {e}"));
+        let config = tern_redis::RedisConfig::from_url(&url)
+            .unwrap_or_else(|e| panic!("a Redis store URL: {e}"));
+        let hooked = tern_redis::RedisStore::connect(config)
+            .await
+            .unwrap_or_else(|e| panic!("cannot open a Redis store: {e}"))
+            .with_after_copy_hook(move |keys| hook(keys));
+        (store, Arc::new(hooked))
+    }
+}
+
 /// The server at `url`, taken from the variable `var`.
 ///
 /// # Panics

@@ -26,6 +26,13 @@ use tern_core::store::{Filter, Store, StoreExt, Write, WriteOutcome};
 use crate::intercept::{Intercepted, TornWrite};
 
 mod rename;
+mod rename_copy;
+
+pub use rename_copy::{
+    CopyRenameBackend, rename_by_copy_completes_a_move_interrupted_after_the_copy,
+    rename_by_copy_never_loses_an_update_made_between_copy_and_delete,
+    rename_by_copy_reports_a_collision_and_overwrites_nothing,
+};
 
 pub use rename::{
     reference, rename_kind_never_overwrites_and_stops_on_a_namesake,
@@ -1176,6 +1183,25 @@ macro_rules! battery_tests {
                 rename_kind_with_a_concurrent_writer_on_the_old_kind,
                 rename_kind_never_overwrites_and_stops_on_a_namesake,
                 store_conformance,
+            ]
+        );
+    };
+}
+
+/// Generates one `#[tokio::test]` per test of the kind rename by copy
+/// (`battery::rename_copy`) for a backend whose stores rename that way
+/// ([`CopyRenameBackend`]); labels and skips as [`battery_tests!`].
+#[macro_export]
+macro_rules! rename_copy_tests {
+    ($label:expr, $backend:expr) => {
+        $crate::battery_test!(
+            battery,
+            $label,
+            $backend,
+            [
+                rename_by_copy_completes_a_move_interrupted_after_the_copy,
+                rename_by_copy_reports_a_collision_and_overwrites_nothing,
+                rename_by_copy_never_loses_an_update_made_between_copy_and_delete,
             ]
         );
     };

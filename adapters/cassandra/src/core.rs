@@ -410,8 +410,7 @@ fn new_session_error(err: NewSessionError, shown: &str, password: Option<&str>) 
 /// A hook run after a batch is copied to the new kind and before the sources are deleted,
 /// with the keys (of the old kind) just copied. For tests.
 #[cfg(feature = "fault-injection")]
-pub(crate) type AfterCopy =
-    Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+pub(crate) type AfterCopy = tern_core::store::rename_copy::AfterCopyHook;
 
 /// [`AfterCopy`], printable as part of the store.
 #[cfg(feature = "fault-injection")]

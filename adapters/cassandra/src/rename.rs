@@ -2,23 +2,18 @@
 //! kind's table move one by one into the new kind's table, by a copy and then a delete of the
 //! source only if it is still exactly the copied row.
 //!
-//! Cassandra has no multi-partition transactions, and a lightweight transaction cannot be
-//! part of a batch, so a move is not one atomic step; it is made safe by being idempotent and
-//! by never deleting or overwriting anything but exactly the rows it copied:
+//! The protocol (copy, delete-if-same, undo, collision refusal) is
+//! [`tern_core::store::rename_copy`]'s; the primitives here keep rows as stored (every CQL
+//! column, typed), so values and types carry over exactly:
 //!
-//! 1. the batch is one page of the old table (`SELECT <key>, <columns> FROM a`, continued from
-//!    the cursor's paging state, as a scan reads it), every column as stored;
-//! 2. each row is inserted into the new table with `INSERT ... IF NOT EXISTS`. Where the new
-//!    table already holds the key, its row (which the LWT's answer carries) decides: identical
-//!    to the source (a move interrupted after the copy), the move goes on; different, it is a
-//!    collision, reported, and both rows stay as they are;
-//! 3. each copied source is deleted only if it is still exactly the copied row:
-//!    `DELETE FROM a WHERE <key> IF <every other column> = ?` (`IF EXISTS` for a table with
-//!    key columns only); never by range;
-//! 4. where the source changed (or vanished) since it was read, the copy is deleted again
-//!    (only if it is still exactly the copy), the source is read again and its move is tried
-//!    again, up to [`ATTEMPTS`] times; after that the call fails with a temporary `Busy`
-//!    error (nothing lost: the entity stays under the old kind).
+//! - a page is one page of the old table (`SELECT <key>, <columns> FROM a`, continued from
+//!   the cursor's paging state, as a scan reads it);
+//! - the copy is `INSERT ... IF NOT EXISTS` per row. Where the new table already holds the
+//!   key, its row (which the LWT's answer carries) decides: identical to the source (a move
+//!   interrupted after the copy), the move goes on; different, a collision. An unknown
+//!   outcome (a timeout) is resolved by a serial read;
+//! - a delete-if-same is `DELETE FROM a WHERE <key> IF <every other column> = ?` (`IF
+//!   EXISTS` for a table with key columns only); never by range.
 //!
 //! Both layouts work this way. The new table must have the old one's layout: a document
 //! table is created like any kind's; a native table is created with the old table's columns,
@@ -28,10 +23,12 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use futures::StreamExt;
 use scylla::value::{CqlValue, Row};
 use tern_core::model::Key;
-use tern_core::store::{Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
+use tern_core::store::rename_copy::{self, Copied, CopyRename, Side};
+use tern_core::store::{Cursor, Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
 
 use crate::core::{
     CassStore, JSON_COLUMNS_TABLE, Layout, LwtOutcome, Retry, decode_doc, rows_of, table_of,
@@ -40,8 +37,6 @@ use crate::cursor::ScanCursor;
 use crate::scan::Queries;
 use crate::schema::{TableSchema, VERSION_COLUMN, ident};
 
-/// How many times one call tries to move a row that changes under it.
-pub(crate) const ATTEMPTS: usize = 5;
 /// How often a row is copied again when the new kind's key was taken by another writer and
 /// deleted again in between (a race, not a failure).
 const TAKEN_AGAIN: u32 = 4;
@@ -197,10 +192,6 @@ impl StoredRow {
             .collect()
     }
 
-    fn key_values(&self) -> Vec<CqlValue> {
-        self.keys.clone()
-    }
-
     /// Whether `other` holds exactly the same cells (floats compared bit for bit).
     fn same_cells(&self, other: &StoredRow) -> bool {
         self.cells.len() == other.cells.len()
@@ -249,23 +240,16 @@ enum Tables {
     },
 }
 
-/// One batch's rows and how to address them.
-struct Plan<'a> {
-    from: &'a str,
-    to: &'a str,
+/// How to address the rows of both kinds.
+pub(crate) struct Plan {
+    from: String,
+    to: String,
+    tables: Tables,
     from_table: String,
     to_table: String,
     shape: Shape,
     /// The old table's schema when it is native (to read an entity's key from its row).
     native: Option<Arc<TableSchema>>,
-}
-
-/// What one copy found.
-enum Copied {
-    /// The new table now holds exactly the source row (copied now or before).
-    Yes,
-    /// The new table holds another row with this key.
-    Collision,
 }
 
 /// What one `INSERT ... IF NOT EXISTS` did.
@@ -276,15 +260,6 @@ enum Insert {
     Exists(Option<StoredRow>),
     /// No answer (a timeout): it may or may not have been applied.
     Unknown(Error),
-}
-
-/// What one round of moves did.
-#[derive(Default)]
-struct Round {
-    moved: u64,
-    collisions: Vec<Key>,
-    /// The keys whose source changed or vanished between the read and the delete.
-    changed: Vec<Vec<CqlValue>>,
 }
 
 /// The table of a kind named in a rename; a name that cannot be a table is `ConfigInvalid`
@@ -298,26 +273,64 @@ fn rename_table(kind: &str) -> Result<&str> {
     })
 }
 
+/// [`CassStore`]'s primitives of the rename by copy.
+struct Renamer<'a>(&'a CassStore);
+
 impl CassStore {
     /// See [`tern_core::store::Store::rename_kind`] and the module documentation.
     pub(crate) async fn rename_kind_inner(
         &self,
         request: RenameKindRequest,
     ) -> Result<RenameKindPage> {
-        let (from, to) = (request.from.as_str(), request.to.as_str());
+        rename_copy::rename_by_copy(&Renamer(self), request).await
+    }
+}
+
+#[async_trait]
+impl CopyRename for Renamer<'_> {
+    type Row = StoredRow;
+    type Plan = Plan;
+
+    fn scheme(&self) -> &'static str {
+        "cassandra"
+    }
+
+    fn location(&self) -> String {
+        self.0.core.config.shown.clone()
+    }
+
+    async fn plan(&self, from: &str, to: &str) -> Result<Option<Plan>> {
         let from_table = rename_table(from)?.to_owned();
         let to_table = rename_table(to)?.to_owned();
         if from == to {
-            return Ok(RenameKindPage::default());
+            return Ok(None);
         }
-        let Some(tables) = self.rename_tables(from, to).await? else {
+        let Some(tables) = self.0.rename_tables(from, to).await? else {
             // No table for the old kind: nothing to move.
-            return Ok(RenameKindPage::default());
+            return Ok(None);
         };
-        if request.limit == 0 {
-            return Ok(RenameKindPage::default());
-        }
-        let cursor = match &request.cursor {
+        let (shape, native) = match &tables {
+            Tables::Document => (Shape::document(), None),
+            Tables::Native { from, .. } => (Shape::native(from), Some(Arc::clone(from))),
+        };
+        Ok(Some(Plan {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            tables,
+            from_table,
+            to_table,
+            shape,
+            native,
+        }))
+    }
+
+    async fn read_page(
+        &self,
+        plan: &Plan,
+        cursor: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<StoredRow>, Option<Cursor>)> {
+        let cursor = match cursor {
             None => None,
             Some(c) => Some(ScanCursor::decode(c).ok_or_else(|| {
                 Error::new(
@@ -326,72 +339,79 @@ impl CassStore {
                 )
             })?),
         };
-        let (shape, native) = match &tables {
-            Tables::Document => (Shape::document(), None),
-            Tables::Native { from, .. } => (Shape::native(from), Some(Arc::clone(from))),
-        };
-        let plan = Plan {
-            from,
-            to,
-            from_table,
-            to_table,
-            shape,
-            native,
-        };
-        let queries = plan.shape.queries(&self.qualified(&plan.from_table));
+        let queries = plan.shape.queries(&self.0.qualified(&plan.from_table));
         let mut rows = Vec::new();
         let cursor = self
-            .scan_rows(from, &queries, cursor, request.limit, |row| {
+            .0
+            .scan_rows(&plan.from, &queries, cursor, limit, |row| {
                 rows.push(StoredRow::from_row(&plan.shape, &plan.from_table, row)?);
                 Ok(true)
             })
             .await?;
-        let mut page = RenameKindPage {
-            cursor,
-            ..RenameKindPage::default()
-        };
-        if rows.is_empty() {
-            return Ok(page);
-        }
-        self.ensure_rename_target(&tables, &plan.to_table).await?;
-        for attempt in 1..=ATTEMPTS {
-            if rows.is_empty() {
-                break;
-            }
-            let round = self.move_round(&plan, &rows).await?;
-            page.renamed += round.moved;
-            page.collisions.extend(round.collisions);
-            if round.changed.is_empty() {
-                break;
-            }
-            if attempt == ATTEMPTS {
-                let first = rows
-                    .iter()
-                    .find(|r| Some(&r.keys) == round.changed.first())
-                    .and_then(|r| self.key_of(&plan, r).ok())
-                    .map(|k| k.to_string())
-                    .unwrap_or_default();
-                return Err(Error::new(
-                    ErrorKind::Busy,
-                    format!(
-                        "cassandra: renaming kind {from} to {to}: {} rows changed during each of \
-                         {ATTEMPTS} attempts to move them (another writer keeps updating them); \
-                         they stay under {from}, nothing was lost; run again",
-                        round.changed.len()
-                    ),
-                )
-                .with_context("key", first)
-                .with_context("store", self.core.config.shown.clone())
-                .set_temporary());
-            }
-            // The changed sources as they are now; vanished ones are skipped.
-            rows = self
-                .read_rows(&plan, &plan.from_table, &round.changed)
-                .await?;
-        }
-        Ok(page)
+        Ok((rows, cursor))
     }
 
+    async fn prepare_target(&self, plan: &Plan) -> Result<()> {
+        self.0
+            .ensure_rename_target(&plan.tables, &plan.to_table)
+            .await
+    }
+
+    async fn copy(&self, plan: &Plan, rows: &[&StoredRow]) -> Result<Vec<Copied>> {
+        // By index: a closure over references trips the compiler inside `async_trait`.
+        futures::stream::iter(0..rows.len())
+            .map(|i| self.0.copy_row(plan, rows[i]))
+            .buffered(self.0.core.config.concurrency)
+            .collect::<Vec<Result<Copied>>>()
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    async fn delete_if_same(
+        &self,
+        plan: &Plan,
+        side: Side,
+        rows: &[&StoredRow],
+    ) -> Result<Vec<bool>> {
+        let table = match side {
+            Side::Old => &plan.from_table,
+            Side::New => &plan.to_table,
+        };
+        futures::stream::iter(0..rows.len())
+            .map(|i| self.0.delete_exact(plan, table, rows[i]))
+            .buffered(self.0.core.config.concurrency)
+            .collect::<Vec<Result<bool>>>()
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    async fn reread(&self, plan: &Plan, rows: &[&StoredRow]) -> Result<Vec<StoredRow>> {
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            if let Some(now) = self
+                .0
+                .read_row(plan, &plan.from_table, &row.keys, false)
+                .await?
+            {
+                out.push(now);
+            }
+        }
+        Ok(out)
+    }
+
+    fn key_of(&self, plan: &Plan, row: &StoredRow) -> Result<Key> {
+        self.0.key_of(plan, row)
+    }
+
+    #[cfg(feature = "fault-injection")]
+    fn after_copy_hook(&self) -> Option<rename_copy::AfterCopyHook> {
+        self.0.after_copy.as_ref().map(|h| Arc::clone(&h.0))
+    }
+}
+
+impl CassStore {
     fn qualified(&self, table: &str) -> String {
         format!("{}.{table}", self.ks())
     }
@@ -524,10 +544,10 @@ impl CassStore {
     }
 
     /// The key (of the old kind) of a source row, for reports.
-    fn key_of(&self, plan: &Plan<'_>, row: &StoredRow) -> Result<Key> {
+    fn key_of(&self, plan: &Plan, row: &StoredRow) -> Result<Key> {
         match &plan.native {
             Some(schema) => {
-                let entity = schema.entity(plan.from, row.values()).map_err(|message| {
+                let entity = schema.entity(&plan.from, row.values()).map_err(|message| {
                     Error::new(
                         ErrorKind::InvalidData,
                         format!(
@@ -540,33 +560,17 @@ impl CassStore {
             }
             None => match (row.keys.first(), row.cells.get(1)) {
                 (Some(CqlValue::Text(id)), Some(Some(CqlValue::Blob(doc)))) => {
-                    Ok(decode_doc(plan.from, id, doc)?.key)
+                    Ok(decode_doc(&plan.from, id, doc)?.key)
                 }
                 _ => Err(Error::new(
                     ErrorKind::InvalidData,
                     format!(
                         "a row of table {} does not have tern's document layout",
-                        self.qualified(plan.from)
+                        self.qualified(&plan.from)
                     ),
                 )),
             },
         }
-    }
-
-    /// The rows of `table` with these keys, as they are now; missing ones are left out.
-    async fn read_rows(
-        &self,
-        plan: &Plan<'_>,
-        table: &str,
-        keys: &[Vec<CqlValue>],
-    ) -> Result<Vec<StoredRow>> {
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            if let Some(row) = self.read_row(plan, table, key, false).await? {
-                out.push(row);
-            }
-        }
-        Ok(out)
     }
 
     /// The row of `table` with this key; read at serial consistency when `serial` (which
@@ -574,7 +578,7 @@ impl CassStore {
     /// resolved).
     async fn read_row(
         &self,
-        plan: &Plan<'_>,
+        plan: &Plan,
         table: &str,
         key: &[CqlValue],
         serial: bool,
@@ -597,62 +601,9 @@ impl CassStore {
             .transpose()
     }
 
-    /// Copies `rows` to the new table, then deletes each source that is still exactly its copy.
-    async fn move_round(&self, plan: &Plan<'_>, rows: &[StoredRow]) -> Result<Round> {
-        let concurrency = self.core.config.concurrency;
-        let mut round = Round::default();
-        // By index: a closure over references trips the compiler inside `async_trait`.
-        let copies: Vec<Result<Copied>> = futures::stream::iter(0..rows.len())
-            .map(|i| self.copy_row(plan, &rows[i]))
-            .buffered(concurrency)
-            .collect()
-            .await;
-        let mut copied: Vec<&StoredRow> = Vec::with_capacity(rows.len());
-        for (row, outcome) in rows.iter().zip(copies) {
-            match outcome? {
-                Copied::Yes => copied.push(row),
-                Copied::Collision => round.collisions.push(self.key_of(plan, row)?),
-            }
-        }
-        #[cfg(feature = "fault-injection")]
-        if let Some(hook) = &self.after_copy {
-            let keys = copied
-                .iter()
-                .map(|r| self.key_of(plan, r))
-                .collect::<Result<Vec<_>>>()?;
-            (hook.0)(keys).await;
-        }
-        let deleted: Vec<Result<bool>> = futures::stream::iter(0..copied.len())
-            .map(|i| self.delete_exact(plan, &plan.from_table, copied[i]))
-            .buffered(concurrency)
-            .collect()
-            .await;
-        let mut undo: Vec<&StoredRow> = Vec::new();
-        for (row, deleted) in copied.into_iter().zip(deleted) {
-            if deleted? {
-                round.moved += 1;
-            } else {
-                undo.push(row);
-                round.changed.push(row.key_values());
-            }
-        }
-        // The source changed or vanished since it was read: its copy must not stay (it
-        // would resurrect a deleted entity or hide an update). A copy that changed too (a
-        // writer of the new kind) stays and is met again as a collision.
-        let undone: Vec<Result<bool>> = futures::stream::iter(0..undo.len())
-            .map(|i| self.delete_exact(plan, &plan.to_table, undo[i]))
-            .buffered(concurrency)
-            .collect()
-            .await;
-        for result in undone {
-            result?;
-        }
-        Ok(round)
-    }
-
     /// `INSERT ... IF NOT EXISTS` of one row into the new table. Where the key is taken, the
     /// row there decides: identical to the source, the copy is there; else a collision.
-    async fn copy_row(&self, plan: &Plan<'_>, row: &StoredRow) -> Result<Copied> {
+    async fn copy_row(&self, plan: &Plan, row: &StoredRow) -> Result<Copied> {
         let cql = plan.shape.insert(&self.qualified(&plan.to_table));
         let mut attempt = 0;
         loop {
@@ -695,7 +646,7 @@ impl CassStore {
 
     /// Runs the copy's `INSERT ... IF NOT EXISTS`, reading the row that took the key from the
     /// answer (Cassandra returns it with `[applied] = false`).
-    async fn insert(&self, plan: &Plan<'_>, cql: &str, row: &StoredRow) -> Result<Insert> {
+    async fn insert(&self, plan: &Plan, cql: &str, row: &StoredRow) -> Result<Insert> {
         let step = "rename kind: copying a row";
         let result = match self
             .core
@@ -744,7 +695,7 @@ impl CassStore {
     /// Deletes `row` from `table` if it still holds exactly these cells: whether it did. An
     /// unknown outcome is resolved by a serial read: gone, deleted; changed, not deleted;
     /// unchanged, the error (tern repeats no failed request: the engine resumes).
-    async fn delete_exact(&self, plan: &Plan<'_>, table: &str, row: &StoredRow) -> Result<bool> {
+    async fn delete_exact(&self, plan: &Plan, table: &str, row: &StoredRow) -> Result<bool> {
         let cql = plan.shape.delete_exact(&self.qualified(table));
         let values: Vec<Option<CqlValue>> = if plan.shape.cells.is_empty() {
             row.keys.iter().cloned().map(Some).collect()

@@ -23,9 +23,7 @@ pub(crate) const BULK_WRITE_WIRE_VERSION: i32 = 25;
 /// A hook run after a batch is copied to the new kind and before the sources
 /// are deleted, with the keys (of the old kind) just copied. For tests.
 #[cfg(feature = "fault-injection")]
-pub(crate) type AfterCopy = std::sync::Arc<
-    dyn Fn(Vec<tern_core::model::Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync,
->;
+pub(crate) type AfterCopy = tern_core::store::rename_copy::AfterCopyHook;
 
 /// How many cursors a store keeps open at most (one per concurrent scan or run).
 const KEEP: usize = 8;

@@ -1,50 +1,42 @@
 //! [`Store::rename_kind`] for MongoDB: documents move one by one from the
-//! collection of the old kind to the collection of the new one, by a copy and
-//! then a delete of the source only if it is still exactly the copied document.
+//! collection of the old kind to the collection of the new one, by the protocol
+//! of [`tern_core::store::rename_copy`] (copy, delete-if-same, undo, collision
+//! refusal), over the primitives below. Rows are BSON documents as stored, so
+//! every BSON type and field name carries over exactly.
 //!
-//! Without a replica set MongoDB has no multi-document transactions, so a move
-//! is not one atomic step; it is made safe by being idempotent and by never
-//! deleting or overwriting anything but exactly the documents it copied:
-//!
-//! 1. the batch's `_id`s come from the open id cursor ([`crate::batches`]) and
-//!    the documents from their `_id` range, as a scan reads them;
-//! 2. the documents are inserted, unordered, into the new collection. A
-//!    duplicate key means the new kind already holds the id: when its document
-//!    is identical to the source (a move interrupted after the copy) the move
-//!    goes on, otherwise it is a collision, reported, and both stay as they are;
-//! 3. each source document is deleted only if it is still exactly the copied
-//!    document ([`document_filter`]); never by range, which would also delete
-//!    documents inserted into the range meanwhile;
-//! 4. where the source changed (or vanished) since it was read, the copy is
-//!    deleted again (only if it is still exactly the copy), the source is read
-//!    again and its move is tried again, up to [`ATTEMPTS`] times; after that the
-//!    call fails with a temporary `Busy` error (nothing lost: the entity stays
-//!    under the old kind) rather than leave an entity behind unreported.
+//! - the batch's `_id`s come from the open id cursor ([`crate::batches`]) and
+//!   the documents from their `_id` range, as a scan reads them;
+//! - the copy inserts the documents, unordered, into the new collection. A
+//!   duplicate key means the new kind already holds the id: identical to the
+//!   source (a move interrupted after the copy), the move goes on; otherwise a
+//!   collision. A duplicate key with no document of that `_id` (a unique index
+//!   of the new collection) is `Rejected`, naming the index to drop;
+//! - a delete-if-same deletes a document only if it is still exactly the copied
+//!   document ([`document_filter`]); never by range.
 //!
 //! [`Store::rename_kind`]: tern_core::store::Store::rename_kind
 
+use async_trait::async_trait;
 use futures::TryStreamExt;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::error::ErrorKind as DriverKind;
 use mongodb::options::{DeleteOneModel, WriteModel};
 use tern_core::model::Key;
-use tern_core::store::{Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
+use tern_core::store::rename_copy::{self, Copied, CopyRename, Side};
+use tern_core::store::{Cursor, Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
 
 use crate::codec;
 use crate::core::{DUPLICATE_KEY, META_COLLECTION, MongoStore, id_batch};
 use crate::writes::document_filter;
 
-/// How many times one call tries to move a document that changes under it.
-pub(crate) const ATTEMPTS: usize = 5;
-
-/// What one round of moves did.
-#[derive(Default)]
-struct Round {
-    moved: u64,
-    collisions: Vec<Key>,
-    /// The `_id`s whose source changed or vanished between the read and the delete.
-    changed: Vec<Bson>,
+/// The two collections of a rename.
+pub(crate) struct Names {
+    from: String,
+    to: String,
 }
+
+/// [`MongoStore`]'s primitives of the rename by copy.
+struct Renamer<'a>(&'a MongoStore);
 
 /// Refuses a kind that cannot be a MongoDB collection of entities.
 fn check_kind(kind: &str) -> Result<()> {
@@ -83,69 +75,138 @@ impl MongoStore {
         &self,
         request: RenameKindRequest,
     ) -> Result<RenameKindPage> {
-        let (from, to) = (request.from.as_str(), request.to.as_str());
+        rename_copy::rename_by_copy(&Renamer(self), request).await
+    }
+}
+
+#[async_trait]
+impl CopyRename for Renamer<'_> {
+    type Row = Document;
+    type Plan = Names;
+
+    fn scheme(&self) -> &'static str {
+        "mongodb"
+    }
+
+    fn location(&self) -> String {
+        self.0.location.clone()
+    }
+
+    async fn plan(&self, from: &str, to: &str) -> Result<Option<Names>> {
         check_kind(from)?;
         check_kind(to)?;
-        if request.limit == 0 || from == to {
-            return Ok(RenameKindPage::default());
-        }
-        let limit = request.limit.clamp(1, 100_000);
+        Ok(Some(Names {
+            from: from.to_owned(),
+            to: to.to_owned(),
+        }))
+    }
+
+    async fn read_page(
+        &self,
+        plan: &Names,
+        cursor: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<Document>, Option<Cursor>)> {
+        let limit = limit.clamp(1, 100_000);
         let ids = self
+            .0
             .batch_ids(
-                from,
+                &plan.from,
                 Document::new(),
-                request.cursor.as_ref(),
+                cursor,
                 limit,
                 "rename kind: reading the batch's ids",
             )
             .await?;
         if ids.is_empty() {
-            return Ok(RenameKindPage::default());
+            return Ok((Vec::new(), None));
         }
-        let mut docs = self.find_docs(from, id_batch(&ids), limit).await?;
+        let mut docs = self.0.find_docs(&plan.from, id_batch(&ids), limit).await?;
         let cursor = crate::batches::page_cursor(&mut docs, &ids, limit);
-        let mut page = RenameKindPage {
-            cursor,
-            ..RenameKindPage::default()
-        };
-        for attempt in 1..=ATTEMPTS {
-            if docs.is_empty() {
-                break;
-            }
-            let round = self.move_round(from, to, &docs).await?;
-            page.renamed += round.moved;
-            page.collisions.extend(round.collisions);
-            if round.changed.is_empty() {
-                break;
-            }
-            if attempt == ATTEMPTS {
-                let first = docs
-                    .iter()
-                    .find(|d| d.get("_id") == round.changed.first())
-                    .and_then(|d| key_of(from, d).ok())
-                    .map(|k| k.to_string())
-                    .unwrap_or_default();
-                return Err(Error::new(
-                    ErrorKind::Busy,
-                    format!(
-                        "mongodb: renaming kind {from} to {to}: {} documents changed during each \
-                         of {ATTEMPTS} attempts to move them (another writer keeps updating them); \
-                         they stay under {from}, nothing was lost; run again",
-                        round.changed.len()
-                    ),
-                )
-                .with_context("key", first)
-                .with_context("store", self.location.clone())
-                .set_temporary());
-            }
-            // The changed sources as they are now; vanished ones are skipped.
-            docs = self
-                .find_docs(from, doc! { "_id": { "$in": round.changed } }, limit)
-                .await?;
-        }
-        Ok(page)
+        Ok((docs, cursor))
     }
 
+    async fn copy(&self, plan: &Names, docs: &[&Document]) -> Result<Vec<Copied>> {
+        let (from, to) = (plan.from.as_str(), plan.to.as_str());
+        let taken = self.0.insert_unordered(to, docs).await?;
+        let mut out = Vec::with_capacity(docs.len());
+        for (d, taken) in docs.iter().zip(taken) {
+            let Some(message) = taken else {
+                out.push(Copied::Yes);
+                continue;
+            };
+            let id = d.get("_id").cloned().unwrap_or(Bson::Null);
+            let there = self
+                .0
+                .collection(to)
+                .find_one(doc! { "_id": id })
+                .await
+                .map_err(|e| {
+                    self.0
+                        .err("rename kind: reading the new kind's document", e)
+                        .with_context("kind", to.to_owned())
+                })?;
+            match there {
+                // A move interrupted after its copy (or the same document written twice).
+                Some(t) if &&t == d => out.push(Copied::Yes),
+                Some(_) => out.push(Copied::Collision),
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::Rejected,
+                        format!(
+                            "mongodb: renaming kind {from} to {to}: the copy of a document \
+                             was refused as a duplicate key although {to} holds no document \
+                             with its _id ({message}): drop or relax the unique index of \
+                             collection {to} that it names, or remove the document it clashes \
+                             with, and run again"
+                        ),
+                    )
+                    .with_context("key", key_of(from, d)?.to_string())
+                    .with_context("store", self.0.location.clone()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn delete_if_same(
+        &self,
+        plan: &Names,
+        side: Side,
+        docs: &[&Document],
+    ) -> Result<Vec<bool>> {
+        let kind = match side {
+            Side::Old => &plan.from,
+            Side::New => &plan.to,
+        };
+        self.0.delete_exact(kind, docs).await
+    }
+
+    async fn reread(&self, plan: &Names, docs: &[&Document]) -> Result<Vec<Document>> {
+        let ids: Vec<Bson> = docs
+            .iter()
+            .map(|d| d.get("_id").cloned().unwrap_or(Bson::Null))
+            .collect();
+        self.0
+            .find_docs(
+                &plan.from,
+                doc! { "_id": { "$in": ids } },
+                docs.len().max(1),
+            )
+            .await
+    }
+
+    fn key_of(&self, plan: &Names, d: &Document) -> Result<Key> {
+        key_of(&plan.from, d)
+    }
+
+    #[cfg(feature = "fault-injection")]
+    fn after_copy_hook(&self) -> Option<rename_copy::AfterCopyHook> {
+        self.0.after_copy.clone()
+    }
+}
+
+impl MongoStore {
     /// The documents of `kind` matching `query`, in `_id` order.
     async fn find_docs(&self, kind: &str, query: Document, limit: usize) -> Result<Vec<Document>> {
         let ctx = |e| {
@@ -163,86 +224,20 @@ impl MongoStore {
             .map_err(ctx)
     }
 
-    /// Copies `docs` to `to`, then deletes each source that is still exactly its copy.
-    async fn move_round(&self, from: &str, to: &str, docs: &[Document]) -> Result<Round> {
-        let mut round = Round::default();
-        let taken = self.copy(to, docs).await?;
-        // The documents whose copy (or an identical document) is now under `to`.
-        let mut copied: Vec<&Document> = Vec::with_capacity(docs.len());
-        for (d, taken) in docs.iter().zip(&taken) {
-            if let Some(message) = taken {
-                let id = d.get("_id").cloned().unwrap_or(Bson::Null);
-                let there = self
-                    .collection(to)
-                    .find_one(doc! { "_id": id })
-                    .await
-                    .map_err(|e| {
-                        self.err("rename kind: reading the new kind's document", e)
-                            .with_context("kind", to.to_owned())
-                    })?;
-                match there {
-                    // A move interrupted after its copy (or the same document written twice).
-                    Some(t) if &t == d => copied.push(d),
-                    Some(_) => round.collisions.push(key_of(from, d)?),
-                    None => {
-                        return Err(Error::new(
-                            ErrorKind::Rejected,
-                            format!(
-                                "mongodb: renaming kind {from} to {to}: the copy of a document \
-                                 was refused as a duplicate key although {to} holds no document \
-                                 with its _id ({message}): drop or relax the unique index of \
-                                 collection {to} that it names, or remove the document it clashes \
-                                 with, and run again"
-                            ),
-                        )
-                        .with_context("key", key_of(from, d)?.to_string())
-                        .with_context("store", self.location.clone()));
-                    }
-                }
-            } else {
-                copied.push(d);
-            }
-        }
-        #[cfg(feature = "fault-injection")]
-        if let Some(hook) = &self.after_copy {
-            let keys = copied
-                .iter()
-                .map(|d| key_of(from, d))
-                .collect::<Result<Vec<_>>>()?;
-            hook(keys).await;
-        }
-        let deleted = self.delete_exact(from, &copied).await?;
-        let mut undo: Vec<&Document> = Vec::new();
-        for (d, deleted) in copied.into_iter().zip(deleted) {
-            if deleted {
-                round.moved += 1;
-            } else {
-                undo.push(d);
-                round
-                    .changed
-                    .push(d.get("_id").cloned().unwrap_or(Bson::Null));
-            }
-        }
-        if !undo.is_empty() {
-            // The source changed or vanished since it was read: its copy must not
-            // stay (it would resurrect a deleted entity or hide an update). A copy
-            // that changed too (a writer of the new kind) stays and is met again
-            // as a collision.
-            self.delete_exact(to, &undo).await?;
-        }
-        Ok(round)
-    }
-
     /// Inserts `docs` into `kind`, unordered: for each document, `None` when it
     /// was inserted, or the server's message when its key was taken.
-    async fn copy(&self, kind: &str, docs: &[Document]) -> Result<Vec<Option<String>>> {
+    async fn insert_unordered(
+        &self,
+        kind: &str,
+        docs: &[&Document],
+    ) -> Result<Vec<Option<String>>> {
         let mut taken = vec![None; docs.len()];
         if docs.is_empty() {
             return Ok(taken);
         }
         let reply = self
             .collection(kind)
-            .insert_many(docs.iter())
+            .insert_many(docs.iter().copied())
             .ordered(false)
             .await;
         let Err(e) = reply else {

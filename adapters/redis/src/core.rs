@@ -95,6 +95,9 @@ pub struct RedisStore {
     pub(crate) read_scripts: Arc<std::sync::Mutex<Vec<CachedReadScript>>>,
     /// tern's server module is loaded (`module.rs`, detected once at connect).
     pub(crate) module: bool,
+    /// Run between the copy and the delete of a rename across cluster slots (tests).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) after_copy: Option<tern_core::store::rename_copy::AfterCopyHook>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -200,7 +203,28 @@ impl RedisStore {
             scripts: Arc::default(),
             read_scripts: Arc::default(),
             module,
+            #[cfg(feature = "fault-injection")]
+            after_copy: None,
         })
+    }
+
+    /// This store, running `hook` in every batch of a kind rename across
+    /// cluster slots (a cluster without `id_tag=1`: the rename by copy) after
+    /// the keys are copied to the new kind and before the old ones are deleted,
+    /// with the keys (of the old kind) just copied. For tests of what a crash or
+    /// a writer in between does to a rename; not for production use (feature
+    /// `fault-injection`).
+    #[cfg(feature = "fault-injection")]
+    #[must_use]
+    pub fn with_after_copy_hook(
+        mut self,
+        hook: impl Fn(Vec<tern_core::model::Key>) -> futures::future::BoxFuture<'static, ()>
+        + Send
+        + Sync
+        + 'static,
+    ) -> RedisStore {
+        self.after_copy = Some(Arc::new(hook));
+        self
     }
 
     /// Whether the server has tern's module loaded (it migrates entities itself:

@@ -1,7 +1,14 @@
 //! Kind renames (`rename kind a to b`, KVolve's prefix change): `RENAMENX`
-//! key by key, one Lua call per batch of SCAN keys.
+//! key by key, one Lua call per batch of SCAN keys. On a cluster whose ids are
+//! not hash tags, the old and the new key of an id live in different slots (no
+//! `RENAME` across slots): there the rename is by copy, by the protocol of
+//! [`tern_core::store::rename_copy`] over the primitives of [`SlotCopy`], each
+//! a script in one slot, a row being a key's `DUMP`, TTL and version tag.
 
-use tern_core::store::{Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
+use async_trait::async_trait;
+use tern_core::model::Key;
+use tern_core::store::rename_copy::{self, Copied, CopyRename, Side};
+use tern_core::store::{Cursor, Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
 
 use crate::config::KindLayout;
 use crate::core::RedisStore;
@@ -15,25 +22,44 @@ use crate::core::RedisStore;
 /// exists), -1 gone or not an entity meanwhile.
 pub(crate) const RENAME_KIND_SCRIPT: &str = include_str!("../lua/rename_kind.lua");
 
-/// Cluster rename, step 1, in the old key's slot: KEYS the old key and its
+/// Cluster rename, the read of a row, in the old key's slot: KEYS the old key and its
 /// version key; `ARGV[1]` the kind's Redis type. Returns nil when the key is
 /// gone or of another type, else `{DUMP, PTTL, version tag or ''}`.
 const DUMP_SCRIPT: &str = include_str!("../lua/dump.lua");
 
-/// Cluster rename, step 2, in the new key's slot: KEYS the new key and its
-/// version key; ARGV the dump, the PTTL and the version tag of step 1.
+/// Cluster rename, the copy, in the new key's slot: KEYS the new key and its
+/// version key; ARGV the dump, the PTTL and the version tag of the read.
 /// Restores the copy (TTL and tag included) unless the new key exists: 1
 /// copied (or already copied by an interrupted run: same dump and tag), 0 a
 /// collision.
 const COPY_SCRIPT: &str = include_str!("../lua/copy.lua");
 
-/// Cluster rename, step 3 (and its undo), in one key's slot: KEYS a key and
+/// Cluster rename, the delete-if-same (and its undo), in one key's slot: KEYS a key and
 /// its version key; `ARGV[1]` a dump. Deletes both when the key still holds
 /// that dump: 1, else 0 (it changed meanwhile).
 const DELETE_IF_SAME_SCRIPT: &str = include_str!("../lua/delete_if_same.lua");
 
-/// What step 1 read of one key: its `DUMP`, `PTTL` and version tag (`''` for none).
+/// What the read of one key gives: its `DUMP`, `PTTL` and version tag (`''` for none).
 type Dumped = (Vec<u8>, i64, Vec<u8>);
+
+/// A key of the old kind as stored, with its name under the new kind.
+pub(crate) struct SlotRow {
+    old: String,
+    new: String,
+    dump: Vec<u8>,
+    pttl: i64,
+    tag: Vec<u8>,
+}
+
+/// The two kinds of a rename across slots, and the Redis type of their keys.
+pub(crate) struct SlotPlan {
+    from: String,
+    to: String,
+    type_name: &'static str,
+}
+
+/// [`RedisStore`]'s primitives of the rename by copy across cluster slots.
+struct SlotCopy<'a>(&'a RedisStore);
 
 /// One call of `script` with a key and its version key, then `args`.
 fn eval(script: &str, key: &str, version_key: &str, args: &[&[u8]]) -> redis::Cmd {
@@ -46,93 +72,6 @@ fn eval(script: &str, key: &str, version_key: &str, args: &[&[u8]]) -> redis::Cm
 }
 
 impl RedisStore {
-    /// A batch of a kind rename on a cluster, where the old and the new key
-    /// live in different slots (no RENAME across slots): per key, read its
-    /// dump, TTL and version tag; restore it under the new name unless that
-    /// exists; then delete the old key if it still holds the same dump (else
-    /// undo the copy and leave the key to the next census pass). Each step is
-    /// one script in one slot, the batch's keys concurrently. An interrupted
-    /// run leaves a copy that the next run recognizes as its own. Codes as
-    /// [`RENAME_KIND_SCRIPT`]'s.
-    async fn rename_across_slots(
-        &self,
-        type_name: &str,
-        pairs: &[(String, String)],
-    ) -> Result<Vec<i64>> {
-        let failed = |e| self.err("renaming a kind", e);
-        let mut conn = self.conn();
-        let dumps: Vec<Option<Dumped>> = conn
-            .many(
-                pairs
-                    .iter()
-                    .map(|(old, _)| {
-                        eval(
-                            DUMP_SCRIPT,
-                            old,
-                            &self.keys.version_key(old),
-                            &[type_name.as_bytes()],
-                        )
-                    })
-                    .collect(),
-            )
-            .await
-            .map_err(failed)?;
-        let mut codes = vec![-1i64; pairs.len()];
-        let live: Vec<usize> = (0..pairs.len()).filter(|&i| dumps[i].is_some()).collect();
-        let copy_cmds = live
-            .iter()
-            .filter_map(|&i| {
-                let (dump, ttl, tag) = dumps[i].as_ref()?;
-                let new = &pairs[i].1;
-                Some(eval(
-                    COPY_SCRIPT,
-                    new,
-                    &self.keys.version_key(new),
-                    &[dump, ttl.to_string().as_bytes(), tag],
-                ))
-            })
-            .collect();
-        let copied: Vec<i64> = conn.many(copy_cmds).await.map_err(failed)?;
-        let mut to_delete = Vec::new();
-        for (&i, c) in live.iter().zip(copied) {
-            if c == 1 {
-                to_delete.push(i);
-            } else {
-                codes[i] = 0;
-            }
-        }
-        let delete = |i: usize, new: bool| {
-            let key = if new { &pairs[i].1 } else { &pairs[i].0 };
-            let dump = dumps[i]
-                .as_ref()
-                .map(|d| d.0.as_slice())
-                .unwrap_or_default();
-            eval(
-                DELETE_IF_SAME_SCRIPT,
-                key,
-                &self.keys.version_key(key),
-                &[dump],
-            )
-        };
-        let deleted: Vec<i64> = conn
-            .many(to_delete.iter().map(|&i| delete(i, false)).collect())
-            .await
-            .map_err(failed)?;
-        let mut undo = Vec::new();
-        for (&i, d) in to_delete.iter().zip(deleted) {
-            if d == 1 {
-                codes[i] = 1;
-            } else {
-                undo.push(i);
-            }
-        }
-        let _: Vec<i64> = conn
-            .many(undo.iter().map(|&i| delete(i, true)).collect())
-            .await
-            .map_err(failed)?;
-        Ok(codes)
-    }
-
     /// Whether `from` can be renamed to `to` on this store: both are kinds, the
     /// renamed keys read as kind `to`, and both kinds have the same layout.
     fn check_rename(&self, from: &str, to: &str) -> Result<()> {
@@ -191,9 +130,8 @@ impl RedisStore {
     }
 
     /// Renames each pair (`RENAMENX` with its version key) in one script call
-    /// (on a cluster with `id_tag=1`, one call per pair in its slot; without
-    /// it, across slots in three steps); returns each pair's code (1 renamed,
-    /// 0 the new key exists).
+    /// (on a cluster with `id_tag=1`, one call per pair in its slot); returns
+    /// each pair's code (1 renamed, 0 the new key exists).
     async fn rename_keys(
         &self,
         type_name: &str,
@@ -227,12 +165,6 @@ impl RedisStore {
                 .map(|c| c.first().copied().unwrap_or(-1))
                 .collect());
         }
-        if !self.nodes.is_empty() {
-            return self
-                .rename_across_slots(type_name, pairs)
-                .await
-                .map_err(|e| e.with_context("kind", from));
-        }
         let mut invocation = script.prepare_invoke();
         for (old, new) in pairs {
             invocation
@@ -251,10 +183,14 @@ impl RedisStore {
     /// `RENAMENX` key by key (`ns:from:id` -> `ns:to:id`), one script call per
     /// batch of SCAN keys; an existing new key is never overwritten (reported as
     /// a collision). Both kinds must have the same layout (hash or JSON string).
+    /// On a cluster without `id_tag=1`, by copy ([`SlotCopy`]).
     pub(crate) async fn rename_kind_page(
         &self,
         request: RenameKindRequest,
     ) -> Result<RenameKindPage> {
+        if !self.nodes.is_empty() && !self.config.id_tag {
+            return rename_copy::rename_by_copy(&SlotCopy(self), request).await;
+        }
         let (from, to) = (request.from.as_str(), request.to.as_str());
         self.check_rename(from, to)?;
         if request.limit == 0 || from == to {
@@ -303,5 +239,174 @@ impl RedisStore {
             }
         }
         Ok(page)
+    }
+}
+
+impl SlotCopy<'_> {
+    /// Reads each key of `keys` (of the old kind) with [`DUMP_SCRIPT`]; keys gone
+    /// or of another type are left out.
+    async fn read(&self, plan: &SlotPlan, pairs: Vec<(String, String)>) -> Result<Vec<SlotRow>> {
+        let store = self.0;
+        let dumps: Vec<Option<Dumped>> = store
+            .conn()
+            .many(
+                pairs
+                    .iter()
+                    .map(|(old, _)| {
+                        eval(
+                            DUMP_SCRIPT,
+                            old,
+                            &store.keys.version_key(old),
+                            &[plan.type_name.as_bytes()],
+                        )
+                    })
+                    .collect(),
+            )
+            .await
+            .map_err(|e| self.failed(plan, e))?;
+        Ok(pairs
+            .into_iter()
+            .zip(dumps)
+            .filter_map(|((old, new), dumped)| {
+                let (dump, pttl, tag) = dumped?;
+                Some(SlotRow {
+                    old,
+                    new,
+                    dump,
+                    pttl,
+                    tag,
+                })
+            })
+            .collect())
+    }
+
+    fn failed(&self, plan: &SlotPlan, e: redis::RedisError) -> Error {
+        self.0
+            .err("renaming a kind", e)
+            .with_context("kind", plan.from.clone())
+    }
+}
+
+#[async_trait]
+impl CopyRename for SlotCopy<'_> {
+    type Row = SlotRow;
+    type Plan = SlotPlan;
+
+    fn scheme(&self) -> &'static str {
+        "redis"
+    }
+
+    fn location(&self) -> String {
+        self.0.config.redacted.clone()
+    }
+
+    async fn plan(&self, from: &str, to: &str) -> Result<Option<SlotPlan>> {
+        self.0.check_rename(from, to)?;
+        Ok(Some(SlotPlan {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            type_name: self.0.type_name(from),
+        }))
+    }
+
+    async fn read_page(
+        &self,
+        plan: &SlotPlan,
+        cursor: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<SlotRow>, Option<Cursor>)> {
+        let store = self.0;
+        let (keys, cursor) = store
+            .scan_page(
+                &store.keys.kind_pattern(&plan.from),
+                Some(plan.type_name),
+                cursor,
+                limit,
+            )
+            .await?;
+        // Keys of a longer declared kind are not `from`'s (see `rename_kind_page`).
+        let keys: Vec<String> = keys
+            .into_iter()
+            .filter(|k| store.keys.owns(&plan.from, k))
+            .collect();
+        let pairs = store.rename_pairs(&keys, &plan.from, &plan.to)?;
+        Ok((self.read(plan, pairs).await?, cursor))
+    }
+
+    async fn copy(&self, plan: &SlotPlan, rows: &[&SlotRow]) -> Result<Vec<Copied>> {
+        let store = self.0;
+        let cmds = rows
+            .iter()
+            .map(|r| {
+                eval(
+                    COPY_SCRIPT,
+                    &r.new,
+                    &store.keys.version_key(&r.new),
+                    &[&r.dump, r.pttl.to_string().as_bytes(), &r.tag],
+                )
+            })
+            .collect();
+        let codes: Vec<i64> = store
+            .conn()
+            .many(cmds)
+            .await
+            .map_err(|e| self.failed(plan, e))?;
+        Ok(codes
+            .into_iter()
+            .map(|c| {
+                if c == 1 {
+                    Copied::Yes
+                } else {
+                    Copied::Collision
+                }
+            })
+            .collect())
+    }
+
+    async fn delete_if_same(
+        &self,
+        plan: &SlotPlan,
+        side: Side,
+        rows: &[&SlotRow],
+    ) -> Result<Vec<bool>> {
+        let store = self.0;
+        let cmds = rows
+            .iter()
+            .map(|r| {
+                let key = match side {
+                    Side::Old => &r.old,
+                    Side::New => &r.new,
+                };
+                eval(
+                    DELETE_IF_SAME_SCRIPT,
+                    key,
+                    &store.keys.version_key(key),
+                    &[&r.dump],
+                )
+            })
+            .collect();
+        let codes: Vec<i64> = store
+            .conn()
+            .many(cmds)
+            .await
+            .map_err(|e| self.failed(plan, e))?;
+        Ok(codes.into_iter().map(|c| c == 1).collect())
+    }
+
+    async fn reread(&self, plan: &SlotPlan, rows: &[&SlotRow]) -> Result<Vec<SlotRow>> {
+        let pairs = rows
+            .iter()
+            .map(|r| (r.old.clone(), r.new.clone()))
+            .collect();
+        self.read(plan, pairs).await
+    }
+
+    fn key_of(&self, plan: &SlotPlan, row: &SlotRow) -> Result<Key> {
+        self.0.keys.parse_entity_key(&plan.from, &row.old)
+    }
+
+    #[cfg(feature = "fault-injection")]
+    fn after_copy_hook(&self) -> Option<rename_copy::AfterCopyHook> {
+        self.0.after_copy.clone()
     }
 }

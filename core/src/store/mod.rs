@@ -81,6 +81,7 @@ mod filter;
 pub mod embedded;
 pub mod memory;
 pub mod pushdown;
+pub mod rename_copy;
 pub mod url;
 
 use std::collections::BTreeMap;

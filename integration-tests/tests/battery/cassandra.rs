@@ -18,6 +18,7 @@ use tern_testkit::battery::{self, entity, or_skip, report};
 use tern_testkit::pages::{scan_pages, scan_pages_from};
 
 tern_testkit::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());
+tern_testkit::rename_copy_tests!("cassandra", tern_integration_tests::cassandra::backend());
 
 mod app_rows;
 mod renames;

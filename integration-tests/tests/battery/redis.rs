@@ -11,8 +11,13 @@ mod json_strings {
     );
 }
 
+/// Kinds renamed across slots, by copy (`tern_core::store::rename_copy`).
 mod cluster {
     tern_testkit::battery_tests!(
+        "redis-cluster",
+        tern_integration_tests::redis::cluster_backend()
+    );
+    tern_testkit::rename_copy_tests!(
         "redis-cluster",
         tern_integration_tests::redis::cluster_backend()
     );
