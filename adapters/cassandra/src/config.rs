@@ -276,12 +276,27 @@ fn native_tables(shown: &str, value: &str) -> Result<NativeTables> {
 }
 
 fn drop_columns(shown: &str, value: &str) -> Result<bool> {
-    match value {
-        "true" | "yes" | "1" => Ok(true),
-        "false" | "no" | "0" => Ok(false),
-        _ => Err(invalid(shown, "drop_columns is true or false")),
-    }
+    url::flag(value).ok_or_else(|| invalid(shown, "drop_columns is true or false"))
 }
+
+/// The options of a Cassandra store URL's query.
+const OPTIONS: &[&str] = &[
+    "replication_factor",
+    "replication",
+    "schema_agreement",
+    "consistency",
+    "serial",
+    "concurrency",
+    "timeout_ms",
+    "native",
+    "drop_columns",
+    "user",
+    "password",
+    "tls",
+    "tls_ca_file",
+    "tls_cert_file",
+    "tls_key_file",
+];
 
 impl CassConfig {
     /// Reads a `cassandra://` (or `scylla://`) URL.
@@ -320,9 +335,8 @@ impl CassConfig {
             shown: shown.clone(),
             tls: None,
         };
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            config.set_option(key, tern_core::store::url::percent_decode(value))?;
+        for (key, value) in url::query_pairs(query) {
+            config.set_option(key, url::percent_decode(value))?;
         }
         if let Some(tls) = &config.tls
             && tls.cert_file.is_some() != tls.key_file.is_some()
@@ -366,19 +380,17 @@ impl CassConfig {
             "drop_columns" => self.drop_columns = drop_columns(shown, &value)?,
             "user" | "username" => self.user = Some(value),
             "password" => self.password = Some(value),
-            "tls" => match value.as_str() {
-                "true" | "yes" | "1" => {
+            "tls" => match url::flag(&value) {
+                Some(true) => {
                     self.tls.get_or_insert_with(CassTls::default);
                 }
-                "false" | "no" | "0"
-                    if self.tls.as_ref().is_none_or(|t| *t == CassTls::default()) =>
-                {
+                Some(false) if self.tls.as_ref().is_none_or(|t| *t == CassTls::default()) => {
                     self.tls = None;
                 }
-                "false" | "no" | "0" => {
+                Some(false) => {
                     return Err(invalid(shown, "tls=false with TLS files; remove one"));
                 }
-                _ => return Err(invalid(shown, "tls is true or false")),
+                None => return Err(invalid(shown, "tls is true or false")),
             },
             "tls_ca_file" | "tls_cert_file" | "tls_key_file" => {
                 if value.is_empty() {
@@ -392,7 +404,7 @@ impl CassConfig {
                     _ => tls.key_file = path,
                 }
             }
-            other => return Err(invalid(shown, format!("unknown option {other:?}"))),
+            other => return Err(invalid(shown, url::unknown_option(other, OPTIONS))),
         }
         Ok(())
     }

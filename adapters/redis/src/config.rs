@@ -5,6 +5,24 @@ use std::path::PathBuf;
 
 use tern_core::store::{Error, ErrorKind, Result, url};
 
+/// The options of a Redis store URL's query.
+const OPTIONS: &[&str] = &[
+    "prefix",
+    "sep",
+    "json",
+    "string",
+    "set",
+    "list",
+    "zset",
+    "kinds",
+    "version_field",
+    "cluster",
+    "id_tag",
+    "tls_ca_file",
+    "tls_cert_file",
+    "tls_key_file",
+];
+
 /// The URL scheme of this adapter.
 pub const REDIS_SCHEME: &str = "redis";
 
@@ -180,8 +198,7 @@ impl RedisConfig {
             tls: tls.then(TlsFiles::default),
         };
         let mut tls_files = TlsFiles::default();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        for (name, value) in url::query_pairs(query) {
             match name {
                 "prefix" | "namespace" => {
                     config.prefix = (!value.is_empty()).then(|| value.to_owned());
@@ -222,14 +239,10 @@ impl RedisConfig {
                 }
                 "version_field" => config.version_field = value.to_owned(),
                 "cluster" | "id_tag" => {
-                    let on = match value {
-                        "" | "1" | "true" | "yes" => true,
-                        "0" | "false" | "no" => false,
-                        other => {
-                            return Err(invalid(format!(
-                                "{name}={other:?}: write {name}=1 or {name}=0"
-                            )));
-                        }
+                    let Some(on) = (value.is_empty()).then_some(true).or(url::flag(value)) else {
+                        return Err(invalid(format!(
+                            "{name}={value:?}: write {name}=1 or {name}=0"
+                        )));
                     };
                     if name == "cluster" {
                         config.cluster = on;
@@ -248,11 +261,7 @@ impl RedisConfig {
                         _ => tls_files.key_file = path,
                     }
                 }
-                other => {
-                    return Err(invalid(format!(
-                        "unknown option {other:?}; known: prefix, sep, json, string, set, list, zset, kinds, version_field, cluster, id_tag, tls_ca_file, tls_cert_file, tls_key_file"
-                    )));
-                }
+                other => return Err(invalid(url::unknown_option(other, OPTIONS))),
             }
         }
         if tls_files != TlsFiles::default() {

@@ -103,8 +103,58 @@ pub fn scheme(url: &str) -> Option<String> {
     .then(|| scheme.to_ascii_lowercase())
 }
 
+/// The `name=value` pairs of a store URL's query (the part after `?`), in
+/// order, as written (decode values with [`percent_decode`] where they may hold
+/// reserved characters); empty pairs are skipped and a pair without `=` has an
+/// empty value (`?cluster` is `cluster=`).
+pub fn query_pairs(query: &str) -> impl Iterator<Item = (&str, &str)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split_once('=').unwrap_or((p, "")))
+}
+
+/// A boolean option's value: `1`, `true`, `yes` or `0`, `false`, `no`
+/// (ASCII case ignored); `None` for anything else.
+pub fn flag(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" => Some(true),
+        "0" | "false" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// The message for an option of a store URL that the store does not know:
+/// names the option (never its value, which may be a password) and lists the
+/// known ones.
+pub fn unknown_option(name: &str, known: &[&str]) -> String {
+    format!("unknown option {name:?}; known: {}", known.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn query_pairs_flags_and_unknown_options() {
+        let pairs: Vec<_> = query_pairs("a=1&&cluster&p=x%2Fy&e=").collect();
+        assert_eq!(
+            pairs,
+            vec![("a", "1"), ("cluster", ""), ("p", "x%2Fy"), ("e", "")]
+        );
+        for (v, want) in [("1", Some(true)), ("TRUE", Some(true)), ("yes", Some(true))] {
+            assert_eq!(flag(v), want, "{v}");
+        }
+        for (v, want) in [
+            ("0", Some(false)),
+            ("No", Some(false)),
+            ("", None),
+            ("2", None),
+        ] {
+            assert_eq!(flag(v), want, "{v}");
+        }
+        let m = unknown_option("pasword", &["user", "password"]);
+        assert_eq!(m, "unknown option \"pasword\"; known: user, password");
+    }
+
     use super::*;
 
     #[test]

@@ -116,6 +116,9 @@ pub async fn rename_by_copy_reports_a_collision_and_overwrites_nothing(
     )
     .await;
     let checked = store
+        .features()
+        .kind_rename
+        .expect("a store that renames by copy has the kind_rename facet")
         .rename_kind(RenameKindRequest {
             from: "old".into(),
             to: "new".into(),

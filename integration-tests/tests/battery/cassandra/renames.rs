@@ -3,42 +3,13 @@
 //! is tested for every store that renames by copy (`tern_testkit::rename_copy_tests!`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use tern_core::store::KindRename as _;
-use tern_testkit::intercept::Forward as _;
+use tern_core::store::{KindRename, Store};
 
-use tern_cassandra::{CassConfig, CassStore};
 use tern_core::model::{Entity, Key, Value};
-use tern_core::store::{ErrorKind, Filter, RenameKindPage, RenameKindRequest, Store, Write};
-use tern_integration_tests::cassandra::CassBackend;
+use tern_core::store::{ErrorKind, Filter, RenameKindPage, RenameKindRequest};
 use tern_testkit::battery::{self, entity, report};
-use tern_testkit::conformance;
-use tern_testkit::pages::rename_pass;
 
 use super::{backend_with, columns};
-use tern_core::store::StoreExt;
-
-/// A raw row of a document table: id, version, doc.
-type DocRow = (String, Option<i64>, Option<Vec<u8>>);
-
-/// The keyspace of a store URL (`cassandra://host:port/ks?options`).
-fn keyspace_of(url: &str) -> String {
-    let path = url.rsplit('/').next().unwrap();
-    path.split('?').next().unwrap().to_owned()
-}
-
-/// A store on a fresh keyspace (its concrete type, for the test hook), the keyspace and URL.
-async fn fresh(backend: &CassBackend) -> (CassStore, String, String) {
-    let url = backend.fresh_url();
-    let store = CassStore::connect(CassConfig::from_url(&url).unwrap())
-        .await
-        .unwrap();
-    (store, keyspace_of(&url), url)
-}
-
-fn ent(kind: &str, id: i64, n: i64) -> Entity {
-    entity(kind, id, 1, &[("n", Value::Int(n))])
-}
 
 fn request(from: &str, to: &str, limit: usize) -> RenameKindRequest {
     RenameKindRequest {
@@ -47,34 +18,6 @@ fn request(from: &str, to: &str, limit: usize) -> RenameKindRequest {
         cursor: None,
         limit,
     }
-}
-
-async fn entities(store: &dyn Store, kind: &str) -> Vec<Entity> {
-    conformance::scan_all(store, kind, &Filter::all(), 50)
-        .await
-        .unwrap()
-        .into_values()
-        .collect()
-}
-
-/// The rows of a document table as stored, by id.
-async fn raw_docs(backend: &CassBackend, ks: &str, table: &str) -> Vec<DocRow> {
-    let session = backend.session().await.unwrap();
-    let mut rows: Vec<DocRow> = session
-        .query_unpaged(
-            format!("SELECT id, tern_version, doc FROM {ks}.{table}"),
-            &[],
-        )
-        .await
-        .unwrap()
-        .into_rows_result()
-        .unwrap()
-        .rows::<DocRow>()
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    rows.sort();
-    rows
 }
 
 /// Native tables: `tern up` renames a native table's kind to a kind named in `native=`
@@ -138,7 +81,10 @@ async fn cassandra_rename_of_a_native_table_creates_the_new_table_like_the_old()
 
     // Checked before anything is written: limit 0 creates no table.
     assert_eq!(
-        store.rename_kind(request("old", "new", 0)).await.unwrap(),
+        renames(store.as_ref())
+            .rename_kind(request("old", "new", 0))
+            .await
+            .unwrap(),
         RenameKindPage::default()
     );
     assert!(columns(&backend, &ks, "new").await.is_empty());
@@ -147,7 +93,10 @@ async fn cassandra_rename_of_a_native_table_creates_the_new_table_like_the_old()
         ("plain", "old", "add plain to native="),
         ("new", "docs", "is a document table"),
     ] {
-        let err = store.rename_kind(request(from, to, 0)).await.expect_err(to);
+        let err = renames(store.as_ref())
+            .rename_kind(request(from, to, 0))
+            .await
+            .expect_err(to);
         let text = err.to_string();
         assert_eq!(err.kind(), ErrorKind::ConfigInvalid, "{text}");
         assert!(text.contains(says) && text.contains(to), "{text}");
@@ -189,4 +138,12 @@ async fn cassandra_rename_of_a_native_table_creates_the_new_table_like_the_old()
     assert_eq!(p0.get("meta"), Some(&meta));
     assert_eq!(fresh.count("old", Filter::all()).await.unwrap(), 0);
     report("cassandra", test, "passed");
+}
+
+/// The store's rename facet (every Cassandra store has it).
+fn renames(store: &dyn Store) -> &dyn KindRename {
+    store
+        .features()
+        .kind_rename
+        .expect("the Cassandra store renames kinds")
 }
