@@ -196,8 +196,11 @@ pub fn resolve(opt: &Opt) -> anyhow::Result<Settings> {
         .clone()
         .or(fc.store_url)
         .map(|url| resolve_embedded(&url, &project_dir, opt.store.is_some()));
-    let store_password =
-        crate::credentials::resolve_password(opt, fc.password_file.as_deref(), &project_dir)?;
+    let store_password = crate::credentials::resolve_password(
+        opt.store_password_file.as_deref(),
+        fc.password_file.as_deref(),
+        &project_dir,
+    )?;
     let tls = fc.tls.resolved(&project_dir);
     let migrations_dir = match (&opt.migrations, fc.migrations) {
         (Some(dir), _) => dir.clone(),

@@ -10,8 +10,6 @@ use anyhow::{Context, bail};
 use serde::Deserialize;
 use tern_core::store::url;
 
-use crate::opt::Opt;
-
 /// The environment variable holding the store's password.
 pub const PASSWORD_VAR: &str = "TERN_STORE_PASSWORD";
 
@@ -102,11 +100,11 @@ pub(crate) fn warn_if_password_in(store_url: &str) {
 /// # Errors
 /// An unreadable or empty password file, an empty variable.
 pub(crate) fn resolve_password(
-    opt: &Opt,
+    flag_file: Option<&Path>,
     password_file: Option<&Path>,
     project_dir: &Path,
 ) -> anyhow::Result<Option<StorePassword>> {
-    if let Some(file) = &opt.store_password_file {
+    if let Some(file) = flag_file {
         return read_password_file(file, "--store-password-file").map(Some);
     }
     if let Some(value) = std::env::var_os(PASSWORD_VAR) {

@@ -18,6 +18,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use clap::CommandFactory;
 use tern_core::migrate::{
     CancelFlag, LeaseOptions, MigrateError, MigrationSet, Migrator, RunOptions,
 };
@@ -165,11 +166,11 @@ impl Ctx {
 
 /// Runs one invocation and returns the exit code. Errors are printed here.
 pub async fn run(opt: Opt) -> ExitCode {
-    let metrics = logging::init(&opt);
+    let metrics = logging::init(opt.verbose, opt.log_format, opt.metrics_addr);
     // Generated from the command line's definitions: no project, no store.
     let generated = match &opt.command {
-        Command::Completions(args) => Some(cmd::generate::completions(args)),
-        Command::Man(args) => Some(cmd::generate::man(args)),
+        Command::Completions(args) => Some(cmd::generate::completions(args, Opt::command())),
+        Command::Man(args) => Some(cmd::generate::man(args, Opt::command())),
         _ => None,
     };
     if let Some(result) = generated {
@@ -278,7 +279,7 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
         Command::Analyze(args) => cmd::analyze::run(ctx, args).await,
         Command::Advise(args) => cmd::advise::run(args, ctx).await,
         Command::Abandon => cmd::abandon::abandon(ctx).await,
-        Command::Completions(args) => cmd::generate::completions(args),
-        Command::Man(args) => cmd::generate::man(args),
+        Command::Completions(args) => cmd::generate::completions(args, Opt::command()),
+        Command::Man(args) => cmd::generate::man(args, Opt::command()),
     }
 }

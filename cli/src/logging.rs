@@ -19,7 +19,6 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::metrics::{Metrics, MetricsLayer};
-use crate::opt::Opt;
 
 /// The format of the log lines (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -40,14 +39,18 @@ fn no_color_unset(value: Option<std::ffi::OsString>) -> bool {
     value.is_none_or(|v| v.is_empty())
 }
 
-/// Installs the process's subscriber; returns the metrics it feeds when
-/// `--metrics-addr` is given.
-pub fn init(opt: &Opt) -> Option<Arc<Metrics>> {
+/// Installs the process's subscriber (`-v` count `verbose`, `--log-format`);
+/// returns the metrics it feeds when `--metrics-addr` is given.
+pub fn init(
+    verbose: u8,
+    log_format: LogFormat,
+    metrics_addr: Option<std::net::SocketAddr>,
+) -> Option<Arc<Metrics>> {
     // The Cassandra driver logs every failed connection attempt as an error of
     // its own; the error tern reports says the same with the URL, so its logs
     // show only from -vv (or with TERN_LOG). Metric events are for the metrics
     // layer, not the log, unless TERN_LOG asks for them.
-    let default = match opt.verbose {
+    let default = match verbose {
         0 => "warn,scylla=off",
         1 => "info,scylla=off,tern::metric=off",
         _ => "debug,tern::metric=off",
@@ -57,7 +60,7 @@ pub fn init(opt: &Opt) -> Option<Arc<Metrics>> {
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(|| BarAwareStderr)
         .with_ansi(color_allowed());
-    let log = match opt.log_format {
+    let log = match log_format {
         LogFormat::Text => fmt.boxed(),
         LogFormat::Json => fmt
             .json()
@@ -66,7 +69,7 @@ pub fn init(opt: &Opt) -> Option<Arc<Metrics>> {
             .boxed(),
     }
     .with_filter(filter);
-    let metrics = opt.metrics_addr.map(|_| Arc::new(Metrics::new()));
+    let metrics = metrics_addr.map(|_| Arc::new(Metrics::new()));
     let metrics_layer = metrics.as_ref().map(|m| {
         MetricsLayer(Arc::clone(m)).with_filter(tracing_subscriber::filter::filter_fn(|meta| {
             meta.target() == METRIC_TARGET

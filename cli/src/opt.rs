@@ -4,6 +4,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod common;
+
+pub use common::{LockArgs, RunArgs};
+pub(crate) use common::{at_least_one, positive_rate};
+
 /// tern: schema evolution for NoSQL stores.
 ///
 /// Migrations live in `migrations/NNNN_name.tern`; the store is chosen by URL:
@@ -145,20 +150,6 @@ pub struct CheckArgs {
     pub offline: bool,
 }
 
-/// Options shared by `plan` and `up`.
-#[derive(Debug, Args, Clone)]
-pub struct RunArgs {
-    /// Apply migrations up to and including this number.
-    #[arg(long, value_name = "N")]
-    pub to: Option<u32>,
-    /// Entities per batch and checkpoint (stages run inside the store: `run.pushdown_batch_size`).
-    #[arg(long, value_name = "N", value_parser = at_least_one)]
-    pub batch_size: Option<usize>,
-    /// At most this many entities per second.
-    #[arg(long, value_name = "PER_SECOND", value_parser = positive_rate)]
-    pub max_rate: Option<f64>,
-}
-
 /// `tern plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -188,18 +179,6 @@ pub struct UpArgs {
     pub force_unsafe: bool,
 }
 
-/// `tern lock`.
-#[derive(Debug, Args)]
-pub struct LockArgs {
-    /// Remove the lock if it has expired (its runner died).
-    #[arg(long)]
-    pub release: bool,
-    /// With --release: remove it even if it has not expired. The runner holding
-    /// it stops at its next checkpoint (fencing); use only when it is known dead.
-    #[arg(long, requires = "release")]
-    pub force: bool,
-}
-
 /// `tern import`.
 #[derive(Debug, Args)]
 pub struct ImportArgs {
@@ -218,22 +197,4 @@ pub struct ExportArgs {
     /// Write to this file instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
-}
-
-/// A count of at least 1 (`--batch-size 0` is refused, as `batch_size = 0` in tern.toml is).
-pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".to_owned()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// A rate above 0 (leave the option out for no limit).
-pub(crate) fn positive_rate(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
-        Ok(_) => Err("must be a number above 0 (leave --max-rate out for no limit)".to_owned()),
-        Err(e) => Err(e.to_string()),
-    }
 }

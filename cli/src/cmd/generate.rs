@@ -5,9 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Args, CommandFactory};
-
-use crate::opt::Opt;
+use clap::Args;
 
 /// `tern completions`.
 #[derive(Debug, Args)]
@@ -26,22 +24,22 @@ pub struct ManArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// Prints the completion script of `args.shell` on stdout.
+/// Prints the completion script of `args.shell` for `cli` (tern's `Opt::command()`) on stdout.
 ///
 /// # Errors
 /// When stdout cannot be written.
-pub fn completions(args: &CompletionsArgs) -> anyhow::Result<u8> {
+pub fn completions(args: &CompletionsArgs, mut cli: clap::Command) -> anyhow::Result<u8> {
     let mut out = Vec::new();
-    clap_complete::generate(args.shell, &mut Opt::command(), "tern", &mut out);
+    clap_complete::generate(args.shell, &mut cli, "tern", &mut out);
     write_stdout(&out)
 }
 
-/// Prints the man page on stdout, or writes every page into `args.dir`.
+/// Prints the man page of `cmd` (tern's `Opt::command()`) on stdout, or writes every
+/// page into `args.dir`.
 ///
 /// # Errors
 /// When the folder or a page cannot be written, naming it.
-pub fn man(args: &ManArgs) -> anyhow::Result<u8> {
-    let cmd = Opt::command();
+pub fn man(args: &ManArgs, cmd: clap::Command) -> anyhow::Result<u8> {
     match &args.dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)

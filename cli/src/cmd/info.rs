@@ -7,15 +7,6 @@ use tern_core::store::StoreExt;
 use crate::opt::{LockArgs, RunArgs};
 use crate::{Ctx, EXIT_BEHIND, EXIT_OK};
 
-/// Run options as tern.toml gives them, without command-line overrides.
-pub(crate) fn no_overrides() -> RunArgs {
-    RunArgs {
-        to: None,
-        batch_size: None,
-        max_rate: None,
-    }
-}
-
 /// `tern status`.
 ///
 /// # Errors
@@ -29,7 +20,7 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
         Err(e) => (Default::default(), Some(crate::render_error(&e))),
     };
     let lazy = tern_core::lazy::status(store.as_ref(), exact).await?;
-    let migrator = ctx.migrator(store, set, &no_overrides());
+    let migrator = ctx.migrator(store, set, &RunArgs::default());
     let st = migrator.status().await?;
     // Report edits of applied migrations too, without failing the status itself.
     let problem = match load_problem {
@@ -124,7 +115,7 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
 pub async fn verify(ctx: &Ctx) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
     let set = ctx.migrations().unwrap_or_default();
-    let migrator = ctx.migrator(store, set, &no_overrides());
+    let migrator = ctx.migrator(store, set, &RunArgs::default());
     let census = migrator.census().await?;
     let behind: u64 = census
         .iter()

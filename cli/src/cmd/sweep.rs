@@ -73,7 +73,7 @@ pub async fn sweep(ctx: &Ctx, args: &SweepArgs) -> anyhow::Result<u8> {
     let code = match ctx.migrations() {
         Ok(set) => {
             let code = code_migrations(&set);
-            ctx.migrator(Arc::clone(&store), set, &crate::cmd::info::no_overrides())
+            ctx.migrator(Arc::clone(&store), set, &crate::opt::RunArgs::default())
                 .validate()
                 .await?;
             code

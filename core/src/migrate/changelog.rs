@@ -136,7 +136,7 @@ pub(super) mod backing {
     /// A fresh scratch file name `<prefix><pid>-<uuid>.redb` in the temporary
     /// folder, after removing the files of that prefix left by processes that
     /// no longer run (a run killed with `kill -9` cannot remove its own; only
-    /// where `/proc` tells). Also for the join index's spill (`join_index`).
+    /// where `/proc` tells). Also for the join index's spill (`join::index`).
     pub(in crate::migrate) fn scratch_path(prefix: &str) -> PathBuf {
         let dir = std::env::temp_dir();
         remove_orphans(&dir, prefix);
