@@ -56,7 +56,8 @@ fn yes_no(cell: &str) -> Option<bool> {
     }
 }
 
-/// Checks the column `column` of the facet table of `docs` against `features`.
+/// Checks the column `column` of the facet table of `docs` against `features`
+/// (backticks in the column's name do not matter).
 ///
 /// # Errors
 /// Every disagreement, one per line, and the rows the table should have.
@@ -65,7 +66,7 @@ pub fn check(docs: &str, column: &str, features: &Features<'_>) -> Result<(), St
     let col = table
         .header
         .iter()
-        .position(|h| h.trim_matches('`') == column)
+        .position(|h| h.replace('`', "") == column.replace('`', ""))
         .ok_or_else(|| {
             format!(
                 "the facet table has no column {column:?}: {:?}",
