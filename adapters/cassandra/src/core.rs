@@ -113,7 +113,7 @@ impl CassCore {
         let session = builder
             .build()
             .await
-            .map_err(|e| new_session_error(e, &config.shown, config.password()))?;
+            .map_err(|e| new_session_error(e, &config))?;
         let await_agreement = match config.schema_agreement {
             SchemaAgreement::Wait => true,
             SchemaAgreement::Skip => false,
@@ -459,19 +459,48 @@ fn agreement_error(err: SchemaAgreementError) -> Error {
 
 /// The error of connecting to `shown` (the URL without its password); the
 /// password, if any, is masked in the driver's text too.
-fn new_session_error(err: NewSessionError, shown: &str, password: Option<&str>) -> Error {
-    let kind = match &err {
-        NewSessionError::FailedToResolveAnyHostname(_) | NewSessionError::EmptyKnownNodesList => {
-            ErrorKind::ConfigInvalid
-        }
-        _ => ErrorKind::Unavailable,
-    };
+fn new_session_error(err: NewSessionError, config: &CassConfig) -> Error {
     let mut text = err.to_string();
-    if let Some(password) = password.filter(|p| !p.is_empty()) {
+    if let Some(password) = config.password().filter(|p| !p.is_empty()) {
         text = text.replace(password, "***");
     }
-    let mapped =
-        Error::new(kind, format!("cannot connect to cassandra at {shown}")).with_driver_error(text);
+    let (kind, hint) = if matches!(
+        err,
+        NewSessionError::FailedToResolveAnyHostname(_) | NewSessionError::EmptyKnownNodesList
+    ) {
+        (ErrorKind::ConfigInvalid, "")
+    } else if text.contains("invalid peer certificate") {
+        (
+            ErrorKind::ConfigInvalid,
+            ": the node's TLS certificate is not trusted; give the CA that signed it with \
+             tls_ca_file (PEM), and check that the certificate names the address in the URL",
+        )
+    } else if text.contains("Authentication failed") || text.contains("bad credentials") {
+        (
+            ErrorKind::Rejected,
+            ": the cluster refused the user name or password; check both (the password is given \
+             in the URL, TERN_STORE_PASSWORD, --store-password-file or password_file)",
+        )
+    } else if text.contains("Authentication is required") {
+        (
+            ErrorKind::Rejected,
+            ": the cluster requires a user name and password (user:password@ in the URL, or a \
+             user with TERN_STORE_PASSWORD, --store-password-file or password_file)",
+        )
+    } else if config.tls.is_none() {
+        (
+            ErrorKind::Unavailable,
+            " (if the nodes require TLS, client_encryption_options, add tls=true and \
+             tls_ca_file to the URL)",
+        )
+    } else {
+        (ErrorKind::Unavailable, "")
+    };
+    let mapped = Error::new(
+        kind,
+        format!("cannot connect to cassandra at {}{hint}", config.shown),
+    )
+    .with_driver_error(text);
     if kind == ErrorKind::Unavailable {
         mapped.set_temporary()
     } else {
