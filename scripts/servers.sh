@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, starts, stops and reports tern's integration-test servers, on 127.0.0.1 only.
 #
-#   scripts/servers.sh install|start|stop|restart|status|env [redis|cluster|mongodb|cassandra|cassandra-cluster|all]...
+#   scripts/servers.sh install|start|stop|restart|status|env [redis|cluster|mongodb|cassandra|cassandra-cluster|cassandra-tls|all]...
 #   scripts/servers.sh kill-node N      SIGKILL node N (1-3) of cassandra-cluster (`start` restarts it)
 #
 #   redis      the real redis-server (Debian package), daemonized on 127.0.0.1:6379
@@ -11,6 +11,8 @@
 #              node on 127.0.0.1:9042 (storage 7000, JMX 7199), fresh data at each start
 #   cassandra-cluster  three such nodes on 127.0.0.1-3, port 9142 (storage 7100, JMX 7201-7203),
 #              keyspace tern_it with replication factor 3
+#   cassandra-tls  one such node with client encryption (a test CA made by openssl at each start)
+#              and PasswordAuthenticator, 127.0.0.1:9242 (storage 7300, JMX 7299), heap 512m
 #   valkey     Valkey 8 (bookworm-backports) with tern's module loaded, 127.0.0.1:6390
 #   valkey-cluster  a Valkey 8 cluster of 3 masters with the module, 127.0.0.1:7101-7103
 #              (both: docs/module.md; not part of `all`, named explicitly)
@@ -27,6 +29,8 @@
 # TERN_CASSANDRA_STORAGE_PORT (7000), TERN_CASSANDRA_JMX_PORT (7199), TERN_CASSANDRA_HEAP (1g),
 # TERN_CASSANDRA_CLUSTER_PORT (9142), TERN_CASSANDRA_CLUSTER_STORAGE_PORT (7100),
 # TERN_CASSANDRA_CLUSTER_JMX_PORT (7201: the first of three), TERN_CASSANDRA_CLUSTER_HEAP (768m),
+# TERN_CASSANDRA_TLS_PORT (9242), TERN_CASSANDRA_TLS_STORAGE_PORT (7300),
+# TERN_CASSANDRA_TLS_JMX_PORT (7299), TERN_CASSANDRA_TLS_HEAP (512m),
 # TERN_CASSANDRA_TIMEOUT (300 s per node start), TERN_CASSANDRA_KEEP_DATA (set: keep a node's data),
 # TERN_MONGODB_STORAGE (default: $TERN_STATE_DIR/mongo-data; ':memory:' for a throwaway store),
 # TERN_SECANTUS_SPEC (SecantusDB==0.7.0b3), TERN_PYTHON (python3), CARGO_TARGET_DIR,
@@ -302,6 +306,10 @@ status_of() {
         cassandra_cluster_status
         return
     fi
+    if [[ $svc == cassandra-tls ]]; then
+        cassandra_tls_status
+        return
+    fi
     if [[ $svc == valkey || $svc == valkey-cluster ]]; then
         local p=$VALKEY_PORT ok=valkey_ping
         [[ $svc == valkey-cluster ]] && p=$VALKEY_CLUSTER_PORT ok=valkey_cluster_ok
@@ -360,6 +368,8 @@ print_env() {
                     "${VALKEY_MODULE_URL/127.0.0.1\//127.0.0.1:$VALKEY_CLUSTER_PORT/}&cluster=1" ;;
             cassandra-cluster)
                 printf 'export TERN_IT_CASSANDRA_CLUSTER_URL=%q\n' "$(cassandra_cluster_url)" ;;
+            cassandra-tls)
+                printf 'export TERN_IT_CASSANDRA_TLS_URL=%q\n' "$(cassandra_tls_url)" ;;
         esac
     done
 }
@@ -386,8 +396,8 @@ main() {
     fi
     for svc in "${@:-all}"; do
         case $svc in
-            all) services+=(redis cluster mongodb cassandra cassandra-cluster) ;;
-            redis | cluster | mongodb | cassandra | cassandra-cluster | valkey | valkey-cluster) services+=("$svc") ;;
+            all) services+=(redis cluster mongodb cassandra cassandra-cluster cassandra-tls) ;;
+            redis | cluster | mongodb | cassandra | cassandra-cluster | cassandra-tls | valkey | valkey-cluster) services+=("$svc") ;;
             *) log "unknown server: $svc" && usage ;;
         esac
     done

@@ -21,7 +21,8 @@ rm -rf "$TERN_BATTERY_DIR"
 mkdir -p "$TERN_BATTERY_DIR"
 
 # Servers: redis-server (and a 3-master Redis Cluster), SecantusDB (MongoDB) and
-# Apache Cassandra (one node, and a three-node cluster for the fault tests), all on
+# Apache Cassandra (one node, a three-node cluster for the fault tests, and a node with TLS
+# and passwords for the credentials tests), all on
 # 127.0.0.1. Idempotent: what is installed is not installed again, what answers is not
 # restarted. Stopped again on exit (only what servers.sh started).
 stop_servers() {

@@ -259,6 +259,38 @@ pub fn with_password(store_url: &str, password: &StorePassword) -> anyhow::Resul
     }
 }
 
+/// `store_url` without its password, and the password (percent-decoded), when it holds one:
+/// in the userinfo (`user:PASSWORD@`, Redis's `:PASSWORD@`) or as a `password=` option. For
+/// `tern init --with-store`, which keeps the password out of tern.toml.
+pub fn split_password(store_url: &str) -> Option<(String, String)> {
+    let p = parts(store_url)?;
+    if let Some((user, password)) = p.userinfo.and_then(|u| u.split_once(':'))
+        && !password.is_empty()
+    {
+        let at = if user.is_empty() { "" } else { "@" };
+        return Some((
+            format!("{}://{user}{at}{}{}", p.scheme, p.hosts, p.tail),
+            url::percent_decode(password),
+        ));
+    }
+    let (base, query) = store_url.split_once('?')?;
+    let mut password = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| match pair.split_once('=') {
+            Some((name, value)) if name.eq_ignore_ascii_case("password") && !value.is_empty() => {
+                password = Some(url::percent_decode(value));
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let password = password?;
+    let query = kept.join("&");
+    let sep = if query.is_empty() { "" } else { "?" };
+    Some((format!("{base}{sep}{query}"), password))
+}
+
 /// Whether the query of `store_url` sets one of `names`.
 fn has_option(store_url: &str, names: &[&str]) -> bool {
     store_url.split_once('?').is_some_and(|(_, query)| {
@@ -342,6 +374,36 @@ pub fn with_tls(store_url: &str, tls: &TlsFiles) -> anyhow::Result<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_password_takes_the_password_out_of_a_url() {
+        let split = split_password;
+        assert_eq!(
+            split("redis://app:s%40cret@127.0.0.1:6379/0?prefix=x"),
+            Some((
+                "redis://app@127.0.0.1:6379/0?prefix=x".to_owned(),
+                "s@cret".to_owned()
+            ))
+        );
+        assert_eq!(
+            split("rediss://:pw@h:6380"),
+            Some(("rediss://h:6380".to_owned(), "pw".to_owned()))
+        );
+        assert_eq!(
+            split("cassandra://h/ks?user=u&password=p%26q&tls=true"),
+            Some((
+                "cassandra://h/ks?user=u&tls=true".to_owned(),
+                "p&q".to_owned()
+            ))
+        );
+        assert_eq!(
+            split("cassandra://h/ks?password=p"),
+            Some(("cassandra://h/ks".to_owned(), "p".to_owned()))
+        );
+        assert_eq!(split("mongodb://app@h/db"), None);
+        assert_eq!(split("embedded:tern.redb"), None);
+        assert_eq!(split("redis://app:@h"), None);
+    }
 
     fn pw(value: &str) -> StorePassword {
         StorePassword::new(value, "TERN_STORE_PASSWORD")

@@ -90,6 +90,24 @@ impl Ctx {
         .await
     }
 
+    /// Opens the store at `url` (not the project's: `tern advise --calibrate/--execute URL`)
+    /// the way [`Ctx::store`] opens the project's, with the password and `[tls]` files given
+    /// apart from the URL; a missing embedded store is created only with `--create-store`.
+    ///
+    /// # Errors
+    /// As [`Ctx::store`].
+    pub async fn store_at(&self, url: &str) -> anyhow::Result<Arc<dyn Store>> {
+        crate::credentials::warn_if_password_in(url);
+        connect::open_secure(
+            url,
+            self.settings.store_password.as_ref(),
+            &self.settings.tls,
+            self.opt.create_store,
+            false,
+        )
+        .await
+    }
+
     /// Opens the store, waiting up to `wait` while another process has it
     /// (the embedded store admits one process at a time).
     ///

@@ -3,7 +3,8 @@
 //! password from a file; neither `/proc/<pid>/cmdline`, the logs (`-vv`),
 //! the `--json` output nor anything tern wrote to the store holds it. Also
 //! `TERN_STORE_PASSWORD`, `password_file` in tern.toml, the warning for a
-//! password on the command line, and a wrong password's error.
+//! password on the command line, a wrong password's error, and `tern init
+//! --with-store` keeping a URL's password out of tern.toml.
 //!
 //! And the `tern` binary over `rediss://` with the `[tls]` files of
 //! tern.toml: the binary links the rustls of the MongoDB driver (ring) and of
@@ -243,6 +244,54 @@ fn the_password_from_a_file_is_never_shown() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("process list"), "{stderr}");
     assert!(!stderr.contains(&password), "{stderr}");
+
+    // `tern init --with-store` with that URL: tern.toml gets the URL without the password
+    // and names a file of the owner's only that holds it; the project works as written.
+    let dir = tempfile::tempdir().unwrap();
+    let tern = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tern"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = tern(&["init", "proj", "--with-store", &in_argv]);
+    common::assert_success(&out);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("tern.password"), "{stderr}");
+    assert!(!stderr.contains(&password), "{stderr}");
+    let written = std::fs::read_to_string(dir.path().join("proj/tern.toml")).unwrap();
+    assert!(!written.contains(&password), "{written}");
+    assert!(
+        written.contains(&format!(
+            "store_url = \"redis://{USER}@127.0.0.1:{PORT}/?prefix=tern_cred\""
+        )),
+        "{written}"
+    );
+    assert!(
+        written.contains("password_file = \"tern.password\""),
+        "{written}"
+    );
+    let secret = dir.path().join("proj/tern.password");
+    assert_eq!(
+        std::fs::read_to_string(&secret).unwrap(),
+        format!("{password}\n")
+    );
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&secret).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let out = tern(&["--config", "proj/tern.toml", "status", "--json"]);
+    common::assert_success(&out);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!stderr.contains("chmod 600"), "{stderr}");
+    // An existing password file is never overwritten.
+    std::fs::remove_file(dir.path().join("proj/tern.toml")).unwrap();
+    let out = tern(&["init", "proj", "--with-store", &in_argv]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("tern.password"), "{stderr}");
+    assert!(!stderr.contains(&password), "{stderr}");
+    assert!(!dir.path().join("proj/tern.toml").exists());
     drop(server);
 }
 

@@ -62,8 +62,13 @@ impl CassBackend {
     /// A fresh keyspace holding `tables` (each `name (columns...)`, created as an application
     /// would), and the URL of a store on it with `options`.
     ///
+    /// The keyspace is replicated as the server's URL says, the way the adapter creates its
+    /// own keyspaces: `replication_factor=N` or `replication={...}` in the URL's options
+    /// (the three-node cluster's URL has `replication_factor=3`), else SimpleStrategy with
+    /// replication factor 1 (one node).
+    ///
     /// # Errors
-    /// A CQL error creating them.
+    /// A CQL error creating them, or options the adapter refuses.
     pub async fn native_keyspace(
         &self,
         tables: &[&str],
@@ -71,9 +76,9 @@ impl CassBackend {
     ) -> Result<(String, String), String> {
         let session = self.session().await?;
         let ks = unique_name("tern_it");
+        let replication = self.replication(&ks)?;
         let mut ddl = vec![format!(
-            "CREATE KEYSPACE {ks} WITH replication = \
-             {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+            "CREATE KEYSPACE {ks} WITH replication = {replication}"
         )];
         ddl.extend(tables.iter().map(|t| format!("CREATE TABLE {ks}.{t}")));
         for cql in &ddl {
@@ -89,6 +94,17 @@ impl CassBackend {
             ks.clone(),
             format!("{}/{ks}{}{sep}{options}", self.base, self.query),
         ))
+    }
+
+    /// The replication map (CQL) the URL's options give keyspace `ks`: the adapter's own
+    /// reading of `replication_factor=` / `replication=` (default: replication factor 1).
+    ///
+    /// # Errors
+    /// Options the adapter refuses.
+    pub fn replication(&self, ks: &str) -> Result<String, String> {
+        tern_cassandra::CassConfig::from_url(&format!("{}/{ks}{}", self.base, self.query))
+            .map(|config| config.replication)
+            .map_err(|e| e.to_string())
     }
 
     /// [`Self::native_keyspace`] and a store opened on it: the keyspace, the store's URL and
@@ -222,4 +238,35 @@ async fn container_backend() -> Result<CassBackend, String> {
         query: String::new(),
         _container: Some(Arc::new(container)),
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::CassBackend;
+
+    fn backend(query: &str) -> CassBackend {
+        CassBackend {
+            base: "cassandra://127.0.0.1:9142".to_owned(),
+            query: query.to_owned(),
+            _container: None,
+        }
+    }
+
+    #[test]
+    fn native_keyspaces_are_replicated_as_the_url_says() {
+        let rf = |query: &str| backend(query).replication("ks").unwrap();
+        assert!(rf("").contains("'replication_factor': 1"), "{}", rf(""));
+        assert!(
+            rf("?replication_factor=3&consistency=quorum").contains("'replication_factor': 3"),
+            "{}",
+            rf("?replication_factor=3")
+        );
+        let nts = "?replication=%7B'class':'NetworkTopologyStrategy','dc1':3%7D";
+        assert_eq!(rf(nts), "{'class':'NetworkTopologyStrategy','dc1':3}");
+        let err = backend("?replication_factor=0")
+            .replication("ks")
+            .unwrap_err();
+        assert!(err.contains("replication_factor"), "{err}");
+    }
 }

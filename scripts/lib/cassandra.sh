@@ -5,6 +5,9 @@
 #   cassandra          one node on 127.0.0.1 (the battery's server)
 #   cassandra-cluster  three nodes on 127.0.0.1, 127.0.0.2, 127.0.0.3 (the fault tests), every
 #                      node a seed, keyspace tern_it with replication factor 3
+#   cassandra-tls      one node on 127.0.0.1:9242 with client encryption only (TLS, a test CA)
+#                      and PasswordAuthenticator (superuser cassandra/cassandra): the Cassandra
+#                      TLS and credentials tests (adapters/cassandra/tests/tls.rs)
 #
 # install: Maven resolves org.apache.cassandra:cassandra-all (scripts/cassandra/pom.xml) into
 # $STATE/cassandra/lib, once per pom (Maven's own cache, ~/.m2, makes a second resolution
@@ -22,6 +25,10 @@ CCLUSTER_HEAP=${TERN_CASSANDRA_CLUSTER_HEAP:-768m}
 CCLUSTER_HOSTS=(127.0.0.1 127.0.0.2 127.0.0.3)
 # Evenly spaced Murmur3 tokens, one per node: the nodes start together, none bootstraps.
 CCLUSTER_TOKENS=(-9223372036854775808 -3074457345618258603 3074457345618258602)
+CTLS_PORT=${TERN_CASSANDRA_TLS_PORT:-9242}
+CTLS_STORAGE_PORT=${TERN_CASSANDRA_TLS_STORAGE_PORT:-7300}
+CTLS_JMX_PORT=${TERN_CASSANDRA_TLS_JMX_PORT:-7299}
+CTLS_HEAP=${TERN_CASSANDRA_TLS_HEAP:-512m}
 CASSANDRA_TIMEOUT=${TERN_CASSANDRA_TIMEOUT:-300}
 CASSANDRA_LIB=$STATE/cassandra/lib
 CASSANDRA_POM=$REPO/scripts/cassandra/pom.xml
@@ -127,8 +134,10 @@ cassandra_node_start() {
     local name=$1 dir=$2 cluster=$3 host=$4 native=$5 storage=$6 jmx=$7 heap=$8 seeds=$9
     local token=${10:-}
     mkdir -p "$dir"
-    cassandra_yaml "$dir" "$cluster" "$host" "$native" "$storage" "$seeds" "$token" \
-        >"$dir/cassandra.yaml"
+    # CASSANDRA_YAML_FN: the function writing the configuration (cassandra_tls_yaml for the
+    # TLS node), cassandra_yaml by default.
+    "${CASSANDRA_YAML_FN:-cassandra_yaml}" "$dir" "$cluster" "$host" "$native" "$storage" \
+        "$seeds" "$token" >"$dir/cassandra.yaml"
     local flags=(
         -Xms"$heap" -Xmx"$heap" -Xss256k -XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError
         -XX:-UsePerfData -Djava.net.preferIPv4Stack=true
@@ -164,6 +173,8 @@ cassandra_node_start() {
         -Dcassandra.jmx.local.port="$jmx"
         -Dcassandra.skip_wait_for_gossip_to_settle=0
         -Dcassandra.ring_delay_ms=1000
+        # With PasswordAuthenticator (the TLS node): the default superuser at once, not 10 s on.
+        -Dcassandra.superuser_setup_delay_ms=0
         -Dlogback.configurationFile="$REPO/scripts/cassandra/logback.xml"
         -cp "$CASSANDRA_LIB/*"
         org.apache.cassandra.service.CassandraDaemon
@@ -276,4 +287,100 @@ cassandra_cluster_url() {
     local nodes="" host
     for host in "${CCLUSTER_HOSTS[@]}"; do nodes+="${nodes:+,}$host:$CCLUSTER_PORT"; done
     printf 'cassandra://%s/tern_it?replication_factor=3&consistency=quorum' "$nodes"
+}
+
+# --- one node with TLS and passwords ---------------------------------------------------------
+
+cassandra_tls_install() { cassandra_install; }
+
+cassandra_tls_dir() { printf '%s/cassandra-tls' "$STATE"; }
+
+# cassandra_tls_pki DIR: a test CA (ca.pem), a server certificate for 127.0.0.1 signed by it
+# (keystore.pem: key and certificate, the form Cassandra's PEMBasedSslContextFactory reads),
+# and another CA that signed nothing (other-ca.pem, for the wrong-CA test). Made anew at each
+# start with openssl (the node needs them before any test runs; the Redis and MongoDB TLS
+# tests start their servers themselves and make theirs with rcgen).
+cassandra_tls_pki() {
+    local dir=$1
+    rm -rf "$dir" && mkdir -p "$dir"
+    (
+        cd "$dir"
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 \
+            -subj "/CN=tern test CA" 2>/dev/null
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem \
+            -days 3650 -subj "/CN=another CA" 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr \
+            -subj "/CN=127.0.0.1" 2>/dev/null
+        printf '%s\n' "subjectAltName=IP:127.0.0.1" "basicConstraints=CA:FALSE" \
+            "keyUsage=digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" >server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+            -out server.pem -days 3650 -extfile server.ext 2>/dev/null
+        cat server.key server.pem >keystore.pem
+    ) || die "cassandra-tls: openssl could not make the test certificates in $dir"
+}
+
+# cassandra_tls_yaml: cassandra_yaml's node with PasswordAuthenticator and client encryption
+# required (the keystore and CA of cassandra_tls_pki, in DIR/../pki).
+cassandra_tls_yaml() {
+    local pki
+    pki=$(dirname -- "$1")/pki
+    cassandra_yaml "$@" | sed 's/^authenticator: .*/authenticator: PasswordAuthenticator/'
+    cat <<EOF
+client_encryption_options:
+  enabled: true
+  optional: false
+  ssl_context_factory:
+    class_name: org.apache.cassandra.security.PEMBasedSslContextFactory
+  keystore: $pki/keystore.pem
+  truststore: $pki/ca.pem
+  require_client_auth: false
+EOF
+}
+
+# cassandra_tls_probe: whether the node answers a query over TLS as its superuser.
+cassandra_tls_probe() {
+    local pki
+    pki=$(cassandra_tls_dir)/pki
+    [[ -s $pki/ca.pem ]] &&
+        TERN_CQL_AUTH=cassandra:cassandra probe cql-tls "$CTLS_PORT" 127.0.0.1 "$pki/ca.pem"
+}
+
+cassandra_tls_start() {
+    local dir pki
+    dir=$(cassandra_tls_dir)/node
+    pki=$(cassandra_tls_dir)/pki
+    if cassandra_tls_probe 2>/dev/null; then
+        log "cassandra-tls: already answering on 127.0.0.1:$CTLS_PORT"
+        return 0
+    fi
+    refuse_if_running cassandra-tls "$dir.pid" "file://$dir/cassandra.yaml"
+    rm -rf "$dir"
+    cassandra_tls_pki "$pki"
+    local CASSANDRA_YAML_FN=cassandra_tls_yaml
+    cassandra_node_start cassandra-tls "$dir" tern-tls 127.0.0.1 "$CTLS_PORT" \
+        "$CTLS_STORAGE_PORT" "$CTLS_JMX_PORT" "$CTLS_HEAP" "127.0.0.1:$CTLS_STORAGE_PORT"
+    wait_ready cassandra-tls "$dir.log" "$dir.pid" "file://$dir/cassandra.yaml" \
+        "$CASSANDRA_TIMEOUT" cassandra_tls_probe
+}
+
+cassandra_tls_stop() {
+    local dir
+    dir=$(cassandra_tls_dir)/node
+    stop_pidfile cassandra-tls "$dir.pid" "file://$dir/cassandra.yaml"
+}
+
+cassandra_tls_status() {
+    if cassandra_tls_probe 2>/dev/null; then
+        printf '%-17s up    127.0.0.1:%s (TLS)\n' cassandra-tls "$CTLS_PORT"
+    else
+        printf '%-17s down  127.0.0.1:%s (TLS)\n' cassandra-tls "$CTLS_PORT"
+        return 3
+    fi
+}
+
+# The node's URL without credentials (the tests create roles of their own as the superuser;
+# other-ca.pem lies next to the CA).
+cassandra_tls_url() {
+    printf 'cassandra://127.0.0.1:%s/tern_it?tls_ca_file=%s' "$CTLS_PORT" \
+        "$(cassandra_tls_dir)/pki/ca.pem"
 }

@@ -4,6 +4,8 @@
 usage: probe.py tcp|redis|mongodb|cql PORT [HOST]
        probe.py cql-peers PORT HOST N     the CQL node lists N peers (a cluster's nodes met)
        probe.py cql-exec PORT HOST CQL    runs one CQL statement (e.g. CREATE KEYSPACE)
+       probe.py cql-tls PORT HOST CAFILE  the CQL ping over TLS (the node's certificate checked
+                                          against CAFILE), logging in as TERN_CQL_AUTH=user:pass
 Exits 0 when the server on HOST:PORT answers its protocol's ping, 1 otherwise (reason on stderr).
 HOST defaults to 127.0.0.1 and must be a loopback address. The CQL ping is a query
 (`SELECT release_version FROM system.local`): a Cassandra node opens its native port before it
@@ -11,7 +13,9 @@ can answer one.
 """
 
 import ipaddress
+import os
 import socket
+import ssl
 import struct
 import sys
 
@@ -68,6 +72,7 @@ def probe_mongodb(sock):
 
 
 CQL_ERROR, CQL_STARTUP, CQL_READY, CQL_QUERY, CQL_RESULT = 0x00, 0x01, 0x02, 0x07, 0x08
+CQL_AUTHENTICATE, CQL_AUTH_RESPONSE, CQL_AUTH_SUCCESS = 0x03, 0x0F, 0x10
 EXEC_TIMEOUT = 60.0
 
 
@@ -93,7 +98,14 @@ def cql_query(sock, cql):
     """STARTUP, then one QUERY at consistency ONE: the RESULT body (after its kind)."""
     opcode, _ = cql_request(sock, CQL_STARTUP, struct.pack(">H", 1) + cql_string("CQL_VERSION")
                             + cql_string("3.0.0"))
-    if opcode != CQL_READY:
+    if opcode == CQL_AUTHENTICATE:
+        # PasswordAuthenticator: SASL PLAIN with TERN_CQL_AUTH (user:password).
+        user, _, password = os.environ.get("TERN_CQL_AUTH", "").partition(":")
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        opcode, _ = cql_request(sock, CQL_AUTH_RESPONSE, struct.pack(">i", len(token)) + token)
+        if opcode != CQL_AUTH_SUCCESS:
+            raise ValueError(f"CQL AUTH_RESPONSE answered opcode {opcode:#x}, not AUTH_SUCCESS")
+    elif opcode != CQL_READY:
         raise ValueError(f"CQL STARTUP answered opcode {opcode:#x}, not READY")
     opcode, body = cql_request(sock, CQL_QUERY, cql_string(cql, long=True)
                                + struct.pack(">HB", 0x0001, 0))
@@ -149,10 +161,14 @@ def probe_cql_exec(sock, cql):
     return True
 
 
+def probe_cql_tls(sock, _cafile):
+    return probe_cql(sock)
+
+
 PROBES = {"tcp": probe_tcp, "redis": probe_redis, "mongodb": probe_mongodb, "cql": probe_cql,
-          "cql-peers": probe_cql_peers, "cql-exec": probe_cql_exec}
+          "cql-peers": probe_cql_peers, "cql-exec": probe_cql_exec, "cql-tls": probe_cql_tls}
 # How many arguments after HOST each probe takes.
-EXTRA = {"cql-peers": 1, "cql-exec": 1}
+EXTRA = {"cql-peers": 1, "cql-exec": 1, "cql-tls": 1}
 
 
 def main(argv):
@@ -169,7 +185,14 @@ def main(argv):
     try:
         with socket.create_connection((host, int(argv[2])), timeout=TIMEOUT) as sock:
             sock.settimeout(TIMEOUT)
-            PROBES[argv[1]](sock, *argv[4:])
+            if argv[1] == "cql-tls":
+                context = ssl.create_default_context(cafile=argv[4])
+                context.check_hostname = False  # an IP address; the chain is still checked
+                with context.wrap_socket(sock) as tls:
+                    tls.settimeout(TIMEOUT)
+                    PROBES[argv[1]](tls, *argv[4:])
+            else:
+                PROBES[argv[1]](sock, *argv[4:])
     except (OSError, ValueError, struct.error) as err:
         print(f"probe {argv[1]} {host}:{argv[2]}: {err}", file=sys.stderr)
         return 1

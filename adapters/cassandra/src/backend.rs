@@ -211,8 +211,7 @@ impl Store for CassStore {
         loop {
             let (result, next) = self
                 .core
-                .session
-                .execute_single_page(&statement, (), paging_state)
+                .execute_page(&statement, (), paging_state)
                 .await
                 .map_err(|e| driver_error(e, "listing metadata"))?;
             names.extend(

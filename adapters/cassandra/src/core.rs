@@ -16,6 +16,7 @@ use scylla::errors::{
     SchemaAgreementError,
 };
 use scylla::response::query_result::QueryResult;
+use scylla::response::{PagingState, PagingStateResponse};
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::unprepared::Statement;
@@ -112,7 +113,7 @@ impl CassCore {
         let session = builder
             .build()
             .await
-            .map_err(|e| new_session_error(e, &config.shown, config.password()))?;
+            .map_err(|e| new_session_error(e, &config))?;
         let await_agreement = match config.schema_agreement {
             SchemaAgreement::Wait => true,
             SchemaAgreement::Skip => false,
@@ -177,10 +178,48 @@ impl CassCore {
     ) -> Result<QueryResult> {
         let mut prepared = self.prepare(cql).await?;
         prepared.set_is_idempotent(retry == Retry::Idempotent);
-        self.session
-            .execute_unpaged(&prepared, values)
+        self.execute_prepared(&prepared, values)
             .await
             .map_err(|e| driver_error(e, step))
+    }
+
+    /// Executes `prepared` (unpaged), once more when the server answers that it does not know
+    /// the statement (see [`is_unprepared`]).
+    pub(crate) async fn execute_prepared(
+        &self,
+        prepared: &PreparedStatement,
+        values: impl SerializeRow,
+    ) -> std::result::Result<QueryResult, ExecutionError> {
+        match self.session.execute_unpaged(prepared, &values).await {
+            Err(e) if is_unprepared(&e) => {
+                tracing::debug!(cql = prepared.get_statement(), error = %e, "the server evicted a prepared statement twice in a row; repeating once");
+                self.session.execute_unpaged(prepared, &values).await
+            }
+            answer => answer,
+        }
+    }
+
+    /// One page of `prepared`, once more when the server answers that it does not know the
+    /// statement (see [`is_unprepared`]).
+    pub(crate) async fn execute_page(
+        &self,
+        prepared: &PreparedStatement,
+        values: impl SerializeRow,
+        paging: PagingState,
+    ) -> std::result::Result<(QueryResult, PagingStateResponse), ExecutionError> {
+        match self
+            .session
+            .execute_single_page(prepared, &values, paging.clone())
+            .await
+        {
+            Err(e) if is_unprepared(&e) => {
+                tracing::debug!(cql = prepared.get_statement(), error = %e, "the server evicted a prepared statement twice in a row; repeating once");
+                self.session
+                    .execute_single_page(prepared, &values, paging)
+                    .await
+            }
+            answer => answer,
+        }
     }
 
     /// Executes a lightweight transaction: whether it was applied, or that its outcome is
@@ -191,12 +230,18 @@ impl CassCore {
         values: impl SerializeRow,
         step: &'static str,
     ) -> Result<LwtOutcome> {
-        match self.execute(cql, values, Retry::Conditional, step).await {
+        let mut prepared = self.prepare(cql).await?;
+        prepared.set_is_idempotent(false);
+        match self.execute_prepared(&prepared, values).await {
             Ok(result) => lwt_applied(result)
                 .map(LwtOutcome::Applied)
                 .map_err(|e| e.with_context("cql", cql)),
-            Err(e) if e.is_temporary() => Ok(LwtOutcome::Unknown(e.with_context("cql", cql))),
-            Err(e) => Err(e),
+            // The server ran nothing: not an unknown outcome.
+            Err(e) if is_unprepared(&e) => Err(driver_error(e, step).with_context("cql", cql)),
+            Err(e) => match driver_error(e, step) {
+                e if e.is_temporary() => Ok(LwtOutcome::Unknown(e.with_context("cql", cql))),
+                e => Err(e),
+            },
         }
     }
 
@@ -214,11 +259,27 @@ impl CassCore {
             SerialLevel::LocalSerial => Consistency::LocalSerial,
         });
         prepared.set_is_idempotent(true);
-        self.session
-            .execute_unpaged(&prepared, values)
+        self.execute_prepared(&prepared, values)
             .await
             .map_err(|e| driver_error(e, step))
     }
+}
+
+/// Whether the server answered `UNPREPARED`: its prepared-statement cache no longer holds the
+/// statement (evicted, or the node restarted). The driver re-prepares the statement on that
+/// connection and repeats the request once by itself; this is the answer to that repeat, so
+/// the cache evicted the statement again in between (a cache too small for the statements in
+/// use: `prepared_statements_cache_size`). The server ran nothing, so repeating is safe for
+/// every statement, lightweight transactions included: tern repeats once more (the driver
+/// re-prepares again), then reports it (see "Prepared statements" in the docs).
+pub(crate) fn is_unprepared(err: &ExecutionError) -> bool {
+    matches!(
+        err,
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+            DbError::Unprepared { .. },
+            _
+        ))
+    )
 }
 
 /// `[applied]` of a lightweight transaction's answer (its first column).
@@ -331,7 +392,9 @@ fn classify_db(err: &DbError) -> (ErrorKind, bool) {
         | DbError::ReadTimeout { .. }
         | DbError::WriteTimeout { .. }
         | DbError::ReadFailure { .. }
-        | DbError::WriteFailure { .. } => (ErrorKind::Unavailable, true),
+        | DbError::WriteFailure { .. }
+        // Evicted from the server's cache three times in a row (see `is_unprepared`).
+        | DbError::Unprepared { .. } => (ErrorKind::Unavailable, true),
         DbError::Unauthorized
         | DbError::AuthenticationError
         | DbError::SyntaxError
@@ -346,7 +409,16 @@ fn classify_db(err: &DbError) -> (ErrorKind, bool) {
 /// The error mapper: a driver execution error as a store error. The message names the step, the cause is the driver's text.
 pub(crate) fn driver_error(err: ExecutionError, step: &str) -> Error {
     let (kind, temporary) = classify(&err);
-    let mapped = Error::new(kind, format!("cassandra: {step} failed")).with_driver_error(err);
+    let message = if is_unprepared(&err) {
+        format!(
+            "cassandra: {step} failed: the server evicted the prepared statement from its cache \
+             again as soon as it was prepared anew; give the nodes a larger cache \
+             (prepared_statements_cache_size in cassandra.yaml)"
+        )
+    } else {
+        format!("cassandra: {step} failed")
+    };
+    let mapped = Error::new(kind, message).with_driver_error(err);
     if temporary {
         mapped.set_temporary()
     } else {
@@ -387,19 +459,48 @@ fn agreement_error(err: SchemaAgreementError) -> Error {
 
 /// The error of connecting to `shown` (the URL without its password); the
 /// password, if any, is masked in the driver's text too.
-fn new_session_error(err: NewSessionError, shown: &str, password: Option<&str>) -> Error {
-    let kind = match &err {
-        NewSessionError::FailedToResolveAnyHostname(_) | NewSessionError::EmptyKnownNodesList => {
-            ErrorKind::ConfigInvalid
-        }
-        _ => ErrorKind::Unavailable,
-    };
+fn new_session_error(err: NewSessionError, config: &CassConfig) -> Error {
     let mut text = err.to_string();
-    if let Some(password) = password.filter(|p| !p.is_empty()) {
+    if let Some(password) = config.password().filter(|p| !p.is_empty()) {
         text = text.replace(password, "***");
     }
-    let mapped =
-        Error::new(kind, format!("cannot connect to cassandra at {shown}")).with_driver_error(text);
+    let (kind, hint) = if matches!(
+        err,
+        NewSessionError::FailedToResolveAnyHostname(_) | NewSessionError::EmptyKnownNodesList
+    ) {
+        (ErrorKind::ConfigInvalid, "")
+    } else if text.contains("invalid peer certificate") {
+        (
+            ErrorKind::ConfigInvalid,
+            ": the node's TLS certificate is not trusted; give the CA that signed it with \
+             tls_ca_file (PEM), and check that the certificate names the address in the URL",
+        )
+    } else if text.contains("Authentication failed") || text.contains("bad credentials") {
+        (
+            ErrorKind::Rejected,
+            ": the cluster refused the user name or password; check both (the password is given \
+             in the URL, TERN_STORE_PASSWORD, --store-password-file or password_file)",
+        )
+    } else if text.contains("Authentication is required") {
+        (
+            ErrorKind::Rejected,
+            ": the cluster requires a user name and password (user:password@ in the URL, or a \
+             user with TERN_STORE_PASSWORD, --store-password-file or password_file)",
+        )
+    } else if config.tls.is_none() {
+        (
+            ErrorKind::Unavailable,
+            " (if the nodes require TLS, client_encryption_options, add tls=true and \
+             tls_ca_file to the URL)",
+        )
+    } else {
+        (ErrorKind::Unavailable, "")
+    };
+    let mapped = Error::new(
+        kind,
+        format!("cannot connect to cassandra at {}{hint}", config.shown),
+    )
+    .with_driver_error(text);
     if kind == ErrorKind::Unavailable {
         mapped.set_temporary()
     } else {

@@ -508,8 +508,7 @@ impl CassStore {
         loop {
             let (result, next) = self
                 .core
-                .session
-                .execute_single_page(statement, (), paging)
+                .execute_page(statement, (), paging)
                 .await
                 .map_err(|e| driver_error(e, step))?;
             if !on_page(result)? {

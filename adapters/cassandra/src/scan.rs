@@ -107,12 +107,7 @@ impl CassStore {
         paging: PagingState,
         kind: &str,
     ) -> std::result::Result<(QueryResult, PagingStateResponse), PageError> {
-        match self
-            .core
-            .session
-            .execute_single_page(statement, values, paging)
-            .await
-        {
+        match self.core.execute_page(statement, values, paging).await {
             Ok(answer) => Ok(answer),
             Err(e) if is_invalid_request(&e) => Err(PageError::Refused(e)),
             Err(e) => Err(PageError::Other(

@@ -4,9 +4,14 @@
 //! plain connection to the TLS port, a wrong CA, an expired certificate, one
 //! for another host), each naming the URL and never the password.
 //!
-//! Needs `redis-server` built with TLS (Debian's is) on the PATH; without it
-//! the tests print why and are skipped. Servers listen on 127.0.0.1:6401-6405
-//! and are stopped when the tests end.
+//! And a Redis Cluster of three masters with TLS on the client ports and the
+//! cluster bus (`tls-cluster yes`), made by `redis-cli --tls --cluster create`:
+//! a migration over `rediss://...?cluster=1` as the ACL user.
+//!
+//! Needs `redis-server` built with TLS (Debian's is) on the PATH (and `redis-cli`
+//! for the cluster); without them the tests print why and are skipped. Servers
+//! listen on 127.0.0.1:6401-6405 and 6410-6412 (the cluster, bus ports
+//! 16410-16412) and are stopped when the tests end.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::{IpAddr, Ipv4Addr, TcpStream};
@@ -112,6 +117,11 @@ fn unavailable() -> Option<String> {
 /// `cert` (`cert.pem`/`cert.key` of `pki`), client certificates of the CA
 /// required, and only the ACL user [`USER`].
 fn start_tls_server(pki: &Pki, port: u16, cert: &str) -> Server {
+    start_tls_server_with(pki, port, cert, &[])
+}
+
+/// [`start_tls_server`] with more redis-server arguments (`extra`).
+fn start_tls_server_with(pki: &Pki, port: u16, cert: &str, extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let acl = dir.path().join("users.acl");
     std::fs::write(
@@ -132,6 +142,7 @@ fn start_tls_server(pki: &Pki, port: u16, cert: &str) -> Server {
         .arg(dir.path())
         .arg("--aclfile")
         .arg(&acl)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -311,4 +322,106 @@ async fn refused_connections_name_the_url_never_the_password() {
         6402,
         &["cannot read the TLS CA file", "missing-ca.pem"],
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_on_a_tls_redis_cluster() {
+    if let Some(reason) = unavailable() {
+        eprintln!("skipped: a Redis Cluster over TLS: {reason}");
+        return;
+    }
+    if Command::new("redis-cli").arg("--version").output().is_err() {
+        eprintln!("skipped: a Redis Cluster over TLS: redis-cli is not on the PATH");
+        return;
+    }
+    let pki = make_pki();
+    let ports = [6410u16, 6411, 6412];
+    let _servers: Vec<Server> = ports
+        .iter()
+        .map(|port| {
+            start_tls_server_with(
+                &pki,
+                *port,
+                "server",
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--tls-cluster",
+                    "yes",
+                    "--cluster-node-timeout",
+                    "5000",
+                ],
+            )
+        })
+        .collect();
+    let cli = |args: &[&str]| {
+        let out = Command::new("redis-cli")
+            .args(["--tls", "--cacert"])
+            .arg(pki.path("ca.pem"))
+            .arg("--cert")
+            .arg(pki.path("client.pem"))
+            .arg("--key")
+            .arg(pki.path("client.key"))
+            .args(["--user", USER, "--pass", PASSWORD, "--no-auth-warning"])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let nodes: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let mut create = vec!["--cluster", "create"];
+    create.extend(nodes.iter().map(String::as_str));
+    create.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+    let (ok, out) = cli(&create);
+    assert!(ok, "redis-cli --cluster create over TLS: {out}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ok = ports.iter().all(|p| {
+            cli(&["-h", "127.0.0.1", "-p", &p.to_string(), "cluster", "info"])
+                .1
+                .contains("cluster_state:ok")
+        });
+        if ok {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the TLS cluster did not reach cluster_state:ok"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let url = format!("{}&cluster=1", tls_url(&pki, 6410, "ca.pem", "tern_tlsc"));
+    let store = Arc::new(
+        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
+            .await
+            .unwrap(),
+    );
+    let ids: Vec<String> = (0..30).map(|i| i.to_string()).collect();
+    for id in &ids {
+        let mut value = Map::new();
+        value.insert("title".into(), Value::from(format!("post {id}")));
+        store
+            .put(Entity::new(key("post", id), value))
+            .await
+            .unwrap();
+    }
+    let mut set = MigrationSet::new();
+    set.add(Migration::from_script(1, "likes", "0001_likes.tern", "add post.likes = 0\n").unwrap())
+        .unwrap();
+    Migrator::new(store.clone(), set).up(None).await.unwrap();
+    for id in &ids {
+        let post = store.get(&key("post", id)).await.unwrap().unwrap();
+        assert_eq!(post.value.get("likes"), Some(&Value::from(0)), "{post:?}");
+    }
+    // The keys are spread over the three masters (each holds some).
+    for port in ports {
+        let (_, out) = cli(&["-h", "127.0.0.1", "-p", &port.to_string(), "dbsize"]);
+        let keys: u64 = out.trim().parse().unwrap_or(0);
+        assert!(keys > 0, "master {port} holds no key: {out}");
+    }
 }

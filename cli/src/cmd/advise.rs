@@ -259,16 +259,16 @@ pub struct Measured {
 /// Measures on the store at `url` and fits the cost model: the lookup constants by least squares
 /// over the gets, insert and delete as the slopes of the write batches, the sort penalty as the
 /// time of a client-side sort of a wide partition's rows. A missing embedded store is refused
-/// unless `create` (`--create-store`).
+/// unless `--create-store`; the password and `[tls]` files given apart from the URL apply ([`crate::Ctx::store_at`]).
 ///
 /// # Errors
 /// The store cannot be opened or fails, or the samples determine no fit.
 pub async fn calibrate(
+    ctx: &crate::Ctx,
     url: &str,
-    create: bool,
     base: &CostModel,
 ) -> anyhow::Result<(CostModel, Measured)> {
-    let store = crate::connect::open_with(url, create).await?;
+    let store = ctx.store_at(url).await?;
     let measured = measure(store.as_ref()).await?;
     let mut fitted = base
         .fit(&measured.gets)
@@ -387,7 +387,6 @@ pub async fn run(args: &AdviseArgs, ctx: &crate::Ctx) -> anyhow::Result<u8> {
         "stopped; `tern advise` wrote nothing",
     );
     let cancel = ctx.cancel.clone();
-    let create = ctx.opt.create_store;
     let read = |p: &PathBuf| {
         std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
     };
@@ -410,7 +409,7 @@ pub async fn run(args: &AdviseArgs, ctx: &crate::Ctx) -> anyhow::Result<u8> {
     };
     let mut stdout = Stdout::take();
     if let Some(url) = &args.calibrate {
-        let (fitted, measured) = calibrate(url, create, &cost).await?;
+        let (fitted, measured) = calibrate(ctx, url, &cost).await?;
         crate::errln!(
             "calibrated on {} ({} samples of n gets x w rows, least squares): T(n, w) = {:.6} + {:.6}*n + {:.6}*n*w ms; insert {:.6} ms/row, delete {:.6} ms/row (slopes of batches of 1, 10, 50); sort penalty {:.6} ms (measured)",
             tern_core::store::url::redact(url),
@@ -479,8 +478,7 @@ pub async fn run(args: &AdviseArgs, ctx: &crate::Ctx) -> anyhow::Result<u8> {
     };
     stdout.print(&out)?;
     if let Some(url) = &args.execute {
-        let report = match compare(url, create, model, &prepared, &rec, &opts, args, &cancel).await
-        {
+        let report = match compare(ctx, url, model, &prepared, &rec, &opts, args, &cancel).await {
             Ok(Some(report)) => report,
             Ok(None) => return Ok(interrupted(" (its scratch kinds are removed)")),
             Err(e) => return Err(e),
@@ -508,8 +506,8 @@ pub const EXECUTE_KIND_PREFIX: &str = "tern_advise_exec";
 /// (after the clean-up).
 #[allow(clippy::too_many_arguments)]
 async fn compare(
+    ctx: &crate::Ctx,
     url: &str,
-    create: bool,
     model: &Model,
     prepared: &Prepared<'_>,
     rec: &Recommendation,
@@ -519,7 +517,7 @@ async fn compare(
 ) -> anyhow::Result<Option<String>> {
     use crate::cmd::advise_exec as exec;
 
-    let store = crate::connect::open_with(url, create).await?;
+    let store = ctx.store_at(url).await?;
     let tag = format!(
         "{EXECUTE_KIND_PREFIX}_{}_{}",
         std::process::id(),

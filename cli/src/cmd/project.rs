@@ -23,30 +23,55 @@ pub fn init(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<u8> {
         .with_context(|| format!("cannot create {}", dir.join("migrations").display()))?;
     let file = dir.join("tern.toml");
     let existed = file.exists();
+    let mut password_file = None;
     if existed {
         if !ctx.opt.json {
             crate::outln!("{} exists; left as it is", file.display());
         }
     } else {
+        // A password never goes into tern.toml (a file people commit and share): it goes
+        // into a file of its own, readable by its owner only, that tern.toml names.
+        let (store_url, password) = match crate::credentials::split_password(&args.with_store) {
+            Some((url, password)) => {
+                let path = dir.join(PASSWORD_FILE);
+                write_password_file(&path, &password)?;
+                password_file = Some(path);
+                (url, format!("password_file = {PASSWORD_FILE:?}\n"))
+            }
+            None => (args.with_store.clone(), String::new()),
+        };
         let text = format!(
             "# tern project settings. Environment variables TERN_* override them\n\
              # (TERN_STORE_URL, TERN_RUN__BATCH_SIZE, ...); --store overrides both.\n\
-             store_url = {:?}\n\
+             # The store's password: password_file, TERN_STORE_PASSWORD or\n\
+             # --store-password-file, never in store_url (README, \"Connecting securely\").\n\
+             store_url = {store_url:?}\n\
+             {password}\
              migrations = \"migrations\"\n\n\
              [run]\nbatch_size = 1000\n# max_rate = 5000  # entities per second\n\n\
-             [lease]\nttl_ms = 30000\n",
-            args.with_store
+             [lease]\nttl_ms = 30000\n"
         );
         std::fs::write(&file, text).with_context(|| format!("cannot write {}", file.display()))?;
         if !ctx.opt.json {
             crate::outln!("created {}", file.display());
+        }
+        if let Some(path) = &password_file {
+            tracing::warn!(
+                file = %path.display(),
+                "the store URL held a password: it is in {} (readable by you only), which \
+                 tern.toml names as password_file; keep that file out of version control. \
+                 The URL given on the command line was visible in the process list: next time \
+                 give the password with TERN_STORE_PASSWORD or --store-password-file",
+                path.display()
+            );
         }
     }
     if ctx.opt.json {
         crate::outln!(
             "{}",
             serde_json::json!({"config": file.display().to_string(), "created": !existed,
-                "migrations": dir.join("migrations").display().to_string()})
+                "migrations": dir.join("migrations").display().to_string(),
+                "password_file": password_file.map(|p| p.display().to_string())})
         );
         return Ok(EXIT_OK);
     }
@@ -55,6 +80,29 @@ pub fn init(ctx: &Ctx, args: &InitArgs) -> anyhow::Result<u8> {
         dir.join("migrations").display()
     );
     Ok(EXIT_OK)
+}
+
+/// The file `tern init` writes a password of `--with-store` into (named by tern.toml).
+const PASSWORD_FILE: &str = "tern.password";
+
+/// Writes `password` to a new file `path` that only its owner can read.
+///
+/// # Errors
+/// An existing file (never overwritten), or one that cannot be written.
+fn write_password_file(path: &std::path::Path, password: &str) -> anyhow::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut out = options.open(path).with_context(|| {
+        format!(
+            "cannot create the password file {} for the password of --with-store (remove an \
+             existing one first)",
+            path.display()
+        )
+    })?;
+    std::io::Write::write_all(&mut out, format!("{password}\n").as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `tern new NAME`: creates the next numbered migration file.
