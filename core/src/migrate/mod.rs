@@ -30,9 +30,9 @@ pub use error::MigrateError;
 pub use join_index::{JoinIndex, Resolved, StoreCheck, check_on_store};
 pub use lease::{Lease, LeaseOptions};
 pub use pace::RateLimiter;
+pub use progress::{CancelFlag, NoProgress, Progress};
 #[cfg(feature = "fault-injection")]
-pub use progress::FaultHook;
-pub use progress::{CancelFlag, FaultAt, FaultPoint, NoProgress, Progress};
+pub use progress::{FaultAt, FaultHook, FaultPoint};
 pub use run::RunOptions;
 pub(crate) use run::{apply_per_entity, pushdown_steps};
 pub use source::{Body, EntityMigration, Migration, MigrationSet};

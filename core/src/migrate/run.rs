@@ -21,9 +21,9 @@ use super::error::{MigrateError, Result};
 use super::join_index::{self, JoinIndex, SpillMap, Values};
 use super::lease::Lease;
 use super::plan::{Stage, Step, StepOp};
+use super::progress::{CancelFlag, Progress, fault_point};
 #[cfg(feature = "fault-injection")]
-use super::progress::FaultHook;
-use super::progress::{CancelFlag, FaultAt, FaultPoint, Progress};
+use super::progress::{FaultAt, FaultHook, FaultPoint};
 use super::state::{RunCounts, StateDoc};
 use crate::lang::eval::{self, TargetResolution};
 use crate::lang::{Statement, Transfer};
@@ -117,7 +117,7 @@ struct BatchCheckpoint {
 struct Written {
     /// The checkpoint past the batch was committed with its last writes.
     checkpointed: bool,
-    /// The [`FaultAt::BeforeCheckpoint`] point was reached.
+    /// The fault point before the checkpoint (`FaultAt::BeforeCheckpoint`) was passed.
     before_checkpoint: bool,
 }
 
@@ -196,6 +196,8 @@ fn store_err(context: &str) -> impl FnOnce(crate::store::Error) -> MigrateError 
 }
 
 impl Runner<'_> {
+    /// The fault point `at` of batch `batch` of `phase` of `stage` of this run.
+    #[cfg(feature = "fault-injection")]
     pub(crate) fn point(&self, stage: usize, phase: u32, batch: u64, at: FaultAt) -> FaultPoint {
         FaultPoint {
             migration: self.migration,
@@ -207,7 +209,7 @@ impl Runner<'_> {
     }
 
     /// Stops the run here when a test's fault hook asks for a crash at `point`
-    /// (feature `fault-injection`; without it, nothing).
+    /// (feature `fault-injection`; the macro `fault_point!` calls it).
     #[cfg(feature = "fault-injection")]
     pub(crate) fn fault(&self, point: FaultPoint) -> Result<()> {
         if let Some(hook) = self.faults
@@ -215,14 +217,6 @@ impl Runner<'_> {
         {
             return Err(MigrateError::InjectedCrash(format!("{point:?}")));
         }
-        Ok(())
-    }
-
-    /// Stops the run here when a test's fault hook asks for a crash at `point`
-    /// (feature `fault-injection`; without it, nothing).
-    #[cfg(not(feature = "fault-injection"))]
-    #[inline(always)]
-    pub(crate) fn fault(&self, _point: FaultPoint) -> Result<()> {
         Ok(())
     }
 
@@ -281,7 +275,7 @@ impl Runner<'_> {
         batch_no: u64,
         pos: &Position,
     ) -> Result<()> {
-        self.fault(self.point(stage, phase, batch_no, FaultAt::AfterCheckpoint))?;
+        fault_point!(self, stage, phase, batch_no, AfterCheckpoint);
         self.report_checkpoint(pos);
         if !self.collect_conflicts {
             crate::telemetry::checkpoint(
@@ -398,7 +392,7 @@ impl Runner<'_> {
                 }
                 Err(e) => return Err(store_err("scanning entities")(e)),
             };
-            self.fault(self.point(index, pos.phase, batch_no, FaultAt::BeforeWrite))?;
+            fault_point!(self, index, pos.phase, batch_no, BeforeWrite);
             let n = page.entities.len() as u64;
             let mut counts = RunCounts::default();
             // Where the store can, the checkpoint is committed with the batch's writes.
@@ -444,7 +438,7 @@ impl Runner<'_> {
             };
             counts.unmatched_sources += self.unmatched.swap(0, std::sync::atomic::Ordering::SeqCst);
             if !written.before_checkpoint {
-                self.fault(self.point(index, pos.phase, batch_no, FaultAt::BeforeCheckpoint))?;
+                fault_point!(self, index, pos.phase, batch_no, BeforeCheckpoint);
             }
             pos.counts.add(&counts);
             pos.cursor = page.cursor.clone();
@@ -532,12 +526,7 @@ impl Runner<'_> {
                 if batch.first {
                     // The batch's checkpoint commits with these writes.
                     let at = batch.at;
-                    self.fault(self.point(
-                        at.index,
-                        at.phase,
-                        at.batch_no,
-                        FaultAt::BeforeCheckpoint,
-                    ))?;
+                    fault_point!(self, at.index, at.phase, at.batch_no, BeforeCheckpoint);
                     written.before_checkpoint = true;
                 }
                 let outcomes = self
@@ -673,7 +662,7 @@ impl Runner<'_> {
         let mut batch_no = 0u64;
         loop {
             self.check_continue()?;
-            self.fault(self.point(index, 0, batch_no, FaultAt::BeforeWrite))?;
+            fault_point!(self, index, 0, batch_no, BeforeWrite);
             let page = self
                 .store
                 .update_in_place(PushdownRequest {
@@ -700,7 +689,7 @@ impl Runner<'_> {
                 }
                 Err(e) => return Err(store_err("updating entities in the store")(e)),
             };
-            self.fault(self.point(index, 0, batch_no, FaultAt::BeforeCheckpoint))?;
+            fault_point!(self, index, 0, batch_no, BeforeCheckpoint);
             pos.counts.processed += page.advanced;
             pos.counts.changed += page.changed_entities;
             pos.cursor = page.cursor.clone();
