@@ -24,6 +24,11 @@ impl Store for RedisStore {
         }
     }
 
+    fn lazy_migrator_in_server(&self) -> Option<&'static str> {
+        self.has_module()
+            .then_some("tern's server module (tern-redis-module) is loaded there")
+    }
+
     fn capability(&self) -> Capability {
         Capability {
             scan_ordered: false,

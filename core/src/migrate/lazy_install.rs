@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::engine::{MigrationReport, ledger_entry};
 use super::error::{MigrateError, Result};
 use super::lease::Lease;
-use super::plan::{self, Stage};
+use super::plan::{self, Stage, StepOp};
 use super::rename::rename_refused;
 use super::source::{Body, Migration, MigrationSet};
 use super::state::{KindRename, LazyRecord, RunCounts, StateDoc};
@@ -23,7 +23,9 @@ use crate::store::{Filter, ScanRequest, Store};
 ///
 /// # Errors
 /// [`MigrateError::Invalid`] for a step that cannot be lazy (a move or copy;
-/// a kind rename on a store without atomic multi-key writes);
+/// a kind rename on a store without atomic multi-key writes; a Rust transform
+/// on a store whose server migrates lazily itself,
+/// [`Store::lazy_migrator_in_server`]);
 /// [`MigrateError::RenameKindRefused`] for a rename onto a kind in use; lease
 /// and store errors.
 pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<MigrationReport> {
@@ -44,6 +46,20 @@ pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<
             "a lazy migration may not move or copy (they read other entities); remove the `lazy` line"
                 .to_owned(),
         ));
+    }
+    if let Some(server) = store.lazy_migrator_in_server()
+        && let Some(step) = plan.steps.iter().find(|s| matches!(s.op, StepOp::Code(_)))
+    {
+        return Err(invalid(format!(
+            "kind {}: its Rust transform cannot be lazy on {}: {server}, which migrates \
+             the entities of a lazy migration inside the server for every client and runs the \
+             evolution language only, never Rust code, so it would refuse every {} entity \
+             below the transform; run the migration eagerly (without `into_lazy()`), or write \
+             it as statements",
+            step.kind,
+            store.info(),
+            step.kind
+        )));
     }
     let mut kinds_after = plan.kinds_after.clone();
     let mut record_kinds: BTreeMap<String, u64> = plan.targets.clone();

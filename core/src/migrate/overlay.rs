@@ -112,6 +112,10 @@ impl Store for OverlayStore {
         }
     }
 
+    fn lazy_migrator_in_server(&self) -> Option<&'static str> {
+        self.base.lazy_migrator_in_server()
+    }
+
     async fn kinds(&self) -> Result<Vec<String>> {
         let mut kinds = self.base.kinds().await?;
         for kind in self.log.created_kinds()? {

@@ -761,6 +761,16 @@ pub trait Store: Send + Sync + Debug + 'static {
         .await?;
         Ok(census)
     }
+
+    /// Code in the store's server that migrates entities lazily for every client
+    /// (tern's Redis module, docs/module.md), named for messages; `None` where
+    /// there is none (the default). Such a server runs the evolution language
+    /// only, so the lazy install refuses a lazy migration with a Rust transform
+    /// on a store that has one: the server would refuse every entity below it.
+    /// No I/O.
+    fn lazy_migrator_in_server(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Counts the entities of `kind` that pass `filter` by scanning them (keys
