@@ -30,11 +30,50 @@ pub async fn open_secure(
     create: bool,
     check: bool,
 ) -> anyhow::Result<Arc<dyn Store>> {
+    let full = full_url(store_url, password, tls)?;
+    open_checking(&full, create, check).await
+}
+
+/// `store_url` with the password and the TLS files given apart from it: the URL
+/// the drivers take, which lives in memory only.
+///
+/// # Errors
+/// A password or TLS files the store cannot take.
+pub fn full_url(
+    store_url: &str,
+    password: Option<&StorePassword>,
+    tls: &TlsFiles,
+) -> anyhow::Result<String> {
     let mut full = credentials::with_tls(store_url, tls)?;
     if let Some(password) = password {
         full = credentials::with_password(&full, password)?;
     }
-    open_checking(&full, create, check).await
+    Ok(full)
+}
+
+/// Where `store_url` (a full URL, [`full_url`]) names a Redis Cluster whose
+/// masters run tern's server module: sends every master tern's state document
+/// (`tern_redis::module::push_spec`). A master that does not hold the state
+/// key knows the lazy migrations only from what it was sent, so this runs
+/// after every command that may change the state (docs/module.md, "Valkey /
+/// Redis Cluster"). Elsewhere nothing. Returns the number of masters sent it.
+///
+/// # Errors
+/// A master that cannot be reached or refuses the spec.
+pub async fn push_module_spec(full_url: &str) -> anyhow::Result<usize> {
+    if !matches!(url::scheme(full_url).as_deref(), Some("redis" | "rediss")) {
+        return Ok(0);
+    }
+    let config = tern_redis::RedisConfig::from_url(full_url)?;
+    if !config.cluster {
+        // One server reads the state key itself.
+        return Ok(0);
+    }
+    let store = Box::pin(tern_redis::RedisStore::connect(config)).await?;
+    if store.features().lazy_in_server.is_none() {
+        return Ok(0);
+    }
+    Ok(tern_redis::module::push_spec(full_url).await?)
 }
 
 /// The file of an `embedded:` URL (scheme in any case; `embedded:PATH`,

@@ -131,6 +131,52 @@ impl Ctx {
         }
     }
 
+    /// After a command that may have changed tern's state document: where the
+    /// store is a Redis Cluster with tern's server module on its masters, sends
+    /// them the state ([`connect::push_module_spec`]). When that fails after
+    /// `result` succeeded, the command fails with what to do; after a failed
+    /// command the sending's failure is only logged (the command's error is the
+    /// one to show).
+    ///
+    /// # Errors
+    /// `result`'s error, or the sending's after a success.
+    pub async fn with_module_spec(&self, result: anyhow::Result<u8>) -> anyhow::Result<u8> {
+        let Ok(store_url) = self.store_url() else {
+            return result;
+        };
+        if !matches!(
+            tern_core::store::url::scheme(store_url).as_deref(),
+            Some("redis" | "rediss")
+        ) {
+            return result;
+        }
+        let pushed = match connect::full_url(
+            store_url,
+            self.settings.store_password.as_ref(),
+            &self.settings.tls,
+        ) {
+            Ok(full) => connect::push_module_spec(&full).await,
+            Err(e) => Err(e),
+        };
+        match (pushed, result) {
+            (Ok(0), result) => result,
+            (Ok(masters), result) => {
+                tracing::info!(masters, "tern's state sent to the module on every master");
+                result
+            }
+            (Err(e), Ok(_)) => Err(e.context(
+                "the command completed, but tern's state could not be sent to every master of \
+                 the cluster, whose module refuses or serves unmigrated the keys of a master \
+                 that has not got it: run the command again once every master answers (it \
+                 sends the state again)",
+            )),
+            (Err(e), Err(err)) => {
+                tracing::warn!(error = %render_error(&e), "tern's state could not be sent to every master of the cluster");
+                Err(err)
+            }
+        }
+    }
+
     /// Loads the migrations folder.
     ///
     /// # Errors
@@ -286,17 +332,20 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
         Command::New(args) => cmd::project::new(ctx, args),
         Command::Check(args) => cmd::project::check(ctx, args).await,
         Command::Plan(args) => cmd::apply::plan(ctx, &args.run, args.samples).await,
-        Command::Up(args) => cmd::apply::up(ctx, args).await,
+        Command::Up(args) => ctx.with_module_spec(cmd::apply::up(ctx, args).await).await,
         Command::Status(args) => cmd::info::status(ctx, args.exact).await,
-        Command::Sweep(args) => cmd::sweep::sweep(ctx, args).await,
-        Command::Gc(args) => cmd::sweep::gc(ctx, args).await,
+        Command::Sweep(args) => {
+            ctx.with_module_spec(cmd::sweep::sweep(ctx, args).await)
+                .await
+        }
+        Command::Gc(args) => ctx.with_module_spec(cmd::sweep::gc(ctx, args).await).await,
         Command::Verify => cmd::info::verify(ctx).await,
         Command::Lock(args) => cmd::info::lock(ctx, args).await,
         Command::Import(args) => cmd::data::import(ctx, args).await,
         Command::Export(args) => cmd::data::export(ctx, args).await.context("export failed"),
         Command::Analyze(args) => cmd::analyze::run(ctx, args).await,
         Command::Advise(args) => cmd::advise::run(args, ctx).await,
-        Command::Abandon => cmd::abandon::abandon(ctx).await,
+        Command::Abandon => ctx.with_module_spec(cmd::abandon::abandon(ctx).await).await,
         Command::Completions(args) => cmd::generate::completions(args, Opt::command()),
         Command::Man(args) => cmd::generate::man(args, Opt::command()),
     }

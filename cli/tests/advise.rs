@@ -369,25 +369,11 @@ fn sigterm_and_ctrl_c_stop_advise_promptly_with_exit_130() {
     let p = Project::new(5_000);
     let (m, w) = chain(&p, 3_000);
     for signal in ["TERM", "INT"] {
-        let child = p
-            .cmd(&["advise", &m, &w])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(1_500));
-        let sent = std::process::Command::new("kill")
-            .args([&format!("-{signal}"), &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        let start = std::time::Instant::now();
-        let out = child.wait_with_output().unwrap();
+        let (out, after) = p.interrupt(&["advise", &m, &w], signal, 1_500);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            start.elapsed().as_secs_f64() < 5.0,
-            "{signal}: stopped after {:?}",
-            start.elapsed()
+            after.as_secs_f64() < 5.0,
+            "{signal}: stopped after {after:?}"
         );
         assert_eq!(out.status.code(), Some(130), "{signal}: {stderr}");
         assert!(

@@ -18,27 +18,15 @@
 
 mod common;
 
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::{Project, RELEASE2};
+use tern_testkit::server::LocalServer;
+use tern_testkit::tls::{Leaf, TestPki};
 
 const PORT: u16 = 6400;
 const USER: &str = "tern_it_credentials";
-
-/// A redis-server of the test's own, killed on drop.
-struct Server {
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Why redis-server or redis-cli cannot run here, if so.
 fn tools_missing() -> Option<String> {
@@ -58,7 +46,7 @@ fn tools_missing() -> Option<String> {
 
 /// Starts redis-server on [`PORT`] with only [`USER`] (password `password`)
 /// enabled, or says why it cannot.
-fn start_server(password: &str) -> Result<Server, String> {
+fn start_server(password: &str) -> Result<LocalServer, String> {
     if let Some(reason) = tools_missing() {
         return Err(reason);
     }
@@ -70,27 +58,14 @@ fn start_server(password: &str) -> Result<Server, String> {
         format!("user default off\nuser {USER} on >{password} ~* &* +@all\n"),
     )
     .unwrap();
-    let child = Command::new("redis-server")
-        .args(["--port", &PORT.to_string(), "--bind", "127.0.0.1"])
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", &PORT.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no"])
         .arg("--dir")
         .arg(dir.path())
         .arg("--aclfile")
-        .arg(&acl)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start redis-server: {e}"))?;
-    let mut server = Server { child, _dir: dir };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", PORT)).is_err() {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            panic!("redis-server on port {PORT} exited ({status}): is the port taken?");
-        }
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(server)
+        .arg(&acl);
+    Ok(LocalServer::start(&mut cmd, PORT, Duration::from_secs(10)).keeping(dir))
 }
 
 /// `redis-cli` as the test's user (the password in its environment).
@@ -298,32 +273,11 @@ fn the_password_from_a_file_is_never_shown() {
 /// A CA, a server certificate for 127.0.0.1 and a client certificate, in
 /// `dir/certs` (`ca.pem`, `server.pem`/`.key`, `client.pem`/`.key`).
 fn make_certs(dir: &std::path::Path) {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType,
-    };
     let certs = dir.join("certs");
     std::fs::create_dir_all(&certs).unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    // Distinct names: a certificate named like its issuer looks self-signed.
-    ca.distinguished_name
-        .push(DnType::CommonName, "tern test CA");
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    std::fs::write(certs.join("ca.pem"), ca.pem()).unwrap();
-    for (name, ip) in [("server", true), ("client", false)] {
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.distinguished_name.push(DnType::CommonName, name);
-        if ip {
-            p.subject_alt_names
-                .push(SanType::IpAddress(std::net::IpAddr::V4(
-                    std::net::Ipv4Addr::LOCALHOST,
-                )));
-        }
-        let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &ca).unwrap();
-        std::fs::write(certs.join(format!("{name}.pem")), cert.pem()).unwrap();
-        std::fs::write(certs.join(format!("{name}.key")), key.serialize_pem()).unwrap();
-    }
+    let pki = TestPki::new(&certs);
+    pki.issue("server", Leaf::SERVER);
+    pki.issue("client", Leaf::CLIENT);
 }
 
 #[test]
@@ -351,8 +305,8 @@ fn tern_up_over_rediss_with_the_tls_files_of_tern_toml() {
         &format!("user default off\nuser {USER} on >{password} ~* &* +@all\n"),
     );
     let certs = p.path("certs");
-    let child = Command::new("redis-server")
-        .args(["--port", "0", "--tls-port", &TLS_PORT.to_string()])
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", "0", "--tls-port", &TLS_PORT.to_string()])
         .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .arg("--tls-cert-file")
         .arg(certs.join("server.pem"))
@@ -363,23 +317,8 @@ fn tern_up_over_rediss_with_the_tls_files_of_tern_toml() {
         .arg("--aclfile")
         .arg(p.path("users.acl"))
         .arg("--dir")
-        .arg(p.path(""))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut server = Server {
-        child,
-        _dir: tempfile::tempdir().unwrap(),
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", TLS_PORT)).is_err() {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            panic!("redis-server with TLS on port {TLS_PORT} exited ({status})");
-        }
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        .arg(p.path(""));
+    let server = LocalServer::start(&mut cmd, TLS_PORT, Duration::from_secs(10));
     let run = |args: &[&str]| {
         let out = p
             .cmd(args)

@@ -218,28 +218,6 @@ fn a_failed_import_says_what_it_already_wrote() {
 
 // ---- False reports ----
 
-fn put_raw(p: &Project, entities: &[(&str, i64, u64)]) {
-    use tern_core::store::Store as _;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let store = tern_core::store::embedded::EmbeddedStore::open(p.path("store.redb")).unwrap();
-        let writes = entities
-            .iter()
-            .map(|(kind, id, version)| {
-                tern_core::store::Write::Put(tern_core::model::Entity {
-                    key: tern_core::model::Key::new(*kind, tern_core::model::Value::Int(*id))
-                        .unwrap(),
-                    version: *version,
-                    value: Default::default(),
-                })
-            })
-            .collect();
-        store.write_batch(writes).await.unwrap();
-    });
-}
-
 /// Item 5: import refuses a version above the kind's (tern would never
 /// migrate it), naming the line.
 #[test]
@@ -269,7 +247,7 @@ fn import_refuses_versions_above_the_kinds_version() {
 fn verify_flags_entities_above_their_kinds_version() {
     let p = Project::with_blog(5_000, 2, 1);
     assert!(p.ok(&["verify"]).contains("verified"));
-    put_raw(&p, &[("user", 50, 99)]);
+    p.put_raw(&[("user", 50, 99)]);
     verify_flags(&p, "1 ABOVE v0");
     let json: serde_json::Value =
         serde_json::from_slice(&p.run(&["verify", "--json"]).stdout).unwrap();
@@ -299,7 +277,7 @@ fn verify_flags_an_interrupted_migration() {
     // binary, so write what an interrupted run leaves: half the entities at
     // v1 and the run's checkpoint.
     record_run(&p, run_state(1, "sha256:x", 1), None);
-    put_raw(&p, &[("user", 0, 1), ("user", 1, 1)]);
+    p.put_raw(&[("user", 0, 1), ("user", 1, 1)]);
     verify_flags(&p, "migration 1 is in progress");
 }
 
@@ -489,7 +467,7 @@ fn an_edited_migration_in_progress_is_refused_as_in_progress_not_applied() {
     let p = Project::with_blog(5_000, 3, 0);
     p.write("migrations/0001_a.tern", "add user.x = 2\n");
     record_interrupted_run(&p, 1, None);
-    put_raw(&p, &[("user", 0, 1)]);
+    p.put_raw(&[("user", 0, 1)]);
     let err = p.fails(&["up"], 1);
     assert!(
         err.contains("in progress") && !err.contains("was applied") && err.contains("1 of user"),

@@ -218,37 +218,21 @@ fn lazy_project(users: usize) -> Project {
 fn item7_sweep_stops_on_sigint_and_sigterm_and_resumes() {
     for signal in ["INT", "TERM"] {
         let p = lazy_project(3_000);
-        let child = p
-            .cmd(&[
-                "sweep",
-                "--batch-size",
-                "100",
-                "--call-size",
-                "100",
-                "--max-rate",
-                "500",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(1_500));
-        let sent = std::process::Command::new("kill")
-            .args([&format!("-{signal}"), &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        let started = std::time::Instant::now();
-        let out = child.wait_with_output().unwrap();
+        let sweep = [
+            "sweep",
+            "--batch-size",
+            "100",
+            "--call-size",
+            "100",
+            "--max-rate",
+            "500",
+        ];
+        let (out, after) = p.interrupt(&sweep, signal, 1_500);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(130), "{signal}: {err}");
         assert!(err.contains("tern sweep` again"), "{err}");
         // It stopped after the batch, not at the end of the kind (6 s at 500/s).
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(3),
-            "{:?}",
-            started.elapsed()
-        );
+        assert!(after < std::time::Duration::from_secs(3), "{after:?}");
         // Stale entities remain; the lock is free; the next sweep resumes.
         let status = p.ok(&["status", "--exact"]);
         assert!(
@@ -430,7 +414,7 @@ fn item4_verify_finds_entities_under_a_former_kind_name() {
     p.write("migrations/0001_r.tern", "rename kind user to member\n");
     p.ok(&["up"]);
     p.ok(&["verify"]);
-    put_raw(&p, &[("user", 99, 0)]);
+    p.put_raw(&[("user", 99, 0)]);
     let out = p.run(&["verify"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
@@ -438,28 +422,6 @@ fn item4_verify_finds_entities_under_a_former_kind_name() {
         text.contains("1 entities lie under user, the former name of member"),
         "{text}"
     );
-}
-
-fn put_raw(p: &Project, entities: &[(&str, i64, u64)]) {
-    use tern_core::store::Store as _;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let store = tern_core::store::embedded::EmbeddedStore::open(p.path("store.redb")).unwrap();
-        let writes = entities
-            .iter()
-            .map(|(kind, id, version)| {
-                tern_core::store::Write::Put(tern_core::model::Entity {
-                    key: tern_core::model::Key::new(*kind, tern_core::model::Value::Int(*id))
-                        .unwrap(),
-                    version: *version,
-                    value: Default::default(),
-                })
-            })
-            .collect();
-        store.write_batch(writes).await.unwrap();
-    });
 }
 
 // ---- Item 1: corrupted store files ----

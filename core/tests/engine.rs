@@ -259,14 +259,9 @@ impl tern_core::migrate::Progress for PrintCheckpoints {
 #[test]
 #[ignore = "helper: run by counts_are_exact_after_a_kill_during_up_on_the_embedded_store as a child process"]
 fn kill_child() {
-    let Ok(path) = std::env::var(KILL_CHILD_ENV) else {
+    let Some((path, rt)) = tern_testkit::child::child_work(KILL_CHILD_ENV) else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
     rt.block_on(async {
         let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&path).unwrap());
         let report = migrator(store, &[(1, RELEASE2)], 5)

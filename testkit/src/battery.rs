@@ -14,15 +14,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+#[cfg(feature = "fault-injection")]
+use tern_core::migrate::{FaultAt, FaultHook, FaultPoint, UpReport};
 use tern_core::migrate::{
-    FaultAt, FaultHook, FaultPoint, LeaseOptions, MigrateError, Migration, MigrationSet, Migrator,
-    RunOptions, UpReport,
+    LeaseOptions, MigrateError, Migration, MigrationSet, Migrator, RunOptions,
 };
 use tern_core::model::json::{entity_from_json_line, entity_to_json_line};
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::memory::MemoryStore;
 use tern_core::store::{Filter, Store, StoreExt, Write, WriteOutcome};
 
+#[cfg(feature = "fault-injection")]
 use crate::intercept::{Intercepted, TornWrite};
 
 mod rename;
@@ -34,11 +36,13 @@ pub use rename_copy::{
     rename_by_copy_reports_a_collision_and_overwrites_nothing,
 };
 
+pub use rename::{reference, rename_supported, state_doc};
+#[cfg(feature = "fault-injection")]
 pub use rename::{
-    reference, rename_kind_never_overwrites_and_stops_on_a_namesake,
+    rename_kind_never_overwrites_and_stops_on_a_namesake,
     rename_kind_rekeys_every_entity_and_keeps_the_prefix_history,
     rename_kind_resumes_after_a_crash_at_every_fault_point,
-    rename_kind_with_a_concurrent_writer_on_the_old_kind, rename_supported, state_doc,
+    rename_kind_with_a_concurrent_writer_on_the_old_kind,
 };
 
 /// Hands out stores for the battery.
@@ -218,6 +222,7 @@ pub fn migrator(store: Arc<dyn Store>, scripts: &[(u32, &str)], batch: usize) ->
 
 /// A fault hook that crashes the run the first time it reaches `point`, and the flag
 /// telling whether it did.
+#[cfg(feature = "fault-injection")]
 fn crash_once_at(point: FaultPoint) -> (FaultHook, Arc<AtomicBool>) {
     let fired = Arc::new(AtomicBool::new(false));
     let f = Arc::clone(&fired);
@@ -229,6 +234,7 @@ fn crash_once_at(point: FaultPoint) -> (FaultHook, Arc<AtomicBool>) {
 /// crashed: checks that the run failed with the injected crash, lets the crashed runner's
 /// lease expire, and checks that a new runner resumes the interrupted migration. Returns
 /// whether it crashed, and the report of the run that finished.
+#[cfg(feature = "fault-injection")]
 async fn crash_once_then_resume(
     point: FaultPoint,
     runner: impl Fn() -> Migrator,
@@ -248,6 +254,7 @@ async fn crash_once_then_resume(
 /// Lets a dead runner's lease expire, then runs `runner` (waiting for the expiry,
 /// should this machine be slower than the sleep) and checks that it resumes the
 /// migration interrupted at `at`.
+#[cfg(feature = "fault-injection")]
 async fn resume_after_death(runner: Migrator, at: impl std::fmt::Debug) -> UpReport {
     tokio::time::sleep(Duration::from_millis(80)).await;
     let report = runner
@@ -270,6 +277,7 @@ async fn resume_after_death(runner: Migrator, at: impl std::fmt::Debug) -> UpRep
 /// was reached: checks that the run failed, lets the dead runner's lease expire,
 /// and checks that a runner on the store itself resumes the interrupted
 /// migration. Returns whether the tear was reached.
+#[cfg(feature = "fault-injection")]
 async fn torn_write_then_resume(
     store: &Arc<dyn Store>,
     n: usize,
@@ -426,6 +434,7 @@ pub async fn migrates_like_the_memory_store(
 }
 
 /// Crash once at `point`, then resume until done; return the export.
+#[cfg(feature = "fault-injection")]
 async fn crash_and_resume(
     store: Arc<dyn Store>,
     point: FaultPoint,
@@ -449,6 +458,7 @@ async fn crash_and_resume(
 
 /// A crash at every fault point of every batch of every stage, on the
 /// client-side path and (where the store has it) the server-side update path.
+#[cfg(feature = "fault-injection")]
 pub async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(backend: &dyn Backend) {
     let entities = blog(7, 2);
     let batch_size = 4;
@@ -524,6 +534,7 @@ pub async fn crash_at_every_batch_boundary_and_mid_batch_resumes_exactly(backend
 }
 
 /// The counts of every migration in the ledger, in order.
+#[cfg(feature = "fault-injection")]
 async fn ledger_counts(store: &dyn Store) -> Vec<(u32, tern_core::migrate::RunCounts)> {
     tern_core::migrate::state::load(store)
         .await
@@ -541,6 +552,7 @@ async fn ledger_counts(store: &dyn Store) -> Vec<(u32, tern_core::migrate::RunCo
 /// resume, every count in the ledger (processed, changed, unmatched sources,
 /// ...) is what an uninterrupted run records. (Where the two are separate
 /// calls, the batch written but not checkpointed goes uncounted.)
+#[cfg(feature = "fault-injection")]
 pub async fn counts_are_exact_after_a_crash_where_checkpoints_commit_with_their_batch(
     backend: &dyn Backend,
 ) -> Result<(), String> {
@@ -734,6 +746,7 @@ async fn concurrent_writer_run(backend: &dyn Backend, pushdown: bool) {
     );
 }
 
+#[cfg(feature = "fault-injection")]
 pub async fn late_entities_written_during_the_run_are_swept_by_the_census(backend: &dyn Backend) {
     let store: Arc<dyn Store> = backend.fresh().await;
     load(store.as_ref(), &blog(5, 2)).await;
@@ -1159,6 +1172,12 @@ macro_rules! battery_test {
 /// as a skip ([`or_skip`]). Battery functions that return `Result<(), String>`
 /// (the kind rename) report their `Err` as a skip too ([`Outcome`]): the store
 /// lacks the capability, which they checked is refused cleanly.
+///
+/// Needs this crate's feature `fault-injection` (the crash tests inject
+/// crashes): a crate's dev-dependency `tern-testkit = { ..., features =
+/// ["fault-injection"] }`. Without it the macro does not exist, so a battery
+/// never runs with its crash tests silently left out.
+#[cfg(feature = "fault-injection")]
 #[macro_export]
 macro_rules! battery_tests {
     ($label:expr, $backend:expr) => {

@@ -71,6 +71,19 @@ impl Child {
     }
 }
 
+/// In the ignored test that [`Child::spawn`] runs: the value of `env` and a
+/// runtime of one worker to do the child's work on; `None` when the test is
+/// run any other way (it then does nothing).
+pub fn child_work(env: &str) -> Option<(String, tokio::runtime::Runtime)> {
+    let value = std::env::var(env).ok()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    Some((value, rt))
+}
+
 /// The next value of a cheap pseudo-random sequence (kill moments of crash tests).
 pub fn next_seed(seed: u128) -> u128 {
     seed.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15

@@ -78,6 +78,7 @@ macro_rules! intercept_every_method {
                 Features {
                     scan_ordered: inner.scan_ordered,
                     atomic_writes_hint: inner.atomic_writes_hint,
+                    lazy_in_server: inner.lazy_in_server,
                     $($facet: offers.$facet.then_some(self as &dyn $trait),)*
                 }
             }

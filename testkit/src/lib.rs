@@ -5,8 +5,9 @@
 //! battery ([`conformance`]), the engine battery that every store must pass
 //! ([`battery`]), what the benchmarks of every store share ([`bench`]), a store
 //! wrapper that intercepts chosen calls ([`intercept`]), a child-process
-//! killer for crash tests ([`child`]), paging helpers ([`pages`]) and property
-//! tests of async code ([`prop`]).
+//! killer for crash tests ([`child`]), paging helpers ([`pages`]), property
+//! tests of async code ([`prop`]), and for the TLS tests a test CA
+//! ([`tls`]) and servers of a test's own ([`server`]).
 
 pub mod battery;
 pub mod bench;
@@ -19,3 +20,5 @@ pub mod lazy;
 pub mod lazy_bench;
 pub mod pages;
 pub mod prop;
+pub mod server;
+pub mod tls;

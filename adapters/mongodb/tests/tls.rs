@@ -14,18 +14,18 @@
 //! `MONGODB-X509`) is not tested: see the adapter's docs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::{IpAddr, Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mongodb::bson::doc;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use tern_core::migrate::{Migration, MigrationSet, Migrator};
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Store, StoreExt};
 use tern_mongodb::{MongoConfig, MongoStore};
+use tern_testkit::server::LocalServer;
+use tern_testkit::tls::{Leaf, TestPki, connect_error};
 
 const PORT: u16 = 27101;
 const USER: &str = "tern_tls";
@@ -60,31 +60,9 @@ fn secantusd() -> Result<PathBuf, String> {
     ))
 }
 
-/// A SecantusDB server, stopped on drop.
-struct Server {
-    child: Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts SecantusDB over TLS on [`PORT`] with the storage `dir/data`;
 /// `auth` adds `--auth` and `--tls-require-client-cert`.
-fn start(bin: &Path, dir: &Path, auth: bool) -> Server {
+fn start(bin: &Path, dir: &Path, auth: bool) -> LocalServer {
     let mut cmd = Command::new(bin);
     cmd.args(["--host", "127.0.0.1", "--port", &PORT.to_string()])
         .arg("--storage-path")
@@ -94,60 +72,21 @@ fn start(bin: &Path, dir: &Path, auth: bool) -> Server {
         .arg("--tls-key-file")
         .arg(dir.join("server.key"))
         .arg("--tls-ca-file")
-        .arg(dir.join("ca.pem"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .arg(dir.join("ca.pem"));
     if auth {
         cmd.args(["--auth", "--tls-require-client-cert"]);
     }
-    let mut server = Server {
-        child: cmd.spawn().unwrap(),
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", PORT)).is_err() {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            panic!("secantusd-py on port {PORT} exited ({status}): is the port taken?");
-        }
-        assert!(Instant::now() < deadline, "secantusd-py did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    server
+    LocalServer::start(&mut cmd, PORT, Duration::from_secs(60))
 }
 
 /// Writes a CA (`ca.pem`), another (`other-ca.pem`), the server's certificate
 /// for 127.0.0.1 (`server.pem`/`.key`) and the client's certificate with its
 /// key in one file (`client.pem`, as `tlsCertificateKeyFile` wants) to `dir`.
 fn make_pki(dir: &Path) {
-    let ca_params = |name: &str| {
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        p.distinguished_name.push(DnType::CommonName, name);
-        p
-    };
-    let ca = CertifiedIssuer::self_signed(ca_params("tern test CA"), KeyPair::generate().unwrap())
-        .unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    let other = CertifiedIssuer::self_signed(ca_params("another CA"), KeyPair::generate().unwrap())
-        .unwrap();
-    std::fs::write(dir.join("other-ca.pem"), other.pem()).unwrap();
-    let mut server = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-    server
-        .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    let key = KeyPair::generate().unwrap();
-    let cert = server.signed_by(&key, &ca).unwrap();
-    std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
-    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
-    let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
-    client.distinguished_name.push(DnType::CommonName, "client");
-    let key = KeyPair::generate().unwrap();
-    let cert = client.signed_by(&key, &ca).unwrap();
-    std::fs::write(
-        dir.join("client.pem"),
-        format!("{}{}", cert.pem(), key.serialize_pem()),
-    )
-    .unwrap();
+    let pki = TestPki::new(dir);
+    pki.issue("server", Leaf::SERVER);
+    let (cert, key) = pki.issue("client", Leaf::CLIENT);
+    std::fs::write(dir.join("client.pem"), format!("{cert}{key}")).unwrap();
 }
 
 /// The URL of the test server, with `credentials` (`user:pass@` or empty)
@@ -173,20 +112,7 @@ fn tls(dir: &Path, ca: &str, client: bool) -> String {
 /// The error of opening the store at `url`, with its causes.
 async fn open_error(url: &str) -> String {
     let config = MongoConfig::from_url(url).unwrap();
-    let err = match tokio::time::timeout(Duration::from_secs(60), MongoStore::connect(config))
-        .await
-        .expect("the connection attempt hangs")
-    {
-        Ok(_) => panic!("{url}: connected"),
-        Err(e) => e,
-    };
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
+    connect_error(url, MongoStore::connect(config)).await
 }
 
 fn key(id: &str) -> Key {

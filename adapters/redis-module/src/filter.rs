@@ -12,13 +12,17 @@ pub enum Route {
     Read,
     /// Run it through `TERN.W`.
     Write,
+    /// A blocking command (`BLPOP`...) on a key of a kind being migrated:
+    /// refused through `TERN.B` (the module cannot migrate during a blocking
+    /// wait, and `RM_Call` would not block).
+    Blocked,
 }
 
 /// Commands never rewritten: no keys, or keys the module must not wrap
 /// (transactions and WATCH, scripts and functions whose own `redis.call`s are
-/// filtered one by one, pub/sub channels, blocking commands that `RM_Call`
-/// would run without blocking, scans whose MATCH pattern looks like a key,
-/// tern's own commands).
+/// filtered one by one, pub/sub channels, streams, scans whose MATCH pattern
+/// looks like a key, tern's own commands). [`BLOCKING`] commands are refused
+/// instead.
 const SKIP: &[&str] = &[
     "multi",
     "exec",
@@ -60,14 +64,6 @@ const SKIP: &[&str] = &[
     "swapdb",
     "move",
     "migrate",
-    "blpop",
-    "brpop",
-    "brpoplpush",
-    "blmove",
-    "blmpop",
-    "bzpopmin",
-    "bzpopmax",
-    "bzmpop",
     "xread",
     "xreadgroup",
     "wait",
@@ -92,6 +88,21 @@ const SKIP: &[&str] = &[
     "reset",
     "quit",
     "time",
+];
+
+/// The blocking commands on the types tern maps (lists and sorted sets): on a
+/// kind being migrated they are refused ([`Route::Blocked`]), since `RM_Call`
+/// runs a blocking command without blocking and the module cannot migrate an
+/// entity during a client's wait (docs/module.md, Limits).
+pub const BLOCKING: &[&str] = &[
+    "blpop",
+    "brpop",
+    "brpoplpush",
+    "blmove",
+    "blmpop",
+    "bzpopmin",
+    "bzpopmax",
+    "bzmpop",
 ];
 
 /// Commands that only read their keys (`TERN.R`, allowed on replicas).
@@ -181,6 +192,8 @@ pub fn route<'a>(
     }
     if is_in(name, SKIP) {
         Route::Pass
+    } else if is_in(name, BLOCKING) {
+        Route::Blocked
     } else if is_in(name, READS) {
         Route::Read
     } else {
@@ -208,6 +221,12 @@ mod tests {
             Route::Write
         );
         assert_eq!(r(&["unknowncmd", "app:user:2"]), Route::Write);
+        assert_eq!(r(&["BLPOP", "app:user:1", "0"]), Route::Blocked);
+        assert_eq!(
+            r(&["bzpopmin", "app:post:1", "app:user:1", "0"]),
+            Route::Blocked
+        );
+        assert_eq!(r(&["BLPOP", "app:post:1", "0"]), Route::Pass);
     }
 
     #[test]
@@ -217,7 +236,7 @@ mod tests {
         assert_eq!(r(&[]), Route::Pass);
         assert_eq!(r(&["EVAL", "return 1", "1", "app:user:1"]), Route::Pass);
         assert_eq!(r(&["WATCH", "app:user:1"]), Route::Pass);
-        assert_eq!(r(&["BLPOP", "app:user:1", "0"]), Route::Pass);
+        assert_eq!(r(&["XREAD", "STREAMS", "app:user:1", "0"]), Route::Pass);
         assert_eq!(r(&["TERN.W", "GET", "app:user:1"]), Route::Pass);
         assert_eq!(r(&["SCAN", "0", "MATCH", "app:user:*"]), Route::Pass);
     }

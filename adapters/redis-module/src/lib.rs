@@ -152,6 +152,7 @@ fn filter_inner(f: &ffi::FilterCtx) {
         filter::Route::Pass => return,
         filter::Route::Read => b"TERN.R",
         filter::Route::Write => b"TERN.W",
+        filter::Route::Blocked => b"TERN.B",
     };
     if !f.insert(0, name) {
         ffi::log_warning("tern: the command filter could not insert its command");
@@ -163,6 +164,44 @@ fn fence_active() -> bool {
 }
 
 // --- TERN.R / TERN.W --------------------------------------------------------------------------
+
+/// `TERN.B cmd args...`: a blocking command (`BLPOP`...) on a key of a kind being migrated,
+/// refused with the reason and what to do. Waiting on a stale entity would hand the client
+/// unmigrated data when it wakes, and `RM_Call` cannot run the command blocking.
+extern "C" fn tern_blocked(ctx: Ctx, argv: *mut RString, argc: c_int) -> c_int {
+    entry(ctx, || {
+        let argv = ffi::args(argv, argc);
+        if ffi::is_keys_request(ctx) {
+            for (pos, flags) in ffi::command_keys(ctx, argv.get(1..).unwrap_or_default()) {
+                ffi::key_at_pos(ctx, c_int::try_from(pos + 1).unwrap_or(0), flags);
+            }
+            return OK;
+        }
+        let inner = argv.get(1..).unwrap_or_default();
+        let text = |a: &RString| String::from_utf8_lossy(ffi::bytes(*a)).into_owned();
+        let name = inner.first().map(text).unwrap_or_default().to_uppercase();
+        let cfg = loaded::config();
+        let pending = ffi::command_keys(ctx, inner)
+            .into_iter()
+            .filter_map(|(pos, _)| inner.get(pos).map(text))
+            .find_map(|key| {
+                let kind = cfg?.wire.kind_of(&key)?.to_owned();
+                Some((key, kind))
+            });
+        let at = pending
+            .map(|(key, kind)| format!(" on {key}, of kind {kind},"))
+            .unwrap_or_default();
+        ffi::reply_error(
+            ctx,
+            &format!(
+                "TERNBLOCKING {name} would wait{at} while a lazy migration of its kind is \
+                 pending, and tern's module cannot migrate an entity during a blocking wait: \
+                 use the non-blocking command, or complete the migration with `tern sweep` \
+                 (blocking commands then pass)"
+            ),
+        )
+    })
+}
 
 extern "C" fn tern_read(ctx: Ctx, argv: *mut RString, argc: c_int) -> c_int {
     entry(ctx, || exec(ctx, ffi::args(argv, argc), false))
@@ -476,9 +515,10 @@ fn on_load(ctx: Ctx, argv: *mut RString, argc: c_int) -> c_int {
         ffi::log_warning("tern: the module is already loaded in this process");
         return ffi::ERR;
     }
-    let commands: [(&CStr, ffi::Handler, &CStr); 6] = [
+    let commands: [(&CStr, ffi::Handler, &CStr); 7] = [
         (c"tern.loadspec", tern_loadspec, c"readonly"),
         (c"tern.w", tern_write, c"write deny-oom getkeys-api"),
+        (c"tern.b", tern_blocked, c"readonly fast getkeys-api"),
         (c"tern.r", tern_read, c"readonly may-replicate getkeys-api"),
         (c"tern.reload", tern_reload, c"readonly fast"),
         (c"tern.declare", tern_declare, c"readonly fast"),

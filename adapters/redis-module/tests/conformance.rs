@@ -494,3 +494,50 @@ on_valkey!(untouched_kinds_never_go_through_the_module, |v| {
     let info: Value = redis::cmd("TERN.INFO").query(&mut c).unwrap();
     assert!(format!("{info:?}").contains("user@1"), "{info:?}");
 });
+
+// Blocking commands (`BLPOP`...) on a kind with a pending lazy migration are refused with
+// the reason and the remedies, popping nothing; elsewhere, and once `tern sweep` completed
+// the migration, they run as usual.
+on_valkey!(
+    blocking_commands_on_a_migrating_kind_are_refused_clearly,
+    |v| {
+        let mut c = v.conn();
+        let _: () = c.rpush("app:oldlog:1", &["a", "b"]).unwrap();
+        let _: () = c.rpush("app:queue:1", &["q"]).unwrap();
+        up(&v, &[(1, "lazy\nrename kind oldlog to log\n")]).await;
+        for (cmd, key) in [("BLPOP", "app:log:1"), ("BRPOP", "app:oldlog:1")] {
+            let err = redis::cmd(cmd)
+                .arg(key)
+                .arg(1)
+                .query::<Value>(&mut c)
+                .unwrap_err();
+            let text = err.to_string();
+            for says in ["TERNBLOCKING", cmd, key, "non-blocking", "tern sweep"] {
+                assert!(text.contains(says), "no {says:?} in: {text}");
+            }
+        }
+        let items: Vec<String> = c.lrange("app:log:1", 0, -1).unwrap();
+        assert_eq!(items, ["a", "b"], "nothing popped");
+        let got: (String, String) = redis::cmd("BLPOP")
+            .arg("app:queue:1")
+            .arg(1)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got, ("app:queue:1".to_owned(), "q".to_owned()));
+        let report = tern_core::lazy::sweep::sweep(
+            v.store().await,
+            &tern_core::migrate::lease::LeaseOptions::default(),
+            &BTreeMap::new(),
+            &tern_core::lazy::SweepOptions::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.completed, vec![1], "{report:?}");
+        let got: (String, String) = redis::cmd("BLPOP")
+            .arg("app:log:1")
+            .arg(1)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(got, ("app:log:1".to_owned(), "a".to_owned()));
+    }
+);

@@ -14,15 +14,21 @@ use tern_core::model::{Key, Value};
 
 const URL: &str = "redis://127.0.0.1/0?prefix=app&string=oldc,c";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lazy_client_reads_plainly_where_the_module_migrates() {
-    let name = "lazy_client_reads_plainly_where_the_module_migrates";
+/// A server with the module holding `n` users (`app:user:{i}`, a hash with
+/// `visits`) and `n` strings of the kind `oldc`, with a lazy migration
+/// installed that renames `visits` to `hits` and the kind `oldc` to `c`; and a
+/// plain connection to it. `None` (the test `name` reported skipped) where the
+/// server cannot run here.
+async fn renaming(name: &str, n: i64) -> Option<(Valkey, redis::Connection)> {
     let v = match Valkey::start(URL, &[]) {
         Ok(v) => v,
-        Err(reason) => return common::skip("valkey-module", name, &reason),
+        Err(reason) => {
+            common::skip("valkey-module", name, &reason);
+            return None;
+        }
     };
     let mut c = v.conn();
-    for i in 0..20 {
+    for i in 0..n {
         let _: () = c.hset(format!("app:user:{i}"), "visits", i).unwrap();
         let _: () = c.set(format!("app:oldc:{i}"), format!("v{i}")).unwrap();
     }
@@ -34,6 +40,15 @@ async fn lazy_client_reads_plainly_where_the_module_migrates() {
         )],
     )
     .await;
+    Some((v, c))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lazy_client_reads_plainly_where_the_module_migrates() {
+    let name = "lazy_client_reads_plainly_where_the_module_migrates";
+    let Some((v, mut c)) = renaming(name, 20).await else {
+        return;
+    };
     let store =
         tern_redis::RedisStore::connect(tern_redis::RedisConfig::from_url(&v.store_url()).unwrap())
             .await
@@ -87,23 +102,9 @@ async fn lazy_client_reads_plainly_where_the_module_migrates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_completes_and_the_module_steps_aside() {
     let name = "sweep_completes_and_the_module_steps_aside";
-    let v = match Valkey::start(URL, &[]) {
-        Ok(v) => v,
-        Err(reason) => return common::skip("valkey-module", name, &reason),
+    let Some((v, mut c)) = renaming(name, 50).await else {
+        return;
     };
-    let mut c = v.conn();
-    for i in 0..50 {
-        let _: () = c.hset(format!("app:user:{i}"), "visits", i).unwrap();
-        let _: () = c.set(format!("app:oldc:{i}"), format!("v{i}")).unwrap();
-    }
-    up(
-        &v,
-        &[(
-            1,
-            "lazy\nrename user.visits to hits\nrename kind oldc to c\n",
-        )],
-    )
-    .await;
     // Some entities migrated by plain clients first.
     for i in 0..10 {
         let _: Option<String> = c.hget(format!("app:user:{i}"), "hits").unwrap();
@@ -211,5 +212,73 @@ async fn redis_lazy_commands_are_plain_where_the_module_migrates() {
     let m: std::collections::BTreeSet<String> = c.smembers("app:tags:3").unwrap();
     assert_eq!(m.into_iter().collect::<Vec<_>>(), vec!["a", "b", "c"]);
     assert!(!c.exists::<_, bool>("app:oldtags:3").unwrap());
+    tern_testkit::battery::report("valkey-module", name, "passed");
+}
+
+/// Doubles `visits` (a Rust transform).
+struct DoubleVisits;
+
+impl tern_core::migrate::EntityMigration for DoubleVisits {
+    fn kind(&self) -> &str {
+        "user"
+    }
+
+    fn transform(&self, _key: &Key, value: &mut tern_core::model::Map) -> Result<bool, String> {
+        let Some(Value::Int(n)) = value.get("visits").cloned() else {
+            return Ok(false);
+        };
+        value.insert("visits".into(), Value::Int(2 * n));
+        Ok(true)
+    }
+}
+
+/// On a server with the module, which migrates for every client and cannot run
+/// Rust, `tern up` refuses a lazy migration with a Rust transform, naming the
+/// kind and the reason, and installs nothing; the same transform run eagerly
+/// migrates every entity (the module is not involved).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_rust_transform_is_refused_at_install_where_the_module_runs() {
+    use tern_core::migrate::{MigrateError, Migration, MigrationSet, Migrator};
+    let name = "a_lazy_rust_transform_is_refused_at_install_where_the_module_runs";
+    let v = match Valkey::start(URL, &[]) {
+        Ok(v) => v,
+        Err(reason) => return common::skip("valkey-module", name, &reason),
+    };
+    let mut c = v.conn();
+    for i in 0..5 {
+        let _: () = c.hset(format!("app:user:{i}"), "visits", i).unwrap();
+    }
+    let store = v.store().await;
+    let code = || Migration::from_code(1, "double", "1", Arc::new(DoubleVisits));
+    let mut set = MigrationSet::new();
+    set.add(code().into_lazy()).unwrap();
+    let err = Migrator::new(Arc::clone(&store), set)
+        .up(None)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, MigrateError::Invalid { id: 1, .. }), "{text}");
+    for says in [
+        "kind user",
+        "Rust transform",
+        "tern-redis-module",
+        "eagerly",
+    ] {
+        assert!(text.contains(says), "no {says:?} in: {text}");
+    }
+    let doc = tern_testkit::battery::state_doc(store.as_ref()).await;
+    assert!(doc.lazy.is_empty() && doc.applied.is_empty(), "{doc:?}");
+    assert_eq!(c.hget::<_, _, String>("app:user:3", "visits").unwrap(), "3");
+
+    let mut set = MigrationSet::new();
+    set.add(code()).unwrap();
+    Migrator::new(Arc::clone(&store), set)
+        .up(None)
+        .await
+        .unwrap();
+    for i in 0..5 {
+        let visits: String = c.hget(format!("app:user:{i}"), "visits").unwrap();
+        assert_eq!(visits, (2 * i).to_string());
+    }
     tern_testkit::battery::report("valkey-module", name, "passed");
 }

@@ -44,6 +44,9 @@ impl Store for RedisStore {
             kind_rename: Some(self),
             former_name_reads: Some(self),
             server_clock: Some(self),
+            lazy_in_server: self
+                .has_module()
+                .then_some("tern's server module (tern-redis-module) is loaded there"),
             ..Features::default()
         }
     }

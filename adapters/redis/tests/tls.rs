@@ -14,95 +14,47 @@
 //! 16410-16412) and are stopped when the tests end.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::{IpAddr, Ipv4Addr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use tern_core::lazy::LazyClient;
 use tern_core::migrate::{Migration, MigrationSet, Migrator};
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Store, StoreExt};
 use tern_redis::{RedisConfig, RedisLazy, RedisStore};
+use tern_testkit::server::LocalServer;
+use tern_testkit::tls::{self, Leaf, TestPki};
 
 const USER: &str = "tern_tls";
 const PASSWORD: &str = "tls-Secret-9f3";
 
-/// The CA, server and client certificates of one test, in a folder.
-struct Pki {
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.path(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
 /// A CA (`ca.pem`), another CA that signed nothing here (`other-ca.pem`), a
 /// server certificate for 127.0.0.1 (`server.pem`/`.key`), an expired one
 /// (`expired.pem`/`.key`), one for another host (`elsewhere.pem`/`.key`) and a
-/// client certificate (`client.pem`/`.key`), all signed by the CA.
-fn make_pki() -> Pki {
-    let pki = Pki {
-        dir: tempfile::tempdir().unwrap(),
-    };
-    let ca_params = |name: &str| {
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        p.distinguished_name.push(DnType::CommonName, name);
-        p
-    };
-    let ca = CertifiedIssuer::self_signed(ca_params("tern test CA"), KeyPair::generate().unwrap())
-        .unwrap();
-    pki.write("ca.pem", &ca.pem());
-    let other = CertifiedIssuer::self_signed(ca_params("another CA"), KeyPair::generate().unwrap())
-        .unwrap();
-    pki.write("other-ca.pem", &other.pem());
-    let leaf = |name: &str, hosts: &[&str], ip: bool, expired: bool| {
-        let mut p =
-            CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>())
-                .unwrap();
-        p.distinguished_name.push(DnType::CommonName, name);
-        if ip {
-            p.subject_alt_names
-                .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-        }
-        if expired {
-            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
-            p.not_after = rcgen::date_time_ymd(2021, 1, 1);
-        }
-        let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &ca).unwrap();
-        pki.write(&format!("{name}.pem"), &cert.pem());
-        pki.write(&format!("{name}.key"), &key.serialize_pem());
-    };
-    leaf("server", &["localhost"], true, false);
-    leaf("expired", &["localhost"], true, true);
-    leaf("elsewhere", &["elsewhere.example"], false, false);
-    leaf("client", &[], false, false);
-    pki
-}
-
-/// A redis-server with only a TLS port, killed on drop.
-struct Server {
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// client certificate (`client.pem`/`.key`), all signed by the CA, in a
+/// folder of their own.
+fn make_pki() -> (TestPki, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new(dir.path());
+    pki.issue("server", Leaf::SERVER);
+    pki.issue(
+        "expired",
+        Leaf {
+            expired: true,
+            ..Leaf::SERVER
+        },
+    );
+    pki.issue(
+        "elsewhere",
+        Leaf {
+            hosts: &["elsewhere.example"],
+            ..Leaf::default()
+        },
+    );
+    pki.issue("client", Leaf::CLIENT);
+    (pki, dir)
 }
 
 /// Why redis-server with TLS cannot run here, if it cannot.
@@ -116,12 +68,12 @@ fn unavailable() -> Option<String> {
 /// Starts redis-server on the TLS port `port` with the server certificate
 /// `cert` (`cert.pem`/`cert.key` of `pki`), client certificates of the CA
 /// required, and only the ACL user [`USER`].
-fn start_tls_server(pki: &Pki, port: u16, cert: &str) -> Server {
+fn start_tls_server(pki: &TestPki, port: u16, cert: &str) -> LocalServer {
     start_tls_server_with(pki, port, cert, &[])
 }
 
 /// [`start_tls_server`] with more redis-server arguments (`extra`).
-fn start_tls_server_with(pki: &Pki, port: u16, cert: &str, extra: &[&str]) -> Server {
+fn start_tls_server_with(pki: &TestPki, port: u16, cert: &str, extra: &[&str]) -> LocalServer {
     let dir = tempfile::tempdir().unwrap();
     let acl = dir.path().join("users.acl");
     std::fs::write(
@@ -129,8 +81,8 @@ fn start_tls_server_with(pki: &Pki, port: u16, cert: &str, extra: &[&str]) -> Se
         format!("user default off\nuser {USER} on >{PASSWORD} ~* &* +@all\n"),
     )
     .unwrap();
-    let child = Command::new("redis-server")
-        .args(["--port", "0", "--tls-port", &port.to_string()])
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", "0", "--tls-port", &port.to_string()])
         .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .arg("--tls-cert-file")
         .arg(pki.path(&format!("{cert}.pem")))
@@ -142,24 +94,8 @@ fn start_tls_server_with(pki: &Pki, port: u16, cert: &str, extra: &[&str]) -> Se
         .arg(dir.path())
         .arg("--aclfile")
         .arg(&acl)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut server = Server { child, _dir: dir };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            panic!(
-                "redis-server with TLS on port {port} exited ({status}): is the port taken, \
-                 or is it built without TLS?"
-            );
-        }
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    server
+        .args(extra);
+    LocalServer::start(&mut cmd, port, Duration::from_secs(10)).keeping(dir)
 }
 
 /// `path` as a URL option's value.
@@ -172,7 +108,7 @@ fn encoded(path: &Path) -> String {
 
 /// The `rediss://` URL of the server on `port` as [`USER`], trusting
 /// `ca` and presenting the client certificate.
-fn tls_url(pki: &Pki, port: u16, ca: &str, prefix: &str) -> String {
+fn tls_url(pki: &TestPki, port: u16, ca: &str, prefix: &str) -> String {
     format!(
         "rediss://{USER}:{PASSWORD}@127.0.0.1:{port}/?prefix={prefix}&tls_ca_file={}&tls_cert_file={}&tls_key_file={}",
         encoded(&pki.path(ca)),
@@ -184,20 +120,7 @@ fn tls_url(pki: &Pki, port: u16, ca: &str, prefix: &str) -> String {
 /// The error of connecting to `url`, with its causes, as a user sees it.
 async fn connect_error(url: &str) -> String {
     let config = RedisConfig::from_url(url).unwrap();
-    let err = match tokio::time::timeout(Duration::from_secs(30), RedisStore::connect(config))
-        .await
-        .expect("the connection attempt hangs")
-    {
-        Ok(_) => panic!("{url}: connected"),
-        Err(e) => e,
-    };
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
+    tls::connect_error(url, RedisStore::connect(config)).await
 }
 
 fn key(kind: &str, id: &str) -> Key {
@@ -213,7 +136,7 @@ async fn a_migration_and_lazy_commands_over_tls_as_an_acl_user() {
         eprintln!("skipped: Redis over TLS: {reason}");
         return;
     }
-    let pki = make_pki();
+    let (pki, _dir) = make_pki();
     let _server = start_tls_server(&pki, 6401, "server");
     let url = tls_url(&pki, 6401, "ca.pem", "tern_tls");
     let store = Arc::new(
@@ -269,7 +192,7 @@ async fn refused_connections_name_the_url_never_the_password() {
         eprintln!("skipped: Redis over TLS refusals: {reason}");
         return;
     }
-    let pki = make_pki();
+    let (pki, _dir) = make_pki();
     let _good = start_tls_server(&pki, 6402, "server");
     let _expired = start_tls_server(&pki, 6403, "expired");
     let _elsewhere = start_tls_server(&pki, 6404, "elsewhere");
@@ -334,9 +257,9 @@ async fn a_migration_on_a_tls_redis_cluster() {
         eprintln!("skipped: a Redis Cluster over TLS: redis-cli is not on the PATH");
         return;
     }
-    let pki = make_pki();
+    let (pki, _dir) = make_pki();
     let ports = [6410u16, 6411, 6412];
-    let _servers: Vec<Server> = ports
+    let _servers: Vec<LocalServer> = ports
         .iter()
         .map(|port| {
             start_tls_server_with(

@@ -1,7 +1,7 @@
 //! Thompson automata for the horizontal languages (the regular expressions
 //! over a node's children).
 
-use crate::grammar::Regex;
+use super::grammar::Regex;
 
 /// An ε-NFA whose letters are atom occurrences of one production.
 #[derive(Debug, Clone, Default)]

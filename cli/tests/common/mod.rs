@@ -10,6 +10,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The paper's release 2 (per-entity statements only).
 pub const RELEASE2: &str =
@@ -87,24 +88,59 @@ impl Project {
         self.cmd(args).output().unwrap()
     }
 
-    /// Starts `tern up --max-rate 1000`, sends it `signal` (`INT`, `TERM`)
-    /// after `after_ms`, asserts it exits 130 and returns its standard error.
-    pub fn up_interrupted(&self, signal: &str, after_ms: u64) -> String {
+    /// Starts `tern ARGS` (its standard output and error captured), sends it
+    /// `signal` (`INT`, `TERM`) after `after_ms`, and returns its output and
+    /// how long it ran on after the signal.
+    pub fn interrupt(&self, args: &[&str], signal: &str, after_ms: u64) -> (Output, Duration) {
         let child = self
-            .cmd(&["up", "--max-rate", "1000"])
+            .cmd(args)
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(after_ms));
+        std::thread::sleep(Duration::from_millis(after_ms));
         let sent = Command::new("kill")
             .args([&format!("-{signal}"), &child.id().to_string()])
             .status()
             .unwrap();
         assert!(sent.success(), "kill -{signal}");
+        let signalled = Instant::now();
         let out = child.wait_with_output().unwrap();
+        (out, signalled.elapsed())
+    }
+
+    /// Starts `tern up --max-rate 1000`, sends it `signal` (`INT`, `TERM`)
+    /// after `after_ms`, asserts it exits 130 and returns its standard error.
+    pub fn up_interrupted(&self, signal: &str, after_ms: u64) -> String {
+        let (out, _) = self.interrupt(&["up", "--max-rate", "1000"], signal, after_ms);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(130), "{stderr}");
         stderr
+    }
+
+    /// Writes `entities` (kind, integer id, version; no properties) straight
+    /// into the embedded store `store.redb`, as no `tern` command would.
+    pub fn put_raw(&self, entities: &[(&str, i64, u64)]) {
+        use tern_core::store::Store as _;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store =
+                tern_core::store::embedded::EmbeddedStore::open(self.path("store.redb")).unwrap();
+            let writes = entities
+                .iter()
+                .map(|(kind, id, version)| {
+                    tern_core::store::Write::Put(tern_core::model::Entity {
+                        key: tern_core::model::Key::new(*kind, tern_core::model::Value::Int(*id))
+                            .unwrap(),
+                        version: *version,
+                        value: Default::default(),
+                    })
+                })
+                .collect();
+            store.write_batch(writes).await.unwrap();
+        });
     }
 
     /// Runs `tern ARGS`, asserts it succeeds, returns its standard output.

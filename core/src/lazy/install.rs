@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use crate::migration::error::{MigrateError, Result, rename_refused};
 use crate::migration::lease::Lease;
-use crate::migration::plan::{self, Stage};
+use crate::migration::plan::{self, Stage, StepOp};
 use crate::migration::report::{MigrationReport, ledger_entry};
 use crate::migration::source::{Body, Migration, MigrationSet};
 use crate::migration::state::{KindRename, LazyRecord, RunCounts, StateDoc};
@@ -22,7 +22,9 @@ use crate::store::{Filter, ScanRequest, Store, StoreExt};
 ///
 /// # Errors
 /// [`MigrateError::Invalid`] for a step that cannot be lazy (a move or copy;
-/// a kind rename on a store without atomic multi-key writes);
+/// a kind rename on a store without atomic multi-key writes; a Rust transform
+/// on a store whose server migrates lazily itself,
+/// [`Features::lazy_in_server`](crate::store::Features::lazy_in_server));
 /// [`MigrateError::RenameKindRefused`] for a rename onto a kind in use; lease
 /// and store errors.
 pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<MigrationReport> {
@@ -43,6 +45,20 @@ pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<
             "a lazy migration may not move or copy (they read other entities); remove the `lazy` line"
                 .to_owned(),
         ));
+    }
+    if let Some(server) = store.features().lazy_in_server
+        && let Some(step) = plan.steps.iter().find(|s| matches!(s.op, StepOp::Code(_)))
+    {
+        return Err(invalid(format!(
+            "kind {}: its Rust transform cannot be lazy on {}: {server}, which migrates \
+             the entities of a lazy migration inside the server for every client and runs the \
+             evolution language only, never Rust code, so it would refuse every {} entity \
+             below the transform; run the migration eagerly (without `into_lazy()`), or write \
+             it as statements",
+            step.kind,
+            store.info(),
+            step.kind
+        )));
     }
     let mut kinds_after = plan.kinds_after.clone();
     let mut record_kinds: BTreeMap<String, u64> = plan.targets.clone();

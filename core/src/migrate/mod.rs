@@ -25,9 +25,9 @@ pub use crate::migration::conflict::Conflict;
 pub use crate::migration::error::MigrateError;
 pub use crate::migration::lease::{Lease, LeaseOptions};
 pub use crate::migration::pace::RateLimiter;
+pub use crate::migration::progress::{CancelFlag, NoProgress, Progress};
 #[cfg(feature = "fault-injection")]
-pub use crate::migration::progress::FaultHook;
-pub use crate::migration::progress::{CancelFlag, FaultAt, FaultPoint, NoProgress, Progress};
+pub use crate::migration::progress::{FaultAt, FaultHook, FaultPoint};
 pub use crate::migration::report::MigrationReport;
 pub use crate::migration::source::{Body, EntityMigration, Migration, MigrationSet};
 pub use crate::migration::state::{

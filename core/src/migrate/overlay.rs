@@ -117,6 +117,7 @@ impl Store for OverlayStore {
             kind_rename: base.kind_rename.map(|_| self as &dyn KindRename),
             atomic_writes: base.atomic_writes.map(|_| self as &dyn AtomicWrites),
             atomic_writes_hint: base.atomic_writes_hint,
+            lazy_in_server: base.lazy_in_server,
             ..Features::default()
         }
     }

@@ -22,7 +22,7 @@
 
 use super::run::{Position, Runner};
 use crate::migration::error::{MigrateError, Result, rename_refused};
-use crate::migration::progress::FaultAt;
+use crate::migration::progress::fault_point;
 use crate::migration::state::KindRename;
 use crate::model::Key;
 use crate::store::{Error, ErrorKind, Filter, RenameKindPage, RenameKindRequest, Store, StoreExt};
@@ -93,7 +93,7 @@ impl Runner<'_> {
                 count_target,
             )
             .await?;
-            self.fault(self.point(index, CHECK, 0, FaultAt::BeforeCheckpoint))?;
+            fault_point!(self, index, CHECK, 0, BeforeCheckpoint);
             let now = self
                 .store
                 .now()
@@ -116,7 +116,7 @@ impl Runner<'_> {
                 }
             })
             .await?;
-            self.fault(self.point(index, CHECK, 0, FaultAt::AfterCheckpoint))?;
+            fault_point!(self, index, CHECK, 0, AfterCheckpoint);
         }
         if pos.phase == BATCHES {
             // Collisions are found again, and reported, by the census.
@@ -148,13 +148,11 @@ impl Runner<'_> {
             ..Pass::default()
         };
         let mut batch_no = 0u64;
-        let fault = |batch: u64, at: FaultAt, phase: u32| match stage {
-            Some(index) => self.fault(self.point(index, phase, batch, at)),
-            None => Ok(()),
-        };
         loop {
             self.check_continue()?;
-            fault(batch_no, FaultAt::BeforeWrite, pos.phase)?;
+            if let Some(index) = stage {
+                fault_point!(self, index, pos.phase, batch_no, BeforeWrite);
+            }
             let page = rename_batch(
                 self.store,
                 RenameKindRequest {
@@ -175,7 +173,9 @@ impl Runner<'_> {
                 }
                 Err(e) => return Err(MigrateError::store("renaming a kind")(e)),
             };
-            fault(batch_no, FaultAt::BeforeCheckpoint, pos.phase)?;
+            if let Some(index) = stage {
+                fault_point!(self, index, pos.phase, batch_no, BeforeCheckpoint);
+            }
             pass.renamed += page.renamed;
             pass.collisions.extend(page.collisions);
             pos.counts.processed += page.renamed;
@@ -186,7 +186,7 @@ impl Runner<'_> {
             pos.cursor = page.cursor.clone();
             if let Some(index) = stage {
                 self.checkpoint(index, pos).await?;
-                fault(batch_no, FaultAt::AfterCheckpoint, pos.phase)?;
+                fault_point!(self, index, pos.phase, batch_no, AfterCheckpoint);
                 self.report_checkpoint(pos);
             }
             tracing::info!(

@@ -25,9 +25,9 @@ use crate::migration::apply::{apply_per_entity, atom_condition, pushdown_steps};
 use crate::migration::error::{MigrateError, Result};
 use crate::migration::lease::Lease;
 use crate::migration::plan::{Stage, Step, StepOp};
+use crate::migration::progress::{CancelFlag, Progress, fault_point};
 #[cfg(feature = "fault-injection")]
-use crate::migration::progress::FaultHook;
-use crate::migration::progress::{CancelFlag, FaultAt, FaultPoint, Progress};
+use crate::migration::progress::{FaultAt, FaultHook, FaultPoint};
 use crate::migration::state::{RunCounts, StateDoc};
 use crate::model::{Entity, Key, Value, Version};
 use crate::store::{
@@ -74,7 +74,7 @@ struct BatchCheckpoint {
 struct Written {
     /// The checkpoint past the batch was committed with its last writes.
     checkpointed: bool,
-    /// The [`FaultAt::BeforeCheckpoint`] point was reached.
+    /// The fault point before the checkpoint (`FaultAt::BeforeCheckpoint`) was passed.
     before_checkpoint: bool,
 }
 
@@ -153,6 +153,8 @@ fn store_err(context: &str) -> impl FnOnce(crate::store::Error) -> MigrateError 
 }
 
 impl Runner<'_> {
+    /// The fault point `at` of batch `batch` of `phase` of `stage` of this run.
+    #[cfg(feature = "fault-injection")]
     pub(crate) fn point(&self, stage: usize, phase: u32, batch: u64, at: FaultAt) -> FaultPoint {
         FaultPoint {
             migration: self.migration,
@@ -164,7 +166,7 @@ impl Runner<'_> {
     }
 
     /// Stops the run here when a test's fault hook asks for a crash at `point`
-    /// (feature `fault-injection`; without it, nothing).
+    /// (feature `fault-injection`; the macro `fault_point!` calls it).
     #[cfg(feature = "fault-injection")]
     pub(crate) fn fault(&self, point: FaultPoint) -> Result<()> {
         if let Some(hook) = self.faults
@@ -172,14 +174,6 @@ impl Runner<'_> {
         {
             return Err(MigrateError::InjectedCrash(format!("{point:?}")));
         }
-        Ok(())
-    }
-
-    /// Stops the run here when a test's fault hook asks for a crash at `point`
-    /// (feature `fault-injection`; without it, nothing).
-    #[cfg(not(feature = "fault-injection"))]
-    #[inline(always)]
-    pub(crate) fn fault(&self, _point: FaultPoint) -> Result<()> {
         Ok(())
     }
 
@@ -238,7 +232,7 @@ impl Runner<'_> {
         batch_no: u64,
         pos: &Position,
     ) -> Result<()> {
-        self.fault(self.point(stage, phase, batch_no, FaultAt::AfterCheckpoint))?;
+        fault_point!(self, stage, phase, batch_no, AfterCheckpoint);
         self.report_checkpoint(pos);
         if !self.collect_conflicts {
             crate::telemetry::checkpoint(
@@ -357,7 +351,7 @@ impl Runner<'_> {
                 }
                 Err(e) => return Err(store_err("scanning entities")(e)),
             };
-            self.fault(self.point(index, pos.phase, batch_no, FaultAt::BeforeWrite))?;
+            fault_point!(self, index, pos.phase, batch_no, BeforeWrite);
             let n = page.entities.len() as u64;
             let mut counts = RunCounts::default();
             // Where the store can, the checkpoint is committed with the batch's writes.
@@ -403,7 +397,7 @@ impl Runner<'_> {
             };
             counts.unmatched_sources += self.unmatched.swap(0, std::sync::atomic::Ordering::SeqCst);
             if !written.before_checkpoint {
-                self.fault(self.point(index, pos.phase, batch_no, FaultAt::BeforeCheckpoint))?;
+                fault_point!(self, index, pos.phase, batch_no, BeforeCheckpoint);
             }
             pos.counts.add(&counts);
             pos.cursor = page.cursor.clone();
@@ -491,12 +485,7 @@ impl Runner<'_> {
                 if batch.first {
                     // The batch's checkpoint commits with these writes.
                     let at = batch.at;
-                    self.fault(self.point(
-                        at.index,
-                        at.phase,
-                        at.batch_no,
-                        FaultAt::BeforeCheckpoint,
-                    ))?;
+                    fault_point!(self, at.index, at.phase, at.batch_no, BeforeCheckpoint);
                     written.before_checkpoint = true;
                 }
                 let outcomes = self
@@ -633,7 +622,7 @@ impl Runner<'_> {
         let mut batch_no = 0u64;
         loop {
             self.check_continue()?;
-            self.fault(self.point(index, 0, batch_no, FaultAt::BeforeWrite))?;
+            fault_point!(self, index, 0, batch_no, BeforeWrite);
             let page = facet
                 .update_in_place(PushdownRequest {
                     kind: kind.to_owned(),
@@ -659,7 +648,7 @@ impl Runner<'_> {
                 }
                 Err(e) => return Err(store_err("updating entities in the store")(e)),
             };
-            self.fault(self.point(index, 0, batch_no, FaultAt::BeforeCheckpoint))?;
+            fault_point!(self, index, 0, batch_no, BeforeCheckpoint);
             pos.counts.processed += page.advanced;
             pos.counts.changed += page.changed_entities;
             pos.cursor = page.cursor.clone();

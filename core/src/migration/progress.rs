@@ -103,6 +103,10 @@ impl CancelFlag {
 /// batch's writes, which a crash there never commits. A crash in the middle of
 /// a batch's writes is the store's to simulate, not the engine's: the test kit's
 /// `TornWrite` wrapper, so the engine writes every batch as production does.
+///
+/// Tests only: feature `fault-injection`, without which a build has no fault
+/// point at all.
+#[cfg(feature = "fault-injection")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultAt {
     /// Before the batch's writes.
@@ -113,6 +117,7 @@ pub enum FaultAt {
     AfterCheckpoint,
 }
 
+#[cfg(feature = "fault-injection")]
 impl FaultAt {
     /// Every point of a batch, in the order a batch reaches them.
     pub const ALL: [FaultAt; 3] = [
@@ -122,7 +127,9 @@ impl FaultAt {
     ];
 }
 
-/// Where a test may inject a crash: a point of a batch of a stage of a migration.
+/// Where a test may inject a crash: a point of a batch of a stage of a migration
+/// (feature `fault-injection`).
+#[cfg(feature = "fault-injection")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultPoint {
     /// The migration number.
@@ -136,6 +143,34 @@ pub struct FaultPoint {
     /// The point within the batch.
     pub at: FaultAt,
 }
+
+/// Offers the fault point `$at` of batch `$batch` of phase `$phase` of stage
+/// `$stage` to the test's hook of `$runner` (a `Runner`), returning
+/// `MigrateError::InjectedCrash` from the enclosing function when the hook asks for a crash there.
+///
+/// Without feature `fault-injection` it expands to nothing that runs (the
+/// arguments are only borrowed), so a production build has no fault point.
+#[cfg(feature = "fault-injection")]
+macro_rules! fault_point {
+    ($runner:expr, $stage:expr, $phase:expr, $batch:expr, $at:ident) => {
+        $runner.fault($runner.point(
+            $stage,
+            $phase,
+            $batch,
+            $crate::migrate::progress::FaultAt::$at,
+        ))?
+    };
+}
+
+/// Without feature `fault-injection`: nothing (see the feature's version).
+#[cfg(not(feature = "fault-injection"))]
+macro_rules! fault_point {
+    ($runner:expr, $stage:expr, $phase:expr, $batch:expr, $at:ident) => {{
+        let _ = (&$stage, &$phase, &$batch);
+    }};
+}
+
+pub(crate) use fault_point;
 
 /// Decides whether to crash at a fault point (tests only). Returning `true`
 /// makes the run stop at once, as if the process died: nothing more is

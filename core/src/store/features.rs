@@ -99,6 +99,14 @@ pub struct Features<'a> {
     pub server_clock: Option<&'a dyn ServerClock>,
     /// A cheap count of a kind's entities for a progress display.
     pub count_estimate: Option<&'a dyn CountEstimate>,
+    /// Code in the store's server that migrates entities lazily for every
+    /// client (tern's Redis module, docs/module.md), named for messages. Such a
+    /// server runs the evolution language only, so the lazy install refuses a
+    /// lazy migration with a Rust transform on a store that has one: the server
+    /// would refuse every entity below it. Not a facet of the store's code (no
+    /// row in the capability tables): a property of the server it talks to,
+    /// found when the store is opened.
+    pub lazy_in_server: Option<&'static str>,
 }
 
 impl std::fmt::Debug for Features<'_> {

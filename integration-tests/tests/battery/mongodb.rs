@@ -568,22 +568,7 @@ mod fast_path {
             (8, 0, r#"{"likes": 0.0, "text": "h", "gone": []}"#),
             (9, 0, r#"{"likes": null, "text": "i", "gone": {}}"#),
         ]);
-        let steps = vec![
-            PushStep {
-                conditions: vec![],
-                op: PushOp::Set {
-                    path: vec!["likes".into()],
-                    value: Value::Int(0),
-                },
-            },
-            PushStep {
-                conditions: vec![],
-                op: PushOp::Rename {
-                    from: "text".into(),
-                    to: "content".into(),
-                },
-            },
-        ];
+        let steps = tern_testkit::conformance::release2_steps();
         // Entities 6-9: every step changes each of them (0 in an array, "0", 0.0 and
         // null are not the integer 0), so one update moves the whole batch; with
         // an unset of a property each of them has, in any form.

@@ -4,22 +4,29 @@
 //! then checked that `tern up` refuses the rename before writing anything, and
 //! the reason is reported as the skip.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
+#[cfg(feature = "fault-injection")]
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Mutex,
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    time::Duration,
+};
 
-use super::{
-    Backend, add_a_hit, crash_once_then_resume, export, load, map, migrator, migrator_with,
-    scan_kind, set, throttled,
-};
+use super::{Backend, export, load, migrator};
+#[cfg(feature = "fault-injection")]
+use super::{add_a_hit, crash_once_then_resume, map, migrator_with, scan_kind, set, throttled};
 use tern_core::lang::eval::{self, EvalOptions};
-use tern_core::migrate::{
-    FaultAt, FaultHook, FaultPoint, KindRename, MigrateError, Migrator, StateDoc,
-};
+#[cfg(feature = "fault-injection")]
+use tern_core::migrate::{FaultAt, FaultHook, FaultPoint, KindRename, Migrator};
+use tern_core::migrate::{MigrateError, StateDoc};
+use tern_core::model::Entity;
 use tern_core::model::json::entity_to_json_line;
-use tern_core::model::{Entity, Key, Value};
-use tern_core::store::{Filter, ScanRequest, Store, StoreExt, Write};
+#[cfg(feature = "fault-injection")]
+use tern_core::model::{Key, Value};
+use tern_core::store::Store;
+#[cfg(feature = "fault-injection")]
+use tern_core::store::{Filter, ScanRequest, StoreExt, Write};
 
 /// The state document as stored.
 pub async fn state_doc(store: &dyn Store) -> StateDoc {
@@ -77,6 +84,7 @@ pub async fn rename_supported(backend: &dyn Backend) -> Result<(), String> {
 
 /// A fault hook that writes `entity` (unconditionally) the first time the run
 /// reaches `point`, and never crashes.
+#[cfg(feature = "fault-injection")]
 fn put_once_at(store: &Arc<dyn Store>, point: FaultPoint, entity: Entity) -> FaultHook {
     let store = Arc::clone(store);
     let done = AtomicBool::new(false);
@@ -90,6 +98,8 @@ fn put_once_at(store: &Arc<dyn Store>, point: FaultPoint, entity: Entity) -> Fau
     })
 }
 
+/// The migrations of the rename tests.
+#[cfg(feature = "fault-injection")]
 const RENAME: &[(u32, &str)] = &[
     (1, super::RELEASE2),
     (2, "rename kind blogpost to post"),
@@ -101,6 +111,7 @@ const RENAME: &[(u32, &str)] = &[
 /// moves to the new name; the prefix history is kept; no `blogpost` entity
 /// remains. The dry run shows it without writing. A rename onto a kind that
 /// holds entities is refused before anything is written.
+#[cfg(feature = "fault-injection")]
 pub async fn rename_kind_rekeys_every_entity_and_keeps_the_prefix_history(
     backend: &dyn Backend,
 ) -> Result<(), String> {
@@ -252,6 +263,7 @@ pub async fn rename_kind_rekeys_every_entity_and_keeps_the_prefix_history(
 
 /// A crash at every fault point of the rename stage (its check, each batch,
 /// its census) resumes to exactly the reference result, with one history entry.
+#[cfg(feature = "fault-injection")]
 pub async fn rename_kind_resumes_after_a_crash_at_every_fault_point(
     backend: &dyn Backend,
 ) -> Result<(), String> {
@@ -325,6 +337,7 @@ pub async fn rename_kind_resumes_after_a_crash_at_every_fault_point(
 /// entities it inserts under `blogpost` are moved (by the batches or by the
 /// census passes), and updates that find their entity under either name
 /// (read `blogpost`, else `post`, then compare-and-set) are never lost.
+#[cfg(feature = "fault-injection")]
 pub async fn rename_kind_with_a_concurrent_writer_on_the_old_kind(
     backend: &dyn Backend,
 ) -> Result<(), String> {
@@ -473,6 +486,7 @@ pub async fn rename_kind_with_a_concurrent_writer_on_the_old_kind(
 /// `post` before its `blogpost` moved, and one written back under `blogpost`
 /// by old code after it moved) stays where it is; the run stops with both keys
 /// listed. Once each pair is resolved, `tern up` resumes and finishes.
+#[cfg(feature = "fault-injection")]
 pub async fn rename_kind_never_overwrites_and_stops_on_a_namesake(
     backend: &dyn Backend,
 ) -> Result<(), String> {

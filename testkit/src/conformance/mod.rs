@@ -41,7 +41,7 @@ use tern_core::store::{Filter, Store, Write};
 pub use batch_meta::batch_with_meta;
 pub use entities::{clock, concurrent_replace, round_trip, write_batch_outcomes};
 pub use meta::{metadata_cas, metadata_list, metadata_not_kinds};
-pub use pushdown::{get_advanced, get_advanced_moving, update_in_place};
+pub use pushdown::{get_advanced, get_advanced_moving, release2_steps, update_in_place};
 pub use rename::rename_kind;
 pub use scan::{
     count_and_census, kinds_isolated, scan_filter, scan_pagination, scan_projected_pages,

@@ -230,12 +230,10 @@ pub async fn update_in_place(store: &dyn Store) -> CheckResult {
     clear_kinds(store, &[&kind]).await
 }
 
-/// Unconditional top-level steps (set, rename, unset), which every store with
-/// `update_pushdown` runs: same results as the reference, in batches.
-pub(super) async fn simple_steps(store: &dyn Store) -> CheckResult {
-    let ns = Namespace::new();
-    let kind = ns.kind("pushdown_simple");
-    let steps = vec![
+/// The blog's release 2 as pushdown steps, unconditional: `likes` set to 0,
+/// `text` renamed to `content`.
+pub fn release2_steps() -> Vec<PushStep> {
+    vec![
         PushStep {
             conditions: vec![],
             op: PushOp::Set {
@@ -250,13 +248,21 @@ pub(super) async fn simple_steps(store: &dyn Store) -> CheckResult {
                 to: "content".into(),
             },
         },
-        PushStep {
-            conditions: vec![],
-            op: PushOp::Unset {
-                path: vec!["tmp".into()],
-            },
+    ]
+}
+
+/// Unconditional top-level steps (set, rename, unset), which every store with
+/// `update_pushdown` runs: same results as the reference, in batches.
+pub(super) async fn simple_steps(store: &dyn Store) -> CheckResult {
+    let ns = Namespace::new();
+    let kind = ns.kind("pushdown_simple");
+    let mut steps = release2_steps();
+    steps.push(PushStep {
+        conditions: vec![],
+        op: PushOp::Unset {
+            path: vec!["tmp".into()],
         },
-    ];
+    });
     let i = Value::Int;
     let entities = vec![
         entity(&kind, 0, 0, &[("text", "a".into()), ("tmp", i(1))]),

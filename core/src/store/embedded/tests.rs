@@ -469,14 +469,9 @@ fn crash_batch(b: i64) -> Vec<Write> {
 #[test]
 #[ignore = "helper: run by crash_safety as a child process"]
 fn crash_child() {
-    let Ok(path) = std::env::var(CRASH_CHILD_ENV) else {
+    let Some((path, rt)) = tern_testkit::child::child_work(CRASH_CHILD_ENV) else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
     rt.block_on(async {
         let store = EmbeddedStore::open(&path).unwrap();
         let next = match store
