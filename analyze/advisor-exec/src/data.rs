@@ -136,3 +136,37 @@ pub fn cf_rows(model: &Model, data: &Data, cf: &ColumnFamily) -> Vec<Row> {
     }
     rows
 }
+
+/// The generated data in the normalized layout `tern advise --emit-migration` reads
+/// (docs/advisor.md): one kind per entity, named like it; one entity per instance, its id the
+/// instance's id; each field a property of the same name (the id included); each N:1
+/// relationship a property of the referencing entity, named like the relationship, holding
+/// the referenced instance's id.
+///
+/// # Errors
+/// An entity name is not a valid kind.
+pub fn normalized(
+    model: &Model,
+    data: &Data,
+) -> Result<Vec<tern_core::model::Entity>, tern_core::model::KeyError> {
+    use tern_core::model::{Entity, Key, Map, Value};
+
+    let mut out = Vec::new();
+    for (e, ent) in model.entities.iter().enumerate() {
+        for (i, values) in data.values[e].iter().enumerate() {
+            let mut value: Map = ent
+                .fields
+                .iter()
+                .zip(values)
+                .map(|(f, v)| (f.name.clone(), Value::Int(*v)))
+                .collect();
+            for (r, rel) in model.relationships.iter().enumerate() {
+                if rel.from == e {
+                    value.insert(rel.name.clone(), Value::Int(data.parent[r][i] as i64));
+                }
+            }
+            out.push(Entity::new(Key::new(ent.name.as_str(), i as i64)?, value));
+        }
+    }
+    Ok(out)
+}

@@ -13,7 +13,7 @@ use tern_core::store::Store;
 
 use crate::data::{Data, Row};
 use crate::error::{ExecError, Result};
-use crate::layout::{decode, partition_id};
+use crate::layout::{Naming, decode, partition_id};
 
 /// Parameters of one execution: a value per equality attribute, a lower bound per range attribute.
 #[derive(Debug, Clone, Default)]
@@ -45,7 +45,8 @@ pub fn params(model: &Model, data: &Data, q: &Query, rng: &mut Rng) -> Params {
 }
 
 /// Executes a plan (the column families of its steps, in order): returns the rows of the answer
-/// before `LIMIT`, one per combination of the query's entities.
+/// before `LIMIT`, one per combination of the query's entities. `naming` says how the stored
+/// rows name their columns.
 ///
 /// # Errors
 /// The store fails, or a step's partition key is not known.
@@ -54,6 +55,7 @@ pub async fn execute(
     kinds: &[String],
     cfs: &[&ColumnFamily],
     p: &Params,
+    naming: &Naming,
 ) -> Result<Vec<Row>> {
     let mut current: Vec<Row> = vec![Row::new()];
     for (cf, kind) in cfs.iter().zip(kinds) {
@@ -64,7 +66,7 @@ pub async fn execute(
                 .ok_or_else(|| ExecError::UnknownPartitionKey(kind.clone()))?;
             if !cache.contains_key(&id) {
                 let rows = match store.get(&Key::new(kind.as_str(), id.clone())?).await? {
-                    Some(e) => decode(e.value.get("rows")),
+                    Some(e) => decode(e.value.get("rows"), naming),
                     None => Vec::new(),
                 };
                 cache.insert(id.clone(), rows);
@@ -129,7 +131,7 @@ pub async fn time_plans(
         for _ in 0..runs {
             let p = params(model, data, q, &mut rng);
             let start = Instant::now();
-            let answer = execute(store, &kinds, &cfs, &p).await?;
+            let answer = execute(store, &kinds, &cfs, &p, &Naming::Indices).await?;
             total += start.elapsed().as_secs_f64() * 1000.0;
             rows += answer.len();
         }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use tern_advisor::column_family::ColumnFamily;
-use tern_advisor::model::Attr;
+use tern_advisor::model::{Attr, Model};
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Store, Write};
 
@@ -80,7 +80,51 @@ pub async fn load(
     Ok(())
 }
 
-pub(crate) fn decode(v: Option<&Value>) -> Vec<Row> {
+/// How the columns of a stored row are named.
+#[derive(Debug, Clone, Default)]
+pub enum Naming {
+    /// `"E.F"`: entity and field indices (what [`load`] writes).
+    #[default]
+    Indices,
+    /// Names mapped to attributes: the `entity_field` columns a `build` statement of
+    /// `tern advise --emit-migration` writes ([`Naming::columns`]).
+    Columns(BTreeMap<String, Attr>),
+}
+
+impl Naming {
+    /// The `entity_field` column names of every attribute of `model` (lower-case, as in the CQL
+    /// of `advise_schema.cql` and the emitted `build` statements).
+    pub fn columns(model: &Model) -> Naming {
+        let mut names = BTreeMap::new();
+        for (e, ent) in model.entities.iter().enumerate() {
+            for f in 0..ent.fields.len() {
+                let a = Attr {
+                    entity: e,
+                    field: f,
+                };
+                names.insert(ColumnFamily::column(model, a), a);
+            }
+        }
+        Naming::Columns(names)
+    }
+
+    fn attr(&self, name: &str) -> Option<Attr> {
+        match self {
+            Naming::Indices => {
+                let (e, f) = name.split_once('.')?;
+                Some(Attr {
+                    entity: e.parse().ok()?,
+                    field: f.parse().ok()?,
+                })
+            }
+            Naming::Columns(names) => names.get(name).copied(),
+        }
+    }
+}
+
+/// The rows of a stored partition (`{"rows": [...]}`); columns that are not integers or that
+/// `naming` does not know are left out.
+pub fn decode(v: Option<&Value>, naming: &Naming) -> Vec<Row> {
     let Some(Value::Array(rows)) = v else {
         return Vec::new();
     };
@@ -88,16 +132,9 @@ pub(crate) fn decode(v: Option<&Value>) -> Vec<Row> {
         .filter_map(|r| match r {
             Value::Map(m) => Some(
                 m.iter()
-                    .filter_map(|(k, v)| {
-                        let (e, f) = k.split_once('.')?;
-                        let a = Attr {
-                            entity: e.parse().ok()?,
-                            field: f.parse().ok()?,
-                        };
-                        match v {
-                            Value::Int(i) => Some((a, *i)),
-                            _ => None,
-                        }
+                    .filter_map(|(k, v)| match (naming.attr(k), v) {
+                        (Some(a), Value::Int(i)) => Some((a, *i)),
+                        _ => None,
                     })
                     .collect(),
             ),

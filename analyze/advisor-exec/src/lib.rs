@@ -22,4 +22,4 @@ pub mod layout;
 
 pub use compare::{Comparison, EXECUTE_KIND_PREFIX, compare_on, render_comparison};
 pub use error::{ExecError, Result};
-pub use layout::Written;
+pub use layout::{Naming, Written};

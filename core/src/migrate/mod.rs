@@ -4,6 +4,7 @@
 //! Start with [`Migrator`]: give it a store and a [`MigrationSet`], call
 //! [`Migrator::up`]. See the README's "Concepts" for the guarantees.
 
+mod build;
 mod changelog;
 pub mod conflict;
 pub mod engine;
