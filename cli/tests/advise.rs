@@ -479,3 +479,46 @@ fn compare_costs_a_hand_written_schema_beside_the_advice_and_costs_files_set_the
         p.fails_saying(args, 1, &["bad.costs:2:1: unknown cost constant `latency`"])
     });
 }
+
+/// `--calibrate` and `--execute` on the real Cassandra of `TERN_IT_CASSANDRA_URL` (a fresh
+/// keyspace); skipped, with the reason printed, without one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advise_calibrate_and_execute_on_cassandra() {
+    let url = match tern_integration_tests::cassandra::backend().await {
+        Ok(b) => b.fresh_url(),
+        Err(reason) => {
+            println!("skipped: {reason}");
+            return;
+        }
+    };
+    tokio::task::spawn_blocking(move || {
+        let p = Project::new(5_000);
+        let run = advise(
+            &p,
+            "eac",
+            &[
+                "--calibrate",
+                &url,
+                "--create-store",
+                "--execute",
+                &url,
+                "--execute-rows",
+                "60",
+                "--execute-runs",
+                "2",
+            ],
+            Project::run,
+        );
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{stderr}");
+        let out = String::from_utf8_lossy(&run.stdout);
+        assert!(stderr.contains("calibrated on cassandra://"), "{stderr}");
+        assert!(stderr.contains("removed the "), "{stderr}");
+        assert!(out.contains("-- executed on cassandra://"), "{out}");
+        // Both schemas gave the same answers, and every query has a plan in both.
+        assert!(!out.contains("!=") && !out.contains("(no plan"), "{out}");
+        assert!(out.contains("-- weighted mean response time"), "{out}");
+    })
+    .await
+    .unwrap();
+}
