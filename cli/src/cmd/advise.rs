@@ -3,17 +3,14 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use std::time::Instant;
-
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use tern_advisor::advise::{Prepared, Recommendation};
 use tern_advisor::budget::Interrupt;
-use tern_advisor::cost::{CostModel, Sample};
+use tern_advisor::cost::CostModel;
 use tern_advisor::{Model, Options, Workload, migration, render};
+use tern_advisor_exec::{EXECUTE_KIND_PREFIX, Written, calibrate, compare_on, render_comparison};
 use tern_core::migrate::CancelFlag;
-use tern_core::model::{Entity, Key, Map, Value};
-use tern_core::store::{Store, Write};
 
 use crate::EXIT_OK;
 
@@ -70,213 +67,19 @@ pub struct AdviseArgs {
     pub execute_runs: usize,
 }
 
-/// The scratch kind the calibration writes (and deletes).
-pub const CALIBRATION_KIND: &str = "tern_advise_calibration";
-/// Rows per partition measured.
-const WIDTHS: [usize; 3] = [1, 10, 100];
-/// Gets per measurement.
-const GETS: [usize; 4] = [1, 5, 20, 50];
-/// Partitions written per width (gets cycle through them).
-const PARTITIONS: usize = 50;
-/// Repetitions of each measurement; the median is kept.
-const REPEATS: usize = 7;
-
-fn partition_key(w: usize, p: usize) -> anyhow::Result<Key> {
-    Ok(Key::new(CALIBRATION_KIND, format!("w{w}-p{p}"))?)
-}
-
-/// Writes partitions of 1, 10 and 100 rows (one entity each, its rows an array of 40-byte maps),
-/// times sequential gets of n of them, and returns the samples (median of the repetitions) after
-/// deleting the partitions again.
-///
-/// # Errors
-/// The store fails, or a partition does not read back with its rows.
-pub async fn measure(store: &dyn Store) -> anyhow::Result<Measured> {
-    let measured = measure_inner(store).await;
-    // Remove every partition the measurement may have written, whatever happened.
-    let mut deletes = Vec::new();
-    for w in WIDTHS {
-        for p in 0..PARTITIONS {
-            deletes.push(Write::Delete(partition_key(w, p)?));
-        }
-    }
-    for rep in 0..REPEATS {
-        for i in 0..50 {
-            deletes.push(Write::Delete(partition_key(0, rep * 100 + i)?));
-        }
-    }
-    let removed = store.write_batch(deletes).await;
-    match (measured, removed) {
-        (Ok(m), Ok(_)) => Ok(m),
-        (Err(e), Ok(_)) => Err(e),
-        (m, Err(e)) => Err(anyhow::Error::from(e).context(format!(
-            "could not remove the calibration's scratch kind `{CALIBRATION_KIND}`{}: delete its entities by hand",
-            match m {
-                Ok(_) => String::new(),
-                Err(first) => format!(" after the calibration failed ({first:#})"),
-            }
-        ))),
-    }
-}
-
-async fn measure_inner(store: &dyn Store) -> anyhow::Result<Measured> {
-    for w in WIDTHS {
-        let mut writes = Vec::with_capacity(PARTITIONS);
-        for p in 0..PARTITIONS {
-            let rows: Vec<Value> = (0..w)
-                .map(|r| {
-                    Value::Map(Map::from([
-                        ("c".to_owned(), Value::Int(r as i64)),
-                        ("v".to_owned(), Value::String("x".repeat(32))),
-                    ]))
-                })
-                .collect();
-            writes.push(Write::Put(Entity::new(
-                partition_key(w, p)?,
-                Map::from([("rows".to_owned(), Value::Array(rows))]),
-            )));
-        }
-        store.write_batch(writes).await?;
-    }
-    let mut samples = Vec::new();
-    for w in WIDTHS {
-        for n in GETS {
-            let mut times = Vec::with_capacity(REPEATS);
-            for rep in 0..REPEATS {
-                let start = Instant::now();
-                for i in 0..n {
-                    let key = partition_key(w, (i + rep * n) % PARTITIONS)?;
-                    let rows = match store
-                        .get(&key)
-                        .await?
-                        .and_then(|e| e.value.get("rows").cloned())
-                    {
-                        Some(Value::Array(rows)) => rows.len(),
-                        _ => 0,
-                    };
-                    if rows != w {
-                        bail!(
-                            "calibration partition {:?} read back {rows} rows, not {w}",
-                            key.id
-                        );
-                    }
-                }
-                times.push(start.elapsed().as_secs_f64() * 1000.0);
-            }
-            times.sort_by(f64::total_cmp);
-            samples.push(Sample {
-                gets: n as f64,
-                width: w as f64,
-                ms: times[REPEATS / 2],
-            });
-        }
-    }
-    // Writes: batches of k one-row puts, then the same k deletes.
-    let (mut puts, mut dels) = (Vec::new(), Vec::new());
-    for k in [1usize, 10, 50] {
-        let (mut tp, mut td) = (Vec::new(), Vec::new());
-        for rep in 0..REPEATS {
-            let keys: Vec<Key> = (0..k)
-                .map(|i| partition_key(0, rep * 100 + i))
-                .collect::<anyhow::Result<_>>()?;
-            let writes = keys
-                .iter()
-                .map(|key| {
-                    Write::Put(Entity::new(
-                        key.clone(),
-                        Map::from([("v".to_owned(), Value::String("x".repeat(32)))]),
-                    ))
-                })
-                .collect();
-            let start = Instant::now();
-            store.write_batch(writes).await?;
-            tp.push(start.elapsed().as_secs_f64() * 1000.0);
-            let start = Instant::now();
-            store
-                .write_batch(keys.into_iter().map(Write::Delete).collect())
-                .await?;
-            td.push(start.elapsed().as_secs_f64() * 1000.0);
-        }
-        tp.sort_by(f64::total_cmp);
-        td.sort_by(f64::total_cmp);
-        puts.push((k as f64, tp[REPEATS / 2]));
-        dels.push((k as f64, td[REPEATS / 2]));
-    }
-    Ok(Measured {
-        gets: samples,
-        puts,
-        deletes: dels,
-        sort: measure_sort(),
-    })
-}
-
-/// Rows a measured client-side sort orders (a wide partition's worth).
-const SORT_ROWS: usize = 100;
-
-/// The sort penalty: the median time to order [`SORT_ROWS`] rows (maps as a get returns them) by
-/// an integer column, in the reverse of their order, in ms.
-fn measure_sort() -> f64 {
-    let rows: Vec<Value> = (0..SORT_ROWS)
-        .map(|r| {
-            Value::Map(Map::from([
-                ("c".to_owned(), Value::Int(r as i64)),
-                ("v".to_owned(), Value::String("x".repeat(32))),
-            ]))
-        })
-        .collect();
-    let key = |v: &Value| match v {
-        Value::Map(m) => match m.get("c") {
-            Some(Value::Int(i)) => -*i,
-            _ => 0,
-        },
-        _ => 0,
-    };
-    let mut times = Vec::with_capacity(REPEATS);
-    for _ in 0..REPEATS {
-        let mut copy = rows.clone();
-        let start = Instant::now();
-        copy.sort_by_key(key);
-        times.push(start.elapsed().as_secs_f64() * 1000.0);
-        std::hint::black_box(&copy);
-    }
-    times.sort_by(f64::total_cmp);
-    times[REPEATS / 2]
-}
-
-/// What [`measure`] found.
-#[derive(Debug, Clone)]
-pub struct Measured {
-    /// Gets of n partitions × w rows.
-    pub gets: Vec<Sample>,
-    /// (rows, ms) of batches of one-row puts.
-    pub puts: Vec<(f64, f64)>,
-    /// (rows, ms) of batches of deletes.
-    pub deletes: Vec<(f64, f64)>,
-    /// The client-side sort of a wide partition's rows (ms).
-    pub sort: f64,
-}
-
-/// Measures on the store at `url` and fits the cost model: the lookup constants by least squares
-/// over the gets, insert and delete as the slopes of the write batches, the sort penalty as the
-/// time of a client-side sort of a wide partition's rows. A missing embedded store is refused
-/// unless `--create-store`; the password and `[tls]` files given apart from the URL apply ([`crate::Ctx::store_at`]).
+/// Measures on the store at `url` and fits the cost model (`tern_advisor_exec::calibrate`). A
+/// missing embedded store is refused unless `--create-store`; the password and `[tls]` files
+/// given apart from the URL apply ([`crate::Ctx::store_at`]).
 ///
 /// # Errors
 /// The store cannot be opened or fails, or the samples determine no fit.
-pub async fn calibrate(
+async fn calibrate(
     ctx: &crate::Ctx,
     url: &str,
     base: &CostModel,
-) -> anyhow::Result<(CostModel, Measured)> {
+) -> anyhow::Result<(CostModel, calibrate::Measured)> {
     let store = ctx.store_at(url).await?;
-    let measured = measure(store.as_ref()).await?;
-    let mut fitted = base
-        .fit(&measured.gets)
-        .context("the calibration samples determine no cost model")?;
-    fitted.insert = tern_advisor::cost::slope(&measured.puts).unwrap_or(base.insert);
-    fitted.delete = tern_advisor::cost::slope(&measured.deletes).unwrap_or(base.delete);
-    fitted.sort = measured.sort;
-    Ok((fitted, measured))
+    Ok(calibrate::calibrate(store.as_ref(), base).await?)
 }
 
 /// Where `tern advise` writes its answer: the process's stdout as it was when the command started.
@@ -498,9 +301,6 @@ pub async fn run(args: &AdviseArgs, ctx: &crate::Ctx) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-/// The kinds one `--execute` run writes start with this, then a tag unique to the run.
-pub const EXECUTE_KIND_PREFIX: &str = "tern_advise_exec";
-
 /// Loads both schemas into scratch kinds of their own (`tern_advise_exec_<run>_...`), times every
 /// query on both, removes every entity it wrote, and renders the comparison. `None`: interrupted
 /// (after the clean-up).
@@ -515,8 +315,6 @@ async fn compare(
     args: &AdviseArgs,
     cancel: &CancelFlag,
 ) -> anyhow::Result<Option<String>> {
-    use crate::cmd::advise_exec as exec;
-
     let store = ctx.store_at(url).await?;
     let tag = format!(
         "{EXECUTE_KIND_PREFIX}_{}_{}",
@@ -526,8 +324,8 @@ async fn compare(
             .map(|d| d.as_millis() % 1_000_000_000)
             .unwrap_or(0)
     );
-    let mut written = exec::Written::default();
-    let result = exec::compare_on(
+    let mut written = Written::default();
+    let result = compare_on(
         store.as_ref(),
         &tag,
         model,
@@ -558,56 +356,4 @@ async fn compare(
             &measured,
         ))),
     }
-}
-
-/// The side-by-side table of `--execute`: per query (name, weight) the recommended and baseline
-/// times, then the weighted means.
-fn render_comparison(
-    url: &str,
-    runs: usize,
-    rows: usize,
-    c: &crate::cmd::advise_exec::Comparison,
-) -> String {
-    use std::fmt::Write as _;
-
-    let (r, b) = (&c.recommended, &c.baseline);
-    let mut out = format!(
-        "-- executed on {} ({} runs per query; data: largest entity {} instances)\n",
-        tern_core::store::url::redact(url),
-        runs,
-        rows
-    );
-    let _ = writeln!(
-        out,
-        "{:<28} {:>8} {:>14} {:>14} {:>10}",
-        "query", "weight", "recommended ms", "baseline ms", "rows"
-    );
-    let (mut wr, mut wb, mut wsum) = (0.0, 0.0, 0.0);
-    for (i, (name, w)) in c.queries.iter().enumerate() {
-        match (r.per_query[i], b.per_query[i]) {
-            (Some((tr, rows_r)), Some((tb, rows_b))) => {
-                let rows = if (rows_r - rows_b).abs() < 1e-9 {
-                    format!("{rows_r:.1}")
-                } else {
-                    format!("{rows_r:.1}!={rows_b:.1}")
-                };
-                let _ = writeln!(out, "{name:<28} {w:>8.3} {tr:>14.4} {tb:>14.4} {rows:>10}");
-                wr += w * tr;
-                wb += w * tb;
-                wsum += w;
-            }
-            _ => {
-                let _ = writeln!(out, "{name:<28} {w:>8.3} (no plan in one of the schemas)");
-            }
-        }
-    }
-    if wsum > 0.0 {
-        let (mr, mb) = (wr / wsum, wb / wsum);
-        let _ = writeln!(
-            out,
-            "-- weighted mean response time: recommended {mr:.4} ms, normalized baseline {mb:.4} ms ({:.2}x)",
-            if mr > 0.0 { mb / mr } else { f64::NAN }
-        );
-    }
-    out
 }

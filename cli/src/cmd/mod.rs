@@ -2,7 +2,6 @@
 
 pub mod abandon;
 pub mod advise;
-pub mod advise_exec;
 pub mod analyze;
 pub mod apply;
 pub mod data;

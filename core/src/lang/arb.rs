@@ -9,7 +9,9 @@
 
 use proptest::prelude::*;
 
-use super::ast::{Atom, Join, PropRef, Script, Span, Spanned, Statement, Transfer};
+use super::ast::{
+    Atom, Build, BuildJoin, Join, PropRef, Script, Span, Spanned, Statement, Transfer,
+};
 use super::parse::KEYWORDS;
 use crate::model::arb::arb_value;
 
@@ -137,6 +139,75 @@ fn arb_rename_kind() -> impl Strategy<Value = Statement> {
     distinct_kinds().prop_map(|(from, to)| Statement::RenameKind { from, to })
 }
 
+/// A `build` the parser accepts: one to four distinct kinds read, each joined to one named
+/// before it, a new kind of its own, top-level columns with distinct column names.
+pub fn arb_build() -> impl Strategy<Value = Build> {
+    (
+        prop::collection::vec(arb_kind(), 1..5),
+        arb_kind(),
+        prop::collection::vec(
+            (
+                any::<prop::sample::Index>(),
+                arb_prop_name(),
+                arb_prop_name(),
+            ),
+            3,
+        ),
+        prop::collection::vec(
+            (0..3u8, any::<prop::sample::Index>(), arb_prop_name()),
+            1..7,
+        ),
+    )
+        .prop_map(|(mut kinds, mut kind, joins, columns)| {
+            for i in 0..kinds.len() {
+                while kinds[..i].contains(&kinds[i]) {
+                    kinds[i].push('2');
+                }
+            }
+            while kinds.contains(&kind) {
+                kind.push('n');
+            }
+            let prop = |kind: &str, name: String| PropRef {
+                kind: kind.to_owned(),
+                path: vec![name],
+                span: Span::default(),
+            };
+            let joins = kinds[1..]
+                .iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    let (at, a, b) = joins[i % joins.len()].clone();
+                    BuildJoin {
+                        kind: k.clone(),
+                        known: prop(&kinds[at.index(i + 1)], a),
+                        new: prop(k, b),
+                    }
+                })
+                .collect();
+            let mut b = Build {
+                kind,
+                from: kinds[0].clone(),
+                joins,
+                key: Vec::new(),
+                cluster: Vec::new(),
+                select: Vec::new(),
+            };
+            let mut names = std::collections::BTreeSet::new();
+            for (i, (list, at, name)) in columns.into_iter().enumerate() {
+                let p = prop(&kinds[at.index(kinds.len())], name);
+                if !names.insert(Build::column_name(&p)) {
+                    continue;
+                }
+                match if i == 0 { 0 } else { list } {
+                    0 => b.key.push(p),
+                    1 => b.cluster.push(p),
+                    _ => b.select.push(p),
+                }
+            }
+            b
+        })
+}
+
 /// Any statement the parser accepts.
 pub fn arb_statement() -> impl Strategy<Value = Statement> {
     prop_oneof![
@@ -146,6 +217,7 @@ pub fn arb_statement() -> impl Strategy<Value = Statement> {
         arb_transfer().prop_map(Statement::Move),
         arb_transfer().prop_map(Statement::Copy),
         arb_rename_kind(),
+        arb_build().prop_map(Statement::Build),
     ]
 }
 

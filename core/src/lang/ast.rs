@@ -95,6 +95,61 @@ pub struct Transfer {
     pub target_conditions: Vec<Atom>,
 }
 
+/// One `join K on a.p = b.q` of a [`Build`]: kind `kind` joins the row built so far where
+/// `known` (a property of a kind already named) equals `new` (a property of `kind`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildJoin {
+    /// The kind joined.
+    pub kind: String,
+    /// The property of a kind named earlier (`from` or an earlier join).
+    pub known: PropRef,
+    /// The property of `kind`.
+    pub new: PropRef,
+}
+
+/// `build KIND from c1 [join c2 on c1.a = c2.b ...] key c1.x ... [cluster ...] [select ...]`: a
+/// new kind filled by an inner join of existing kinds (docs/language.md, "build").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    /// The new kind.
+    pub kind: String,
+    /// The first kind of the join.
+    pub from: String,
+    /// The joins, in order; each kind appears once in `from` and the joins.
+    pub joins: Vec<BuildJoin>,
+    /// The partition key: one entity of `kind` per distinct value. Never empty.
+    pub key: Vec<PropRef>,
+    /// The clustering properties: the order of an entity's rows.
+    pub cluster: Vec<PropRef>,
+    /// The other properties each row holds.
+    pub select: Vec<PropRef>,
+}
+
+impl Build {
+    /// The kinds read, `from` first.
+    pub fn sources(&self) -> Vec<&str> {
+        std::iter::once(self.from.as_str())
+            .chain(self.joins.iter().map(|j| j.kind.as_str()))
+            .collect()
+    }
+
+    /// Every property a row holds: key, cluster, select, in that order.
+    pub fn columns(&self) -> impl Iterator<Item = &PropRef> {
+        self.key.iter().chain(&self.cluster).chain(&self.select)
+    }
+
+    /// The name of a row's column for `p`: `kind_property` (nested names joined by `_`),
+    /// lower-case, as `tern advise` names CQL columns.
+    pub fn column_name(p: &PropRef) -> String {
+        let mut name = p.kind.clone();
+        for part in &p.path {
+            name.push('_');
+            name.push_str(part);
+        }
+        name.to_ascii_lowercase()
+    }
+}
+
 /// One statement of the evolution language.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Statement {
@@ -127,6 +182,8 @@ pub enum Statement {
     Move(Transfer),
     /// `copy kind.prop to kind2 [where ...]`.
     Copy(Transfer),
+    /// `build KIND from ...`: a language extension; a new kind filled by a join.
+    Build(Build),
     /// `rename kind a to b`: a language extension; renames a whole kind
     /// (a Redis key prefix, a MongoDB collection).
     RenameKind {
@@ -146,6 +203,7 @@ impl Statement {
             Statement::Rename { .. } | Statement::RenameKind { .. } => "rename",
             Statement::Move(_) => "move",
             Statement::Copy(_) => "copy",
+            Statement::Build(_) => "build",
         }
     }
 
@@ -162,14 +220,18 @@ impl Statement {
             }
             Statement::Move(t) => vec![t.to_kind.as_str(), t.prop.kind.as_str()],
             Statement::Copy(t) => vec![t.to_kind.as_str()],
-            Statement::RenameKind { .. } => vec![],
+            // A build's kind is new: its entities are written at version 0, no step.
+            Statement::RenameKind { .. } | Statement::Build(_) => vec![],
         }
     }
 
     /// Is this statement safe by construction (\[SE\] Proposition 1: add,
-    /// delete, rename)? move and copy need the data-dependent check.
+    /// delete, rename)? move, copy and build need the data-dependent check.
     pub fn is_safe_by_construction(&self) -> bool {
-        !matches!(self, Statement::Move(_) | Statement::Copy(_))
+        !matches!(
+            self,
+            Statement::Move(_) | Statement::Copy(_) | Statement::Build(_)
+        )
     }
 }
 

@@ -158,7 +158,7 @@ pub enum ParseErrorKind {
     EmptyScript,
     /// A statement starts with a word that is no operator.
     #[error(
-        "unknown operator `{found}`, expected `add`, `delete`, `rename`, `move` or `copy`{}",
+        "unknown operator `{found}`, expected `add`, `delete`, `rename`, `move`, `copy` or `build`{}",
         did_you_mean(*.suggestion)
     )]
     UnknownOperator {
@@ -166,6 +166,12 @@ pub enum ParseErrorKind {
         found: String,
         /// The operator probably meant.
         suggestion: Option<&'static str>,
+    },
+    /// A `build` statement that names its kinds or columns inconsistently.
+    #[error("invalid `build`: {message}")]
+    InvalidBuild {
+        /// What is wrong and how to fix it.
+        message: String,
     },
     /// The generic syntax error.
     #[error("expected {expected}, found {found}")]

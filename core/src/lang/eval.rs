@@ -133,6 +133,31 @@ pub enum EvalError {
         /// How many entities it holds.
         count: usize,
     },
+    /// A `build` whose rows give one partition and cluster position different values, so its
+    /// result would depend on evaluation order. Nothing was written.
+    #[error(
+        "unsafe build of {kind}: {count} pair(s) of rows share their key and cluster values but differ, \
+         so the result would depend on evaluation order; first: {first}. Add the ids of the kinds \
+         joined 1:N to `key` or `cluster`, or force it",
+        count = conflicts.len(),
+        first = conflicts.first().map_or_else(String::new, ToString::to_string)
+    )]
+    UnsafeBuild {
+        /// The new kind.
+        kind: String,
+        /// Every conflict.
+        conflicts: Vec<crate::lang::build::BuildConflict>,
+    },
+    /// A `build` into a kind that already holds entities.
+    #[error(
+        "cannot build {kind}: it already holds {count} entities (a build fills a new kind; drop or rename the old one first)"
+    )]
+    BuildTargetExists {
+        /// The kind.
+        kind: String,
+        /// How many entities it holds.
+        count: usize,
+    },
     /// A kind rename to a name no key can carry.
     #[error("cannot rename kind {from} to {to:?}: not a valid kind name")]
     InvalidKind {
@@ -271,6 +296,29 @@ pub fn validate(stmt: &Statement) -> Result<(), EvalError> {
             check_name(from, || "the kind renamed".to_owned())?;
             check_name(to, || format!("the new name of kind {from}"))
         }
+        Statement::Build(b) => {
+            check_name(&b.kind, || "the kind built".to_owned())?;
+            let sources = b.sources();
+            for j in &b.joins {
+                check_prop(&j.new, &j.kind, "the joined kind's side")?;
+            }
+            for p in b.columns().chain(b.joins.iter().map(|j| &j.known)) {
+                if !sources.contains(&p.kind.as_str()) {
+                    return Err(EvalError::WrongKind {
+                        prop: p.to_string(),
+                        expected: sources.join(" or "),
+                        role: "a property of a build",
+                    });
+                }
+                check_prop(p, &p.kind, "a property of a build")?;
+            }
+            if b.key.is_empty() {
+                return Err(EvalError::EmptyName {
+                    what: format!("the key of the build of {}", b.kind),
+                });
+            }
+            Ok(())
+        }
     }
 }
 
@@ -399,7 +447,10 @@ pub fn step_local(stmt: &Statement, value: &mut Map, opts: &EvalOptions) -> Opti
         Statement::Add { conditions, .. }
         | Statement::Delete { conditions, .. }
         | Statement::Rename { conditions, .. } => conditions,
-        Statement::Move(_) | Statement::Copy(_) | Statement::RenameKind { .. } => return None,
+        Statement::Move(_)
+        | Statement::Copy(_)
+        | Statement::RenameKind { .. }
+        | Statement::Build(_) => return None,
     };
     if !conditions_hold(conditions, value) {
         return Some(LocalEffect::NotMatched);
@@ -414,7 +465,10 @@ pub fn step_local(stmt: &Statement, value: &mut Map, opts: &EvalOptions) -> Opti
         Statement::Rename { prop, to, .. } => {
             rename_local(value, &prop.path, to, opts.literal_rename)
         }
-        Statement::Move(_) | Statement::Copy(_) | Statement::RenameKind { .. } => return None,
+        Statement::Move(_)
+        | Statement::Copy(_)
+        | Statement::RenameKind { .. }
+        | Statement::Build(_) => return None,
     };
     Some(effect)
 }
@@ -898,7 +952,54 @@ pub fn apply_statement(
         Statement::Move(t) => apply_transfer(stmt.operator(), t, true, state, opts),
         Statement::Copy(t) => apply_transfer(stmt.operator(), t, false, state, opts),
         Statement::RenameKind { from, to } => rename_kind(from, to, state),
+        Statement::Build(b) => apply_build(b, state, opts),
     }
+}
+
+/// A `build`: the new kind's entities (version 0: the kind has had no step) from the state
+/// before it ([`crate::lang::build`]). Refused when the kind holds entities, or when unsafe and
+/// not forced (forced: the first of two conflicting rows is kept).
+fn apply_build(
+    b: &crate::lang::Build,
+    state: &mut State,
+    opts: &EvalOptions,
+) -> Result<StatementReport, EvalError> {
+    let existing = state.keys().filter(|k| k.kind == b.kind).count();
+    if existing > 0 {
+        return Err(EvalError::BuildTargetExists {
+            kind: b.kind.clone(),
+            count: existing,
+        });
+    }
+    let built = crate::lang::build::build_rows(b, |kind| {
+        state
+            .values()
+            .filter(|e| e.key.kind == kind)
+            .map(|e| &e.value)
+            .collect()
+    });
+    if !built.conflicts.is_empty() && !opts.force {
+        return Err(EvalError::UnsafeBuild {
+            kind: b.kind.clone(),
+            conflicts: built.conflicts,
+        });
+    }
+    let mut entities = Vec::with_capacity(built.entities.len());
+    for (id, value) in built.entities {
+        let key = Key::new(b.kind.as_str(), id).map_err(|_| EvalError::InvalidKind {
+            from: b.from.clone(),
+            to: b.kind.clone(),
+        })?;
+        entities.push(Entity {
+            key,
+            version: 0,
+            value,
+        });
+    }
+    for e in entities {
+        state.insert(e.key.clone(), e);
+    }
+    Ok(StatementReport::default())
 }
 
 fn apply_local_statement(

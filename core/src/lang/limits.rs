@@ -18,7 +18,7 @@ pub fn too_deep(script: &Script) -> Option<(Span, String)> {
             Statement::Add { prop, value, .. } => (prop, value_depth(value)),
             Statement::Rename { prop, .. } | Statement::Delete { prop, .. } => (prop, 0),
             Statement::Move(t) | Statement::Copy(t) => (&t.prop, 0),
-            Statement::RenameKind { .. } => continue,
+            Statement::RenameKind { .. } | Statement::Build(_) => continue,
         };
         let depth = prop.path.len().saturating_sub(1) + literal;
         if depth > limit {

@@ -8,11 +8,13 @@
 //! - [`eval`]: the reference semantics (\[SE\] Figures 6 and 7 with tern's safe defaults);
 //! - [`conflict`]: a move's or copy's conflicting target, as all three report it;
 //! - [`safety`]: the move/copy dry-run check of \[SE\] Proposition 2;
-//! - [`join`]: the same join and check by index, in one scan of each kind.
+//! - [`join`]: the same join and check by index, in one scan of each kind;
+//! - [`build`](mod@build): the rows of a `build` statement and its safety check.
 //!
 //! The language is described in `docs/language.md`.
 
 pub mod ast;
+pub mod build;
 pub mod conflict;
 pub mod error;
 pub mod eval;
@@ -28,7 +30,7 @@ pub mod arb;
 #[cfg(test)]
 mod corpus;
 
-pub use ast::{Atom, Join, PropRef, Script, Span, Spanned, Statement, Transfer};
+pub use ast::{Atom, Build, BuildJoin, Join, PropRef, Script, Span, Spanned, Statement, Transfer};
 pub use error::{ParseError, ParseErrorKind};
 pub use parse::{parse, parse_file};
 pub use print::print;

@@ -135,6 +135,31 @@ impl fmt::Display for Statement {
             Statement::RenameKind { from, to } => {
                 write!(f, "rename kind {} to {}", Name(from), Name(to))
             }
+            Statement::Build(b) => {
+                write!(f, "build {} from {}", Name(&b.kind), Name(&b.from))?;
+                for j in &b.joins {
+                    write!(
+                        f,
+                        " join {} on {} = {}",
+                        Name(&j.kind),
+                        Prop(&j.known),
+                        Prop(&j.new)
+                    )?;
+                }
+                for (word, list) in [
+                    ("key", &b.key),
+                    ("cluster", &b.cluster),
+                    ("select", &b.select),
+                ] {
+                    if !list.is_empty() {
+                        write!(f, " {word}")?;
+                        for p in list {
+                            write!(f, " {}", Prop(p))?;
+                        }
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -39,10 +39,10 @@ pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<
     if plan
         .stages
         .iter()
-        .any(|s| matches!(s, Stage::Transfer { .. }))
+        .any(|s| matches!(s, Stage::Transfer { .. } | Stage::Build { .. }))
     {
         return Err(invalid(
-            "a lazy migration may not move or copy (they read other entities); remove the `lazy` line"
+            "a lazy migration may not move, copy or build (they read other entities); remove the `lazy` line"
                 .to_owned(),
         ));
     }

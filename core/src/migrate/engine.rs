@@ -727,6 +727,7 @@ impl Migrator {
                 ]
             }
             Stage::RenameKind { .. } => vec![],
+            Stage::Build { sources, .. } => sources.clone(),
         };
         for (kind, version) in needs {
             if version == 0 {
@@ -863,6 +864,7 @@ impl Migrator {
                 k
             }
             Stage::RenameKind { from, .. } => vec![from.as_str()],
+            Stage::Build { sources, .. } => sources.iter().map(|(k, _)| k.as_str()).collect(),
         };
         let mut total = 0;
         for kind in kinds {

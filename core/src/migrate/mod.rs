@@ -11,6 +11,7 @@
 //! module: the engine ([`engine`]), its batches (`run`), kind renames (`rename`),
 //! move and copy by index (`join`) and the dry run's overlay ([`overlay`]).
 
+mod build;
 mod changelog;
 pub mod engine;
 pub(crate) mod join;

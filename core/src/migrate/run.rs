@@ -300,6 +300,7 @@ impl Runner<'_> {
                 Ok(())
             }
             Stage::RenameKind { from, to } => self.run_rename_kind(index, from, to, pos).await,
+            Stage::Build { build, text, .. } => self.run_build(index, build, text, pos).await,
         }
     }
 

@@ -105,6 +105,17 @@ pub enum Stage {
         /// The new kind.
         to: String,
     },
+    /// A new kind filled by a join (`build`): no version step; its entities are written at
+    /// version 0.
+    Build {
+        /// The statement.
+        build: crate::lang::Build,
+        /// The statement as text, for messages.
+        text: String,
+        /// The kinds read and their versions when the build runs (entities below are
+        /// brought forward first).
+        sources: Vec<(String, Version)>,
+    },
 }
 
 impl Stage {
@@ -118,7 +129,7 @@ impl Stage {
                     steps.len()
                 )
             }
-            Stage::Transfer { text, .. } => text.clone(),
+            Stage::Transfer { text, .. } | Stage::Build { text, .. } => text.clone(),
             Stage::RenameKind { from, to } => format!("rename kind {from} to {to}"),
         }
     }
@@ -211,6 +222,16 @@ pub fn schema_changes(stage: &Stage) -> Vec<SchemaChange> {
             }
         }
         Stage::RenameKind { .. } => {}
+        Stage::Build { build, .. } => {
+            push(SchemaChange::Versioned {
+                kind: build.kind.clone(),
+            });
+            push(SchemaChange::Add {
+                kind: build.kind.clone(),
+                name: crate::lang::build::ROWS.to_owned(),
+                value: Value::Array(Vec::new()),
+            });
+        }
     }
     out
 }
@@ -343,6 +364,19 @@ impl Planner {
             Statement::Move(t) | Statement::Copy(t) => self.transfer(statement, t),
             Statement::RenameKind { from, to } if from == to => {}
             Statement::RenameKind { from, to } => self.rename_kind(from, to),
+            Statement::Build(b) => {
+                self.flush();
+                let sources = b
+                    .sources()
+                    .into_iter()
+                    .map(|k| (k.to_owned(), self.versions.get(k).copied().unwrap_or(0)))
+                    .collect();
+                self.stages.push(Stage::Build {
+                    build: b.clone(),
+                    text: statement.to_string(),
+                    sources,
+                });
+            }
         }
     }
 

@@ -1,30 +1,45 @@
-//! Draws `target/advisor-bench.csv` (written by `cargo bench -p tern-advisor --bench advisor`) as a
-//! PNG: run time and peak memory against the Watts–Strogatz scale, unlimited solves.
+//! Draws a CSV of the advisor's bench as a PNG: run time and peak memory against the size of the
+//! input, one panel each, with the time target as a red line.
 //!
-//! `cargo run -p tern-advisor --features plot --bin advisor-plot -- [CSV] [PNG]`
-//! (defaults: `target/advisor-bench.csv`, `docs/advisor-scaling.png`). The font is read from
-//! `TERN_PLOT_FONT` (default DejaVu Sans).
+//! - `ws` (the default): `target/advisor-bench.csv` (written by `cargo bench -p tern-advisor
+//!   --bench advisor`), unlimited solves against the Watts–Strogatz scale, drawn to
+//!   `docs/advisor-scaling.png`;
+//! - `chain`: `target/advisor-chain.csv` (written by `cargo bench -p tern-advisor --bench advisor
+//!   -- --scaling`), `tern advise --time-limit 5` against the size of the model (a chain of N
+//!   entities with one query along it), drawn to `docs/advisor-chain.png`.
+//!
+//! `cargo run --release -p tern-advisor --features plot --bin advisor-plot -- [ws|chain] [CSV] [PNG]`.
+//! The font is read from `TERN_PLOT_FONT` (default DejaVu Sans).
 #![allow(clippy::expect_used, clippy::print_stdout)]
 
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 
-/// A panel's value of a measured point (scale, seconds, MiB).
-type Pick = fn(&(f64, f64, f64)) -> f64;
+/// A measured point: (size, seconds, MiB).
+type Point = (f64, f64, f64);
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let csv_path = args
-        .get(1)
-        .cloned()
-        .unwrap_or_else(|| "target/advisor-bench.csv".into());
-    let png_path = args
-        .get(2)
-        .cloned()
-        .unwrap_or_else(|| "docs/advisor-scaling.png".into());
-    let csv = std::fs::read_to_string(&csv_path)
-        .unwrap_or_else(|e| panic!("{csv_path}: {e} (run the bench first)"));
-    // limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,...
-    let mut points: Vec<(f64, f64, f64)> = Vec::new();
+/// A panel's value of a measured point.
+type Pick = fn(&Point) -> f64;
+
+/// What one of the two plots reads and draws.
+struct Spec {
+    csv: &'static str,
+    png: &'static str,
+    /// How to run the bench that writes the CSV.
+    hint: &'static str,
+    caption: &'static str,
+    x_desc: &'static str,
+    /// The red line: (seconds, label).
+    target: (f64, &'static str),
+    parse: fn(&str) -> Vec<Point>,
+    /// A logarithmic size axis.
+    log_x: bool,
+}
+
+/// `limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,...`:
+/// the unlimited Watts–Strogatz rows, their scale from the case name (`ws3x`).
+fn parse_ws(csv: &str) -> Vec<Point> {
+    let mut points = Vec::new();
     for line in csv.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
         if f.len() < 11 || f[0] != "none" || !f[1].starts_with("ws") {
@@ -40,30 +55,139 @@ fn main() {
         };
         points.push((scale, total, rss));
     }
+    points
+}
+
+/// `entities,candidates,prepare_s,solve_s,total_s,peak_rss_mib,optimal`.
+fn parse_chain(csv: &str) -> Vec<Point> {
+    csv.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            Some((
+                f.first()?.parse().ok()?,
+                f.get(4)?.parse().ok()?,
+                f.get(5)?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+const WS: Spec = Spec {
+    csv: "target/advisor-bench.csv",
+    png: "docs/advisor-scaling.png",
+    hint: "run the bench first",
+    caption: "tern advise, Watts-Strogatz",
+    x_desc: "scale (7s entities, 30s queries)",
+    target: (10.0, "10 s target"),
+    parse: parse_ws,
+    log_x: false,
+};
+
+const CHAIN: Spec = Spec {
+    csv: "target/advisor-chain.csv",
+    png: "docs/advisor-chain.png",
+    hint: "run the bench with --scaling first",
+    caption: "tern advise --time-limit 5, chain",
+    x_desc: "entities in the model (log scale)",
+    target: (5.0, "--time-limit 5"),
+    parse: parse_chain,
+    log_x: true,
+};
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let spec = match args.first().map(String::as_str) {
+        Some("chain") => {
+            args.remove(0);
+            CHAIN
+        }
+        Some("ws") => {
+            args.remove(0);
+            WS
+        }
+        _ => WS,
+    };
+    let csv_path = args.first().cloned().unwrap_or_else(|| spec.csv.into());
+    let png_path = args.get(1).cloned().unwrap_or_else(|| spec.png.into());
+    let csv = std::fs::read_to_string(&csv_path)
+        .unwrap_or_else(|e| panic!("{csv_path}: {e} ({})", spec.hint));
+    let points = (spec.parse)(&csv);
     tern_core::plot::register_font().unwrap_or_else(|e| panic!("{e}"));
     let root = BitMapBackend::new(&png_path, (1000, 480)).into_drawing_area();
     root.fill(&WHITE).expect("fill");
     let (left, right) = root.split_horizontally(500);
-    let max_t = points.iter().map(|p| p.1).fold(10.0, f64::max) * 1.15;
+    let max_t = points.iter().map(|p| p.1).fold(spec.target.0, f64::max) * 1.15;
     let max_m = points.iter().map(|p| p.2).fold(1.0, f64::max) * 1.15;
-    let panels: [(&DrawingArea<_, _>, &str, &str, f64, Pick); 2] = [
-        (&left, "run time", "seconds", max_t, |p| p.1),
-        (&right, "peak memory", "MiB (peak RSS)", max_m, |p| p.2),
+    if spec.log_x {
+        let max_x = points.iter().map(|p| p.0).fold(100.0, f64::max) * 1.3;
+        let x = (20f64..max_x).log_scale();
+        draw(
+            &spec,
+            &points,
+            &left,
+            &right,
+            (20.0, max_x),
+            x.clone(),
+            x,
+            max_t,
+            max_m,
+        );
+    } else {
+        draw(
+            &spec,
+            &points,
+            &left,
+            &right,
+            (0.5, 4.5),
+            0.5f64..4.5,
+            0.5f64..4.5,
+            max_t,
+            max_m,
+        );
+    }
+    root.present().expect("write the png");
+    println!("plot written to {png_path}");
+}
+
+/// Draws the run-time panel on `left` and the memory panel on `right`.
+#[allow(clippy::too_many_arguments)]
+fn draw<'a, X>(
+    spec: &Spec,
+    points: &[Point],
+    left: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
+    right: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
+    span: (f64, f64),
+    x_left: X,
+    x_right: X,
+    max_t: f64,
+    max_m: f64,
+) where
+    X: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+{
+    let panels: [(&DrawingArea<_, _>, &str, &str, f64, Pick, X); 2] = [
+        (left, "run time", "seconds", max_t, |p| p.1, x_left),
+        (
+            right,
+            "peak memory",
+            "MiB (peak RSS)",
+            max_m,
+            |p| p.2,
+            x_right,
+        ),
     ];
-    for (area, title, unit, max, f) in panels {
+    for (area, title, unit, max, f, x) in panels {
         let mut chart = ChartBuilder::on(area)
-            .caption(
-                format!("tern advise, Watts-Strogatz: {title}"),
-                ("sans-serif", 20),
-            )
+            .caption(format!("{}: {title}", spec.caption), ("sans-serif", 20))
             .margin(14)
             .x_label_area_size(40)
             .y_label_area_size(56)
-            .build_cartesian_2d(0.5f64..4.5f64, 0f64..max)
+            .build_cartesian_2d(x, 0f64..max)
             .expect("chart");
         chart
             .configure_mesh()
-            .x_desc("scale (7s entities, 30s queries)")
+            .x_desc(spec.x_desc)
             .y_desc(unit)
             .draw()
             .expect("mesh");
@@ -78,15 +202,14 @@ fn main() {
             )
             .expect("points");
         if title == "run time" {
+            let (t, label) = spec.target;
             chart
-                .draw_series(LineSeries::new(vec![(0.5, 10.0), (4.5, 10.0)], RED))
+                .draw_series(LineSeries::new(vec![(span.0, t), (span.1, t)], RED))
                 .expect("target")
-                .label("10 s target")
+                .label(label)
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
             tern_core::plot::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
                 .unwrap_or_else(|e| panic!("{e}"));
         }
     }
-    root.present().expect("write the png");
-    println!("plot written to {png_path}");
 }

@@ -3,13 +3,15 @@
 use std::collections::VecDeque;
 
 use super::lexer::{Lexer, Tok, Token};
-use crate::lang::ast::{Atom, Join, PropRef, Script, Span, Spanned, Statement, Transfer};
+use crate::lang::ast::{
+    Atom, Build, BuildJoin, Join, PropRef, Script, Span, Spanned, Statement, Transfer,
+};
 use crate::lang::error::{ParseError, ParseErrorKind};
 use crate::model::Value;
 
-const OPERATORS: [&str; 5] = ["add", "delete", "rename", "move", "copy"];
+const OPERATORS: [&str; 6] = ["add", "delete", "rename", "move", "copy", "build"];
 
-const A_STATEMENT: &str = "a statement (`add`, `delete`, `rename`, `move` or `copy`)";
+const A_STATEMENT: &str = "a statement (`add`, `delete`, `rename`, `move`, `copy` or `build`)";
 
 /// A condition as written: an atom, or a join of two properties.
 enum Cond {
@@ -210,6 +212,7 @@ impl<'a> Parser<'a> {
             "rename" => self.rename()?,
             "move" => Statement::Move(self.transfer("move")?),
             "copy" => Statement::Copy(self.transfer("copy")?),
+            "build" => Statement::Build(self.build()?),
             "where" | "and" => {
                 let found = format!(
                     "`{word}` (a line starting with `{word}` continues the statement above only when no `;` ends it)"
@@ -406,6 +409,148 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// `build KIND from c1 {join c2 on p = q} key p {p} [cluster p {p}] [select p {p}]`: the
+    /// lists are properties (`kind.name`) separated by spaces; a list ends at a word that is no
+    /// property (the next keyword) or at the end of the statement.
+    fn build(&mut self) -> Result<Build, ParseError> {
+        let (kind, kind_token) = self.name("the new kind after `build`")?;
+        self.check_kind(&kind, &kind_token)?;
+        self.keyword("from", "`from` after the new kind")?;
+        let (from, from_token) = self.name("the first kind read after `from`")?;
+        self.check_kind(&from, &from_token)?;
+        let mut named = vec![from.clone()];
+        let mut joins = Vec::new();
+        self.follow = "`join` or `key` after the kinds";
+        while self.continues_with("join")? {
+            self.bump()?;
+            let (joined, token) = self.name("the kind joined after `join`")?;
+            self.check_kind(&joined, &token)?;
+            if named.contains(&joined) {
+                return Err(self.invalid_build(
+                    format!("the kind `{joined}` is joined twice; each kind is read once"),
+                    &token,
+                ));
+            }
+            self.keyword("on", "`on` after the joined kind")?;
+            let keyword = self.peek()?.clone();
+            let Cond::Join(left, right) = self.condition(&keyword)? else {
+                return Err(self.invalid_build(
+                    format!("`join {joined} on` compares two properties (`a.p = {joined}.q`)"),
+                    &keyword,
+                ));
+            };
+            let (known, new) = if right.kind == joined {
+                (left, right)
+            } else {
+                (right, left)
+            };
+            if new.kind != joined || !named.contains(&known.kind) {
+                let found = self.excerpt(left_start(&known, &new), self.last_end);
+                let kind = ParseErrorKind::InvalidBuild {
+                    message: format!(
+                        "`join {joined} on {found}` must compare a property of `{joined}` with one of a kind named before it ({})",
+                        named.join(", ")
+                    ),
+                };
+                return Err(self.err(kind, left_start(&known, &new), self.last_end));
+            }
+            named.push(joined.clone());
+            joins.push(BuildJoin {
+                kind: joined,
+                known,
+                new,
+            });
+        }
+        if named.contains(&kind) {
+            return Err(self.invalid_build(
+                format!("the new kind `{kind}` is also read; build into a kind of its own"),
+                &kind_token,
+            ));
+        }
+        if !self.continues_with("key")? {
+            let token = self.peek()?.clone();
+            return Err(self.expected(&token, "`join` or `key` after the kinds"));
+        }
+        self.bump()?;
+        let key = self.build_list("key", &named)?;
+        let mut cluster = Vec::new();
+        let mut select = Vec::new();
+        if self.continues_with("cluster")? {
+            self.bump()?;
+            cluster = self.build_list("cluster", &named)?;
+        }
+        if self.continues_with("select")? {
+            self.bump()?;
+            select = self.build_list("select", &named)?;
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for p in key.iter().chain(&cluster).chain(&select) {
+            if !seen.insert(Build::column_name(p)) {
+                let kind = ParseErrorKind::InvalidBuild {
+                    message: format!(
+                        "the column `{}` (of `{p}`) is named twice; name each property once",
+                        Build::column_name(p)
+                    ),
+                };
+                return Err(self.err(kind, p.span.start, p.span.end));
+            }
+        }
+        self.follow = "`cluster`, `select`, `;` or the end of the line after the properties";
+        Ok(Build {
+            kind,
+            from,
+            joins,
+            key,
+            cluster,
+            select,
+        })
+    }
+
+    /// The properties after `key`, `cluster` or `select`: at least one, each of a kind read.
+    fn build_list(
+        &mut self,
+        keyword: &'static str,
+        named: &[String],
+    ) -> Result<Vec<PropRef>, ParseError> {
+        let mut out = Vec::new();
+        loop {
+            let is_property =
+                self.peek()?.name().is_some() && matches!(self.peek_at(1)?.tok, Tok::Dot);
+            if !is_property {
+                if out.is_empty() {
+                    let token = self.peek()?.clone();
+                    return Err(self.expected(
+                        &token,
+                        format!("a property (`kind.name`) after `{keyword}`"),
+                    ));
+                }
+                return Ok(out);
+            }
+            let p = self.prop(&format!("after `{keyword}`"))?;
+            if !named.contains(&p.kind) {
+                let kind = ParseErrorKind::InvalidBuild {
+                    message: format!(
+                        "`{p}` is not of a kind read (read: {}); add `join {} on ...`",
+                        named.join(", "),
+                        p.kind
+                    ),
+                };
+                return Err(self.err(kind, p.span.start, p.span.end));
+            }
+            if !p.is_top_level() {
+                let kind = ParseErrorKind::InvalidBuild {
+                    message: format!("`{p}` is nested; a build reads top-level properties"),
+                };
+                return Err(self.err(kind, p.span.start, p.span.end));
+            }
+            out.push(p);
+        }
+    }
+
+    fn invalid_build(&self, message: String, token: &Token) -> ParseError {
+        self.err_at(ParseErrorKind::InvalidBuild { message }, token)
+    }
+
     fn not_in_transfer(
         &self,
         operator: &'static str,
@@ -576,6 +721,11 @@ impl<'a> Parser<'a> {
             _ => return Err(self.expected(&token, format!("{expected} {literals}"))),
         })
     }
+}
+
+/// Where the first of two properties was written.
+fn left_start(a: &PropRef, b: &PropRef) -> usize {
+    a.span.start.min(b.span.start)
 }
 
 /// The operator probably meant by an unknown word.

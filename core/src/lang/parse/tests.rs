@@ -403,31 +403,31 @@ fn unknown_operators() {
         "add a.b = 1\nupdate blogpost.x = 1",
         2,
         1,
-        "unknown operator `update`, expected `add`, `delete`, `rename`, `move` or `copy`",
+        "unknown operator `update`, expected `add`, `delete`, `rename`, `move`, `copy` or `build`",
     );
     fails(
         "renam blogpost.text to content",
         1,
         1,
-        "unknown operator `renam`, expected `add`, `delete`, `rename`, `move` or `copy` (did you mean `rename`?)",
+        "unknown operator `renam`, expected `add`, `delete`, `rename`, `move`, `copy` or `build` (did you mean `rename`?)",
     );
     fails(
         "remove blogpost.url",
         1,
         1,
-        "unknown operator `remove`, expected `add`, `delete`, `rename`, `move` or `copy` (did you mean `delete`?)",
+        "unknown operator `remove`, expected `add`, `delete`, `rename`, `move`, `copy` or `build` (did you mean `delete`?)",
     );
     fails(
         "= 1",
         1,
         1,
-        "expected a statement (`add`, `delete`, `rename`, `move` or `copy`), found `=`",
+        "expected a statement (`add`, `delete`, `rename`, `move`, `copy` or `build`), found `=`",
     );
     fails(
         "delete a.b;\nwhere a.c = 1",
         2,
         1,
-        "expected a statement (`add`, `delete`, `rename`, `move` or `copy`), found `where` (a line starting with `where` continues the statement above only when no `;` ends it)",
+        "expected a statement (`add`, `delete`, `rename`, `move`, `copy` or `build`), found `where` (a line starting with `where` continues the statement above only when no `;` ends it)",
     );
 }
 
