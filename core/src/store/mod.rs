@@ -69,6 +69,7 @@ mod filter;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod memory;
+pub mod partitions;
 pub mod pushdown;
 pub mod url;
 
@@ -84,6 +85,7 @@ pub use atomic::{AtomicScope, Guard};
 pub use error::{DriverError, Error, ErrorKind, Result};
 pub use ext::{StoreExt, scan_pages};
 pub use filter::{Condition, Filter, VersionFilter, lookup};
+pub use partitions::{Partition, Partitions};
 
 /// What a store can do beyond the required operations. All `false` by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -750,6 +752,13 @@ pub trait Store: Send + Sync + Debug + 'static {
     async fn estimate_count(&self, kind: &str) -> Result<Option<u64>> {
         let _ = kind;
         Ok(None)
+    }
+
+    /// The store's partitions facet ([`Partitions`]): how it splits a kind
+    /// for many workers. `None` (the default): every stage runs as one
+    /// partition, as before. Provisional: folded into the store's facets.
+    fn partitions(&self) -> Option<&dyn Partitions> {
+        None
     }
 
     /// How many entities of `kind` are at each version: the census.
