@@ -52,6 +52,11 @@ macro_rules! intercept_every_method {
                     self.hooks.$sname(self.inner.as_ref())
                 }
             )*
+            /// The inner store's partitions: their scans and updates bypass
+            /// the hooks (the writes of a partitioned stage go through them).
+            fn partitions(&self) -> Option<&dyn tern_core::store::Partitions> {
+                self.inner.partitions()
+            }
             $(
                 async fn $name(&self $(, $arg: $ty)*) -> $ret {
                     self.hooks.$name(self.inner.as_ref() $(, $arg)*).await

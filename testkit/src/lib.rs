@@ -17,4 +17,5 @@ pub mod join_bench;
 pub mod lazy;
 pub mod lazy_bench;
 pub mod pages;
+pub mod partitions;
 pub mod prop;

@@ -14,6 +14,7 @@ pub mod lazy_install;
 pub mod lease;
 pub mod overlay;
 pub mod pace;
+mod partition;
 pub mod plan;
 pub mod progress;
 mod rename;

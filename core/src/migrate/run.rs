@@ -20,6 +20,7 @@ use tracing::Instrument;
 use super::error::{MigrateError, Result};
 use super::join_index::{self, JoinIndex, SpillMap, Values};
 use super::lease::Lease;
+use super::partition::Claim;
 use super::plan::{Stage, Step, StepOp};
 #[cfg(feature = "fault-injection")]
 use super::progress::FaultHook;
@@ -29,8 +30,8 @@ use crate::lang::eval::{self, TargetResolution};
 use crate::lang::{Statement, Transfer};
 use crate::model::{Entity, Key, Map, Value, Version};
 use crate::store::{
-    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownRequest, ScanPage, ScanRequest,
-    Store, StoreExt, VersionFilter, Write, WriteOutcome,
+    Condition, Cursor, ErrorKind, Filter, PushOp, PushStep, PushdownPage, PushdownRequest,
+    ScanPage, ScanRequest, Store, StoreExt, VersionFilter, Write, WriteOutcome,
 };
 
 /// How to run batches.
@@ -60,6 +61,14 @@ pub struct RunOptions {
     /// Bytes of memory the index of a move or copy may take before it spills
     /// to a scratch file (docs/design.md, "Move and copy by index").
     pub join_memory: usize,
+    /// Partitions run at once by this process in a partitioned stage
+    /// (`tern up --workers N`). With 1 (the default) and no `partitions`,
+    /// stages run unpartitioned, as one scan.
+    pub workers: usize,
+    /// How many partitions a partitioned stage is split into (the store may
+    /// make fewer); `None`: 4 per worker. Setting it partitions stages even
+    /// with one worker here, so that workers elsewhere (`tern worker`) can help.
+    pub partitions: Option<usize>,
 }
 
 impl Default for RunOptions {
@@ -74,6 +83,8 @@ impl Default for RunOptions {
             pushdown: true,
             estimate_totals: true,
             join_memory: super::join_index::DEFAULT_JOIN_MEMORY,
+            workers: 1,
+            partitions: None,
         }
     }
 }
@@ -155,7 +166,12 @@ pub(crate) struct Runner<'a> {
     pub(crate) migration: u32,
     /// Its name, for messages.
     pub(crate) migration_name: &'a str,
-    pub(crate) lease: &'a Lease,
+    /// The runner's lease (`None` in a worker that holds only partitions).
+    pub(crate) lease: Option<&'a Lease>,
+    /// The partition this runner runs, in a partitioned stage: its scan is
+    /// the partition's and its checkpoints go to the partition's record,
+    /// fenced by the partition's lease instead of `lease`.
+    pub(crate) part: Option<&'a Claim>,
     pub(crate) options: &'a RunOptions,
     pub(crate) progress: &'a dyn Progress,
     pub(crate) cancel: &'a CancelFlag,
@@ -226,10 +242,33 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// The runner's lease, for the checkpoints of an unpartitioned stage.
+    ///
+    /// # Errors
+    /// [`MigrateError::Dirty`] in a worker that holds only partitions (it
+    /// runs no such stage).
+    pub(crate) fn held(&self) -> Result<&Lease> {
+        self.lease.ok_or_else(|| {
+            MigrateError::Dirty(
+                "a partition worker was asked to checkpoint a whole stage; only the runner that holds the lease does"
+                    .to_owned(),
+            )
+        })
+    }
+
     pub(crate) fn check_continue(&self) -> Result<()> {
-        if self.lease.is_lost() {
+        if let Some(part) = self.part
+            && part.is_lost()
+        {
             return Err(MigrateError::LeaseLost {
-                token: self.lease.token(),
+                token: part.token(),
+            });
+        }
+        if let Some(lease) = self.lease
+            && lease.is_lost()
+        {
+            return Err(MigrateError::LeaseLost {
+                token: lease.token(),
             });
         }
         if self.cancel.is_cancelled() {
@@ -246,6 +285,9 @@ impl Runner<'_> {
 
     /// Writes the checkpoint of `stage` under the lease.
     pub(crate) async fn checkpoint(&self, stage: usize, pos: &Position) -> Result<()> {
+        if let Some(part) = self.part {
+            return part.checkpoint(pos.cursor.clone(), pos.counts).await;
+        }
         self.checkpoint_and(stage, pos, |_| ()).await
     }
 
@@ -255,15 +297,15 @@ impl Runner<'_> {
         &self,
         stage: usize,
         pos: &Position,
-        also: impl FnOnce(&mut StateDoc),
+        mut also: impl FnMut(&mut StateDoc),
     ) -> Result<()> {
         let (phase, cursor, counts) = (pos.phase, pos.cursor.clone(), pos.counts);
-        self.lease
+        self.held()?
             .update(move |doc| {
                 if let Some(run) = doc.running.as_mut() {
                     run.stage = stage;
                     run.phase = phase;
-                    run.cursor = cursor;
+                    run.cursor = cursor.clone();
                     run.counts = counts;
                     run.checkpoints += 1;
                 }
@@ -357,16 +399,23 @@ impl Runner<'_> {
         from: Version,
         cursor: Option<Cursor>,
     ) -> crate::store::Result<ScanPage> {
-        self.store
-            .scan(
-                kind,
-                ScanRequest {
-                    filter: Filter::at_version(from),
-                    cursor,
-                    limit: self.options.batch_size,
-                },
-            )
-            .await
+        let request = ScanRequest {
+            filter: Filter::at_version(from),
+            cursor,
+            limit: self.options.batch_size,
+        };
+        match (self.part, self.store.partitions()) {
+            (Some(part), Some(facet)) => facet.scan_partition(kind, &part.partition, request).await,
+            _ => self.store.scan(kind, request).await,
+        }
+    }
+
+    /// One batch of a pushed-down stage: of the whole kind, or of this runner's partition.
+    async fn pushdown_page(&self, request: PushdownRequest) -> crate::store::Result<PushdownPage> {
+        match (self.part, self.store.partitions()) {
+            (Some(part), Some(facet)) => facet.update_partition(&part.partition, request).await,
+            _ => self.store.update_in_place(request).await,
+        }
     }
 
     /// Scans `kind` at exactly `from` in batches; `compute` turns each read
@@ -631,7 +680,18 @@ impl Runner<'_> {
         before.add(&counts);
         before.unmatched_sources += self.unmatched.load(std::sync::atomic::Ordering::SeqCst);
         let (from, next) = (c.from.clone(), c.next.clone());
-        self.lease
+        if let Some(part) = self.part {
+            return part
+                .write_and_checkpoint(writes, move |p, outcomes| {
+                    let mut counts = before;
+                    count_outcomes(&mut counts, outcomes, &changed);
+                    let done = last_writes && counts.conflicts == before.conflicts;
+                    p.cursor = if done { next.clone() } else { from.clone() };
+                    p.counts = counts;
+                })
+                .await;
+        }
+        self.held()?
             .write_and_update(writes, move |doc, outcomes| {
                 let mut counts = before;
                 count_outcomes(&mut counts, outcomes, &changed);
@@ -675,8 +735,7 @@ impl Runner<'_> {
             self.check_continue()?;
             self.fault(self.point(index, 0, batch_no, FaultAt::BeforeWrite))?;
             let page = self
-                .store
-                .update_in_place(PushdownRequest {
+                .pushdown_page(PushdownRequest {
                     kind: kind.to_owned(),
                     from,
                     steps: steps.clone(),

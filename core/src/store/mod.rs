@@ -68,6 +68,7 @@ mod filter;
 
 #[cfg(feature = "embedded")]
 pub mod embedded;
+mod key_range;
 pub mod memory;
 pub mod partitions;
 pub mod pushdown;
