@@ -89,6 +89,10 @@ pub enum Command {
     Plan(PlanArgs),
     /// Apply pending migrations in checkpointed, version-scoped batches.
     Up(UpArgs),
+    /// Help a partitioned `tern up` from any host: claim unfinished partitions
+    /// (a dead worker's after its lease expires); run `tern up` when no runner
+    /// holds the lock. Exits once no migration is pending. See docs/workers.md.
+    Worker(WorkerArgs),
     /// Show applied and pending migrations, kind versions, lazy migrations and the lock.
     Status(crate::cmd::sweep::StatusArgs),
     /// Complete pending lazy migrations: migrate the remaining stale entities while clients work.
@@ -157,6 +161,16 @@ pub struct RunArgs {
     /// At most this many entities per second.
     #[arg(long, value_name = "PER_SECOND", value_parser = positive_rate)]
     pub max_rate: Option<f64>,
+    /// Run this many partitions of a stage at once in this process (stores
+    /// with partitions: embedded, and the adapters that split kinds). 1 (the
+    /// default): stages run unpartitioned, as one scan. See docs/workers.md.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub workers: Option<usize>,
+    /// Split each partitioned stage into this many partitions (default: 4
+    /// per worker); with `--workers 1`, still partitions stages, so that
+    /// `tern worker` processes elsewhere can share them.
+    #[arg(long, value_name = "P", value_parser = at_least_one)]
+    pub partitions: Option<usize>,
 }
 
 /// `tern plan`.
@@ -186,6 +200,14 @@ pub struct UpArgs {
     /// sources with different values (the greatest source key wins).
     #[arg(long)]
     pub force_unsafe: bool,
+}
+
+/// `tern worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Batch, worker and partition options (used when this worker runs `tern up` itself).
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// `tern lock`.

@@ -20,6 +20,8 @@ pub async fn abandon(ctx: &Ctx) -> anyhow::Result<u8> {
             to: None,
             batch_size: None,
             max_rate: None,
+            workers: None,
+            partitions: None,
         },
     );
     let done = migrator.abandon().await?;

@@ -12,6 +12,8 @@ pub(crate) fn no_overrides() -> RunArgs {
         to: None,
         batch_size: None,
         max_rate: None,
+        workers: None,
+        partitions: None,
     }
 }
 
@@ -55,7 +57,8 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
         });
         let running = st.running.as_ref().map(|r| {
             serde_json::json!({"migration": r.migration, "stage": r.stage, "phase": r.phase,
-                "processed": r.counts.processed, "checkpoints": r.checkpoints})
+                "processed": r.counts.processed, "checkpoints": r.checkpoints,
+                "partitions": r.partitions.as_ref().map(|p| super::partitions_view::json(p, st.now))})
         });
         crate::outln!(
             "{}",
@@ -91,6 +94,9 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
         }
     }
     crate::cmd::sweep::print_lazy(&lazy);
+    if let Some(parts) = st.running.as_ref().and_then(|r| r.partitions.as_ref()) {
+        super::partitions_view::print(parts, st.now);
+    }
     if let Some(l) = &st.lease {
         if l.expires_at > st.now {
             crate::outln!(

@@ -152,6 +152,8 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
                 to: None,
                 batch_size: None,
                 max_rate: None,
+                workers: None,
+                partitions: None,
             },
         );
         pending = migrator.validate().await?;

@@ -25,7 +25,7 @@ pub mod state;
 pub use conflict::Conflict;
 pub use engine::{
     Abandoned, DryRun, KindCensus, MigrationReport, MigrationStatus, Migrator, StagePreview,
-    Status, UpReport,
+    Status, UpReport, WorkReport,
 };
 pub use error::MigrateError;
 pub use join_index::{JoinIndex, Resolved, StoreCheck, check_on_store};
@@ -37,4 +37,7 @@ pub use progress::{CancelFlag, FaultAt, FaultPoint, NoProgress, Progress};
 pub use run::RunOptions;
 pub(crate) use run::{apply_per_entity, pushdown_steps};
 pub use source::{Body, EntityMigration, Migration, MigrationSet};
-pub use state::{KindRename, LazyRecord, LedgerEntry, RunCounts, RunState, StateDoc, SweepState};
+pub use state::{
+    KindRename, LazyRecord, LedgerEntry, PartitionLease, PartitionState, RunCounts, RunState,
+    StagePartitions, StateDoc, SweepState,
+};
