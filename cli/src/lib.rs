@@ -203,6 +203,8 @@ impl Ctx {
                 .or(self.settings.max_rate)
                 .filter(|r| *r > 0.0),
             census_passes: self.settings.census_passes,
+            workers: overrides.workers.unwrap_or(1),
+            partitions: overrides.partitions,
             // The total costs a count before each stage: only worth it for a
             // progress bar, or the metrics' lag behind the estimate.
             estimate_totals: self.progress_mode() == Mode::Bar || self.opt.metrics_addr.is_some(),
@@ -333,6 +335,7 @@ async fn dispatch(ctx: &Ctx) -> anyhow::Result<u8> {
         Command::Check(args) => cmd::project::check(ctx, args).await,
         Command::Plan(args) => cmd::apply::plan(ctx, &args.run, args.samples).await,
         Command::Up(args) => ctx.with_module_spec(cmd::apply::up(ctx, args).await).await,
+        Command::Worker(args) => cmd::apply::worker(ctx, args).await,
         Command::Status(args) => cmd::info::status(ctx, args.exact).await,
         Command::Sweep(args) => {
             ctx.with_module_spec(cmd::sweep::sweep(ctx, args).await)

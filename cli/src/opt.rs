@@ -94,6 +94,10 @@ pub enum Command {
     Plan(PlanArgs),
     /// Apply pending migrations in checkpointed, version-scoped batches.
     Up(UpArgs),
+    /// Help a partitioned `tern up` from any host: claim unfinished partitions
+    /// (a dead worker's after its lease expires); run `tern up` when no runner
+    /// holds the lock. Exits once no migration is pending. See docs/workers.md.
+    Worker(WorkerArgs),
     /// Show applied and pending migrations, kind versions, lazy migrations and the lock.
     Status(crate::cmd::sweep::StatusArgs),
     /// Complete pending lazy migrations: migrate the remaining stale entities while clients work.
@@ -177,6 +181,14 @@ pub struct UpArgs {
     /// sources with different values (the greatest source key wins).
     #[arg(long)]
     pub force_unsafe: bool,
+}
+
+/// `tern worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Batch, worker and partition options (used when this worker runs `tern up` itself).
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// `tern import`.

@@ -420,6 +420,7 @@ fn run_state(id: u32, checksum: &str, checkpoints: u64) -> tern_core::migrate::R
         cursor: None,
         counts: Default::default(),
         checkpoints,
+        partitions: None,
     }
 }
 

@@ -37,6 +37,16 @@ impl Backend for TwoCallsBackend {
     }
 }
 
+mod memory_partitions {
+    tern_testkit::partition_tests!("memory", async { Ok::<_, String>(super::MemoryBackend) });
+}
+
+mod memory_two_calls_partitions {
+    tern_testkit::partition_tests!("memory-two-calls", async {
+        Ok::<_, String>(super::TwoCallsBackend)
+    });
+}
+
 mod memory_two_calls {
     tern_testkit::battery_tests!("memory-two-calls", async {
         Ok::<_, String>(super::TwoCallsBackend)
@@ -60,6 +70,14 @@ impl Backend for EmbeddedBackend {
 
 mod embedded {
     tern_testkit::battery_tests!("embedded", async {
+        Ok::<_, String>(super::EmbeddedBackend {
+            dirs: Default::default(),
+        })
+    });
+}
+
+mod embedded_partitions {
+    tern_testkit::partition_tests!("embedded", async {
         Ok::<_, String>(super::EmbeddedBackend {
             dirs: Default::default(),
         })

@@ -79,6 +79,9 @@ macro_rules! intercept_every_method {
                     scan_ordered: inner.scan_ordered,
                     atomic_writes_hint: inner.atomic_writes_hint,
                     lazy_in_server: inner.lazy_in_server,
+                    // Their scans and updates bypass the hooks (the writes of a
+                    // partitioned stage go through them).
+                    partitions: inner.partitions,
                     $($facet: offers.$facet.then_some(self as &dyn $trait),)*
                 }
             }

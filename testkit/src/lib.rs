@@ -19,6 +19,7 @@ pub mod join_bench;
 pub mod lazy;
 pub mod lazy_bench;
 pub mod pages;
+pub mod partitions;
 pub mod prop;
 pub mod server;
 pub mod tls;

@@ -13,15 +13,7 @@ use crate::{Ctx, EXIT_OK};
 pub async fn abandon(ctx: &Ctx) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
     let set = ctx.migrations().unwrap_or_default();
-    let migrator = ctx.migrator(
-        store,
-        set,
-        &RunArgs {
-            to: None,
-            batch_size: None,
-            max_rate: None,
-        },
-    );
+    let migrator = ctx.migrator(store, set, &RunArgs::default());
     let done = migrator.abandon().await?;
     if ctx.opt.json {
         crate::outln!("{}", serde_json::json!({"abandoned": done.migration}));

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tern_core::migrate::{DryRun, LeaseOptions, RunOptions, UpReport};
 use tern_core::model::json::entity_to_json_line;
 
-use crate::opt::{RunArgs, UpArgs};
+use crate::opt::{RunArgs, UpArgs, WorkerArgs};
 use crate::{Ctx, EXIT_OK};
 
 /// `tern plan`: a dry run of the pending migrations.
@@ -174,6 +174,46 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
         }
     })?;
     print_up(ctx, &report, &lazy);
+    Ok(EXIT_OK)
+}
+
+/// `tern worker`: claims partitions of a running partitioned stage, and runs
+/// `tern up` itself when no runner holds the lock; returns once no migration
+/// is pending (docs/workers.md).
+///
+/// # Errors
+/// As `tern up`.
+pub async fn worker(ctx: &Ctx, args: &WorkerArgs) -> anyhow::Result<u8> {
+    let set = ctx.migrations()?;
+    let lazy = lazy_ids(&set);
+    let store = ctx.store().await?;
+    let migrator = ctx
+        .migrator(store, set, &args.run)
+        .with_lease_options(LeaseOptions {
+            ttl: ctx.settings.lease_ttl,
+            wait: None,
+            renew: true,
+        });
+    let report = migrator.work().await?;
+    if let Some(up) = &report.up {
+        print_up(ctx, up, &lazy);
+    }
+    if ctx.opt.json {
+        crate::outln!(
+            "{}",
+            serde_json::json!({"worker": {"partitions": report.partitions, "lost": report.lost, "ran_up": report.up.is_some()}})
+        );
+    } else {
+        crate::outln!(
+            "worker done: {} partitions run here{}; nothing is pending",
+            report.partitions,
+            if report.lost > 0 {
+                format!(", {} lost to other workers", report.lost)
+            } else {
+                String::new()
+            }
+        );
+    }
     Ok(EXIT_OK)
 }
 

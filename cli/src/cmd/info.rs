@@ -47,7 +47,8 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
         });
         let running = st.running.as_ref().map(|r| {
             serde_json::json!({"migration": r.migration, "stage": r.stage, "phase": r.phase,
-                "processed": r.counts.processed, "checkpoints": r.checkpoints})
+                "processed": r.counts.processed, "checkpoints": r.checkpoints,
+                "partitions": r.partitions.as_ref().map(|p| super::partitions_view::json(p, st.now))})
         });
         crate::outln!(
             "{}",
@@ -83,6 +84,9 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
         }
     }
     crate::cmd::sweep::print_lazy(&lazy);
+    if let Some(parts) = st.running.as_ref().and_then(|r| r.partitions.as_ref()) {
+        super::partitions_view::print(parts, st.now);
+    }
     if let Some(l) = &st.lease {
         if l.expires_at > st.now {
             crate::outln!(

@@ -7,5 +7,6 @@ pub mod apply;
 pub mod data;
 pub mod generate;
 pub mod info;
+mod partitions_view;
 pub mod project;
 pub mod sweep;

@@ -193,15 +193,7 @@ pub async fn check(ctx: &Ctx, args: &CheckArgs) -> anyhow::Result<u8> {
     let mut pending = Vec::new();
     if online {
         let store = ctx.store().await?;
-        let migrator = ctx.migrator(
-            store,
-            set.clone(),
-            &RunArgs {
-                to: None,
-                batch_size: None,
-                max_rate: None,
-            },
-        );
+        let migrator = ctx.migrator(store, set.clone(), &RunArgs::default());
         pending = migrator.validate().await?;
         if !pending.is_empty() {
             let dry = migrator.dry_run(None, 0).await?;

@@ -16,6 +16,16 @@ pub struct RunArgs {
     /// At most this many entities per second.
     #[arg(long, value_name = "PER_SECOND", value_parser = positive_rate)]
     pub max_rate: Option<f64>,
+    /// Run this many partitions of a stage at once in this process (stores
+    /// with partitions: embedded, and the adapters that split kinds). 1 (the
+    /// default): stages run unpartitioned, as one scan. See docs/workers.md.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub workers: Option<usize>,
+    /// Split each partitioned stage into this many partitions (default: 4
+    /// per worker); with `--workers 1`, still partitions stages, so that
+    /// `tern worker` processes elsewhere can share them.
+    #[arg(long, value_name = "P", value_parser = at_least_one)]
+    pub partitions: Option<usize>,
 }
 
 /// `tern lock`.

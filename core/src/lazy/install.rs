@@ -112,10 +112,10 @@ pub async fn install(store: &dyn Store, lease: &Lease, m: &Migration) -> Result<
     };
     lease
         .update(move |doc| {
-            doc.applied.push(entry);
-            doc.kinds = kinds_after;
-            doc.renames.extend(renames);
-            doc.lazy.push(record);
+            doc.applied.push(entry.clone());
+            doc.kinds = kinds_after.clone();
+            doc.renames.extend(renames.iter().cloned());
+            doc.lazy.push(record.clone());
         })
         .await?;
     Ok(MigrationReport {

@@ -474,9 +474,9 @@ impl Sweeper<'_> {
         self.lease
             .update(move |doc| {
                 doc.sweep = Some(SweepState {
-                    kind,
-                    name,
-                    cursor,
+                    kind: kind.clone(),
+                    name: name.clone(),
+                    cursor: cursor.clone(),
                     migrated,
                 });
             })

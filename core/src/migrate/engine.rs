@@ -28,8 +28,10 @@ use crate::store::{Filter, Store, StoreExt, VersionFilter, scan_pages};
 
 mod abandon;
 mod late;
+mod partitioned;
 
 pub use abandon::Abandoned;
+pub use partitioned::WorkReport;
 
 /// A migration that is applied, pending, or half-applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,8 +279,13 @@ impl Migrator {
     /// # Errors
     /// See [`MigrateError`]; every error leaves the store resumable.
     pub async fn up(&self, to: Option<u32>) -> Result<UpReport> {
-        self.up_on(Arc::clone(&self.store), to, &mut RunMode::Apply)
-            .await
+        self.up_on(
+            Arc::clone(&self.store),
+            to,
+            &mut RunMode::Apply,
+            &self.lease,
+        )
+        .await
     }
 
     /// Runs pending migrations on a dry-run overlay and reports what would change.
@@ -295,6 +302,7 @@ impl Migrator {
             Arc::clone(&overlay) as Arc<dyn Store>,
             to,
             &mut RunMode::DryRun(&mut stages),
+            &self.lease,
         )
         .await?;
         let mut out = DryRun {
@@ -325,6 +333,7 @@ impl Migrator {
         store: Arc<dyn Store>,
         to: Option<u32>,
         mode: &mut RunMode<'_>,
+        lease_options: &LeaseOptions,
     ) -> Result<UpReport> {
         let doc = state::load(store.as_ref()).await?.doc;
         let pending = self.pending(&doc, to)?;
@@ -342,7 +351,7 @@ impl Migrator {
                 ..UpReport::default()
             });
         }
-        let lease = Lease::acquire(Arc::clone(&store), &self.lease).await?;
+        let lease = Lease::acquire(Arc::clone(&store), lease_options).await?;
         let result = self.run_pending(&store, &lease, &pending, mode).await;
         #[cfg(feature = "fault-injection")]
         if matches!(result, Err(MigrateError::InjectedCrash(_))) {
@@ -444,7 +453,7 @@ impl Migrator {
             ..self.runner(store.as_ref(), (m.id, &m.name), lease, progress, &history)
         };
         let mut total = self
-            .run_stages(&runner, m, &plan, stage_index, pos, mode.collector())
+            .run_stages(store, &runner, m, &plan, (stage_index, pos), mode)
             .await?;
         // The census: no entity of any written kind may be left below its target.
         total.swept += self.census_and_sweep(&runner, &plan).await?;
@@ -535,13 +544,14 @@ impl Migrator {
             .update(move |doc| {
                 doc.running = Some(RunState {
                     migration: id,
-                    checksum,
+                    checksum: checksum.clone(),
                     started_at: now,
                     stage: 0,
                     phase: 0,
                     cursor: None,
                     counts: RunCounts::default(),
                     checkpoints: 0,
+                    partitions: None,
                 });
             })
             .await?;
@@ -553,12 +563,12 @@ impl Migrator {
     /// in `previews`. Returns the counts of the whole migration.
     async fn run_stages(
         &self,
+        store: &Arc<dyn Store>,
         runner: &Runner<'_>,
         m: &Migration,
         plan: &Plan,
-        mut stage_index: usize,
-        mut pos: Position,
-        mut previews: Option<&mut DryStages>,
+        (mut stage_index, mut pos): (usize, Position),
+        mode: &mut RunMode<'_>,
     ) -> Result<RunCounts> {
         let mut total = pos.counts;
         if !runner.collect_conflicts {
@@ -603,12 +613,29 @@ impl Migrator {
                 stages = plan.stages.len(),
                 description = %stage.describe()
             );
-            runner
-                .run_stage(stage_index, stage, &mut pos)
-                .instrument(span)
-                .await?;
+            let doc = runner.held()?.snapshot().await;
+            match partitioned::partitioned_kind(
+                self,
+                store.as_ref(),
+                &doc,
+                (m.id, stage_index),
+                stage,
+                mode,
+            ) {
+                Some(kind) => {
+                    self.run_partitioned(store, runner, m, (stage_index, stage, kind), &mut pos)
+                        .instrument(span)
+                        .await?;
+                }
+                None => {
+                    runner
+                        .run_stage(stage_index, stage, &mut pos)
+                        .instrument(span)
+                        .await?;
+                }
+            }
             runner.progress.stage_finished(&pos.counts);
-            if let Some(dry) = previews.as_deref_mut() {
+            if let Some(dry) = mode.collector() {
                 let mut stage_counts = pos.counts;
                 stage_counts.processed -= before.processed;
                 stage_counts.changed -= before.changed;
@@ -632,13 +659,14 @@ impl Migrator {
             if stage_index < plan.stages.len() {
                 let counts = pos.counts;
                 runner
-                    .lease
+                    .held()?
                     .update(move |doc| {
                         if let Some(run) = doc.running.as_mut() {
                             run.stage = stage_index;
                             run.phase = 0;
                             run.cursor = None;
                             run.counts = counts;
+                            run.partitions = None;
                         }
                     })
                     .await?;
@@ -928,7 +956,8 @@ impl Migrator {
             store,
             migration,
             migration_name,
-            lease,
+            lease: Some(lease),
+            part: None,
             options: &self.run,
             progress,
             cancel: &self.cancel,
@@ -1075,8 +1104,8 @@ async fn record_applied(
     let kinds_after = plan.kinds_after.clone();
     lease
         .update(move |doc| {
-            doc.applied.push(entry);
-            doc.kinds = kinds_after;
+            doc.applied.push(entry.clone());
+            doc.kinds = kinds_after.clone();
             doc.running = None;
         })
         .await

@@ -17,6 +17,7 @@ pub mod engine;
 pub(crate) mod join;
 mod options;
 pub mod overlay;
+mod partition;
 mod rename;
 mod run;
 
@@ -32,10 +33,12 @@ pub use crate::migration::progress::{FaultAt, FaultHook, FaultPoint};
 pub use crate::migration::report::MigrationReport;
 pub use crate::migration::source::{Body, EntityMigration, Migration, MigrationSet};
 pub use crate::migration::state::{
-    KindRename, LazyRecord, LedgerEntry, RunCounts, RunState, StateDoc, SweepState,
+    KindRename, LazyRecord, LedgerEntry, PartitionLease, PartitionState, RunCounts, RunState,
+    StagePartitions, StateDoc, SweepState,
 };
 pub use engine::{
     Abandoned, DryRun, KindCensus, MigrationStatus, Migrator, StagePreview, Status, UpReport,
+    WorkReport,
 };
 pub use join::{JoinIndex, Resolved, StoreCheck, check_on_store};
 pub use options::RunOptions;

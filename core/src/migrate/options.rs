@@ -30,6 +30,14 @@ pub struct RunOptions {
     /// Bytes of memory the index of a move or copy may take before it spills
     /// to a scratch file (docs/design.md, "Move and copy by index").
     pub join_memory: usize,
+    /// Partitions run at once by this process in a partitioned stage
+    /// (`tern up --workers N`). With 1 (the default) and no `partitions`,
+    /// stages run unpartitioned, as one scan.
+    pub workers: usize,
+    /// How many partitions a partitioned stage is split into (the store may
+    /// make fewer); `None`: 4 per worker. Setting it partitions stages even
+    /// with one worker here, so that workers elsewhere (`tern worker`) can help.
+    pub partitions: Option<usize>,
 }
 
 impl Default for RunOptions {
@@ -44,6 +52,8 @@ impl Default for RunOptions {
             pushdown: true,
             estimate_totals: true,
             join_memory: DEFAULT_JOIN_MEMORY,
+            workers: 1,
+            partitions: None,
         }
     }
 }

@@ -112,7 +112,7 @@ impl Runner<'_> {
                     r.migration == record.migration && r.from == record.from && r.to == record.to
                 });
                 if !known {
-                    doc.renames.push(record);
+                    doc.renames.push(record.clone());
                 }
             })
             .await?;

@@ -19,6 +19,7 @@ use tracing::Instrument;
 
 use super::join::{self, JoinIndex, SpillMap, Values};
 use super::options::RunOptions;
+use super::partition::Claim;
 use crate::lang::eval::{self, TargetResolution};
 use crate::lang::{Statement, Transfer};
 use crate::migration::apply::{apply_per_entity, atom_condition, pushdown_steps};
@@ -31,8 +32,8 @@ use crate::migration::progress::{FaultAt, FaultHook, FaultPoint};
 use crate::migration::state::{RunCounts, StateDoc};
 use crate::model::{Entity, Key, Value, Version};
 use crate::store::{
-    Condition, Cursor, ErrorKind, Filter, PushStep, Pushdown, PushdownRequest, ScanPage,
-    ScanRequest, Store, StoreExt, VersionFilter, Write, WriteOutcome,
+    Condition, Cursor, ErrorKind, Filter, PushStep, Pushdown, PushdownPage, PushdownRequest,
+    ScanPage, ScanRequest, Store, StoreExt, VersionFilter, Write, WriteOutcome,
 };
 
 /// The position of a stage run: phase, cursor and counts, as checkpointed.
@@ -112,7 +113,12 @@ pub(crate) struct Runner<'a> {
     pub(crate) migration: u32,
     /// Its name, for messages.
     pub(crate) migration_name: &'a str,
-    pub(crate) lease: &'a Lease,
+    /// The runner's lease (`None` in a worker that holds only partitions).
+    pub(crate) lease: Option<&'a Lease>,
+    /// The partition this runner runs, in a partitioned stage: its scan is
+    /// the partition's and its checkpoints go to the partition's record,
+    /// fenced by the partition's lease instead of `lease`.
+    pub(crate) part: Option<&'a Claim>,
     pub(crate) options: &'a RunOptions,
     pub(crate) progress: &'a dyn Progress,
     pub(crate) cancel: &'a CancelFlag,
@@ -177,10 +183,33 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// The runner's lease, for the checkpoints of an unpartitioned stage.
+    ///
+    /// # Errors
+    /// [`MigrateError::Dirty`] in a worker that holds only partitions (it
+    /// runs no such stage).
+    pub(crate) fn held(&self) -> Result<&Lease> {
+        self.lease.ok_or_else(|| {
+            MigrateError::Dirty(
+                "a partition worker was asked to checkpoint a whole stage; only the runner that holds the lease does"
+                    .to_owned(),
+            )
+        })
+    }
+
     pub(crate) fn check_continue(&self) -> Result<()> {
-        if self.lease.is_lost() {
+        if let Some(part) = self.part
+            && part.is_lost()
+        {
             return Err(MigrateError::LeaseLost {
-                token: self.lease.token(),
+                token: part.token(),
+            });
+        }
+        if let Some(lease) = self.lease
+            && lease.is_lost()
+        {
+            return Err(MigrateError::LeaseLost {
+                token: lease.token(),
             });
         }
         if self.cancel.is_cancelled() {
@@ -197,6 +226,9 @@ impl Runner<'_> {
 
     /// Writes the checkpoint of `stage` under the lease.
     pub(crate) async fn checkpoint(&self, stage: usize, pos: &Position) -> Result<()> {
+        if let Some(part) = self.part {
+            return part.checkpoint(pos.cursor.clone(), pos.counts).await;
+        }
         self.checkpoint_and(stage, pos, |_| ()).await
     }
 
@@ -206,15 +238,15 @@ impl Runner<'_> {
         &self,
         stage: usize,
         pos: &Position,
-        also: impl FnOnce(&mut StateDoc),
+        mut also: impl FnMut(&mut StateDoc),
     ) -> Result<()> {
         let (phase, cursor, counts) = (pos.phase, pos.cursor.clone(), pos.counts);
-        self.lease
+        self.held()?
             .update(move |doc| {
                 if let Some(run) = doc.running.as_mut() {
                     run.stage = stage;
                     run.phase = phase;
-                    run.cursor = cursor;
+                    run.cursor = cursor.clone();
                     run.counts = counts;
                     run.checkpoints += 1;
                 }
@@ -311,16 +343,27 @@ impl Runner<'_> {
         from: Version,
         cursor: Option<Cursor>,
     ) -> crate::store::Result<ScanPage> {
-        self.store
-            .scan(
-                kind,
-                ScanRequest {
-                    filter: Filter::at_version(from),
-                    cursor,
-                    limit: self.options.batch_size,
-                },
-            )
-            .await
+        let request = ScanRequest {
+            filter: Filter::at_version(from),
+            cursor,
+            limit: self.options.batch_size,
+        };
+        match (self.part, self.store.features().partitions) {
+            (Some(part), Some(facet)) => facet.scan_partition(kind, &part.partition, request).await,
+            _ => self.store.scan(kind, request).await,
+        }
+    }
+
+    /// One batch of a pushed-down stage: of the whole kind, or of this runner's partition.
+    async fn pushdown_page(
+        &self,
+        pushdown: &dyn Pushdown,
+        request: PushdownRequest,
+    ) -> crate::store::Result<PushdownPage> {
+        match (self.part, self.store.features().partitions) {
+            (Some(part), Some(facet)) => facet.update_partition(&part.partition, request).await,
+            _ => pushdown.update_in_place(request).await,
+        }
     }
 
     /// Scans `kind` at exactly `from` in batches; `compute` turns each read
@@ -580,7 +623,18 @@ impl Runner<'_> {
         before.add(&counts);
         before.unmatched_sources += self.unmatched.load(std::sync::atomic::Ordering::SeqCst);
         let (from, next) = (c.from.clone(), c.next.clone());
-        self.lease
+        if let Some(part) = self.part {
+            return part
+                .write_and_checkpoint(writes, move |p, outcomes| {
+                    let mut counts = before;
+                    count_outcomes(&mut counts, outcomes, &changed);
+                    let done = last_writes && counts.conflicts == before.conflicts;
+                    p.cursor = if done { next.clone() } else { from.clone() };
+                    p.counts = counts;
+                })
+                .await;
+        }
+        self.held()?
             .write_and_update(writes, move |doc, outcomes| {
                 let mut counts = before;
                 count_outcomes(&mut counts, outcomes, &changed);
@@ -624,14 +678,17 @@ impl Runner<'_> {
         loop {
             self.check_continue()?;
             fault_point!(self, index, 0, batch_no, BeforeWrite);
-            let page = facet
-                .update_in_place(PushdownRequest {
-                    kind: kind.to_owned(),
-                    from,
-                    steps: steps.clone(),
-                    cursor: pos.cursor.clone(),
-                    limit: self.options.pushdown_batch_size.max(1),
-                })
+            let page = self
+                .pushdown_page(
+                    facet,
+                    PushdownRequest {
+                        kind: kind.to_owned(),
+                        from,
+                        steps: steps.clone(),
+                        cursor: pos.cursor.clone(),
+                        limit: self.options.pushdown_batch_size.max(1),
+                    },
+                )
                 .instrument(batch_span(batch_no))
                 .await;
             let page = match page {

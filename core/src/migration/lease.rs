@@ -48,7 +48,7 @@ impl Default for LeaseOptions {
 mod dead;
 
 /// Who is running this process, for people reading `tern lock`.
-fn holder() -> String {
+pub(crate) fn holder() -> String {
     format!("{} pid {}", host_name(), std::process::id())
 }
 
@@ -200,33 +200,51 @@ impl Lease {
         self.shared.current.lock().await.doc.clone()
     }
 
+    /// Is `doc`'s lease still this one (same owner, same fencing token)?
+    fn holds(&self, doc: &StateDoc) -> bool {
+        holds(&self.shared, doc)
+    }
+
+    /// Marks the lease lost and returns the error that says so.
+    fn lose(&self) -> MigrateError {
+        self.shared.lost.store(true, Ordering::SeqCst);
+        MigrateError::LeaseLost {
+            token: self.shared.token,
+        }
+    }
+
     /// Changes the state document under the lease (fenced compare-and-set).
     ///
+    /// When someone else wrote the document meanwhile (a worker's partition
+    /// checkpoint), it is read again and, while its lease is still this one
+    /// (same owner and fencing token), `change` is applied to it again: the
+    /// lease, not the revision, is the fence, as in a KCL lease table.
+    ///
     /// # Errors
-    /// [`MigrateError::LeaseLost`] when another runner wrote the document since
-    /// (the lease was taken over or released by force), or a store error.
-    pub async fn update<T>(&self, change: impl FnOnce(&mut StateDoc) -> T) -> Result<T> {
+    /// [`MigrateError::LeaseLost`] when another runner took the lease over (or
+    /// it was released by force), or a store error.
+    pub async fn update<T>(&self, mut change: impl FnMut(&mut StateDoc) -> T) -> Result<T> {
         if self.is_lost() {
-            return Err(MigrateError::LeaseLost {
-                token: self.shared.token,
-            });
+            return Err(self.lose());
         }
         let mut current = self.shared.current.lock().await;
-        let mut doc = current.doc.clone();
-        let out = change(&mut doc);
-        match state::store_if(self.shared.store.as_ref(), current.revision, &doc).await? {
-            Some(rev) => {
-                *current = Versioned {
-                    doc,
-                    revision: Some(rev),
-                };
-                Ok(out)
+        loop {
+            if !self.holds(&current.doc) {
+                return Err(self.lose());
             }
-            None => {
-                self.shared.lost.store(true, Ordering::SeqCst);
-                Err(MigrateError::LeaseLost {
-                    token: self.shared.token,
-                })
+            let mut doc = current.doc.clone();
+            let out = change(&mut doc);
+            match state::store_or_current(self.shared.store.as_ref(), current.revision, &doc)
+                .await?
+            {
+                Ok(rev) => {
+                    *current = Versioned {
+                        doc,
+                        revision: Some(rev),
+                    };
+                    return Ok(out);
+                }
+                Err(now) => *current = now,
             }
         }
     }
@@ -236,9 +254,13 @@ impl Lease {
     /// each write, so that the document records exactly what the writes did.
     /// Where the store's call is atomic ([`AtomicBatchWithMeta`](crate::store::AtomicBatchWithMeta)),
     /// the writes and the document are committed together or not at all.
+    /// A document someone else wrote meanwhile is read again, as in
+    /// [`Lease::update`]: an atomic store then wrote nothing and the call is
+    /// made again; another store applied the writes and only the document is
+    /// written again.
     ///
     /// # Errors
-    /// [`MigrateError::LeaseLost`] when another runner wrote the document since
+    /// [`MigrateError::LeaseLost`] when another runner took the lease over
     /// (an atomic store then applied none of the writes; another store applied
     /// them, which version scoping makes harmless), or a store error.
     pub async fn write_and_update<F>(
@@ -250,48 +272,58 @@ impl Lease {
         F: Fn(&mut StateDoc, &[WriteOutcome]) + Send + Sync + 'static,
     {
         if self.is_lost() {
-            return Err(MigrateError::LeaseLost {
-                token: self.shared.token,
-            });
+            return Err(self.lose());
         }
-        let mut current = self.shared.current.lock().await;
         let change = Arc::new(change);
-        let value: MetaValueFn = {
-            let (base, change) = (current.doc.clone(), Arc::clone(&change));
-            Arc::new(move |outcomes: &[WriteOutcome]| {
-                let mut doc = base.clone();
-                change(&mut doc, outcomes);
-                state::to_json(&doc)
-            })
-        };
-        let outcome = self
-            .shared
-            .store
-            .write_checked_with_meta(
-                writes,
-                MetaUpdate {
-                    name: state::STATE_DOC.to_owned(),
-                    expected: current.revision,
-                    value,
-                },
-            )
-            .await
-            .map_err(MigrateError::store("writing entities and their checkpoint"))?;
-        match outcome {
-            BatchMetaOutcome::Applied { writes, revision } => {
-                let mut doc = current.doc.clone();
-                change(&mut doc, &writes);
-                *current = Versioned {
-                    doc,
-                    revision: Some(revision),
-                };
-                Ok(writes)
+        let mut current = self.shared.current.lock().await;
+        loop {
+            if !self.holds(&current.doc) {
+                return Err(self.lose());
             }
-            BatchMetaOutcome::Conflict { .. } => {
-                self.shared.lost.store(true, Ordering::SeqCst);
-                Err(MigrateError::LeaseLost {
-                    token: self.shared.token,
+            let value: MetaValueFn = {
+                let (base, change) = (current.doc.clone(), Arc::clone(&change));
+                Arc::new(move |outcomes: &[WriteOutcome]| {
+                    let mut doc = base.clone();
+                    change(&mut doc, outcomes);
+                    state::to_json(&doc)
                 })
+            };
+            let outcome = self
+                .shared
+                .store
+                .write_checked_with_meta(
+                    writes.clone(),
+                    MetaUpdate {
+                        name: state::STATE_DOC.to_owned(),
+                        expected: current.revision,
+                        value,
+                    },
+                )
+                .await
+                .map_err(MigrateError::store("writing entities and their checkpoint"))?;
+            match outcome {
+                BatchMetaOutcome::Applied { writes, revision } => {
+                    let mut doc = current.doc.clone();
+                    change(&mut doc, &writes);
+                    *current = Versioned {
+                        doc,
+                        revision: Some(revision),
+                    };
+                    return Ok(writes);
+                }
+                BatchMetaOutcome::Conflict {
+                    current: now,
+                    writes: applied,
+                } => {
+                    *current = state::current(now.as_ref())?;
+                    if let Some(outcomes) = applied {
+                        drop(current);
+                        let change = Arc::clone(&change);
+                        let seen = outcomes.clone();
+                        self.update(move |doc| change(doc, &seen)).await?;
+                        return Ok(outcomes);
+                    }
+                }
             }
         }
     }
@@ -337,6 +369,17 @@ impl Lease {
 /// How often [`Lease::release`] re-reads a state document that changed under it.
 const RELEASE_ATTEMPTS: usize = 8;
 
+/// How often one renewal re-reads a state document others keep writing
+/// before it waits for the next period.
+const RENEW_ATTEMPTS: usize = 64;
+
+/// Is `doc`'s lease still the one of `shared` (same owner, same fencing token)?
+fn holds(shared: &Shared, doc: &StateDoc) -> bool {
+    doc.lease
+        .as_ref()
+        .is_some_and(|l| l.owner == shared.owner && l.token == shared.token)
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(task) = self.renewer.take() {
@@ -369,12 +412,32 @@ async fn renew_loop(shared: Arc<Shared>) {
             .lease
             .as_ref()
             .is_none_or(|l| l.expires_at <= now);
-        let mut doc = current.doc.clone();
-        if let Some(lease) = doc.lease.as_mut() {
-            lease.expires_at = now.saturating_add(shared.ttl_ms);
+        let mut outcome = Ok(None);
+        // Another writer's change (a worker's checkpoint) is read and renewed
+        // over, as long as the lease is still ours.
+        for _ in 0..RENEW_ATTEMPTS {
+            if !holds(&shared, &current.doc) {
+                outcome = Ok(None);
+                break;
+            }
+            let mut doc = current.doc.clone();
+            if let Some(lease) = doc.lease.as_mut() {
+                lease.expires_at = now.saturating_add(shared.ttl_ms);
+            }
+            outcome = match state::store_or_current(shared.store.as_ref(), current.revision, &doc)
+                .await
+            {
+                Ok(Ok(rev)) => Ok(Some((doc, rev))),
+                Ok(Err(seen)) => {
+                    *current = seen;
+                    continue;
+                }
+                Err(e) => Err(e),
+            };
+            break;
         }
-        match state::store_if(shared.store.as_ref(), current.revision, &doc).await {
-            Ok(Some(rev)) => {
+        match outcome {
+            Ok(Some((doc, rev))) => {
                 *current = Versioned {
                     doc,
                     revision: Some(rev),

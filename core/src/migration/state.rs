@@ -105,6 +105,77 @@ pub struct RunState {
     pub counts: RunCounts,
     /// Number of checkpoints written.
     pub checkpoints: u64,
+    /// The partitions of the stage being run, when it runs partitioned
+    /// (`tern up --workers N`, `tern worker`): recorded when the stage
+    /// starts, each with its own cursor, counts and lease. While it is set,
+    /// `cursor` is unused and `counts` holds the counts before the stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<StagePartitions>,
+}
+
+/// The partitions of one stage, as split when it started. Every worker and
+/// every resumed run scans exactly these ranges; the stage is done when each is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagePartitions {
+    /// The stage (index into the migration's plan).
+    pub stage: usize,
+    /// The kind the stage scans.
+    pub kind: String,
+    /// The partitions, in the store's order.
+    pub parts: Vec<PartitionState>,
+}
+
+impl StagePartitions {
+    /// Has every partition finished?
+    pub fn all_done(&self) -> bool {
+        self.parts.iter().all(|p| p.done)
+    }
+
+    /// The counts of all partitions together.
+    pub fn counts(&self) -> RunCounts {
+        let mut total = RunCounts::default();
+        for p in &self.parts {
+            total.add(&p.counts);
+        }
+        total
+    }
+}
+
+/// One partition of a stage: its range, its checkpoint and who runs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionState {
+    /// The range, as the store split it.
+    pub partition: crate::store::Partition,
+    /// Where the partition's scan continues (`None`: its start, or done).
+    pub cursor: Option<Cursor>,
+    /// What its batches did so far.
+    pub counts: RunCounts,
+    /// It has been scanned to its end.
+    pub done: bool,
+    /// The worker that holds it, if any (a dead worker's lease stays until it expires).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<PartitionLease>,
+    /// How often it was taken over from a worker whose lease had expired.
+    #[serde(default)]
+    pub takeovers: u32,
+}
+
+/// The lease of the worker running one partition: fenced like the runner's
+/// lease ([`LeaseRecord`]), by a token from [`StateDoc::next_token`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionLease {
+    /// A random id of the worker.
+    pub owner: String,
+    /// The fencing token: every checkpoint of the partition is conditional on it.
+    pub token: u64,
+    /// Host name, process id and worker number, for people.
+    pub holder: String,
+    /// When it claimed the partition (ms since the epoch, the store's clock).
+    pub claimed_at: i64,
+    /// The partition's processed count when it claimed it (for its rate).
+    pub claimed_processed: u64,
+    /// When the lease expires unless renewed (ms since the epoch, the store's clock).
+    pub expires_at: i64,
 }
 
 /// One kind rename (`rename kind from to to`): the prefix history.
@@ -270,26 +341,80 @@ pub async fn load(store: &dyn Store) -> Result<Versioned> {
             },
             revision: None,
         }),
-        Some(entry) => {
-            let doc: StateDoc =
-                serde_json::from_str(&entry.value).map_err(|e| MigrateError::CorruptMetadata {
-                    name: STATE_DOC.to_owned(),
-                    message: e.to_string(),
-                })?;
-            if doc.format > STATE_FORMAT {
-                return Err(MigrateError::CorruptMetadata {
-                    name: STATE_DOC.to_owned(),
-                    message: format!(
-                        "written by a newer tern (format {}, this build reads up to {STATE_FORMAT}); upgrade tern",
-                        doc.format
-                    ),
-                });
-            }
-            Ok(Versioned {
-                doc,
-                revision: Some(entry.revision),
-            })
-        }
+        Some(entry) => parse(&entry),
+    }
+}
+
+/// The state document in a metadata entry.
+///
+/// # Errors
+/// A document that is not tern's state, or written by a newer tern.
+pub fn parse(entry: &crate::store::MetaEntry) -> Result<Versioned> {
+    let doc: StateDoc =
+        serde_json::from_str(&entry.value).map_err(|e| MigrateError::CorruptMetadata {
+            name: STATE_DOC.to_owned(),
+            message: e.to_string(),
+        })?;
+    if doc.format > STATE_FORMAT {
+        return Err(MigrateError::CorruptMetadata {
+            name: STATE_DOC.to_owned(),
+            message: format!(
+                "written by a newer tern (format {}, this build reads up to {STATE_FORMAT}); upgrade tern",
+                doc.format
+            ),
+        });
+    }
+    Ok(Versioned {
+        doc,
+        revision: Some(entry.revision),
+    })
+}
+
+/// The state document as a conflicting compare-and-set found it (`None`: deleted).
+///
+/// # Errors
+/// As [`parse`].
+pub fn current(entry: Option<&crate::store::MetaEntry>) -> Result<Versioned> {
+    match entry {
+        Some(e) => parse(e),
+        None => Ok(Versioned {
+            doc: StateDoc {
+                format: STATE_FORMAT,
+                next_token: 1,
+                ..StateDoc::default()
+            },
+            revision: None,
+        }),
+    }
+}
+
+/// Writes `doc` if the document is still at `expected`: `Ok(Ok(new revision))`,
+/// or `Ok(Err(the document as it is now))` when someone wrote it meanwhile.
+///
+/// # Errors
+/// A store error, or a current document that is not tern's state.
+pub async fn store_or_current(
+    store: &dyn Store,
+    expected: Option<u64>,
+    doc: &StateDoc,
+) -> Result<std::result::Result<u64, Versioned>> {
+    let text = serde_json::to_string(doc).map_err(|e| MigrateError::CorruptMetadata {
+        name: STATE_DOC.to_owned(),
+        message: e.to_string(),
+    })?;
+    match store
+        .meta_cas(
+            STATE_DOC,
+            MetaChange {
+                expected,
+                value: Some(&text),
+            },
+        )
+        .await
+        .map_err(MigrateError::store("writing tern's state"))?
+    {
+        MetaCas::Applied(rev) => Ok(Ok(rev)),
+        MetaCas::Conflict(now) => Ok(Err(current(now.as_ref())?)),
     }
 }
 

@@ -56,9 +56,9 @@
 use async_trait::async_trait;
 
 use super::{
-    Advanced, AtomicScope, BatchMetaOutcome, Guard, MetaUpdate, PushdownPage, PushdownRequest,
-    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, StepsFrom,
-    Write, WriteOutcome,
+    Advanced, AtomicScope, BatchMetaOutcome, Guard, MetaUpdate, Partitions, PushdownPage,
+    PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest,
+    SchemaChange, StepsFrom, Write, WriteOutcome,
 };
 use crate::model::Key;
 
@@ -70,8 +70,6 @@ use super::{Store, StoreExt};
 /// computing them does no I/O. Every field is `None` (or `false`) by default:
 /// a store names only what it has,
 /// `Features { pushdown: Some(self), ..Features::default() }`.
-///
-/// The `partitions` facet (issue #31) will be a field here too.
 #[derive(Clone, Copy, Default)]
 pub struct Features<'a> {
     /// A scan returns entities in id order and never returns one twice (a
@@ -99,6 +97,9 @@ pub struct Features<'a> {
     pub server_clock: Option<&'a dyn ServerClock>,
     /// A cheap count of a kind's entities for a progress display.
     pub count_estimate: Option<&'a dyn CountEstimate>,
+    /// How the store splits a kind for many workers (`tern up --workers`,
+    /// `tern worker`); without it every stage runs as one partition.
+    pub partitions: Option<&'a dyn Partitions>,
     /// Code in the store's server that migrates entities lazily for every
     /// client (tern's Redis module, docs/module.md), named for messages. Such a
     /// server runs the evolution language only, so the lazy install refuses a
@@ -123,7 +124,7 @@ impl Features<'_> {
     /// Each facet by name (the field's name) and whether the store has it, in
     /// declaration order; the scope of `atomic_writes` is in
     /// [`Features::atomic_scope`]. What each adapter's capability table lists.
-    pub fn rows(&self) -> [(&'static str, bool); 10] {
+    pub fn rows(&self) -> [(&'static str, bool); 11] {
         [
             ("scan_ordered", self.scan_ordered),
             ("pushdown", self.pushdown.is_some()),
@@ -138,6 +139,7 @@ impl Features<'_> {
             ("former_name_reads", self.former_name_reads.is_some()),
             ("server_clock", self.server_clock.is_some()),
             ("count_estimate", self.count_estimate.is_some()),
+            ("partitions", self.partitions.is_some()),
         ]
     }
 

@@ -12,8 +12,9 @@ use super::{
     Cursor, Error, ErrorKind, Features, FormerNameReads, KindRename, MetaCas, MetaChange,
     MetaEntry, MetaUpdate, Pushdown, PushdownPage, PushdownRequest, RenameKindPage,
     RenameKindRequest, Result, ScanPage, ScanRequest, StepsFrom, Store, StoreInfo, Write,
-    WriteOutcome, pushdown,
+    WriteOutcome, key_range, pushdown,
 };
+use super::{Partition, Partitions};
 use crate::model::keycode::{encode_key, encode_kind_prefix};
 use crate::model::{Entity, Key};
 
@@ -119,6 +120,7 @@ impl Store for MemoryStore {
             kind_rename: Some(self),
             former_name_reads: Some(self),
             count_estimate: Some(self),
+            partitions: Some(self),
             ..Features::default()
         }
     }
@@ -135,34 +137,7 @@ impl Store for MemoryStore {
     }
 
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
-        let prefix = encode_kind_prefix(kind);
-        let start = match &request.cursor {
-            Some(c) => std::ops::Bound::Excluded(decode_cursor(c)?),
-            None => std::ops::Bound::Included(prefix.clone()),
-        };
-        let inner = self.lock();
-        let mut entities = Vec::new();
-        let mut last = None;
-        let mut exhausted = true;
-        for (k, e) in inner.entities.range((start, std::ops::Bound::Unbounded)) {
-            if !k.starts_with(&prefix) {
-                break;
-            }
-            if entities.len() >= request.limit.max(1) {
-                exhausted = false;
-                break;
-            }
-            last = Some(k.clone());
-            if request.filter.matches(e) {
-                entities.push(e.clone());
-            }
-        }
-        let cursor = if exhausted {
-            None
-        } else {
-            last.map(|k| Cursor(hex::encode(k)))
-        };
-        Ok(ScanPage { entities, cursor })
+        self.scan_range(kind, request, None)
     }
 
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
@@ -345,37 +320,7 @@ impl FormerNameReads for MemoryStore {
 #[async_trait]
 impl Pushdown for MemoryStore {
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
-        let target = pushdown::target_version(&request)?;
-        let prefix = encode_kind_prefix(&request.kind);
-        let start = match &request.cursor {
-            Some(c) => std::ops::Bound::Excluded(decode_cursor(c)?),
-            None => std::ops::Bound::Included(prefix.clone()),
-        };
-        let limit = request.limit.max(1);
-        let mut page = PushdownPage::empty(request.steps.len(), None);
-        let mut inner = self.lock();
-        let mut range = inner
-            .entities
-            .range_mut((start, std::ops::Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(&prefix));
-        let mut last = None;
-        for (k, e) in range.by_ref().take(limit) {
-            last = Some(k.clone());
-            let before: u64 = page.changed.iter().sum();
-            if e.version >= request.from
-                && e.version < target
-                && pushdown::advance(request.from, &request.steps, e, &mut page.changed)
-            {
-                page.advanced += 1;
-                if page.changed.iter().sum::<u64>() > before {
-                    page.changed_entities += 1;
-                }
-            }
-        }
-        if range.next().is_some() {
-            page.cursor = last.map(|k| Cursor(hex::encode(k)));
-        }
-        Ok(page)
+        self.update_range(request, None)
     }
 }
 
@@ -423,6 +368,121 @@ impl KindRename for MemoryStore {
         }
         if more {
             page.cursor = batch.last().map(|k| Cursor(hex::encode(k)));
+        }
+        Ok(page)
+    }
+}
+
+/// Key ranges ([`key_range`]): the split reads the kind's keys in memory.
+#[async_trait]
+impl Partitions for MemoryStore {
+    async fn split(&self, kind: &str, count: usize) -> Result<Vec<Partition>> {
+        let prefix = encode_kind_prefix(kind);
+        let inner = self.lock();
+        let keys = || {
+            inner
+                .entities
+                .range(prefix.clone()..)
+                .map(|(k, _)| k)
+                .take_while(|k| k.starts_with(&prefix))
+        };
+        let total = keys().count();
+        Ok(key_range::split(
+            kind,
+            keys().map(Vec::as_slice),
+            total,
+            count,
+        ))
+    }
+
+    async fn scan_partition(
+        &self,
+        kind: &str,
+        partition: &Partition,
+        mut request: ScanRequest,
+    ) -> Result<ScanPage> {
+        let range = key_range::parse(kind, partition)?;
+        request.cursor = range.start(request.cursor.as_ref());
+        self.scan_range(kind, request, range.end().as_deref())
+    }
+
+    async fn update_partition(
+        &self,
+        partition: &Partition,
+        mut request: PushdownRequest,
+    ) -> Result<PushdownPage> {
+        let range = key_range::parse(&request.kind, partition)?;
+        request.cursor = range.start(request.cursor.as_ref());
+        self.update_range(request, range.end().as_deref())
+    }
+}
+
+impl MemoryStore {
+    /// A page of a scan of `kind` that stops before `end` (an encoded key), if given.
+    fn scan_range(&self, kind: &str, request: ScanRequest, end: Option<&[u8]>) -> Result<ScanPage> {
+        let prefix = encode_kind_prefix(kind);
+        let start = match &request.cursor {
+            Some(c) => std::ops::Bound::Excluded(decode_cursor(c)?),
+            None => std::ops::Bound::Included(prefix.clone()),
+        };
+        let inner = self.lock();
+        let mut entities = Vec::new();
+        let mut last = None;
+        let mut exhausted = true;
+        for (k, e) in inner.entities.range((start, std::ops::Bound::Unbounded)) {
+            if !k.starts_with(&prefix) || end.is_some_and(|end| k.as_slice() >= end) {
+                break;
+            }
+            if entities.len() >= request.limit.max(1) {
+                exhausted = false;
+                break;
+            }
+            last = Some(k.clone());
+            if request.filter.matches(e) {
+                entities.push(e.clone());
+            }
+        }
+        let cursor = if exhausted {
+            None
+        } else {
+            last.map(|k| Cursor(hex::encode(k)))
+        };
+        Ok(ScanPage { entities, cursor })
+    }
+
+    /// One batch of an update in place of `request.kind` that stops before `end`, if given.
+    fn update_range(&self, request: PushdownRequest, end: Option<&[u8]>) -> Result<PushdownPage> {
+        let target = pushdown::target_version(&request)?;
+        let prefix = encode_kind_prefix(&request.kind);
+        let start = match &request.cursor {
+            Some(c) => std::ops::Bound::Excluded(decode_cursor(c)?),
+            None => std::ops::Bound::Included(prefix.clone()),
+        };
+        let limit = request.limit.max(1);
+        let mut page = PushdownPage::empty(request.steps.len(), None);
+        let mut inner = self.lock();
+        let mut range = inner
+            .entities
+            .range_mut((start, std::ops::Bound::Unbounded))
+            .take_while(|(k, _)| {
+                k.starts_with(&prefix) && end.is_none_or(|end| k.as_slice() < end)
+            });
+        let mut last = None;
+        for (k, e) in range.by_ref().take(limit) {
+            last = Some(k.clone());
+            let before: u64 = page.changed.iter().sum();
+            if e.version >= request.from
+                && e.version < target
+                && pushdown::advance(request.from, &request.steps, e, &mut page.changed)
+            {
+                page.advanced += 1;
+                if page.changed.iter().sum::<u64>() > before {
+                    page.changed_entities += 1;
+                }
+            }
+        }
+        if range.next().is_some() {
+            page.cursor = last.map(|k| Cursor(hex::encode(k)));
         }
         Ok(page)
     }

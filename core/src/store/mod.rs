@@ -79,7 +79,9 @@ mod filter;
 
 #[cfg(feature = "embedded")]
 pub mod embedded;
+mod key_range;
 pub mod memory;
+pub mod partitions;
 pub mod pushdown;
 pub mod rename_copy;
 pub mod url;
@@ -100,6 +102,7 @@ pub use features::{
     ProjectedScan, Pushdown, SchemaHooks, ServerClock,
 };
 pub use filter::{Condition, Filter, VersionFilter, lookup};
+pub use partitions::{Partition, Partitions};
 
 /// Which store this is, for messages. Never holds a password.
 #[derive(Debug, Clone, PartialEq, Eq)]

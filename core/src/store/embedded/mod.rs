@@ -336,6 +336,7 @@ impl Store for EmbeddedStore {
             kind_rename: Some(self),
             projected_scan: Some(self),
             count_estimate: Some(self),
+            partitions: Some(self),
             ..Features::default()
         }
     }
@@ -346,7 +347,7 @@ impl Store for EmbeddedStore {
 
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
         let kind = kind.to_owned();
-        self.blocking(move |inner| inner.scan(&kind, &request, None))
+        self.blocking(move |inner| inner.scan(&kind, &request, None, None))
             .await
     }
 
@@ -412,7 +413,7 @@ impl ProjectedScan for EmbeddedStore {
         );
         keep.sort_unstable();
         keep.dedup();
-        self.blocking(move |inner| inner.scan(&kind, &request, Some(&keep)))
+        self.blocking(move |inner| inner.scan(&kind, &request, Some(&keep), None))
             .await
     }
 }
@@ -459,7 +460,7 @@ impl AtomicWrites for EmbeddedStore {
 #[async_trait]
 impl Pushdown for EmbeddedStore {
     async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
-        self.blocking(move |inner| inner.update_in_place(&request))
+        self.blocking(move |inner| inner.update_in_place(&request, None))
             .await
     }
 }
@@ -469,6 +470,41 @@ impl KindRename for EmbeddedStore {
     /// Each batch is one write transaction: its entities move together.
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
         self.blocking(move |inner| inner.rename_kind(&request))
+            .await
+    }
+}
+
+/// Key ranges ([`crate::store::key_range`]): the split reads the kind's keys
+/// (no value is decoded), each partition is a bounded range of the file.
+#[async_trait]
+impl crate::store::Partitions for EmbeddedStore {
+    async fn split(&self, kind: &str, count: usize) -> Result<Vec<crate::store::Partition>> {
+        let kind = kind.to_owned();
+        self.blocking(move |inner| inner.split(&kind, count)).await
+    }
+
+    async fn scan_partition(
+        &self,
+        kind: &str,
+        partition: &crate::store::Partition,
+        mut request: ScanRequest,
+    ) -> Result<ScanPage> {
+        let range = crate::store::key_range::parse(kind, partition)?;
+        request.cursor = range.start(request.cursor.as_ref());
+        let (kind, end) = (kind.to_owned(), range.end());
+        self.blocking(move |inner| inner.scan(&kind, &request, None, end.as_deref()))
+            .await
+    }
+
+    async fn update_partition(
+        &self,
+        partition: &crate::store::Partition,
+        mut request: PushdownRequest,
+    ) -> Result<PushdownPage> {
+        let range = crate::store::key_range::parse(&request.kind, partition)?;
+        request.cursor = range.start(request.cursor.as_ref());
+        let end = range.end();
+        self.blocking(move |inner| inner.update_in_place(&request, end.as_deref()))
             .await
     }
 }

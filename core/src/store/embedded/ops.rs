@@ -247,9 +247,10 @@ impl Inner {
         kind: &str,
         request: &ScanRequest,
         keep: Option<&[String]>,
+        until: Option<&[u8]>,
     ) -> Result<ScanPage> {
         let prefix = encode_kind_prefix(kind);
-        let end = prefix_end(&prefix);
+        let end = until.map_or_else(|| prefix_end(&prefix), <[u8]>::to_vec);
         let start = self.start_bound(kind, &prefix, request.cursor.as_ref())?;
         let limit = request.limit.max(1);
         let budget = limit.saturating_mul(EXAMINE_PER_RESULT).max(MIN_EXAMINE);
@@ -595,11 +596,37 @@ impl Inner {
         Ok(names)
     }
 
-    pub(super) fn update_in_place(&self, request: &PushdownRequest) -> Result<PushdownPage> {
+    /// The kind's keys split into at most `count` ranges (nothing is decoded).
+    pub(super) fn split(&self, kind: &str, count: usize) -> Result<Vec<crate::store::Partition>> {
+        let prefix = encode_kind_prefix(kind);
+        let end = prefix_end(&prefix);
+        let table = self.read_entities()?;
+        let mut keys = Vec::new();
+        for item in table
+            .range::<&[u8]>(prefix.as_slice()..end.as_slice())
+            .map_err(self.fail("split"))?
+        {
+            let (key, _) = item.map_err(self.fail("split"))?;
+            keys.push(key.value().to_vec());
+        }
+        Ok(crate::store::key_range::split(
+            kind,
+            keys.iter().map(Vec::as_slice),
+            keys.len(),
+            count,
+        ))
+    }
+
+    /// One batch of an update in place; with `until`, of the keys before it only.
+    pub(super) fn update_in_place(
+        &self,
+        request: &PushdownRequest,
+        until: Option<&[u8]>,
+    ) -> Result<PushdownPage> {
         let target = pushdown::target_version(request)?;
         let kind = request.kind.as_str();
         let prefix = encode_kind_prefix(kind);
-        let end = prefix_end(&prefix);
+        let end = until.map_or_else(|| prefix_end(&prefix), <[u8]>::to_vec);
         let start = self.start_bound(kind, &prefix, request.cursor.as_ref())?;
         let limit = request.limit.max(1);
         let mut page = PushdownPage::empty(request.steps.len(), None);

@@ -1,0 +1,87 @@
+//! `tern up --workers N` and `tern worker` as processes: kill -9 of the
+//! coordinating process (and its workers with it) at random moments of a
+//! partitioned run on the embedded store, `tern status`'s partition view, and
+//! a `tern worker` that finishes the run.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+mod common;
+
+use common::{Project, blog_lines};
+
+/// The export of one uninterrupted single-runner `tern up` of release 2 over `lines`.
+fn reference(lines: &str) -> String {
+    let p = Project::with_release2(lines);
+    p.ok(&["up"]);
+    p.ok(&["export"])
+}
+
+#[test]
+fn kill_9_of_the_coordinating_process_then_a_worker_finishes_with_one_runs_result() {
+    let lines = blog_lines(300, 10);
+    let expected = reference(&lines);
+    let p = Project::with_release2(&lines);
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut saw_partitions = false;
+    for round in 0..3 {
+        let child = p
+            .cmd(&[
+                "up",
+                "--workers",
+                "4",
+                "--partitions",
+                "16",
+                "--max-rate",
+                "2000",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(300 + seed % 500));
+        let mut child = child;
+        child.kill().unwrap(); // SIGKILL: no release, no last checkpoint
+        child.wait().unwrap();
+        let status = p.ok(&["status"]);
+        if status.contains("partitions of stage") {
+            saw_partitions = true;
+            assert!(
+                status.contains("done") || status.contains("stalled") || status.contains("waiting"),
+                "round {round}: {status}"
+            );
+        }
+        let json = p.ok(&["status", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+        if v["migrations"][0]["state"] == "applied" {
+            break;
+        }
+    }
+    assert!(saw_partitions, "the kills hit the partitioned stage");
+    // The dead runner's lease (300 ms) expires; a worker takes over and finishes.
+    std::thread::sleep(Duration::from_millis(400));
+    let out = p.ok(&["worker", "--workers", "2"]);
+    assert!(out.contains("worker done"), "{out}");
+    assert_eq!(p.ok(&["export"]), expected);
+    let json = p.ok(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(v["migrations"][0]["state"], "applied", "{json}");
+    assert!(v["running"].is_null(), "{json}");
+}
+
+#[test]
+fn workers_one_is_todays_runner_and_workers_four_gives_its_result() {
+    let lines = blog_lines(50, 4);
+    let expected = reference(&lines);
+    let p = Project::with_release2(&lines);
+    let out = p.ok(&["up", "--workers", "4"]);
+    assert!(out.contains("applied 0001_release2"), "{out}");
+    assert_eq!(p.ok(&["export"]), expected);
+    // Nothing pending: a worker exits at once.
+    assert!(p.ok(&["worker"]).contains("nothing is pending"));
+    p.fails_saying(&["up", "--workers", "0"], 2, &["at least 1"]);
+}

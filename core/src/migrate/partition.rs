@@ -1,0 +1,524 @@
+//! Partition claims: one worker's fenced lease on one partition of a stage.
+//!
+//! A partitioned stage's partitions are recorded in the state document
+//! ([`StagePartitions`]) when the stage starts. A worker claims a partition
+//! that nobody holds (or whose holder's lease expired: a dead worker's) by
+//! writing its own lease into the partition's record with a fencing token
+//! from [`StateDoc::next_token`]. Every checkpoint of the partition is then
+//! conditional on that lease, not on the document's revision: when another
+//! writer (another partition's worker, the runner renewing its lease) wrote
+//! the document meanwhile, the worker reads it again and, while the
+//! partition's lease is still its own, applies its checkpoint again. A worker
+//! whose partition was taken over finds another owner there and drops the
+//! partition: its last batch's writes, if they landed, are per-entity
+//! compare-and-sets that version scoping makes harmless, and on a store that
+//! commits a batch with its checkpoint ([`Capability::atomic_batch_with_meta`](crate::store::Capability::atomic_batch_with_meta))
+//! they did not land at all.
+//!
+//! The workers of one process share one cached copy of the document
+//! ([`StateCache`]): their checkpoints take turns on it, so that they do not
+//! race each other; workers of other processes race by compare-and-set.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Mutex, Notify};
+use tokio::task::JoinHandle;
+
+use crate::migration::error::{MigrateError, Result};
+use crate::migration::state::{
+    self, PartitionLease, PartitionState, RunCounts, StagePartitions, StateDoc, Versioned,
+};
+use crate::store::{
+    BatchMetaOutcome, Cursor, MetaUpdate, MetaValueFn, Partition, Store, StoreExt, Write,
+    WriteOutcome,
+};
+
+/// The state document as one process last read or wrote it, shared by its
+/// partition workers.
+pub(crate) type StateCache = Arc<Mutex<Versioned>>;
+
+/// A new cache, read from the store.
+///
+/// # Errors
+/// A store error.
+pub(crate) async fn new_cache(store: &dyn Store) -> Result<StateCache> {
+    Ok(Arc::new(Mutex::new(state::load(store).await?)))
+}
+
+/// Who holds a claim, for people: host, process and worker number.
+pub(crate) fn holder(worker: usize) -> String {
+    format!("{} worker {worker}", super::lease::holder())
+}
+
+/// What [`claim_next`] found.
+pub(crate) enum Next {
+    /// A partition, now held by the caller.
+    Claimed(Claim),
+    /// Every partition left is held by a live worker: look again later.
+    Wait,
+    /// Every partition of the stage is done.
+    AllDone,
+    /// The running migration no longer has this stage partitioned (it moved
+    /// on, or the run ended or was abandoned).
+    Gone,
+}
+
+/// Who claims, and for how long.
+#[derive(Debug, Clone)]
+pub(crate) struct Claimant {
+    /// A random id of the worker.
+    pub(crate) owner: String,
+    /// For people (`tern status`).
+    pub(crate) holder: String,
+    /// Lease time without renewal.
+    pub(crate) ttl: Duration,
+    /// Renew in the background (always, except in tests that pause a worker).
+    pub(crate) renew: bool,
+}
+
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis())
+        .unwrap_or(i64::MAX / 4)
+        .max(1)
+}
+
+/// The partitions of `stage` of migration `migration` in `doc`, if recorded.
+fn stage_parts(doc: &StateDoc, migration: u32, stage: usize) -> Option<&StagePartitions> {
+    doc.running
+        .as_ref()
+        .filter(|r| r.migration == migration)
+        .and_then(|r| r.partitions.as_ref())
+        .filter(|p| p.stage == stage)
+}
+
+fn stage_parts_mut(
+    doc: &mut StateDoc,
+    migration: u32,
+    stage: usize,
+) -> Option<&mut StagePartitions> {
+    doc.running
+        .as_mut()
+        .filter(|r| r.migration == migration)
+        .and_then(|r| r.partitions.as_mut())
+        .filter(|p| p.stage == stage)
+}
+
+/// Claims the next partition of `stage` of `migration`: first one nobody has
+/// held, then one whose holder's lease expired (taken over from its last
+/// checkpoint).
+///
+/// # Errors
+/// A store error.
+pub(crate) async fn claim_next(
+    store: &Arc<dyn Store>,
+    cache: &StateCache,
+    (migration, stage): (u32, usize),
+    who: &Claimant,
+) -> Result<Next> {
+    let mut current = cache.lock().await;
+    // Always from the store: expiries are judged on what it holds now.
+    *current = state::load(store.as_ref()).await?;
+    loop {
+        let now = store
+            .now()
+            .await
+            .map_err(MigrateError::store("reading the clock"))?;
+        let mut doc = current.doc.clone();
+        let token = doc.next_token.max(1);
+        let Some(parts) = stage_parts_mut(&mut doc, migration, stage) else {
+            return Ok(Next::Gone);
+        };
+        if parts.all_done() {
+            return Ok(Next::AllDone);
+        }
+        let free = parts
+            .parts
+            .iter()
+            .position(|p| !p.done && p.lease.is_none())
+            .or_else(|| {
+                parts
+                    .parts
+                    .iter()
+                    .position(|p| !p.done && p.lease.as_ref().is_some_and(|l| l.expires_at <= now))
+            });
+        let Some(index) = free else {
+            return Ok(Next::Wait);
+        };
+        let part = &mut parts.parts[index];
+        if let Some(dead) = &part.lease {
+            tracing::warn!(
+                partition = %part.partition.label,
+                holder = %dead.holder,
+                token = dead.token,
+                "taking over a partition whose worker's lease expired; it continues from its last checkpoint"
+            );
+            part.takeovers += 1;
+        }
+        part.lease = Some(PartitionLease {
+            owner: who.owner.clone(),
+            token,
+            holder: who.holder.clone(),
+            claimed_at: now,
+            claimed_processed: part.counts.processed,
+            expires_at: now.saturating_add(ttl_ms(who.ttl)),
+        });
+        let (partition, cursor, counts) =
+            (part.partition.clone(), part.cursor.clone(), part.counts);
+        doc.next_token = token + 1;
+        match state::store_or_current(store.as_ref(), current.revision, &doc).await? {
+            Ok(rev) => {
+                *current = Versioned {
+                    doc,
+                    revision: Some(rev),
+                };
+                drop(current);
+                let shared = Arc::new(ClaimShared {
+                    store: Arc::clone(store),
+                    cache: Arc::clone(cache),
+                    migration,
+                    stage,
+                    index,
+                    owner: who.owner.clone(),
+                    token,
+                    ttl_ms: ttl_ms(who.ttl),
+                    lost: AtomicBool::new(false),
+                    stop: Notify::new(),
+                });
+                let renewer = who
+                    .renew
+                    .then(|| tokio::spawn(renew_loop(Arc::clone(&shared))));
+                tracing::info!(partition = %partition.label, token, "partition claimed");
+                return Ok(Next::Claimed(Claim {
+                    shared,
+                    renewer,
+                    partition,
+                    cursor,
+                    counts,
+                }));
+            }
+            Err(seen) => *current = seen,
+        }
+    }
+}
+
+struct ClaimShared {
+    store: Arc<dyn Store>,
+    cache: StateCache,
+    migration: u32,
+    stage: usize,
+    index: usize,
+    owner: String,
+    token: u64,
+    ttl_ms: i64,
+    lost: AtomicBool,
+    stop: Notify,
+}
+
+impl ClaimShared {
+    /// The partition's record in `doc`, while this claim still holds it.
+    fn mine<'d>(&self, doc: &'d mut StateDoc) -> Option<&'d mut PartitionState> {
+        stage_parts_mut(doc, self.migration, self.stage)
+            .and_then(|p| p.parts.get_mut(self.index))
+            .filter(|p| {
+                !p.done
+                    && p.lease
+                        .as_ref()
+                        .is_some_and(|l| l.owner == self.owner && l.token == self.token)
+            })
+    }
+
+    fn lose(&self) -> MigrateError {
+        self.lost.store(true, Ordering::SeqCst);
+        MigrateError::LeaseLost { token: self.token }
+    }
+
+    /// Changes the partition's record while this claim holds it: the
+    /// document is read again after another writer's change.
+    async fn update(&self, change: &(dyn Fn(&mut PartitionState) + Send + Sync)) -> Result<()> {
+        if self.lost.load(Ordering::SeqCst) {
+            return Err(self.lose());
+        }
+        let mut current = self.cache.lock().await;
+        loop {
+            let mut doc = current.doc.clone();
+            let Some(part) = self.mine(&mut doc) else {
+                // The cache may be older than the store: look there before giving up.
+                let fresh = state::load(self.store.as_ref()).await?;
+                if fresh.revision == current.revision {
+                    return Err(self.lose());
+                }
+                *current = fresh;
+                let mut again = current.doc.clone();
+                if self.mine(&mut again).is_none() {
+                    return Err(self.lose());
+                }
+                continue;
+            };
+            change(part);
+            match state::store_or_current(self.store.as_ref(), current.revision, &doc).await? {
+                Ok(rev) => {
+                    *current = Versioned {
+                        doc,
+                        revision: Some(rev),
+                    };
+                    return Ok(());
+                }
+                Err(seen) => *current = seen,
+            }
+        }
+    }
+}
+
+/// A held partition: where its scan continues and what it did so far, as
+/// checkpointed. Checkpoints go through it, fenced by its lease. Finish it
+/// with [`Claim::finish`]; a claim dropped unfinished stops renewing and its
+/// lease expires (another worker then takes the partition over).
+pub(crate) struct Claim {
+    shared: Arc<ClaimShared>,
+    renewer: Option<JoinHandle<()>>,
+    /// The range.
+    pub(crate) partition: Partition,
+    /// Its cursor when claimed.
+    pub(crate) cursor: Option<Cursor>,
+    /// Its counts when claimed.
+    pub(crate) counts: RunCounts,
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("partition", &self.partition.label)
+            .field("token", &self.shared.token)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Some(task) = self.renewer.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Claim {
+    /// The fencing token of the claim.
+    pub(crate) fn token(&self) -> u64 {
+        self.shared.token
+    }
+
+    /// The partition's index in the stage's record.
+    pub(crate) fn index(&self) -> usize {
+        self.shared.index
+    }
+
+    /// Has the partition been taken over (or its lease lost)?
+    pub(crate) fn is_lost(&self) -> bool {
+        self.shared.lost.load(Ordering::SeqCst)
+    }
+
+    /// Checkpoints the partition: its cursor and counts.
+    ///
+    /// # Errors
+    /// [`MigrateError::LeaseLost`] when another worker took the partition over,
+    /// or a store error.
+    pub(crate) async fn checkpoint(&self, cursor: Option<Cursor>, counts: RunCounts) -> Result<()> {
+        self.shared
+            .update(&move |p: &mut PartitionState| {
+                p.cursor = cursor.clone();
+                p.counts = counts;
+            })
+            .await
+    }
+
+    /// Applies `writes` and checkpoints the partition with `change` (given the
+    /// writes' outcomes). On a store that commits both atomically, in one
+    /// transaction, under the process's cache lock; elsewhere the writes
+    /// first (workers write in parallel), then the checkpoint.
+    ///
+    /// # Errors
+    /// [`MigrateError::LeaseLost`] when another worker took the partition over
+    /// (an atomic store then wrote nothing), or a store error.
+    pub(crate) async fn write_and_checkpoint<F>(
+        &self,
+        writes: Vec<Write>,
+        change: F,
+    ) -> Result<Vec<WriteOutcome>>
+    where
+        F: Fn(&mut PartitionState, &[WriteOutcome]) + Send + Sync + 'static,
+    {
+        let shared = &self.shared;
+        if shared.store.features().atomic_batch_with_meta.is_none() {
+            let outcomes = shared
+                .store
+                .write_checked(writes)
+                .await
+                .map_err(MigrateError::store("writing entities"))?;
+            let seen = outcomes.clone();
+            shared
+                .update(&move |p: &mut PartitionState| change(p, &seen))
+                .await?;
+            return Ok(outcomes);
+        }
+        if self.is_lost() {
+            return Err(shared.lose());
+        }
+        let change = Arc::new(change);
+        let mut current = shared.cache.lock().await;
+        loop {
+            let mut base = current.doc.clone();
+            if shared.mine(&mut base).is_none() {
+                let fresh = state::load(shared.store.as_ref()).await?;
+                if fresh.revision == current.revision {
+                    return Err(shared.lose());
+                }
+                *current = fresh;
+                continue;
+            }
+            let value: MetaValueFn = {
+                let (change, owner) = (Arc::clone(&change), Arc::clone(shared));
+                Arc::new(move |outcomes: &[WriteOutcome]| {
+                    let mut doc = base.clone();
+                    if let Some(p) = owner.mine(&mut doc) {
+                        change(p, outcomes);
+                    }
+                    state::to_json(&doc)
+                })
+            };
+            let outcome = shared
+                .store
+                .write_checked_with_meta(
+                    writes.clone(),
+                    MetaUpdate {
+                        name: state::STATE_DOC.to_owned(),
+                        expected: current.revision,
+                        value,
+                    },
+                )
+                .await
+                .map_err(MigrateError::store("writing entities and their checkpoint"))?;
+            match outcome {
+                BatchMetaOutcome::Applied { writes, revision } => {
+                    let mut doc = current.doc.clone();
+                    if let Some(p) = shared.mine(&mut doc) {
+                        change(p, &writes);
+                    }
+                    *current = Versioned {
+                        doc,
+                        revision: Some(revision),
+                    };
+                    return Ok(writes);
+                }
+                BatchMetaOutcome::Conflict {
+                    current: now,
+                    writes: None,
+                } => *current = state::current(now.as_ref())?,
+                BatchMetaOutcome::Conflict {
+                    current: now,
+                    writes: Some(outcomes),
+                } => {
+                    // Not atomic after all: the writes landed; checkpoint them.
+                    *current = state::current(now.as_ref())?;
+                    drop(current);
+                    let seen = outcomes.clone();
+                    shared
+                        .update(&move |p: &mut PartitionState| change(p, &seen))
+                        .await?;
+                    return Ok(outcomes);
+                }
+            }
+        }
+    }
+
+    /// Marks the partition done with its final counts and gives its lease up.
+    ///
+    /// # Errors
+    /// [`MigrateError::LeaseLost`] when another worker took the partition over,
+    /// or a store error.
+    pub(crate) async fn finish(mut self, counts: RunCounts) -> Result<()> {
+        if let Some(task) = self.renewer.take() {
+            self.shared.stop.notify_one();
+            let _ = task.await;
+        }
+        self.shared
+            .update(&move |p: &mut PartitionState| {
+                p.cursor = None;
+                p.counts = counts;
+                p.done = true;
+                p.lease = None;
+            })
+            .await?;
+        tracing::info!(partition = %self.partition.label, "partition done");
+        Ok(())
+    }
+}
+
+async fn renew_loop(shared: Arc<ClaimShared>) {
+    let period = Duration::from_millis(u64::try_from(shared.ttl_ms / 3).unwrap_or(1000).max(10));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            () = shared.stop.notified() => return,
+        }
+        if shared.lost.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = match shared.store.now().await {
+            Ok(now) => now,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the clock to renew a partition lease; retrying");
+                continue;
+            }
+        };
+        let expires = now.saturating_add(shared.ttl_ms);
+        match shared
+            .update(&move |p: &mut PartitionState| {
+                if let Some(l) = p.lease.as_mut() {
+                    l.expires_at = expires;
+                }
+            })
+            .await
+        {
+            Ok(()) => {}
+            Err(MigrateError::LeaseLost { .. }) => {
+                tracing::error!(
+                    token = shared.token,
+                    "partition lease lost: another worker took the partition over"
+                );
+                return;
+            }
+            Err(e) => tracing::warn!(error = %e, "partition lease renewal failed; retrying"),
+        }
+    }
+}
+
+/// Records the split of `stage` (its kind `kind`) in the running migration,
+/// unless the stage's partitions are recorded already (a resumed run keeps them).
+pub(crate) fn record_split(doc: &mut StateDoc, stage: usize, kind: &str, parts: &[Partition]) {
+    if let Some(run) = doc.running.as_mut()
+        && run.partitions.as_ref().is_none_or(|p| p.stage != stage)
+    {
+        run.partitions = Some(StagePartitions {
+            stage,
+            kind: kind.to_owned(),
+            parts: parts
+                .iter()
+                .map(|p| PartitionState {
+                    partition: p.clone(),
+                    cursor: None,
+                    counts: RunCounts::default(),
+                    done: false,
+                    lease: None,
+                    takeovers: 0,
+                })
+                .collect(),
+        });
+    }
+}
+
+/// The partitions of `stage` of `migration`, if the document records them.
+pub(crate) fn recorded(doc: &StateDoc, migration: u32, stage: usize) -> Option<StagePartitions> {
+    stage_parts(doc, migration, stage).cloned()
+}
