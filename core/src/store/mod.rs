@@ -69,6 +69,7 @@ mod filter;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod memory;
+pub mod partitions;
 pub mod pushdown;
 pub mod url;
 
@@ -84,6 +85,7 @@ pub use atomic::{AtomicScope, Guard};
 pub use error::{DriverError, Error, ErrorKind, Result};
 pub use ext::{StoreExt, scan_pages};
 pub use filter::{Condition, Filter, VersionFilter, lookup};
+pub use partitions::{Partition, Partitions};
 
 /// What a store can do beyond the required operations. All `false` by default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -760,6 +762,13 @@ pub trait Store: Send + Sync + Debug + 'static {
         })
         .await?;
         Ok(census)
+    }
+
+    /// The store's [`Partitions`] facet: `Some` where it splits a kind into
+    /// partitions for many workers, `None` (the default) where every stage runs
+    /// as one partition. Provisional: folded into the store's facets later.
+    fn partitions(&self) -> Option<&dyn Partitions> {
+        None
     }
 }
 
