@@ -26,6 +26,7 @@
 mod batch_meta;
 mod entities;
 mod meta;
+mod partitions;
 mod pushdown;
 mod rename;
 mod scan;
@@ -42,6 +43,7 @@ use tern_core::store::{Filter, Store, Write};
 pub use batch_meta::batch_with_meta;
 pub use entities::{clock, concurrent_replace, round_trip, write_batch_outcomes};
 pub use meta::{metadata_cas, metadata_list, metadata_not_kinds};
+pub use partitions::partitions;
 pub use pushdown::{get_advanced, get_advanced_moving, update_in_place};
 pub use rename::rename_kind;
 pub use scan::{
@@ -218,6 +220,7 @@ pub async fn run_all(store: Arc<dyn Store>) -> Result<(), Failures> {
         get_advanced(s),
         get_advanced_moving(s),
         rename_kind(s),
+        partitions(s),
         concurrent_replace(Arc::clone(&store)),
         clock(s),
     }
