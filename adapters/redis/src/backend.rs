@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
     Advanced, AtomicScope, Capability, Error, ErrorKind, Filter, Guard, MetaCas, MetaChange,
-    MetaEntry, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest, Result, ScanPage,
-    ScanRequest, StepsFrom, Store, StoreInfo, Write, WriteOutcome,
+    MetaEntry, Partitions, PushdownPage, PushdownRequest, RenameKindPage, RenameKindRequest,
+    Result, ScanPage, ScanRequest, StepsFrom, Store, StoreInfo, Write, WriteOutcome,
 };
 
 use crate::codec;
@@ -249,6 +249,10 @@ impl Store for RedisStore {
 
     async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
         self.rename_kind_page(request).await
+    }
+
+    fn partitions(&self) -> Option<&dyn Partitions> {
+        Some(self)
     }
 
     async fn now(&self) -> Result<i64> {

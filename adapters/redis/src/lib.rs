@@ -21,6 +21,7 @@ mod exact;
 mod lazy_ops;
 pub mod module;
 mod moving;
+mod partitions;
 mod pushdown;
 mod rename;
 mod scanpos;
