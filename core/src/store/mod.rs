@@ -754,6 +754,13 @@ pub trait Store: Send + Sync + Debug + 'static {
         Ok(None)
     }
 
+    /// The store's partitions facet ([`Partitions`]): how it splits a kind
+    /// for many workers. `None` (the default): every stage runs as one
+    /// partition, as before. Provisional: folded into the store's facets.
+    fn partitions(&self) -> Option<&dyn Partitions> {
+        None
+    }
+
     /// How many entities of `kind` are at each version: the census.
     async fn version_census(&self, kind: &str) -> Result<BTreeMap<Version, u64>> {
         let mut census = BTreeMap::new();
@@ -762,13 +769,6 @@ pub trait Store: Send + Sync + Debug + 'static {
         })
         .await?;
         Ok(census)
-    }
-
-    /// The store's [`Partitions`] facet: `Some` where it splits a kind into
-    /// partitions for many workers, `None` (the default) where every stage runs
-    /// as one partition. Provisional: folded into the store's facets later.
-    fn partitions(&self) -> Option<&dyn Partitions> {
-        None
     }
 }
 
