@@ -8,9 +8,9 @@ use futures::StreamExt;
 use scylla::response::PagingState;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    AtomicScope, Capability, Error, ErrorKind, MetaCas, MetaChange, MetaEntry, RenameKindPage,
-    RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, Store, StoreInfo, Write,
-    WriteOutcome, local_now_millis,
+    AtomicScope, Capability, Error, ErrorKind, MetaCas, MetaChange, MetaEntry, Partitions,
+    RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, Store,
+    StoreInfo, Write, WriteOutcome, local_now_millis,
 };
 
 use crate::config::CASSANDRA_SCHEME;
@@ -228,6 +228,10 @@ impl Store for CassStore {
         }
         names.sort();
         Ok(names)
+    }
+
+    fn partitions(&self) -> Option<&dyn Partitions> {
+        Some(self)
     }
 
     async fn now(&self) -> Result<i64> {
