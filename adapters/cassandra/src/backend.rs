@@ -36,6 +36,7 @@ impl Store for CassStore {
             kind_rename: Some(self),
             schema_hooks: Some(self),
             server_clock: self.server_clock.then_some(self),
+            partitions: Some(self),
             ..Features::default()
         }
     }

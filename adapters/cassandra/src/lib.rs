@@ -23,6 +23,7 @@ mod cursor;
 mod ddl;
 mod document;
 mod native;
+mod partitions;
 mod rename;
 mod resolve;
 mod scan;

@@ -38,7 +38,7 @@ enum PageError {
 }
 
 impl CassStore {
-    fn queries(&self, kind: &str, layout: &Layout) -> Option<Queries> {
+    pub(crate) fn queries(&self, kind: &str, layout: &Layout) -> Option<Queries> {
         match layout {
             Layout::Document => {
                 let t = format!("{}.{kind}", self.ks());
@@ -59,7 +59,7 @@ impl CassStore {
         }
     }
 
-    fn decode_row(&self, kind: &str, layout: &Layout, row: Row) -> Result<Entity> {
+    pub(crate) fn decode_row(&self, kind: &str, layout: &Layout, row: Row) -> Result<Entity> {
         match layout {
             Layout::Native(schema) => schema.entity(kind, row.columns).map_err(|message| {
                 Error::new(

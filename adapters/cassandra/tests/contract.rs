@@ -107,3 +107,22 @@ async fn writes_to_one_key_in_a_batch_apply_in_order() {
         }
     }
 }
+
+/// The partitions of a kind (token ranges of the ring): the test kit's check alone
+/// (`store_contract` runs it too, among every other check).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_are_token_ranges_that_cover_the_kind() {
+    let Some(backend) = RealNode::connect("partitions_are_token_ranges_that_cover_the_kind") else {
+        return;
+    };
+    let store = backend.fresh().await;
+    let parts = store
+        .features()
+        .partitions
+        .expect("the Cassandra store has partitions");
+    let split = parts.split("any", 4).await.unwrap();
+    assert_eq!(split.len(), 4, "Murmur3 ring in 4: {split:?}");
+    tern_testkit::conformance::partitions(store.as_ref())
+        .await
+        .unwrap_or_else(|f| panic!("{f}"));
+}

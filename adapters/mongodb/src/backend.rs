@@ -51,6 +51,7 @@ impl Store for MongoStore {
             projected_scan: Some(self),
             server_clock: Some(self),
             count_estimate: Some(self),
+            partitions: Some(self),
             ..Features::default()
         }
     }
@@ -80,41 +81,7 @@ impl Store for MongoStore {
     }
 
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
-        let limit = request.limit.clamp(1, 100_000);
-        let query = self.scan_query(&request.filter);
-        let ids = self
-            .batch_ids(
-                kind,
-                query.clone(),
-                request.cursor.as_ref(),
-                limit,
-                "scan: reading the page's ids",
-            )
-            .await?;
-        if ids.is_empty() {
-            return Ok(ScanPage::default());
-        }
-        // The page's documents as they are now, by `_id` range (see `batches`).
-        let started = std::time::Instant::now();
-        let mut docs: Vec<Document> = self
-            .collection(kind)
-            .find(and(vec![query, id_batch(&ids)]))
-            .sort(doc! { "_id": 1 })
-            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
-            .await
-            .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?
-            .try_collect()
-            .await
-            .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?;
-        tracing::debug!(
-            kind,
-            docs = docs.len(),
-            ms = started.elapsed().as_secs_f64() * 1e3,
-            "scan: the page's documents"
-        );
-        let cursor = crate::batches::page_cursor(&mut docs, &ids, limit);
-        let entities = matching(kind, &docs, &request.filter)?;
-        Ok(ScanPage { entities, cursor })
+        self.scan_in(kind, request, None).await
     }
 
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
@@ -249,5 +216,58 @@ impl CountEstimate for MongoStore {
                 self.err("estimating a count", e)
                     .with_context("kind", kind.to_owned())
             })
+    }
+}
+
+impl MongoStore {
+    /// [`Store::scan`], restricted to the documents `range` matches (an
+    /// `_id` range: a partition), where given.
+    pub(crate) async fn scan_in(
+        &self,
+        kind: &str,
+        request: ScanRequest,
+        range: Option<Document>,
+    ) -> Result<ScanPage> {
+        let limit = request.limit.clamp(1, 100_000);
+        let query = match range {
+            Some(r) => and([self.scan_query(&request.filter), r]
+                .into_iter()
+                .filter(|d| !d.is_empty())
+                .collect()),
+            None => self.scan_query(&request.filter),
+        };
+        let ids = self
+            .batch_ids(
+                kind,
+                query.clone(),
+                request.cursor.as_ref(),
+                limit,
+                "scan: reading the page's ids",
+            )
+            .await?;
+        if ids.is_empty() {
+            return Ok(ScanPage::default());
+        }
+        // The page's documents as they are now, by `_id` range (see `batches`).
+        let started = std::time::Instant::now();
+        let mut docs: Vec<Document> = self
+            .collection(kind)
+            .find(and(vec![query, id_batch(&ids)]))
+            .sort(doc! { "_id": 1 })
+            .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
+            .await
+            .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?
+            .try_collect()
+            .await
+            .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?;
+        tracing::debug!(
+            kind,
+            docs = docs.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "scan: the page's documents"
+        );
+        let cursor = crate::batches::page_cursor(&mut docs, &ids, limit);
+        let entities = matching(kind, &docs, &request.filter)?;
+        Ok(ScanPage { entities, cursor })
     }
 }

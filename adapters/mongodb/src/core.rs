@@ -532,7 +532,7 @@ pub(crate) fn version_query(filter: VersionFilter) -> Option<Document> {
 }
 
 /// The BSON type classes in MongoDB's sort order, by `$type` names.
-const TYPE_CLASSES: &[&[&str]] = &[
+pub(crate) const TYPE_CLASSES: &[&[&str]] = &[
     &["minKey"],
     &["null", "undefined"],
     &["double", "int", "long", "decimal"],
@@ -551,7 +551,7 @@ const TYPE_CLASSES: &[&[&str]] = &[
     &["maxKey"],
 ];
 
-fn type_class(b: &Bson) -> usize {
+pub(crate) fn type_class(b: &Bson) -> usize {
     match b {
         Bson::MinKey => 0,
         Bson::Null | Bson::Undefined => 1,

@@ -14,6 +14,7 @@ mod batches;
 mod codec;
 mod config;
 mod core;
+mod partitions;
 mod pushdown;
 mod rename;
 mod writes;

@@ -512,6 +512,16 @@ impl MongoStore {
 
     /// See [`tern_core::store::Store::update_in_place`].
     pub(crate) async fn pushdown(&self, request: PushdownRequest) -> Result<PushdownPage> {
+        self.pushdown_in(request, Document::new()).await
+    }
+
+    /// [`Self::pushdown`] over the documents `range` matches (an `_id`
+    /// range: a partition; empty: all).
+    pub(crate) async fn pushdown_in(
+        &self,
+        request: PushdownRequest,
+        range: Document,
+    ) -> Result<PushdownPage> {
         let target = pushdown::target_version(&request)?;
         // Compile first: an unsupported step is refused before anything is written.
         let compiled = request
@@ -524,7 +534,7 @@ impl MongoStore {
         let ids = self
             .batch_ids(
                 &request.kind,
-                Document::new(),
+                range,
                 request.cursor.as_ref(),
                 limit,
                 "pushdown: reading the batch's ids",

@@ -47,6 +47,7 @@ impl Store for RedisStore {
             lazy_in_server: self
                 .has_module()
                 .then_some("tern's server module (tern-redis-module) is loaded there"),
+            partitions: Some(self),
             ..Features::default()
         }
     }

@@ -22,6 +22,7 @@ mod json_value;
 mod lazy_ops;
 pub mod module;
 mod moving;
+mod partitions;
 mod pushdown;
 mod rename;
 mod scanpos;

@@ -475,6 +475,47 @@ impl RedisStore {
         read_answer(&out, n, next_cursor)
     }
 
+    /// One batch of pushed-down steps over `keys` (found by the caller, all
+    /// of `request.kind`): the batch script with these keys and no SCAN of
+    /// its own; the page's cursor is `next_cursor` (the caller's). For the
+    /// partitions of a kind (`partitions.rs`).
+    pub(crate) async fn pushdown_keys(
+        &self,
+        request: &PushdownRequest,
+        keys: &[String],
+        next_cursor: Option<Cursor>,
+    ) -> Result<PushdownPage> {
+        self.check_pushdown(&request.kind)?;
+        tern_core::store::pushdown::target_version(request)?;
+        let compiled = compile(request, &self.config.version_field)?;
+        let n = request.steps.len();
+        let script = self.script(&compiled.script);
+        let mut invocation = script.prepare_invoke();
+        for k in keys {
+            invocation.key(k);
+        }
+        invocation.arg(&self.config.version_field).arg(request.from);
+        for a in &compiled.args {
+            invocation.arg(a);
+        }
+        // The keys only: no SCAN (cursor 0, the iteration "ended").
+        invocation
+            .arg(self.keys.kind_pattern(&request.kind))
+            .arg(0)
+            .arg("0")
+            .arg(keys.len().max(1))
+            .arg(0);
+        let out: Vec<redis::Value> =
+            invocation
+                .invoke_async(&mut self.conn())
+                .await
+                .map_err(|e| {
+                    self.err("updating entities in place", e)
+                        .with_context("kind", request.kind.clone())
+                })?;
+        read_answer(&out, n, Some(next_cursor))
+    }
+
     /// [`tern_core::store::Store::get_advanced`] with steps, on a hash kind:
     /// the batch script generated for one key (KEYS[1], no SCAN) that answers
     /// the key's `HGETALL` after the steps, first moving the key from the

@@ -25,6 +25,7 @@
 mod batch_meta;
 mod entities;
 mod meta;
+mod partitions;
 mod pushdown;
 mod rename;
 mod scan;
@@ -41,6 +42,7 @@ use tern_core::store::{Filter, Store, Write};
 pub use batch_meta::batch_with_meta;
 pub use entities::{clock, concurrent_replace, round_trip, write_batch_outcomes};
 pub use meta::{metadata_cas, metadata_list, metadata_not_kinds};
+pub use partitions::partitions;
 pub use pushdown::{get_advanced, get_advanced_moving, release2_steps, update_in_place};
 pub use rename::rename_kind;
 pub use scan::{
@@ -217,6 +219,7 @@ pub async fn run_all(store: Arc<dyn Store>) -> Result<(), Failures> {
         get_advanced(s),
         get_advanced_moving(s),
         rename_kind(s),
+        partitions(s),
         concurrent_replace(Arc::clone(&store)),
         clock(s),
     }

@@ -1,0 +1,224 @@
+//! Partitions of a kind ([`Partitions`]): ranges of the Murmur3 token ring,
+//! `token(pk) > lo AND token(pk) <= hi`, the ring `(-2^63, 2^63 - 1]` cut
+//! into `count` equal ranges (what DSBulk and the Spark connector do inside
+//! each range of the ring, by ring fraction). A row's partition is decided by
+//! its partition key alone (its token), whatever the ring's owners do
+//! meanwhile. Inside a range, pages are the store's scan pages ([`ScanCursor`]:
+//! the driver's paging state, and the token of the last row to continue from
+//! when a node refuses it) over the range's queries.
+
+use async_trait::async_trait;
+use tern_core::store::{
+    Error, ErrorKind, Partition, Partitions, PushdownPage, PushdownRequest, Result, ScanPage,
+    ScanRequest,
+};
+
+use crate::core::{CassStore, Layout, Retry, rows_of};
+use crate::cursor::ScanCursor;
+use crate::scan::Queries;
+
+/// The partitioner whose tokens these ranges are.
+const MURMUR3: &str = "org.apache.cassandra.dht.Murmur3Partitioner";
+
+/// The token range `(lo, hi]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TokenRange {
+    lo: i64,
+    hi: i64,
+}
+
+impl TokenRange {
+    fn partition(self) -> Partition {
+        Partition {
+            label: format!("tokens ({}, {}]", self.lo, self.hi),
+            spec: format!("t1.{}.{}", self.lo, self.hi),
+        }
+    }
+
+    fn parse(partition: &Partition) -> Result<TokenRange> {
+        let invalid = || {
+            Error::new(
+                ErrorKind::InvalidCursor,
+                format!("{:?} is not a Cassandra token range", partition.spec),
+            )
+        };
+        let rest = partition.spec.strip_prefix("t1.").ok_or_else(invalid)?;
+        // `lo` may be negative: split at the last dot.
+        let (lo, hi) = rest.rsplit_once('.').ok_or_else(invalid)?;
+        let range = TokenRange {
+            lo: lo.parse().map_err(|_| invalid())?,
+            hi: hi.parse().map_err(|_| invalid())?,
+        };
+        if range.lo >= range.hi {
+            return Err(invalid());
+        }
+        Ok(range)
+    }
+
+    /// The scan queries of `all` restricted to the range: `token(pk)` is the
+    /// expression `from_token` starts at.
+    fn restrict(self, all: &Queries) -> Option<Queries> {
+        let tok = all
+            .from_token
+            .rsplit_once(" WHERE ")?
+            .1
+            .strip_suffix(" >= ?")?
+            .to_owned();
+        Some(Queries {
+            all: format!(
+                "{} WHERE {tok} > {} AND {tok} <= {}",
+                all.all, self.lo, self.hi
+            ),
+            from_token: format!("{} AND {tok} <= {}", all.from_token, self.hi),
+            lookup: all.lookup.clone(),
+            partition_columns: all.partition_columns,
+        })
+    }
+}
+
+/// The whole ring, `(-2^63, 2^63 - 1]`, in `count` equal ranges.
+fn cut(count: usize) -> Vec<TokenRange> {
+    let count = i128::try_from(count.max(1)).unwrap_or(1);
+    let span = i128::from(i64::MAX) - i128::from(i64::MIN);
+    let at = |i: i128| -> i64 {
+        let t = i128::from(i64::MIN) + span * i / count;
+        i64::try_from(t).unwrap_or(i64::MAX)
+    };
+    (0..count)
+        .map(|i| TokenRange {
+            lo: at(i),
+            hi: at(i + 1),
+        })
+        .filter(|r| r.lo < r.hi)
+        .collect()
+}
+
+impl CassStore {
+    /// Whether the cluster's tokens are Murmur3's and token ranges can be queried.
+    async fn murmur3_ring(&self) -> Result<bool> {
+        if !self.token_ranges {
+            return Ok(false);
+        }
+        let result = self
+            .core
+            .execute(
+                "SELECT partitioner FROM system.local",
+                (),
+                Retry::Idempotent,
+                "reading the cluster's partitioner",
+            )
+            .await?;
+        let rows: Vec<(Option<String>,)> = rows_of(result, "reading the cluster's partitioner")?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.0.as_deref())
+            .is_some_and(|p| p == MURMUR3))
+    }
+}
+
+#[async_trait]
+impl Partitions for CassStore {
+    async fn split(&self, kind: &str, count: usize) -> Result<Vec<Partition>> {
+        let _ = kind;
+        let count = if self.murmur3_ring().await? { count } else { 1 };
+        Ok(cut(count).into_iter().map(TokenRange::partition).collect())
+    }
+
+    async fn scan_partition(
+        &self,
+        kind: &str,
+        partition: &Partition,
+        request: ScanRequest,
+    ) -> Result<ScanPage> {
+        let range = TokenRange::parse(partition)?;
+        let cursor = match &request.cursor {
+            None => None,
+            Some(c) => Some(ScanCursor::decode(c).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidCursor,
+                    format!("cursor {:?} is not one this store made", c.0),
+                )
+            })?),
+        };
+        let layout = self.layout(kind).await?;
+        if matches!(layout, Layout::Missing { .. }) {
+            return Ok(ScanPage::default());
+        }
+        let Some(queries) = self.queries(kind, &layout).and_then(|q| range.restrict(&q)) else {
+            return Ok(ScanPage::default());
+        };
+        let mut entities = Vec::new();
+        let cursor = self
+            .scan_rows(kind, &queries, cursor, request.limit, |row| {
+                let entity = self.decode_row(kind, &layout, row)?;
+                let matches = request.filter.matches(&entity);
+                if matches {
+                    entities.push(entity);
+                }
+                Ok(matches)
+            })
+            .await?;
+        Ok(ScanPage { entities, cursor })
+    }
+
+    async fn update_partition(
+        &self,
+        partition: &Partition,
+        request: PushdownRequest,
+    ) -> Result<PushdownPage> {
+        let _ = (partition, request);
+        Err(Error::unsupported("cassandra", "update_partition"))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_is_cut_into_adjacent_ranges() {
+        for count in 1..=16 {
+            let ranges = cut(count);
+            assert_eq!(ranges.len(), count);
+            assert_eq!(ranges[0].lo, i64::MIN);
+            assert_eq!(ranges[count - 1].hi, i64::MAX);
+            for w in ranges.windows(2) {
+                assert_eq!(w[0].hi, w[1].lo);
+            }
+        }
+    }
+
+    #[test]
+    fn specs_round_trip() {
+        let r = TokenRange { lo: -5, hi: 7 };
+        assert_eq!(TokenRange::parse(&r.partition()).unwrap(), r);
+        let bad = Partition {
+            label: String::new(),
+            spec: "t1.7.-5".into(),
+        };
+        assert_eq!(
+            TokenRange::parse(&bad).unwrap_err().kind(),
+            ErrorKind::InvalidCursor
+        );
+    }
+
+    #[test]
+    fn queries_are_restricted_to_the_range() {
+        let q = Queries {
+            all: "SELECT id, doc FROM ks.t".into(),
+            from_token: "SELECT id, doc FROM ks.t WHERE token(id) >= ?".into(),
+            lookup: String::new(),
+            partition_columns: 1,
+        };
+        let r = TokenRange { lo: -5, hi: 7 }.restrict(&q).unwrap();
+        assert_eq!(
+            r.all,
+            "SELECT id, doc FROM ks.t WHERE token(id) > -5 AND token(id) <= 7"
+        );
+        assert_eq!(
+            r.from_token,
+            "SELECT id, doc FROM ks.t WHERE token(id) >= ? AND token(id) <= 7"
+        );
+    }
+}
