@@ -28,8 +28,10 @@ use tern_core::store::{Filter, Store, StoreExt, Write, WriteOutcome};
 use crate::intercept::{Intercepted, TornWrite};
 
 mod rename;
+#[cfg(feature = "fault-injection")]
 mod rename_copy;
 
+#[cfg(feature = "fault-injection")]
 pub use rename_copy::{
     CopyRenameBackend, rename_by_copy_completes_a_move_interrupted_after_the_copy,
     rename_by_copy_never_loses_an_update_made_between_copy_and_delete,
@@ -1209,7 +1211,9 @@ macro_rules! battery_tests {
 
 /// Generates one `#[tokio::test]` per test of the kind rename by copy
 /// (`battery::rename_copy`) for a backend whose stores rename that way
-/// ([`CopyRenameBackend`]); labels and skips as [`battery_tests!`].
+/// ([`CopyRenameBackend`]); labels and skips as [`battery_tests!`]. Needs the
+/// feature `fault-injection` (the tests act between a batch's copy and delete).
+#[cfg(feature = "fault-injection")]
 #[macro_export]
 macro_rules! rename_copy_tests {
     ($label:expr, $backend:expr) => {

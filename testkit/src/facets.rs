@@ -132,7 +132,8 @@ mod tests {
         | `atomic_writes` | yes | no | |\n| `atomic_batch_with_meta` | yes | no | |\n\
         | `kind_rename` | yes | no | |\n| `schema_hooks` | no | no | |\n\
         | `projected_scan` | no | no | |\n| `former_name_reads` | yes | no | |\n\
-        | `server_clock` | no | no | |\n| `count_estimate` | yes | no | |\n\nafter\n";
+        | `server_clock` | no | no | |\n| `count_estimate` | yes | no | |\n\
+        | `partitions` | yes | no | |\n\nafter\n";
 
     #[test]
     fn a_table_that_matches_passes_and_one_that_does_not_fails() {
