@@ -199,6 +199,10 @@ pub struct ImportArgs {
     /// Entities per write batch.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = at_least_one)]
     pub batch_size: usize,
+    /// Skip the file's first line of tern's state (kind versions, ledger): import
+    /// the entities alone, checked against this store's versions.
+    #[arg(long)]
+    pub no_state: bool,
 }
 
 /// `tern export`.
@@ -209,4 +213,14 @@ pub struct ExportArgs {
     /// Write to this file instead of stdout.
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Leave out the first line of tern's state (kind versions, ledger): the
+    /// entities alone, as earlier exports (not a backup of a migrated store).
+    /// An export of named kinds never has it.
+    #[arg(long)]
+    pub no_state: bool,
+    /// Memory for sorting a kind on a store that does not scan in id order
+    /// (Redis, MongoDB, Cassandra), in MiB; past it the sort goes through
+    /// temporary files in TMPDIR.
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub sort_memory: u64,
 }

@@ -21,6 +21,7 @@
 //! lets a census prove a kind finished.
 #![deny(missing_docs)]
 
+pub mod backup;
 pub mod lang;
 pub mod lazy;
 pub mod migrate;

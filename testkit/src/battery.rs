@@ -27,6 +27,7 @@ use tern_core::store::{Filter, Store, StoreExt, Write, WriteOutcome};
 #[cfg(feature = "fault-injection")]
 use crate::intercept::{Intercepted, TornWrite};
 
+mod backup;
 mod rename;
 #[cfg(feature = "fault-injection")]
 mod rename_copy;
@@ -38,6 +39,10 @@ pub use rename_copy::{
     rename_by_copy_reports_a_collision_and_overwrites_nothing,
 };
 
+pub use backup::{
+    an_export_is_a_backup_export_import_export_is_identical_in_a_new_store, export_text,
+    import_text, importing_tern_state_into_a_non_empty_store_is_refused_unless_it_matches,
+};
 pub use rename::{reference, rename_supported, state_doc};
 #[cfg(feature = "fault-injection")]
 pub use rename::{
@@ -1204,6 +1209,8 @@ macro_rules! battery_tests {
                 rename_kind_with_a_concurrent_writer_on_the_old_kind,
                 rename_kind_never_overwrites_and_stops_on_a_namesake,
                 store_conformance,
+                an_export_is_a_backup_export_import_export_is_identical_in_a_new_store,
+                importing_tern_state_into_a_non_empty_store_is_refused_unless_it_matches,
             ]
         );
     };

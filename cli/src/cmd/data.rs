@@ -5,11 +5,9 @@ use std::io::{BufRead, BufWriter, Write as _};
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use futures::TryStreamExt;
-use tern_core::migrate::state;
-use tern_core::model::json::{entity_from_json_line, entity_to_json_line};
-use tern_core::model::{Entity, Key};
-use tern_core::store::{Filter, Store, Write, scan_pages};
+use tern_core::backup::{self, BackupError, ExportOptions, ImportLine, ImportOptions, Importer};
+use tern_core::model::Key;
+use tern_core::store::{Store, Write};
 
 use crate::opt::{ExportArgs, ImportArgs};
 use crate::{Ctx, EXIT_OK};
@@ -31,11 +29,13 @@ const MAX_LINE_MESSAGE: usize = 300;
 /// replaces them with the same values.
 pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
     let store = ctx.store().await?;
-    let doc = state::load(store.as_ref()).await?.doc;
-    let rules = ImportRules {
-        renamed_away: tern_core::lazy::renamed_away(&doc),
-        kind_versions: doc.kinds,
-    };
+    let mut importer = Importer::new(
+        store.as_ref(),
+        ImportOptions {
+            ignore_state: args.no_state,
+        },
+    )
+    .await?;
     let name = args.file.display().to_string();
     let mut reader: Box<dyn BufRead> = if name == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
@@ -60,10 +60,28 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
             break;
         }
         line_no += 1;
-        let entity = match line_entity(&raw, line_no, &rules) {
-            Ok(Some(entity)) => entity,
-            Ok(None) => continue,
-            Err(message) => return Err(partial_import_error(&name, line_no, &message, written)),
+        let entity = match importer.line(store.as_ref(), &raw, line_no).await {
+            Ok(ImportLine::Entity(entity)) => entity,
+            Ok(ImportLine::State(restored)) => {
+                tracing::info!(?restored, "tern's state of the file restored");
+                continue;
+            }
+            Ok(ImportLine::StateIgnored) => {
+                crate::errln!(
+                    "note: {name}:1: tern's state record skipped (--no-state); the entities are checked against this store's versions"
+                );
+                continue;
+            }
+            Ok(_) => continue,
+            Err(e @ (BackupError::Line(_) | BackupError::StateRefused(_))) => {
+                return Err(partial_import_error(
+                    &name,
+                    line_no,
+                    &e.to_string(),
+                    written,
+                ));
+            }
+            Err(e) => return Err(anyhow::Error::from(e).context(format!("{name}:{line_no}"))),
         };
         if let Some(first) = seen.insert(entity.key.clone(), line_no) {
             repeated += 1;
@@ -89,65 +107,6 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> anyhow::Result<u8> {
     written += flush(store.as_ref(), &mut batch).await?;
     report_import(ctx, written - repeated, repeated);
     Ok(EXIT_OK)
-}
-
-/// What the store's state says about the entities an import may write.
-struct ImportRules {
-    /// Each kind's version (an entity above it is refused).
-    kind_versions: BTreeMap<String, u64>,
-    /// Former kind names no kind uses now (an entity under one is refused:
-    /// tern would never migrate it).
-    renamed_away: Vec<tern_core::lazy::RenamedAway>,
-}
-
-/// The entity of import line `line_no` (its bytes `raw`), `None` for a blank
-/// line; the error message of a line that is not valid UTF-8, not an entity,
-/// of a version above its kind's, or under a renamed kind's former name.
-fn line_entity(raw: &[u8], line_no: u64, rules: &ImportRules) -> Result<Option<Entity>, String> {
-    let text = std::str::from_utf8(raw).map_err(|e| {
-        format!(
-            "column {}: not valid UTF-8",
-            String::from_utf8_lossy(&raw[..e.valid_up_to()])
-                .chars()
-                .count()
-                + 1
-        )
-    })?;
-    // A byte-order mark (editors on Windows write one) is not part of the data.
-    let text = if line_no == 1 {
-        text.strip_prefix('\u{feff}').unwrap_or(text)
-    } else {
-        text
-    };
-    if text.trim().is_empty() {
-        return Ok(None);
-    }
-    let entity =
-        entity_from_json_line(text.trim_end_matches(['\n', '\r'])).map_err(|e| e.to_string())?;
-    if let Some(r) = rules
-        .renamed_away
-        .iter()
-        .find(|r| r.former == entity.key.kind)
-    {
-        return Err(format!(
-            "kind {} was renamed to {} by migration {}: an entity under the former name is never migrated; \
-             import it as kind {} (with the version its value has)",
-            r.former, r.now, r.migration, r.now
-        ));
-    }
-    let kind_version = rules
-        .kind_versions
-        .get(&entity.key.kind)
-        .copied()
-        .unwrap_or(0);
-    if entity.version > kind_version {
-        return Err(format!(
-            "version {} is above kind {}'s version {kind_version}: tern would never migrate it; \
-             give the version the data really has (0 if unsure, and `tern up` migrates it)",
-            entity.version, entity.key.kind
-        ));
-    }
-    Ok(Some(entity))
 }
 
 /// Prints what an import did: `count` entities, `repeated` lines repeating one.
@@ -226,6 +185,13 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
     kinds.sort();
     kinds.dedup();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let options = ExportOptions {
+        // A backup is the whole store: an export of named kinds is their entities alone.
+        state: !args.no_state && args.kinds.is_empty(),
+        sort_memory: usize::try_from(args.sort_memory.saturating_mul(1 << 20))
+            .unwrap_or(usize::MAX),
+        ..ExportOptions::default()
+    };
     match &args.output {
         Some(path) => {
             let dir = path
@@ -237,7 +203,7 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
                 .tempfile_in(dir)
                 .with_context(|| format!("cannot create a temporary file in {}", dir.display()))?;
             let mut out = BufWriter::new(tmp.as_file());
-            write_kinds(store.as_ref(), &kinds, &mut out, &mut counts).await?;
+            write_kinds(store.as_ref(), &kinds, &mut out, &mut counts, &options).await?;
             out.flush()?;
             drop(out);
             tmp.as_file()
@@ -248,10 +214,11 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> anyhow::Result<u8> {
         }
         None => {
             let mut out = BufWriter::new(std::io::stdout().lock());
-            let written = match write_kinds(store.as_ref(), &kinds, &mut out, &mut counts).await {
-                Ok(()) => out.flush().map_err(anyhow::Error::from),
-                Err(e) => Err(e),
-            };
+            let written =
+                match write_kinds(store.as_ref(), &kinds, &mut out, &mut counts, &options).await {
+                    Ok(()) => out.flush().map_err(anyhow::Error::from),
+                    Err(e) => Err(e),
+                };
             // A reader that stops early (`tern export | head`) is not an error.
             if let Err(e) = written {
                 let closed = e.chain().any(|c| {
@@ -281,36 +248,16 @@ async fn write_kinds(
     kinds: &[String],
     out: &mut dyn std::io::Write,
     counts: &mut BTreeMap<String, u64>,
+    options: &ExportOptions,
 ) -> anyhow::Result<()> {
-    let ordered = store.features().scan_ordered;
-    for kind in kinds {
-        let mut buffered: Vec<Entity> = Vec::new();
-        let mut n = 0u64;
-        let mut pages = std::pin::pin!(scan_pages(store, kind, Filter::all(), 1000));
-        while let Some(page) = pages
-            .try_next()
-            .await
-            .with_context(|| format!("scanning kind {kind}"))?
-        {
-            if ordered {
-                for e in &page.entities {
-                    writeln!(out, "{}", entity_to_json_line(e))?;
-                    n += 1;
-                }
-            } else {
-                buffered.extend(page.entities);
-            }
-        }
-        if !ordered {
-            buffered.sort_by(|a, b| a.key.cmp(&b.key));
-            buffered.dedup_by(|a, b| a.key == b.key);
-            for e in &buffered {
-                writeln!(out, "{}", entity_to_json_line(e))?;
-                n += 1;
-            }
-        }
-        counts.insert(kind.clone(), n);
+    let report = backup::export(store, kinds, out, options).await?;
+    if report.spilled > 0 {
+        tracing::info!(
+            lines = report.spilled,
+            "the export's sort went through temporary files"
+        );
     }
+    *counts = report.counts;
     Ok(())
 }
 
