@@ -42,10 +42,16 @@ impl Store for MongoStore {
 
     /// Scans follow MongoDB's `_id` order (BSON type order first), not tern's
     /// value order, so they are not "ordered" in the contract's sense; they
-    /// never repeat an entity. No multi-document transactions: no atomic
-    /// writes, no batch with its checkpoint in one step.
+    /// never repeat an entity. Atomic writes (lazy kind renames) by
+    /// multi-document transactions where the deployment has them (a replica
+    /// set or a sharded cluster), else absent with the reason; a batch and its
+    /// checkpoint are two calls.
     fn features(&self) -> Features<'_> {
         Features {
+            atomic_writes: self
+                .transactions
+                .then_some(self as &dyn tern_core::store::AtomicWrites),
+            atomic_writes_hint: (!self.transactions).then_some(crate::atomic::NO_TRANSACTIONS),
             pushdown: Some(self),
             kind_rename: Some(self),
             projected_scan: Some(self),

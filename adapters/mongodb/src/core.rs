@@ -102,6 +102,9 @@ pub struct MongoStore {
     pub(crate) client: Client,
     /// The server has the `bulkWrite` command (MongoDB 8.0+).
     pub(crate) bulk_write: bool,
+    /// The deployment runs multi-document transactions (a replica set or a
+    /// sharded cluster, as its `hello` says): the `atomic_writes` facet.
+    pub(crate) transactions: bool,
     /// Open cursors of scans and pushdown runs, continued batch after batch.
     pub(crate) open_cursors: std::sync::Arc<OpenCursors>,
     /// Kinds whose pushdown fast path counts a batch before updating it.
@@ -160,6 +163,7 @@ impl MongoStore {
             _ => 0,
         };
         let bulk_write = wire >= BULK_WRITE_WIRE_VERSION;
+        let transactions = has_transactions(&hello);
         if !bulk_write {
             tracing::info!(
                 store = %location,
@@ -171,6 +175,7 @@ impl MongoStore {
             client,
             db,
             bulk_write,
+            transactions,
             open_cursors: Default::default(),
             counts_first: Default::default(),
             #[cfg(feature = "fault-injection")]
@@ -500,6 +505,22 @@ pub(crate) fn driver_text(e: &mongodb::error::Error) -> String {
         next = cause.source();
     }
     text
+}
+
+/// Whether the deployment whose `hello` reply this is runs multi-document
+/// transactions: a replica set member (`setName`, MongoDB 4.0+, wire version 7)
+/// or a `mongos` (`msg: "isdbgrid"`, 4.2+, wire version 8), with sessions
+/// (`logicalSessionTimeoutMinutes`). A standalone server has none.
+pub(crate) fn has_transactions(hello: &Document) -> bool {
+    let wire = match hello.get("maxWireVersion") {
+        Some(Bson::Int32(v)) => i64::from(*v),
+        Some(Bson::Int64(v)) => *v,
+        _ => 0,
+    };
+    let sessions = hello.contains_key("logicalSessionTimeoutMinutes");
+    let replica_set = hello.contains_key("setName") && wire >= 7;
+    let mongos = hello.get_str("msg").is_ok_and(|m| m == "isdbgrid") && wire >= 8;
+    sessions && (replica_set || mongos)
 }
 
 /// Is this the duplicate-key error (E11000)?

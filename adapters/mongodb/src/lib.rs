@@ -9,6 +9,7 @@
 #![doc = include_str!("docs.md")]
 #![deny(missing_docs)]
 
+mod atomic;
 mod backend;
 mod batches;
 mod codec;
