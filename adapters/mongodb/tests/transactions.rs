@@ -67,7 +67,7 @@ fn lazy_rename() -> MigrationSet {
             1,
             "rename",
             "0001_rename.tern",
-            "lazy\nrename kind a to b\n",
+            "lazy\nrename kind a to b\nadd b.y = 1\n",
         )
         .unwrap(),
     )
@@ -179,6 +179,7 @@ async fn item13_a_lazy_kind_rename_runs_in_a_transaction_on_a_replica_set() {
         .unwrap();
     let client = LazyClient::builder(Arc::clone(&other))
         .refresh_every(Duration::ZERO)
+        .declare("b", 1)
         .connect()
         .await
         .unwrap();
@@ -188,6 +189,7 @@ async fn item13_a_lazy_kind_rename_runs_in_a_transaction_on_a_replica_set() {
         .unwrap()
         .expect("read under the new name");
     assert_eq!(read.value.get("x"), Some(&Value::Int(7)));
+    assert_eq!(read.value.get("y"), Some(&Value::Int(1)));
     assert_eq!(
         other
             .get(&Key::new("a", Value::Int(7)).unwrap())
