@@ -310,11 +310,34 @@ pub(crate) fn type_name(b: &Bson) -> &'static str {
 pub(crate) fn document_to_map(doc: &Document) -> Result<Map> {
     let mut map = Map::new();
     for (k, v) in doc {
-        let name = unescape_name(k)
-            .ok_or_else(|| invalid(format!("field name {k:?} is not a tern-escaped name")))?;
+        let name = unescape_name(k).ok_or_else(|| invalid(foreign_name_message(k)))?;
         map.insert(name, from_bson(v)?);
     }
     Ok(map)
+}
+
+/// Why a field name another program wrote is refused, and what to do.
+///
+/// Dotted and `$`-prefixed names (legal since MongoDB 5.0) are not read yet
+/// (issue 34 item 12): tern stores those names escaped (`a%2Eb`, `%24x`), so
+/// writing such an entity back would move the value to another field name;
+/// and pushdown, filters and projections address fields by dotted paths,
+/// where `a.b` means a nested field. Refused on read, naming the field.
+pub(crate) fn foreign_name_message(field: &str) -> String {
+    if field.contains('.') || field.starts_with('$') {
+        format!(
+            "field name {field:?} is dotted or starts with `$` (legal since MongoDB 5.0, written by \
+             another program): tern does not read such names yet (it would write the value back \
+             under its escaped name {:?}); rename the field in the collection (an update pipeline \
+             with `$getField`/`$setField`), or keep tern away from this kind",
+            escape_name(field)
+        )
+    } else {
+        format!(
+            "field name {field:?} is not a name tern writes (`%` starts an escape, as in `%2E`): \
+             rename the field in the collection, or keep tern away from this kind"
+        )
+    }
 }
 
 /// An entity id as a BSON `_id`.
@@ -394,8 +417,7 @@ pub(crate) fn document_to_entity(kind: &str, doc: &Document) -> Result<Entity> {
         if k == "_id" || k == VERSION_FIELD {
             continue;
         }
-        let name = unescape_name(k)
-            .ok_or_else(|| invalid(format!("field name {k:?} is not a tern-escaped name")))?;
+        let name = unescape_name(k).ok_or_else(|| invalid(foreign_name_message(k)))?;
         value.insert(name, from_bson(v)?);
     }
     let key = Key::new(kind, id).map_err(|e| invalid(format!("{e}")))?;
@@ -430,5 +452,21 @@ mod tests {
         for field in ["progress%", "a%41", "a%2e", "a.b", "$x", "%2", "%zz"] {
             assert_eq!(unescape_name(field), None, "{field:?}");
         }
+    }
+
+    #[test]
+    fn item12_a_dotted_or_dollar_field_is_refused_naming_it_and_the_fix() {
+        let doc = mongodb::bson::doc! { "_id": 1, "a.b": 1 };
+        let err = document_to_entity("k", &doc).unwrap_err().to_string();
+        assert!(
+            err.contains("\"a.b\"") && err.contains("MongoDB 5.0"),
+            "{err}"
+        );
+        assert!(err.contains("$getField") && err.contains("a%2Eb"), "{err}");
+        let mut doc = Document::new();
+        doc.insert("_id", 1);
+        doc.insert("$x", 1);
+        let err = document_to_entity("k", &doc).unwrap_err().to_string();
+        assert!(err.contains("\"$x\"") && err.contains("%24x"), "{err}");
     }
 }
