@@ -29,6 +29,22 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds this process has used (user + system, all threads; `/proc/self/stat`, in clock
+/// ticks of 1/100 s as on Linux): the machine is shared, so wall time alone says little.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name (which is in parentheses and may hold spaces).
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = f.get(11)?.parse().ok()?;
+            let stime: f64 = f.get(12)?.parse().ok()?;
+            Some((utime + stime) / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
 fn inputs(case: &str) -> (String, String) {
     if case == "eac" {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/advisor/");
@@ -97,6 +113,7 @@ fn run_case(case: &str) {
         past_prefixes: !std::env::args().any(|a| a == "--no-past-prefixes"),
         ..Options::default()
     };
+    let cpu0 = cpu_seconds();
     let t0 = Instant::now();
     let model = Model::parse(case, &m).unwrap();
     let workload = Workload::parse(case, &w, &model).unwrap();
@@ -110,7 +127,7 @@ fn run_case(case: &str) {
         .filter(|s| matches!(s.body, tern_advisor::workload::Body::Query(_)))
         .count();
     println!(
-        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{:.4},{:.0}",
+        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{:.4},{:.0},{:.2}",
         model.entities.len(),
         queries,
         workload.statements.len() - queries,
@@ -123,7 +140,8 @@ fn run_case(case: &str) {
         rec.column_families.len(),
         rec.optimal,
         rec.total_cost,
-        rec.total_size_bytes
+        rec.total_size_bytes,
+        cpu_seconds() - cpu0
     );
 }
 
@@ -138,7 +156,7 @@ fn main() {
         scaling(&exe);
         return;
     }
-    let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal,total_cost,total_size_bytes";
+    let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal,total_cost,total_size_bytes,cpu_s";
     println!("{header}");
     let mut csv = format!("{header}\n");
     // Unlimited (proven optimal), with an 8 s limit per solver stage, and unlimited with the

@@ -8,6 +8,7 @@ use crate::bip::{Demand, Formulation, Weighted};
 use crate::budget::{Budget, Interrupt};
 use crate::column_family::ColumnFamily;
 use crate::cost::CostModel;
+use crate::cover;
 use crate::enumerate::{Enumerator, Pool};
 use crate::error::{AdvisorError, Result};
 use crate::model::Model;
@@ -381,11 +382,23 @@ impl Prepared<'_> {
                     }
                 }
             }
-            for (space, cfs) in shared {
+            // A support query another one covers (same rows, fewer attributes) need not run when
+            // that one runs.
+            let base = spaces.len();
+            for (b, (space, cfs)) in shared.iter().enumerate() {
+                let covered_by = shared
+                    .iter()
+                    .enumerate()
+                    .filter(|(a, (s, _))| *a != b && s.query.covers(&space.query))
+                    .map(|(a, _)| base + a)
+                    .collect();
                 spaces.push(Weighted {
                     space,
                     weight: *w,
-                    demand: Demand::IfAnyChosen(cfs),
+                    demand: Demand::IfAnyChosen {
+                        cfs: cfs.clone(),
+                        covered_by,
+                    },
                 });
             }
         }
@@ -475,6 +488,7 @@ impl Prepared<'_> {
         partial: bool,
     ) -> Result<(Recommendation, Vec<String>)> {
         let model = self.model;
+        let useful = self.useful();
         let mut unserved = Vec::new();
         let plan_of = |name: String, text: String, weight: f64, space: &PlanSpace| {
             plan_in(model, chosen, names, name, text, weight, space)
@@ -498,38 +512,90 @@ impl Prepared<'_> {
         'updates: for (name, text, w, _, maint) in &self.updates {
             let mut ms = Vec::new();
             let mut cost = 0.0;
-            let mut ran: Vec<&Query> = Vec::new();
+            // The support queries the chosen column families need, each once.
+            let mut needed: Vec<&PlanSpace> = Vec::new();
+            for (j, sup, spaces) in maint {
+                if !chosen.contains(j) {
+                    continue;
+                }
+                if partial && sup.impossible {
+                    let cf = names.get(j).cloned().unwrap_or_default();
+                    unserved.push(format!("update `{name}`: cannot maintain {cf}"));
+                    continue 'updates;
+                }
+                for s in spaces {
+                    if !needed.iter().any(|n| n.query == s.query) {
+                        needed.push(s);
+                    }
+                }
+            }
+            // The queries that may run in their place: as in the program, the support queries
+            // of the column families that can matter and can be maintained, and the needed ones.
+            let mut runners: Vec<&PlanSpace> = needed.clone();
+            for (j, sup, spaces) in maint {
+                if !(chosen.contains(j) || useful.contains(j))
+                    || sup.impossible
+                    || spaces.iter().any(|s| !s.is_answerable())
+                {
+                    continue;
+                }
+                for s in spaces {
+                    if !runners.iter().any(|n| n.query == s.query) {
+                        runners.push(s);
+                    }
+                }
+            }
+            let priced: Vec<(&Query, Option<f64>)> = runners
+                .iter()
+                .map(|s| {
+                    let c = s.cheapest(|j| chosen.contains(&j)).map(|(c, _)| c);
+                    (&s.query, c)
+                })
+                .collect();
+            let needed_q: Vec<&Query> = needed.iter().map(|s| &s.query).collect();
+            let Some(runs) = cover::cheapest(&needed_q, &priced) else {
+                let lost = needed_q
+                    .iter()
+                    .find(|n| !priced.iter().any(|(r, c)| c.is_some() && r.covers(n)))
+                    .map(|n| render_query(model, n))
+                    .unwrap_or_default();
+                if partial {
+                    unserved.push(format!(
+                        "update `{name}`: a support query has no plan over the schema ({lost})"
+                    ));
+                    continue 'updates;
+                }
+                return Err(AdvisorError::Solver(format!(
+                    "no plan for a support query of `{name}` in the chosen schema ({lost})"
+                )));
+            };
+            let mut printed = vec![false; runs.len()];
             for (j, sup, spaces) in maint {
                 if !chosen.contains(j) {
                     continue;
                 }
                 let cf = names.get(j).cloned().unwrap_or_default();
-                if partial && sup.impossible {
-                    unserved.push(format!("update `{name}`: cannot maintain {cf}"));
-                    continue 'updates;
-                }
                 let mut support = Vec::new();
-                for (i, s) in spaces.iter().enumerate() {
-                    if ran.contains(&&s.query) {
+                for s in spaces {
+                    // The query that answers this one (itself or one covering it), printed with
+                    // the first column family that needs it.
+                    let Some(n) = needed.iter().position(|n| n.query == s.query) else {
+                        continue;
+                    };
+                    let Some(r) = runs.iter().position(|r| r.served.contains(&n)) else {
+                        continue;
+                    };
+                    if printed[r] {
                         continue;
                     }
-                    ran.push(&s.query);
-                    let p = match plan_of(
-                        format!("{name}/{cf}/{}", i + 1),
-                        render_query(model, &s.query),
+                    printed[r] = true;
+                    let runner = runners[runs[r].runner];
+                    let p = plan_of(
+                        format!("{name}/{cf}/{}", support.len() + 1),
+                        render_query(model, &runner.query),
                         *w,
-                        s,
-                    ) {
-                        Ok(p) => p,
-                        Err(_) if partial => {
-                            unserved.push(format!(
-                                "update `{name}`: a support query of {cf} has no plan over the schema ({})",
-                                render_query(model, &s.query)
-                            ));
-                            continue 'updates;
-                        }
-                        Err(e) => return Err(e),
-                    };
+                        runner,
+                    )?;
                     cost += p.cost;
                     support.push(p);
                 }
