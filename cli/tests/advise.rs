@@ -310,6 +310,16 @@ fn advise_execute_times_the_recommended_schema_against_the_normalized_baseline()
         if name == "eac" {
             assert!(!out.contains("(no plan"), "{out}");
         }
+        // The updates ran on both schemas too, and the schemas still answer alike after them.
+        assert!(out.contains("\nupdate "), "{out}");
+        assert!(
+            out.contains("-- after the updates both schemas still answer every query alike"),
+            "{out}"
+        );
+        line_starting(
+            &out,
+            "-- weighted mean per statement, queries and updates: recommended ",
+        );
         let line = line_starting(&out, "-- weighted mean response time: recommended ");
         let ms: Vec<f64> = line
             .split(' ')

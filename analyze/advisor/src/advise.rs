@@ -38,6 +38,9 @@ pub struct Options {
     /// Enumerate prefixes that carry the next entity's id after an edge
     /// ([`crate::enumerate::decompose_past`]); off only to measure what they cost.
     pub past_prefixes: bool,
+    /// The bound on the enumeration's work without which a long query's enumeration grows with
+    /// the cube of its length ([`crate::enumerate::DEFAULT_WORK_LIMIT`]); `None`: unbounded.
+    pub enumeration_limit: Option<u64>,
 }
 
 impl Default for Options {
@@ -50,6 +53,7 @@ impl Default for Options {
             strategy: crate::solver::Strategy::default(),
             interrupt: Interrupt::none(),
             past_prefixes: true,
+            enumeration_limit: Some(crate::enumerate::DEFAULT_WORK_LIMIT),
         }
     }
 }
@@ -201,6 +205,7 @@ pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Res
     let mut notes = Vec::new();
     let mut e = Enumerator::with_budget(model, budget.clone());
     e.past_prefixes = opts.past_prefixes;
+    e.work_limit = opts.enumeration_limit;
     if opts.time_limit.is_some() {
         // Every query's own materialized view first: whatever the time limit cuts, each query
         // keeps a plan.
@@ -224,7 +229,15 @@ pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Res
         .collect();
     e.enumerate_support(&updates)?;
     e.combine();
-    if e.cut {
+    tracing::debug!(work = e.work, candidates = e.pool.len(), "enumerated");
+    if e.cut_by_work {
+        notes.push(format!(
+            "the enumeration stopped widening at its bound ({} units of work, `--enumeration-limit`) after {:.1} s with {} candidates: the schema is the best among them",
+            e.work_limit.unwrap_or_default(),
+            budget.elapsed(),
+            e.pool.len()
+        ));
+    } else if e.cut {
         notes.push(format!(
             "the time limit stopped the enumeration after {:.1} s with {} candidates: the schema is the best among them",
             budget.elapsed(),
