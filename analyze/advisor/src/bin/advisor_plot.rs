@@ -2,7 +2,7 @@
 //! input, one panel each, with the time target as a red line.
 //!
 //! - `ws` (the default): `target/advisor-bench.csv` (written by `cargo bench -p tern-advisor
-//!   --bench advisor`), unlimited solves against the Watts–Strogatz scale, drawn to
+//!   --bench advisor`), unlimited solves (CPU seconds) against the Watts–Strogatz scale, drawn to
 //!   `docs/advisor-scaling.png`;
 //! - `chain`: `target/advisor-chain.csv` (written by `cargo bench -p tern-advisor --bench advisor
 //!   -- --scaling`), `tern advise --time-limit 5` against the size of the model (a chain of N
@@ -10,7 +10,7 @@
 //!
 //! - `bound`: `target/advisor-chain-bound.csv` (also written by `-- --scaling`), the same chain
 //!   without a time limit under the enumeration's default work bound, CPU seconds (and the
-//!   unbounded enumeration, red, up to 200 entities), drawn to `docs/advisor-chain-bound.png`.
+//!   unbounded enumeration, magenta, up to 200 entities), drawn to `docs/advisor-chain-bound.png`.
 //!
 //! `cargo run --release -p tern-advisor --features plot --bin advisor-plot -- [ws|chain|bound] [CSV] [PNG]`.
 //! The font is read from `TERN_PLOT_FONT` (default DejaVu Sans).
@@ -40,8 +40,9 @@ struct Spec {
     log_x: bool,
 }
 
-/// `limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,...`:
-/// the unlimited Watts–Strogatz rows, their scale from the case name (`ws3x`).
+/// `limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,...,cpu_s`:
+/// the unlimited Watts–Strogatz rows, their scale from the case name (`ws3x`), CPU seconds (wall
+/// seconds in a CSV without them).
 fn parse_ws(csv: &str) -> Vec<Point> {
     let mut points = Vec::new();
     for line in csv.lines().skip(1) {
@@ -54,7 +55,9 @@ fn parse_ws(csv: &str) -> Vec<Point> {
             .trim_end_matches('x')
             .parse()
             .unwrap_or(0.0);
-        let (Ok(total), Ok(rss)) = (f[9].parse::<f64>(), f[10].parse::<f64>()) else {
+        // CPU seconds where the bench measured them (the machine is shared), else wall.
+        let time = f.get(15).unwrap_or(&f[9]);
+        let (Ok(total), Ok(rss)) = (time.parse::<f64>(), f[10].parse::<f64>()) else {
             continue;
         };
         points.push((scale, total, rss));
@@ -237,8 +240,8 @@ fn draw<'a, X>(
         (
             left,
             "run time",
-            if others.is_empty() {
-                "seconds"
+            if spec.png == CHAIN.png {
+                "seconds (wall)"
             } else {
                 "CPU seconds"
             },
