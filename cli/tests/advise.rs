@@ -533,6 +533,11 @@ async fn advise_calibrate_and_execute_on_cassandra() {
         // Both schemas gave the same answers, and every query has a plan in both.
         assert!(!out.contains("!=") && !out.contains("(no plan"), "{out}");
         assert!(out.contains("-- weighted mean response time"), "{out}");
+        // The updates ran on the Cassandra node too.
+        assert!(
+            out.contains("-- after the updates both schemas still answer every query alike"),
+            "{out}"
+        );
     })
     .await
     .unwrap();
