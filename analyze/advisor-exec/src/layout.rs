@@ -145,10 +145,10 @@ pub fn decode(v: Option<&Value>, naming: &Naming) -> Vec<Row> {
 
 /// The entities one `--execute` run wrote, to remove them afterwards.
 #[derive(Debug, Default)]
-pub struct Written(Vec<Key>);
+pub struct Written(pub(crate) Vec<Key>);
 
 impl Written {
-    /// How many.
+    /// How many (a key written twice counts twice until [`Written::remove`]).
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -163,6 +163,9 @@ impl Written {
     /// # Errors
     /// The store fails; the ones not deleted stay listed.
     pub async fn remove(&mut self, store: &dyn Store) -> Result<usize> {
+        // An update of `--execute` writes partitions again: each key is deleted once.
+        self.0.sort();
+        self.0.dedup();
         let n = self.0.len();
         while !self.0.is_empty() {
             let at = self.0.len().saturating_sub(500);

@@ -19,6 +19,7 @@ pub mod data;
 pub mod error;
 pub mod execute;
 pub mod layout;
+pub mod update;
 
 pub use compare::{Comparison, EXECUTE_KIND_PREFIX, compare_on, render_comparison};
 pub use error::{ExecError, Result};

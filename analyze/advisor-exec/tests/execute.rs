@@ -80,6 +80,68 @@ async fn both_schemas_answer_alike_and_the_scratch_kinds_go() {
     assert_eq!(kinds_left(&store, "t_exec").await, Vec::<String>::new());
 }
 
+/// `--execute` runs the updates too: on both schemas each update's support queries and writes,
+/// after the queries; the rows it writes are real (read back by the queries run again after them,
+/// which both schemas answer alike), and the scratch kinds still go.
+#[tokio::test]
+async fn updates_run_on_both_schemas_and_keep_them_answering_alike() {
+    if !tern_advisor::solver::AVAILABLE {
+        println!("skipped: tern-advisor was built without CBC");
+        return;
+    }
+    for name in ["eac", "hotel"] {
+        let (model, workload) = example(name);
+        let opts = Options::default();
+        let prepared = prepare(&model, &workload, &opts).unwrap_or_else(|e| panic!("{e}"));
+        let rec = prepared.recommend(&opts).unwrap_or_else(|e| panic!("{e}"));
+        let store = MemoryStore::new();
+        let mut written = Written::default();
+        let tag = format!("t_upd_{name}");
+        let c = compare_on(
+            &store,
+            &tag,
+            &model,
+            &prepared,
+            &rec,
+            &opts,
+            300,
+            4,
+            &CancelFlag::new(),
+            &mut written,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("not cancelled"));
+        let report = tern_advisor_exec::render_comparison("memory:", 4, 300, &c);
+        assert_eq!(c.updates.len(), rec.updates.len(), "{report}");
+        assert!(!c.updates.is_empty(), "{name} has updates");
+        let mut wrote = 0.0;
+        for (i, (u, _)) in c.updates.iter().enumerate() {
+            // The recommendation maintains every update it was advised for.
+            let Some((ms, rows)) = c.recommended_updates.per_query[i] else {
+                panic!("{name}: {u} not run on the recommended schema\n{report}");
+            };
+            assert!(ms >= 0.0);
+            wrote += rows;
+        }
+        assert!(wrote > 0.0, "{name}: no update wrote a row\n{report}");
+        assert!(c.differ_after.is_empty(), "{name}\n{report}");
+        assert!(
+            report.contains("-- weighted mean per statement, queries and updates: recommended "),
+            "{report}"
+        );
+        written
+            .remove(&store)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            kinds_left(&store, &tag).await,
+            Vec::<String>::new(),
+            "{name}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn calibration_fits_non_negative_constants_and_removes_its_kind() {
     let store = MemoryStore::new();

@@ -4,7 +4,8 @@
 //! (`Strategy::exact_space`). One case: `-- --case ws3x [--time-limit 8] [--exact-space]`.
 //!
 //! `cargo bench -p tern-advisor --bench advisor` prints a table and writes
-//! `target/advisor-bench.csv`; see docs/benchmarks.md.
+//! `target/advisor-bench.csv`; `-- --scaling` measures the chain family against its length
+//! (`target/advisor-chain.csv`, `target/advisor-chain-bound.csv`); see docs/benchmarks.md.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::io::Read as _;
@@ -27,6 +28,22 @@ fn peak_rss_kib() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0)
+}
+
+/// CPU seconds this process has used (user + system, all threads; `/proc/self/stat`, in clock
+/// ticks of 1/100 s as on Linux): the machine is shared, so wall time alone says little.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name (which is in parentheses and may hold spaces).
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let utime: f64 = f.get(11)?.parse().ok()?;
+            let stime: f64 = f.get(12)?.parse().ok()?;
+            Some((utime + stime) / 100.0)
+        })
+        .unwrap_or(0.0)
 }
 
 fn inputs(case: &str) -> (String, String) {
@@ -80,6 +97,14 @@ fn chain(n: usize) -> (String, String) {
     (model, workload)
 }
 
+/// The number after `flag` on the command line.
+fn arg(flag: &str) -> Option<u64> {
+    std::env::args()
+        .skip_while(|a| a != flag)
+        .nth(1)
+        .and_then(|t| t.parse().ok())
+}
+
 /// Runs one case in this process and prints one CSV line.
 fn run_case(case: &str) {
     let (m, w) = inputs(case);
@@ -95,8 +120,14 @@ fn run_case(case: &str) {
         time_limit,
         strategy,
         past_prefixes: !std::env::args().any(|a| a == "--no-past-prefixes"),
+        enumeration_limit: match arg("--enumeration-limit") {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => Options::default().enumeration_limit,
+        },
         ..Options::default()
     };
+    let cpu0 = cpu_seconds();
     let t0 = Instant::now();
     let model = Model::parse(case, &m).unwrap();
     let workload = Workload::parse(case, &w, &model).unwrap();
@@ -110,7 +141,7 @@ fn run_case(case: &str) {
         .filter(|s| matches!(s.body, tern_advisor::workload::Body::Query(_)))
         .count();
     println!(
-        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{:.4},{:.0}",
+        "{case},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{:.4},{:.0},{:.2}",
         model.entities.len(),
         queries,
         workload.statements.len() - queries,
@@ -123,7 +154,8 @@ fn run_case(case: &str) {
         rec.column_families.len(),
         rec.optimal,
         rec.total_cost,
-        rec.total_size_bytes
+        rec.total_size_bytes,
+        cpu_seconds() - cpu0
     );
 }
 
@@ -138,7 +170,7 @@ fn main() {
         scaling(&exe);
         return;
     }
-    let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal,total_cost,total_size_bytes";
+    let header = "limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,column_families,optimal,total_cost,total_size_bytes,cpu_s";
     println!("{header}");
     let mut csv = format!("{header}\n");
     // Unlimited (proven optimal), with an 8 s limit per solver stage, and unlimited with the
@@ -193,40 +225,55 @@ fn main() {
     std::fs::write(path, csv).unwrap();
 }
 
-/// `-- --scaling`: run time and peak memory against model size on the chain family with
-/// `--time-limit 5` (the bound every phase keeps), each size in its own process; writes
-/// `target/advisor-chain.csv`.
+/// `-- --scaling`: run time (wall and CPU) and peak memory against model size on the chain
+/// family, each size in its own process, twice: with `--time-limit 5` (the bound every phase
+/// keeps; `target/advisor-chain.csv`) and without a time limit, under the enumeration's default
+/// work bound (`target/advisor-chain-bound.csv`). Up to 200 entities also without any bound
+/// (`--enumeration-limit 0`, the cubic growth before; in the second CSV with `limit` `none`).
 fn scaling(exe: &std::path::Path) {
-    let header = "entities,candidates,prepare_s,solve_s,total_s,peak_rss_mib,optimal";
-    println!("{header}");
-    let mut csv = format!("{header}\n");
-    for n in [25, 50, 100, 200, 400, 800, 1600, 3200] {
-        let case = format!("chain{n}");
-        let out = Command::new(exe)
-            .args(["--case", &case, "--time-limit", "5"])
-            .output()
-            .unwrap();
-        let line = String::from_utf8_lossy(&out.stdout);
-        let f: Vec<&str> = line.trim().split(',').collect();
-        if f.len() < 12 {
-            println!(
-                "{case}: no result ({})",
-                String::from_utf8_lossy(&out.stderr)
+    let header = "entities,candidates,prepare_s,solve_s,total_s,peak_rss_mib,optimal,cpu_s,limit";
+    let sizes = [25, 50, 100, 200, 400, 800, 1600, 3200];
+    for (file, limit, args) in [
+        ("advisor-chain.csv", "5s", &["--time-limit", "5"][..]),
+        ("advisor-chain-bound.csv", "bound", &[][..]),
+    ] {
+        println!("{file}\n{header}");
+        let mut csv = format!("{header}\n");
+        let mut runs: Vec<(usize, &str, Vec<&str>)> =
+            sizes.iter().map(|n| (*n, limit, args.to_vec())).collect();
+        if limit == "bound" {
+            runs.extend(
+                [25, 50, 100, 150, 200]
+                    .iter()
+                    .map(|n| (*n, "none", vec!["--enumeration-limit", "0"])),
             );
-            continue;
         }
-        // case,entities,queries,updates,candidates,variables,prepare,solve,total,rss,cfs,optimal,...
-        let row = format!(
-            "{},{},{},{},{},{},{}",
-            f[1], f[4], f[6], f[7], f[8], f[9], f[11]
-        );
-        println!("{row}");
-        csv.push_str(&row);
-        csv.push('\n');
+        for (n, limit, extra) in runs {
+            let case = format!("chain{n}");
+            let out = Command::new(exe)
+                .args(["--case", &case])
+                .args(&extra)
+                .output()
+                .unwrap();
+            let line = String::from_utf8_lossy(&out.stdout);
+            let f: Vec<&str> = line.trim().split(',').collect();
+            if f.len() < 15 {
+                println!(
+                    "{case}: no result ({})",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                continue;
+            }
+            // case,entities,queries,updates,candidates,variables,prepare,solve,total,rss,cfs,optimal,cost,size,cpu
+            let row = format!(
+                "{},{},{},{},{},{},{},{},{limit}",
+                f[1], f[4], f[6], f[7], f[8], f[9], f[11], f[14]
+            );
+            println!("{row}");
+            csv.push_str(&row);
+            csv.push('\n');
+        }
+        let path = format!("{}/../../target/{file}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::write(path, csv).unwrap();
     }
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../target/advisor-chain.csv"
-    );
-    std::fs::write(path, csv).unwrap();
 }

@@ -8,6 +8,7 @@ use crate::bip::{Demand, Formulation, Weighted};
 use crate::budget::{Budget, Interrupt};
 use crate::column_family::ColumnFamily;
 use crate::cost::CostModel;
+use crate::cover;
 use crate::enumerate::{Enumerator, Pool};
 use crate::error::{AdvisorError, Result};
 use crate::model::Model;
@@ -37,6 +38,9 @@ pub struct Options {
     /// Enumerate prefixes that carry the next entity's id after an edge
     /// ([`crate::enumerate::decompose_past`]); off only to measure what they cost.
     pub past_prefixes: bool,
+    /// The bound on the enumeration's work without which a long query's enumeration grows with
+    /// the cube of its length ([`crate::enumerate::DEFAULT_WORK_LIMIT`]); `None`: unbounded.
+    pub enumeration_limit: Option<u64>,
 }
 
 impl Default for Options {
@@ -49,6 +53,7 @@ impl Default for Options {
             strategy: crate::solver::Strategy::default(),
             interrupt: Interrupt::none(),
             past_prefixes: true,
+            enumeration_limit: Some(crate::enumerate::DEFAULT_WORK_LIMIT),
         }
     }
 }
@@ -200,6 +205,7 @@ pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Res
     let mut notes = Vec::new();
     let mut e = Enumerator::with_budget(model, budget.clone());
     e.past_prefixes = opts.past_prefixes;
+    e.work_limit = opts.enumeration_limit;
     if opts.time_limit.is_some() {
         // Every query's own materialized view first: whatever the time limit cuts, each query
         // keeps a plan.
@@ -223,7 +229,15 @@ pub fn prepare<'a>(model: &'a Model, workload: &Workload, opts: &Options) -> Res
         .collect();
     e.enumerate_support(&updates)?;
     e.combine();
-    if e.cut {
+    tracing::debug!(work = e.work, candidates = e.pool.len(), "enumerated");
+    if e.cut_by_work {
+        notes.push(format!(
+            "the enumeration stopped widening at its bound ({} units of work, `--enumeration-limit`) after {:.1} s with {} candidates: the schema is the best among them",
+            e.work_limit.unwrap_or_default(),
+            budget.elapsed(),
+            e.pool.len()
+        ));
+    } else if e.cut {
         notes.push(format!(
             "the time limit stopped the enumeration after {:.1} s with {} candidates: the schema is the best among them",
             budget.elapsed(),
@@ -381,11 +395,23 @@ impl Prepared<'_> {
                     }
                 }
             }
-            for (space, cfs) in shared {
+            // A support query another one covers (same rows, fewer attributes) need not run when
+            // that one runs.
+            let base = spaces.len();
+            for (b, (space, cfs)) in shared.iter().enumerate() {
+                let covered_by = shared
+                    .iter()
+                    .enumerate()
+                    .filter(|(a, (s, _))| *a != b && s.query.covers(&space.query))
+                    .map(|(a, _)| base + a)
+                    .collect();
                 spaces.push(Weighted {
                     space,
                     weight: *w,
-                    demand: Demand::IfAnyChosen(cfs),
+                    demand: Demand::IfAnyChosen {
+                        cfs: cfs.clone(),
+                        covered_by,
+                    },
                 });
             }
         }
@@ -475,6 +501,7 @@ impl Prepared<'_> {
         partial: bool,
     ) -> Result<(Recommendation, Vec<String>)> {
         let model = self.model;
+        let useful = self.useful();
         let mut unserved = Vec::new();
         let plan_of = |name: String, text: String, weight: f64, space: &PlanSpace| {
             plan_in(model, chosen, names, name, text, weight, space)
@@ -498,38 +525,90 @@ impl Prepared<'_> {
         'updates: for (name, text, w, _, maint) in &self.updates {
             let mut ms = Vec::new();
             let mut cost = 0.0;
-            let mut ran: Vec<&Query> = Vec::new();
+            // The support queries the chosen column families need, each once.
+            let mut needed: Vec<&PlanSpace> = Vec::new();
+            for (j, sup, spaces) in maint {
+                if !chosen.contains(j) {
+                    continue;
+                }
+                if partial && sup.impossible {
+                    let cf = names.get(j).cloned().unwrap_or_default();
+                    unserved.push(format!("update `{name}`: cannot maintain {cf}"));
+                    continue 'updates;
+                }
+                for s in spaces {
+                    if !needed.iter().any(|n| n.query == s.query) {
+                        needed.push(s);
+                    }
+                }
+            }
+            // The queries that may run in their place: as in the program, the support queries
+            // of the column families that can matter and can be maintained, and the needed ones.
+            let mut runners: Vec<&PlanSpace> = needed.clone();
+            for (j, sup, spaces) in maint {
+                if !(chosen.contains(j) || useful.contains(j))
+                    || sup.impossible
+                    || spaces.iter().any(|s| !s.is_answerable())
+                {
+                    continue;
+                }
+                for s in spaces {
+                    if !runners.iter().any(|n| n.query == s.query) {
+                        runners.push(s);
+                    }
+                }
+            }
+            let priced: Vec<(&Query, Option<f64>)> = runners
+                .iter()
+                .map(|s| {
+                    let c = s.cheapest(|j| chosen.contains(&j)).map(|(c, _)| c);
+                    (&s.query, c)
+                })
+                .collect();
+            let needed_q: Vec<&Query> = needed.iter().map(|s| &s.query).collect();
+            let Some(runs) = cover::cheapest(&needed_q, &priced) else {
+                let lost = needed_q
+                    .iter()
+                    .find(|n| !priced.iter().any(|(r, c)| c.is_some() && r.covers(n)))
+                    .map(|n| render_query(model, n))
+                    .unwrap_or_default();
+                if partial {
+                    unserved.push(format!(
+                        "update `{name}`: a support query has no plan over the schema ({lost})"
+                    ));
+                    continue 'updates;
+                }
+                return Err(AdvisorError::Solver(format!(
+                    "no plan for a support query of `{name}` in the chosen schema ({lost})"
+                )));
+            };
+            let mut printed = vec![false; runs.len()];
             for (j, sup, spaces) in maint {
                 if !chosen.contains(j) {
                     continue;
                 }
                 let cf = names.get(j).cloned().unwrap_or_default();
-                if partial && sup.impossible {
-                    unserved.push(format!("update `{name}`: cannot maintain {cf}"));
-                    continue 'updates;
-                }
                 let mut support = Vec::new();
-                for (i, s) in spaces.iter().enumerate() {
-                    if ran.contains(&&s.query) {
+                for s in spaces {
+                    // The query that answers this one (itself or one covering it), printed with
+                    // the first column family that needs it.
+                    let Some(n) = needed.iter().position(|n| n.query == s.query) else {
+                        continue;
+                    };
+                    let Some(r) = runs.iter().position(|r| r.served.contains(&n)) else {
+                        continue;
+                    };
+                    if printed[r] {
                         continue;
                     }
-                    ran.push(&s.query);
-                    let p = match plan_of(
-                        format!("{name}/{cf}/{}", i + 1),
-                        render_query(model, &s.query),
+                    printed[r] = true;
+                    let runner = runners[runs[r].runner];
+                    let p = plan_of(
+                        format!("{name}/{cf}/{}", support.len() + 1),
+                        render_query(model, &runner.query),
                         *w,
-                        s,
-                    ) {
-                        Ok(p) => p,
-                        Err(_) if partial => {
-                            unserved.push(format!(
-                                "update `{name}`: a support query of {cf} has no plan over the schema ({})",
-                                render_query(model, &s.query)
-                            ));
-                            continue 'updates;
-                        }
-                        Err(e) => return Err(e),
-                    };
+                        runner,
+                    )?;
                     cost += p.cost;
                     support.push(p);
                 }

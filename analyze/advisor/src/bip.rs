@@ -4,8 +4,9 @@
 //! step (a query, a column family and the step's place in the plan DAG; where a column family occurs
 //! once in a query's plan space this is the paper's `δ_ij`). Constraints: one unit of flow through
 //! each query's plan DAG (for a support query of an update: one unit if any column family it serves
-//! is chosen, none otherwise, so support plans exist only for chosen column families; one update
-//! runs an identical support query once), `step ≤ δ_j`, and the optional space
+//! is chosen and no query covering it runs, none otherwise, so support plans exist only for
+//! chosen column families; one update runs an identical support query once, and a support query
+//! that covers others in their place), `step ≤ δ_j`, and the optional space
 //! budget. The objective is the weighted cost of all steps plus the weighted cost of the writes
 //! each chosen column family needs.
 
@@ -48,9 +49,17 @@ pub enum Var {
 pub enum Demand {
     /// A query: exactly one plan.
     One,
-    /// A support query of one update, shared by the column families it maintains: one plan if any
-    /// of them is chosen, none otherwise.
-    IfAnyChosen(Vec<usize>),
+    /// A support query of one update, shared by the column families it maintains (`cfs`): one plan
+    /// if any of them is chosen and none of the queries that cover it runs (`covered_by`: indices,
+    /// in the program's list of plan spaces, of the same update's support queries that also
+    /// answer it, [`crate::query::Query::covers`]); none otherwise. A covering query may run for
+    /// any column family whose queries it covers, whether or not one of its own is chosen.
+    IfAnyChosen {
+        /// The column families whose choice needs the query's answer.
+        cfs: Vec<usize>,
+        /// The plan spaces whose queries cover this one.
+        covered_by: Vec<usize>,
+    },
 }
 
 /// A plan space with its weight and demand.
@@ -121,18 +130,34 @@ impl Formulation {
     ) -> Formulation {
         let mut f = Formulation::default();
         let cf = |f: &mut Formulation, j: usize| f.cf(j, write_cost, sizes);
+        // The `Runs` variable of every support query first: a covered query's rows name those of
+        // the queries that cover it, wherever they are in the list.
+        let mut runs_var: BTreeMap<usize, usize> = BTreeMap::new();
+        for (k, w) in spaces.iter().enumerate() {
+            if let Demand::IfAnyChosen { .. } = &w.demand {
+                runs_var.insert(k, f.vars.len());
+                f.vars.push(Var::Runs(k));
+                f.cost.push(0.0);
+                f.size.push(0.0);
+            }
+        }
         for (k, w) in spaces.iter().enumerate() {
             let demand_var = match &w.demand {
                 Demand::One => None,
-                Demand::IfAnyChosen(cfs) => {
-                    let y = f.vars.len();
-                    f.vars.push(Var::Runs(k));
-                    f.cost.push(0.0);
-                    f.size.push(0.0);
+                Demand::IfAnyChosen { cfs, covered_by } => {
+                    let y = runs_var[&k];
+                    let others: Vec<usize> = covered_by
+                        .iter()
+                        .filter(|a| **a != k)
+                        .filter_map(|a| runs_var.get(a).copied())
+                        .collect();
                     for &j in cfs {
                         let d = cf(&mut f, j);
+                        // δ_j ≤ runs + Σ runs of the queries covering it.
+                        let mut terms = vec![(d, 1.0), (y, -1.0)];
+                        terms.extend(others.iter().map(|v| (*v, -1.0)));
                         f.constraints.push(Constraint {
-                            terms: vec![(d, 1.0), (y, -1.0)],
+                            terms,
                             lo: f64::NEG_INFINITY,
                             hi: 0.0,
                         });
@@ -143,7 +168,7 @@ impl Formulation {
             let mut dag = Dag {
                 runs: demand_var.map(|y| {
                     let cfs = match &w.demand {
-                        Demand::IfAnyChosen(cfs) => cfs.clone(),
+                        Demand::IfAnyChosen { cfs, .. } => cfs.clone(),
                         Demand::One => Vec::new(),
                     };
                     (y, cfs)

@@ -216,6 +216,13 @@ pub fn decompose_past(model: &Model, q: &Query, rel: usize, cut: usize) -> Optio
     Some((prefix, remainder))
 }
 
+/// The default bound on the enumeration's work ([`Enumerator::work_limit`]), in attributes and
+/// entities of the candidates and queries it has built: far above what the examples and the
+/// Watts–Strogatz benchmarks need (WS 4x: about 40,000), reached by a chain of about 130
+/// entities with one query along it, whose enumeration otherwise grows with the cube of its
+/// length. Past it the enumeration stops widening, as at a time limit.
+pub const DEFAULT_WORK_LIMIT: u64 = 1_000_000;
+
 /// The enumerator: Algorithm 2 per query, Algorithm 4 for updates, then combination.
 pub struct Enumerator<'m> {
     model: &'m Model,
@@ -223,10 +230,17 @@ pub struct Enumerator<'m> {
     pub pool: Pool,
     seen: HashSet<Query>,
     budget: Budget,
-    /// The time limit stopped the enumeration before it was complete.
+    /// The time limit (or the work bound) stopped the enumeration before it was complete.
     pub cut: bool,
     /// Also enumerate the prefixes one entity past an edge ([`decompose_past`]).
     pub past_prefixes: bool,
+    /// The enumeration stops widening once it has built this much (attributes and entities of
+    /// the candidates added and the queries decomposed); `None`: no bound.
+    pub work_limit: Option<u64>,
+    /// The work done so far, in the units of [`Enumerator::work_limit`].
+    pub work: u64,
+    /// The work bound (not the time limit) stopped the enumeration.
+    pub cut_by_work: bool,
 }
 
 impl<'m> Enumerator<'m> {
@@ -245,16 +259,37 @@ impl<'m> Enumerator<'m> {
             budget,
             cut: false,
             past_prefixes: true,
+            work_limit: Some(DEFAULT_WORK_LIMIT),
+            work: 0,
+            cut_by_work: false,
         }
     }
 
-    /// Whether the time share of enumeration is used up (and notes it); `Err` when interrupted.
+    /// Whether the time share of enumeration or its work bound is used up (and notes it); `Err`
+    /// when interrupted.
     fn out_of_time(&mut self) -> Result<bool> {
         self.budget.check()?;
-        if self.budget.past(ENUMERATION_SHARE) {
+        if self.cut {
+            return Ok(true);
+        }
+        if self.work_limit.is_some_and(|l| self.work > l) {
+            self.cut = true;
+            self.cut_by_work = true;
+        } else if self.budget.past(ENUMERATION_SHARE) {
             self.cut = true;
         }
         Ok(self.cut)
+    }
+
+    /// Adds a candidate to the pool, counting its size as work when it is new.
+    fn add(&mut self, cf: ColumnFamily) {
+        let size =
+            (cf.key.len() + cf.clustering.len() + cf.values.len() + cf.graph.entities.len()) as u64;
+        let before = self.pool.len();
+        self.pool.add(cf);
+        if self.pool.len() > before {
+            self.work += size;
+        }
     }
 
     /// Adds the materialized view of `q`, and when it has values, its key-only version and one
@@ -268,7 +303,7 @@ impl<'m> Enumerator<'m> {
                 BTreeSet::new(),
                 mv.graph.clone(),
             );
-            self.pool.add(key_only);
+            self.add(key_only);
             for &e in &q.graph.entities {
                 let values: BTreeSet<Attr> = mv
                     .values
@@ -283,11 +318,11 @@ impl<'m> Enumerator<'m> {
                         values,
                         crate::graph::QueryGraph::single(e),
                     );
-                    self.pool.add(cf);
+                    self.add(cf);
                 }
             }
         }
-        self.pool.add(mv);
+        self.add(mv);
     }
 
     /// Algorithm 2: the materialized view, relaxed prefixes at every edge (also the prefixes that
@@ -304,14 +339,20 @@ impl<'m> Enumerator<'m> {
             return Ok(());
         }
         let model = self.model;
+        let first = q;
         let mut work = std::collections::VecDeque::from([q.clone()]);
         while let Some(q) = work.pop_front() {
             if self.out_of_time()? {
+                // The query itself keeps its own materialized view (it answers it).
+                if self.seen.insert(first.clone()) {
+                    self.add_materialized(first);
+                }
                 break;
             }
             if !self.seen.insert(q.clone()) {
                 continue;
             }
+            self.work += (q.graph.entities.len() + q.select.len()) as u64;
             for r in relax(&q) {
                 self.add_materialized(&r);
             }
@@ -325,6 +366,7 @@ impl<'m> Enumerator<'m> {
                         for p in relax(&prefix) {
                             self.add_materialized(&p);
                         }
+                        self.work += remainder.graph.entities.len() as u64;
                         work.push_back(remainder);
                     }
                     // One entity past the edge: only along a foreign key (each `cut` has one next).
@@ -335,6 +377,7 @@ impl<'m> Enumerator<'m> {
                         for p in relax(&prefix) {
                             self.add_materialized(&p);
                         }
+                        self.work += remainder.graph.entities.len() as u64;
                         work.push_back(remainder);
                     }
                 }

@@ -10,6 +10,7 @@ pub mod bip;
 pub mod budget;
 pub mod column_family;
 pub mod cost;
+pub mod cover;
 pub mod enumerate;
 pub mod error;
 pub mod graph;

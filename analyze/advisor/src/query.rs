@@ -34,6 +34,18 @@ impl Query {
         all
     }
 
+    /// Whether running `self` also answers `other`: the same graph, predicates, order and limit,
+    /// and every attribute `other` selects among those `self` selects (the rows are the same, each
+    /// with the attributes `other` needs). A query covers itself.
+    pub fn covers(&self, other: &Query) -> bool {
+        self.graph == other.graph
+            && self.eq == other.eq
+            && self.range == other.range
+            && self.order == other.order
+            && self.limit == other.limit
+            && other.select.is_subset(&self.select)
+    }
+
     /// Estimated result rows (before LIMIT).
     pub fn estimated_rows(&self, model: &Model) -> f64 {
         estimate_rows(model, &self.graph, &self.eq, &self.range)

@@ -30,9 +30,14 @@ pub struct AdviseArgs {
     /// The workload mix whose weights apply.
     #[arg(long, value_name = "NAME", default_value = "default")]
     pub mix: String,
-    /// Seconds the solver may spend per stage; then the best schema found is printed, marked not proven optimal.
+    /// Seconds for the whole run: enumeration, planning and the solve each stop at their share
+    /// and keep the best answer so far; the output notes what was cut (docs/advisor.md, "Limits").
     #[arg(long, value_name = "SECS")]
     pub time_limit: Option<f64>,
+    /// Bound on the enumeration's work (attributes and entities of the candidates and queries it
+    /// builds); past it the enumeration stops widening, with a note. 0: no bound.
+    #[arg(long, value_name = "UNITS", default_value_t = tern_advisor::enumerate::DEFAULT_WORK_LIMIT)]
+    pub enumeration_limit: u64,
     /// Break ties between schemas of equal cost and count by the least space exactly (a third
     /// solve; slower: WS 3x 39 s against 5 s). Without it, the space tie-break is approximate
     /// (within 1.5 % of the least space on the benchmark's workloads; docs/advisor.md).
@@ -243,6 +248,7 @@ pub async fn run(args: &AdviseArgs, ctx: &crate::Ctx) -> anyhow::Result<u8> {
             ..Default::default()
         },
         interrupt,
+        enumeration_limit: (args.enumeration_limit > 0).then_some(args.enumeration_limit),
         ..Options::default()
     };
     // The advisor's thread and what it returns borrow the model for the rest of the process.

@@ -2,13 +2,17 @@
 //! input, one panel each, with the time target as a red line.
 //!
 //! - `ws` (the default): `target/advisor-bench.csv` (written by `cargo bench -p tern-advisor
-//!   --bench advisor`), unlimited solves against the Watts–Strogatz scale, drawn to
+//!   --bench advisor`), unlimited solves (CPU seconds) against the Watts–Strogatz scale, drawn to
 //!   `docs/advisor-scaling.png`;
 //! - `chain`: `target/advisor-chain.csv` (written by `cargo bench -p tern-advisor --bench advisor
 //!   -- --scaling`), `tern advise --time-limit 5` against the size of the model (a chain of N
 //!   entities with one query along it), drawn to `docs/advisor-chain.png`.
 //!
-//! `cargo run --release -p tern-advisor --features plot --bin advisor-plot -- [ws|chain] [CSV] [PNG]`.
+//! - `bound`: `target/advisor-chain-bound.csv` (also written by `-- --scaling`), the same chain
+//!   without a time limit under the enumeration's default work bound, CPU seconds (and the
+//!   unbounded enumeration, magenta, up to 200 entities), drawn to `docs/advisor-chain-bound.png`.
+//!
+//! `cargo run --release -p tern-advisor --features plot --bin advisor-plot -- [ws|chain|bound] [CSV] [PNG]`.
 //! The font is read from `TERN_PLOT_FONT` (default DejaVu Sans).
 #![allow(clippy::expect_used, clippy::print_stdout)]
 
@@ -36,8 +40,9 @@ struct Spec {
     log_x: bool,
 }
 
-/// `limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,...`:
-/// the unlimited Watts–Strogatz rows, their scale from the case name (`ws3x`).
+/// `limit_s,case,entities,queries,updates,candidates,variables,prepare_s,solve_s,total_s,peak_rss_mib,...,cpu_s`:
+/// the unlimited Watts–Strogatz rows, their scale from the case name (`ws3x`), CPU seconds (wall
+/// seconds in a CSV without them).
 fn parse_ws(csv: &str) -> Vec<Point> {
     let mut points = Vec::new();
     for line in csv.lines().skip(1) {
@@ -50,7 +55,9 @@ fn parse_ws(csv: &str) -> Vec<Point> {
             .trim_end_matches('x')
             .parse()
             .unwrap_or(0.0);
-        let (Ok(total), Ok(rss)) = (f[9].parse::<f64>(), f[10].parse::<f64>()) else {
+        // CPU seconds where the bench measured them (the machine is shared), else wall.
+        let time = f.get(15).unwrap_or(&f[9]);
+        let (Ok(total), Ok(rss)) = (time.parse::<f64>(), f[10].parse::<f64>()) else {
             continue;
         };
         points.push((scale, total, rss));
@@ -84,6 +91,46 @@ const WS: Spec = Spec {
     log_x: false,
 };
 
+/// `entities,...,cpu_s,limit` rows of the given limit: CPU seconds (the machine is shared, so
+/// wall time says little) and peak RSS.
+fn parse_limited(csv: &str, limit: &str) -> Vec<Point> {
+    csv.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            if f.get(8).copied() != Some(limit) {
+                return None;
+            }
+            Some((
+                f.first()?.parse().ok()?,
+                f.get(7)?.parse().ok()?,
+                f.get(5)?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// The default bound's rows.
+fn parse_bound(csv: &str) -> Vec<Point> {
+    parse_limited(csv, "bound")
+}
+
+/// The unbounded rows (`--enumeration-limit 0`), drawn beside the bounded ones.
+fn parse_unbounded(csv: &str) -> Vec<Point> {
+    parse_limited(csv, "none")
+}
+
+const BOUND: Spec = Spec {
+    csv: "target/advisor-chain-bound.csv",
+    png: "docs/advisor-chain-bound.png",
+    hint: "run the bench with --scaling first",
+    caption: "tern advise (no time limit), chain",
+    x_desc: "entities in the model (log scale)",
+    target: (10.0, "10 s"),
+    parse: parse_bound,
+    log_x: true,
+};
+
 const CHAIN: Spec = Spec {
     csv: "target/advisor-chain.csv",
     png: "docs/advisor-chain.png",
@@ -102,6 +149,10 @@ fn main() {
             args.remove(0);
             CHAIN
         }
+        Some("bound") => {
+            args.remove(0);
+            BOUND
+        }
         Some("ws") => {
             args.remove(0);
             WS
@@ -113,18 +164,35 @@ fn main() {
     let csv = std::fs::read_to_string(&csv_path)
         .unwrap_or_else(|e| panic!("{csv_path}: {e} ({})", spec.hint));
     let points = (spec.parse)(&csv);
+    // The bound's plot also shows the enumeration without it (red), where it was measured.
+    let others = if spec.png == BOUND.png {
+        parse_unbounded(&csv)
+    } else {
+        Vec::new()
+    };
     tern_core::plot::register_font().unwrap_or_else(|e| panic!("{e}"));
     let root = BitMapBackend::new(&png_path, (1000, 480)).into_drawing_area();
     root.fill(&WHITE).expect("fill");
     let (left, right) = root.split_horizontally(500);
-    let max_t = points.iter().map(|p| p.1).fold(spec.target.0, f64::max) * 1.15;
-    let max_m = points.iter().map(|p| p.2).fold(1.0, f64::max) * 1.15;
+    let max_t = points
+        .iter()
+        .chain(&others)
+        .map(|p| p.1)
+        .fold(spec.target.0, f64::max)
+        * 1.15;
+    let max_m = points
+        .iter()
+        .chain(&others)
+        .map(|p| p.2)
+        .fold(1.0, f64::max)
+        * 1.15;
     if spec.log_x {
         let max_x = points.iter().map(|p| p.0).fold(100.0, f64::max) * 1.3;
         let x = (20f64..max_x).log_scale();
         draw(
             &spec,
             &points,
+            &others,
             &left,
             &right,
             (20.0, max_x),
@@ -137,6 +205,7 @@ fn main() {
         draw(
             &spec,
             &points,
+            &others,
             &left,
             &right,
             (0.5, 4.5),
@@ -155,6 +224,7 @@ fn main() {
 fn draw<'a, X>(
     spec: &Spec,
     points: &[Point],
+    others: &[Point],
     left: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
     right: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
     span: (f64, f64),
@@ -167,7 +237,18 @@ fn draw<'a, X>(
     X::CoordDescType: ValueFormatter<f64>,
 {
     let panels: [(&DrawingArea<_, _>, &str, &str, f64, Pick, X); 2] = [
-        (left, "run time", "seconds", max_t, |p| p.1, x_left),
+        (
+            left,
+            "run time",
+            if spec.png == CHAIN.png {
+                "seconds (wall)"
+            } else {
+                "CPU seconds"
+            },
+            max_t,
+            |p| p.1,
+            x_left,
+        ),
         (
             right,
             "peak memory",
@@ -191,10 +272,28 @@ fn draw<'a, X>(
             .y_desc(unit)
             .draw()
             .expect("mesh");
+        if !others.is_empty() {
+            let data: Vec<(f64, f64)> = others.iter().map(|p| (p.0, f(p))).collect();
+            chart
+                .draw_series(LineSeries::new(data.clone(), MAGENTA.stroke_width(2)))
+                .expect("line")
+                .label("no bound (--enumeration-limit 0)")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], MAGENTA));
+            chart
+                .draw_series(
+                    data.into_iter()
+                        .map(|(x, y)| Circle::new((x, y), 4, MAGENTA.filled())),
+                )
+                .expect("points");
+        }
         let data: Vec<(f64, f64)> = points.iter().map(|p| (p.0, f(p))).collect();
-        chart
+        let line = chart
             .draw_series(LineSeries::new(data.clone(), BLUE.stroke_width(2)))
             .expect("line");
+        if !others.is_empty() {
+            line.label("default bound")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+        }
         chart
             .draw_series(
                 data.into_iter()
