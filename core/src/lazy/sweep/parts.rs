@@ -86,8 +86,11 @@ impl Sweeper<'_> {
             _ => None,
         };
         let cache = partition::new_cache(self.store).await?;
+        // Wakes idle workers when a partition is finished or dropped here.
+        let wake = tokio::sync::Notify::new();
         futures::future::try_join_all(
-            (0..self.options.workers.max(1)).map(|w| self.part_worker(at, &site, &cache, steps, w)),
+            (0..self.options.workers.max(1))
+                .map(|w| self.part_worker(at, &site, (&cache, &wake), steps, w)),
         )
         .await?;
         let doc = state::load(self.store).await?.doc;
@@ -124,7 +127,7 @@ impl Sweeper<'_> {
         &self,
         at: &Position<'_>,
         site: &Site,
-        cache: &StateCache,
+        (cache, wake): (&StateCache, &tokio::sync::Notify),
         steps: Option<&StepsFrom>,
         number: usize,
     ) -> Result<()> {
@@ -145,6 +148,7 @@ impl Sweeper<'_> {
                 }
                 .into());
             }
+            let woken = wake.notified();
             match partition::claim_next(self.shared, cache, site.clone(), &who).await? {
                 Next::Claimed(claim) => {
                     let label = claim.partition.label.clone();
@@ -152,6 +156,7 @@ impl Sweeper<'_> {
                         Ok(counts) => claim.finish(counts).await.map_err(LazyError::from),
                         Err(e) => Err(e),
                     };
+                    wake.notify_waiters();
                     match outcome {
                         Ok(()) => {}
                         Err(LazyError::Migrate(MigrateError::LeaseLost { token })) => {
@@ -160,7 +165,12 @@ impl Sweeper<'_> {
                         Err(e) => return Err(e),
                     }
                 }
-                Next::Wait => tokio::time::sleep(poll).await,
+                Next::Wait => {
+                    tokio::select! {
+                        () = tokio::time::sleep(poll) => {}
+                        () = woken => {}
+                    }
+                }
                 Next::AllDone | Next::Gone => return Ok(()),
             }
         }
