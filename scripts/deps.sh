@@ -14,6 +14,8 @@ if [[ $(dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null) != "install ok in
   ! ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1; then
   need+=(libclang-dev)
 fi
+# iproute2's `ip`: tern-cli's tests/netns.rs puts `tern worker`s in network namespaces (#31).
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 if ((${#need[@]} == 0)); then
   exit 0
 fi

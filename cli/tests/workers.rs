@@ -85,3 +85,28 @@ fn workers_one_is_todays_runner_and_workers_four_gives_its_result() {
     assert!(p.ok(&["worker"]).contains("nothing is pending"));
     p.fails_saying(&["up", "--workers", "0"], 2, &["at least 1"]);
 }
+
+#[test]
+fn sweep_with_workers_migrates_every_stale_entity_once() {
+    let p = Project::with_blog(300, 1, 500);
+    p.write(
+        "migrations/0001_likes.tern",
+        "lazy\nadd blogpost.likes = 0\n",
+    );
+    p.ok(&["up"]);
+    let out = p.ok(&[
+        "sweep",
+        "--workers",
+        "4",
+        "--partitions",
+        "8",
+        "--batch-size",
+        "20",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["migrated"]["blogpost"], 500, "{out}");
+    assert_eq!(v["stale"]["blogpost"], 0, "{out}");
+    assert_eq!(v["completed"], serde_json::json!([1]), "{out}");
+    p.fails_saying(&["sweep", "--workers", "0"], 2, &["at least 1"]);
+}

@@ -158,6 +158,7 @@ async fn a_checkpoint_on_a_name_with_nothing_stale_does_not_stop_the_sweep() {
         name: "post".into(),
         cursor: None,
         migrated: 0,
+        partitions: None,
     });
     state::store_if(store.as_ref(), current.revision, &current.doc)
         .await
@@ -196,4 +197,184 @@ async fn sweep_all(store: &Arc<dyn Store>) -> tern_core::lazy::SweepReport {
     )
     .await
     .unwrap()
+}
+
+/// `tern sweep --workers 4 --partitions 8` on a store with partitions: every
+/// stale entity is migrated once (the report counts each once), on the
+/// in-store and the client path, and the migration is recorded complete with
+/// no split left in the checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_sweep_migrates_every_entity_once() {
+    use tern_core::lazy::{SweepOptions, sweep};
+    use tern_core::migrate::LeaseOptions;
+    use tern_core::model::{Key, Value};
+    use tern_core::store::memory::MemoryStore;
+
+    let n = 600;
+    for pushdown in [true, false] {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        install_over(&store, "post", n, "lazy\nadd post.likes = 0\n").await;
+        let report = sweep::sweep(
+            Arc::clone(&store),
+            &LeaseOptions::default(),
+            &Default::default(),
+            &SweepOptions {
+                workers: 4,
+                partitions: Some(8),
+                batch_size: 25,
+                pushdown,
+                ..SweepOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            report.migrated.get("post"),
+            Some(&(n as u64)),
+            "pushdown {pushdown}"
+        );
+        assert_eq!(report.remaining(), 0);
+        assert_eq!(report.completed, vec![1]);
+        for i in 0..n {
+            let e = store
+                .get(&Key::new("post", i).unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(e.value.get("likes"), Some(&Value::Int(0)), "post {i}");
+            assert_eq!(e.value.get("n"), Some(&Value::Int(i)), "post {i}");
+        }
+        let doc = tern_core::migrate::state::load(store.as_ref())
+            .await
+            .unwrap()
+            .doc;
+        assert!(doc.sweep.is_none(), "{:?}", doc.sweep);
+    }
+}
+
+/// A partitioned sweep killed mid-way (its task aborted, as by `kill -9`:
+/// no release, no last checkpoint) leaves its split and per-partition
+/// checkpoints in the state document; the next `tern sweep`, even with one
+/// worker and no `--partitions`, keeps that split, takes the dead workers'
+/// partitions over once their leases expire, and completes the migration
+/// with every entity migrated and none counted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_partitioned_sweep_resumes_from_its_partition_checkpoints() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Duration;
+    use tern_core::lazy::{SweepOptions, sweep};
+    use tern_core::migrate::LeaseOptions;
+    use tern_core::migrate::state;
+    use tern_core::model::{Key, Value};
+    use tern_core::store::memory::MemoryStore;
+
+    let n: i64 = 2000;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    install_over(&store, "post", n, "lazy\nadd post.likes = 0\n").await;
+    let lease = LeaseOptions {
+        ttl: Duration::from_millis(300),
+        wait: Some(Duration::from_secs(30)),
+        ..LeaseOptions::default()
+    };
+    let first = {
+        let (store, lease) = (Arc::clone(&store), lease.clone());
+        tokio::spawn(async move {
+            sweep::sweep(
+                store,
+                &lease,
+                &Default::default(),
+                &SweepOptions {
+                    workers: 4,
+                    partitions: Some(8),
+                    batch_size: 20,
+                    pushdown: false,
+                    max_rate: Some(2000.0),
+                    ..SweepOptions::default()
+                },
+            )
+            .await
+        })
+    };
+    // Killed once partitions are held and some checkpointed progress.
+    let mut seen = None;
+    for _ in 0..2000 {
+        let doc = state::load(store.as_ref()).await.unwrap().doc;
+        if let Some(p) = doc.sweep.as_ref().and_then(|s| s.partitions.as_ref())
+            && p.parts
+                .iter()
+                .any(|p| p.lease.is_some() && p.counts.processed > 0)
+        {
+            seen = Some(p.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    first.abort();
+    let _ = first.await;
+    let split = seen.expect("the sweep recorded its split and checkpointed partitions");
+    assert_eq!(split.parts.len(), 8, "the memory store splits into 8");
+    let doc = state::load(store.as_ref()).await.unwrap().doc;
+    let left = doc
+        .sweep
+        .as_ref()
+        .and_then(|s| s.partitions.as_ref())
+        .unwrap();
+    assert!(!left.all_done(), "killed before the end");
+    // The resumed sweep: one worker, no --partitions. A watcher records the
+    // takeovers: the recorded split continued, not a new scan.
+    let takeovers = Arc::new(AtomicUsize::new(0));
+    let watching = Arc::new(AtomicBool::new(true));
+    let watcher = {
+        let (store, takeovers, watching) = (
+            Arc::clone(&store),
+            Arc::clone(&takeovers),
+            Arc::clone(&watching),
+        );
+        tokio::spawn(async move {
+            while watching.load(Ordering::SeqCst) {
+                let doc = state::load(store.as_ref()).await.unwrap().doc;
+                if let Some(p) = doc.sweep.as_ref().and_then(|s| s.partitions.as_ref()) {
+                    assert_eq!(p.parts.len(), 8, "the recorded split is kept");
+                    let t: u32 = p.parts.iter().map(|p| p.takeovers).sum();
+                    takeovers.fetch_max(t as usize, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    let report = sweep::sweep(
+        Arc::clone(&store),
+        &lease,
+        &Default::default(),
+        &SweepOptions {
+            pushdown: false,
+            batch_size: 20,
+            max_rate: Some(4000.0),
+            ..SweepOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    watching.store(false, Ordering::SeqCst);
+    watcher.await.unwrap();
+    assert!(report.resumed);
+    assert_eq!(report.remaining(), 0);
+    assert_eq!(report.completed, vec![1]);
+    assert!(
+        takeovers.load(Ordering::SeqCst) > 0,
+        "the dead workers' partitions were taken over"
+    );
+    let migrated = report.migrated.get("post").copied().unwrap_or(0);
+    assert!(
+        migrated <= n as u64 && migrated >= n as u64 - 4 * 20,
+        "each entity counted at most once, at most one batch per killed worker uncounted: {migrated}"
+    );
+    for i in 0..n {
+        let e = store
+            .get(&Key::new("post", i).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.value.get("likes"), Some(&Value::Int(0)), "post {i}");
+    }
 }

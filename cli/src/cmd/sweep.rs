@@ -38,6 +38,14 @@ pub struct SweepArgs {
     /// the embedded store, for another process to close the store).
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600")]
     pub wait: Option<u64>,
+    /// Sweep this many partitions of a kind at once in this process (stores
+    /// with partitions); 1 (the default): one scan per kind. A killed sweep's
+    /// partitions resume from their checkpoints. See docs/workers.md.
+    #[arg(long, value_name = "N", value_parser = crate::opt::at_least_one)]
+    pub workers: Option<usize>,
+    /// Split each kind's sweep into this many partitions (default: 4 per worker).
+    #[arg(long, value_name = "P", value_parser = crate::opt::at_least_one)]
+    pub partitions: Option<usize>,
 }
 
 /// `tern gc`.
@@ -87,6 +95,8 @@ pub async fn sweep(ctx: &Ctx, args: &SweepArgs) -> anyhow::Result<u8> {
         max_rate: args.max_rate.or(ctx.settings.max_rate).filter(|r| *r > 0.0),
         call_size: args.call_size.unwrap_or(lazy::sweep::IN_STORE_LIMIT).max(1),
         cancel: ctx.cancel.clone(),
+        workers: args.workers.unwrap_or(1),
+        partitions: args.partitions,
         ..SweepOptions::default()
     };
     let report = lazy::sweep::sweep(store, &lease_options(ctx, args.wait), &code, &options).await?;

@@ -22,6 +22,8 @@ use tracing::Instrument;
 use super::client::LazyClient;
 use super::error::Result;
 use super::spec::{KindChain, Spec, forward};
+
+mod parts;
 use crate::migration::lease::{Lease, LeaseOptions};
 use crate::migration::pace::RateLimiter;
 use crate::migration::progress::CancelFlag;
@@ -67,6 +69,13 @@ pub struct SweepOptions {
     /// steps allow. Off: every entity goes through the client path (read,
     /// migrate, compare-and-set).
     pub pushdown: bool,
+    /// Workers sweeping one name's partitions at once in this process
+    /// (`tern sweep --workers N`; 1 with no `partitions`: one unpartitioned
+    /// scan, as before). See [`parts`].
+    pub workers: usize,
+    /// How many partitions a name is split into (default 4 per worker; the
+    /// store may make fewer).
+    pub partitions: Option<usize>,
 }
 
 impl Default for SweepOptions {
@@ -79,6 +88,8 @@ impl Default for SweepOptions {
             cancel: CancelFlag::new(),
             passes: 3,
             pushdown: true,
+            workers: 1,
+            partitions: None,
         }
     }
 }
@@ -150,6 +161,7 @@ pub async fn sweep_under(
     }
     let mut sweeper = Sweeper {
         store,
+        shared,
         client: sweep_client(shared, &spec, code).await?,
         lease,
         options,
@@ -277,6 +289,8 @@ async fn record_completed(
 /// A sweep in progress: what it works with, and how many entities it has read.
 struct Sweeper<'a> {
     store: &'a dyn Store,
+    /// The same store, for the workers of a partitioned sweep.
+    shared: &'a Arc<dyn Store>,
     client: LazyClient,
     lease: &'a Lease,
     options: &'a SweepOptions,
@@ -317,11 +331,14 @@ impl Sweeper<'_> {
             let in_store = pass == 0 && self.options.pushdown;
             for name in &names {
                 let mut cursor = None;
+                // A resumed sweep keeps the name's recorded split, whatever its options.
+                let mut split = false;
                 if let Some(r) = resume.take() {
                     if &r.name != name {
                         *resume = Some(r);
                         continue;
                     }
+                    split = r.partitions.is_some();
                     cursor = r.cursor;
                 }
                 let at = Position {
@@ -329,7 +346,13 @@ impl Sweeper<'_> {
                     name,
                     cursor,
                 };
-                let done_in_store = match self.in_store_call(&at).filter(|_| in_store) {
+                let call = self.in_store_call(&at).filter(|_| in_store);
+                if split || self.partitioned(call.as_ref()) {
+                    self.partitioned_name(&at, call.as_ref(), &mut migrated)
+                        .await?;
+                    continue;
+                }
+                let done_in_store = match call {
                     Some(call) => self.in_store(&at, &call, &mut migrated).await?,
                     None => false,
                 };
@@ -478,6 +501,7 @@ impl Sweeper<'_> {
                     name: name.clone(),
                     cursor: cursor.clone(),
                     migrated,
+                    partitions: None,
                 });
             })
             .await?;

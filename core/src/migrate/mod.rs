@@ -17,7 +17,7 @@ pub mod engine;
 pub(crate) mod join;
 mod options;
 pub mod overlay;
-mod partition;
+pub(crate) mod partition;
 mod rename;
 mod run;
 

@@ -84,6 +84,32 @@ fn ttl_ms(ttl: Duration) -> i64 {
         .max(1)
 }
 
+/// Where a set of partitions is recorded in the state document: a stage of
+/// the running migration, or the sweep of one kind name (`tern sweep`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Site {
+    /// Stage `stage` of migration `migration` (`running.partitions`).
+    Stage {
+        /// The running migration.
+        migration: u32,
+        /// The stage's index in its plan.
+        stage: usize,
+    },
+    /// The sweep of `name` of kind `kind` (`sweep.partitions`).
+    Sweep {
+        /// The kind swept (its current name).
+        kind: String,
+        /// The name scanned (the kind or a former name).
+        name: String,
+    },
+}
+
+impl From<(u32, usize)> for Site {
+    fn from((migration, stage): (u32, usize)) -> Self {
+        Site::Stage { migration, stage }
+    }
+}
+
 /// The partitions of `stage` of migration `migration` in `doc`, if recorded.
 fn stage_parts(doc: &StateDoc, migration: u32, stage: usize) -> Option<&StagePartitions> {
     doc.running
@@ -93,16 +119,21 @@ fn stage_parts(doc: &StateDoc, migration: u32, stage: usize) -> Option<&StagePar
         .filter(|p| p.stage == stage)
 }
 
-fn stage_parts_mut(
-    doc: &mut StateDoc,
-    migration: u32,
-    stage: usize,
-) -> Option<&mut StagePartitions> {
-    doc.running
-        .as_mut()
-        .filter(|r| r.migration == migration)
-        .and_then(|r| r.partitions.as_mut())
-        .filter(|p| p.stage == stage)
+/// The partitions recorded at `site` in `doc`, for changing them.
+fn site_parts_mut<'d>(doc: &'d mut StateDoc, site: &Site) -> Option<&'d mut StagePartitions> {
+    match site {
+        Site::Stage { migration, stage } => doc
+            .running
+            .as_mut()
+            .filter(|r| r.migration == *migration)
+            .and_then(|r| r.partitions.as_mut())
+            .filter(|p| p.stage == *stage),
+        Site::Sweep { kind, name } => doc
+            .sweep
+            .as_mut()
+            .filter(|s| &s.kind == kind && &s.name == name)
+            .and_then(|s| s.partitions.as_mut()),
+    }
 }
 
 /// Claims the next partition of `stage` of `migration`: first one nobody has
@@ -114,9 +145,10 @@ fn stage_parts_mut(
 pub(crate) async fn claim_next(
     store: &Arc<dyn Store>,
     cache: &StateCache,
-    (migration, stage): (u32, usize),
+    site: impl Into<Site>,
     who: &Claimant,
 ) -> Result<Next> {
+    let site = site.into();
     let mut current = cache.lock().await;
     // Always from the store: expiries are judged on what it holds now.
     *current = state::load(store.as_ref()).await?;
@@ -127,7 +159,7 @@ pub(crate) async fn claim_next(
             .map_err(MigrateError::store("reading the clock"))?;
         let mut doc = current.doc.clone();
         let token = doc.next_token.max(1);
-        let Some(parts) = stage_parts_mut(&mut doc, migration, stage) else {
+        let Some(parts) = site_parts_mut(&mut doc, &site) else {
             return Ok(Next::Gone);
         };
         if parts.all_done() {
@@ -177,8 +209,7 @@ pub(crate) async fn claim_next(
                 let shared = Arc::new(ClaimShared {
                     store: Arc::clone(store),
                     cache: Arc::clone(cache),
-                    migration,
-                    stage,
+                    site: site.clone(),
                     index,
                     owner: who.owner.clone(),
                     token,
@@ -206,8 +237,7 @@ pub(crate) async fn claim_next(
 struct ClaimShared {
     store: Arc<dyn Store>,
     cache: StateCache,
-    migration: u32,
-    stage: usize,
+    site: Site,
     index: usize,
     owner: String,
     token: u64,
@@ -219,7 +249,7 @@ struct ClaimShared {
 impl ClaimShared {
     /// The partition's record in `doc`, while this claim still holds it.
     fn mine<'d>(&self, doc: &'d mut StateDoc) -> Option<&'d mut PartitionState> {
-        stage_parts_mut(doc, self.migration, self.stage)
+        site_parts_mut(doc, &self.site)
             .and_then(|p| p.parts.get_mut(self.index))
             .filter(|p| {
                 !p.done
@@ -500,21 +530,26 @@ pub(crate) fn record_split(doc: &mut StateDoc, stage: usize, kind: &str, parts: 
     if let Some(run) = doc.running.as_mut()
         && run.partitions.as_ref().is_none_or(|p| p.stage != stage)
     {
-        run.partitions = Some(StagePartitions {
-            stage,
-            kind: kind.to_owned(),
-            parts: parts
-                .iter()
-                .map(|p| PartitionState {
-                    partition: p.clone(),
-                    cursor: None,
-                    counts: RunCounts::default(),
-                    done: false,
-                    lease: None,
-                    takeovers: 0,
-                })
-                .collect(),
-        });
+        run.partitions = Some(fresh_split(stage, kind, parts));
+    }
+}
+
+/// A new record of `parts` of `kind`: none started, none held.
+pub(crate) fn fresh_split(stage: usize, kind: &str, parts: &[Partition]) -> StagePartitions {
+    StagePartitions {
+        stage,
+        kind: kind.to_owned(),
+        parts: parts
+            .iter()
+            .map(|p| PartitionState {
+                partition: p.clone(),
+                cursor: None,
+                counts: RunCounts::default(),
+                done: false,
+                lease: None,
+                takeovers: 0,
+            })
+            .collect(),
     }
 }
 

@@ -190,6 +190,11 @@ impl Lease {
         self.shared.token
     }
 
+    /// How long the lease lasts without renewal (`[lease] ttl_ms`).
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(u64::try_from(self.shared.ttl_ms).unwrap_or(1))
+    }
+
     /// Has the lease been lost (taken over, or renewal failed past expiry)?
     pub fn is_lost(&self) -> bool {
         self.shared.lost.load(Ordering::SeqCst)

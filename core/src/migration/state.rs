@@ -251,8 +251,14 @@ pub struct SweepState {
     pub name: String,
     /// Where the scan continues.
     pub cursor: Option<Cursor>,
-    /// Entities migrated so far by this sweep.
+    /// Entities migrated so far by this sweep (while `partitions` is set:
+    /// before the name was split; each partition counts its own).
     pub migrated: u64,
+    /// The name's partitions, when the sweep runs partitioned (`tern sweep
+    /// --workers N`): split when the name's sweep started, each with its own
+    /// checkpoint and fenced lease; `cursor` is unused meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<StagePartitions>,
 }
 
 impl StateDoc {

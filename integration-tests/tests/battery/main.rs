@@ -6,6 +6,7 @@ mod cassandra;
 mod cassandra_cluster;
 mod lazy;
 mod mongodb;
+mod partitions;
 mod redis;
 mod redis_keys;
 mod redis_lazy_ops;

@@ -47,6 +47,10 @@ pub(super) struct StageWork<'a> {
     /// The runner's lease, in the process that holds it.
     pub(super) lease: Option<&'a Lease>,
     pub(super) progress: &'a PartsProgress<'a>,
+    /// Wakes this process's idle workers when one of its workers finishes or
+    /// drops a partition: they look again at once instead of after a poll
+    /// period (up to a second: the stage's end waited for it).
+    pub(super) wake: tokio::sync::Notify,
 }
 
 /// Sums the progress of a stage's partitions for the progress observer.
@@ -206,6 +210,7 @@ impl Migrator {
             history,
             lease: Some(lease),
             progress: &progress,
+            wake: tokio::sync::Notify::new(),
         };
         self.run_workers(&work, self.run.workers.max(1)).await?;
         let doc = state::load(store.as_ref()).await?.doc;
@@ -258,6 +263,8 @@ impl Migrator {
                     token: lease.token(),
                 });
             }
+            // Created before looking: a partition finished meanwhile wakes it.
+            let woken = work.wake.notified();
             match partition::claim_next(
                 work.store,
                 &work.cache,
@@ -267,13 +274,20 @@ impl Migrator {
             .await?
             {
                 Next::Claimed(claim) => {
-                    if self.run_claim(work, claim).await? {
+                    let ran = self.run_claim(work, claim).await;
+                    work.wake.notify_waiters();
+                    if ran? {
                         report.partitions += 1;
                     } else {
                         report.lost += 1;
                     }
                 }
-                Next::Wait => tokio::time::sleep(self.poll_period()).await,
+                Next::Wait => {
+                    tokio::select! {
+                        () = tokio::time::sleep(self.poll_period()) => {}
+                        () = woken => {}
+                    }
+                }
                 Next::AllDone | Next::Gone => return Ok(report),
             }
         }
@@ -449,6 +463,7 @@ impl Migrator {
                     history: &history,
                     lease: None,
                     progress: &progress,
+                    wake: tokio::sync::Notify::new(),
                 };
                 let done = self.run_workers(&work, self.run.workers.max(1)).await?;
                 report.partitions += done.partitions;

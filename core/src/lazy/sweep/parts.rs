@@ -1,0 +1,249 @@
+//! A partitioned sweep (`tern sweep --workers N --partitions P`): one name's
+//! sweep split by the store's [`Partitions`](crate::store::Partitions) facet
+//! into ranges that `--workers` workers of this process sweep at once.
+//!
+//! The split is taken when the name's sweep starts and recorded in the
+//! sweep's checkpoint (`sweep.partitions` of the state document); each
+//! partition has its own cursor, counts and fenced lease, exactly as a
+//! partitioned stage of `tern up` ([`crate::migrate`]'s partition claims): a
+//! worker checkpoints a partition only while its lease is its own, a killed
+//! sweep's partitions are taken over from their last checkpoint by the next
+//! `tern sweep` (whatever its `--workers`: the recorded split is kept), and
+//! the census and "complete" happen once, after every partition is done.
+//! Kind renames in the store (a former name re-keyed in place) run
+//! unpartitioned, as in `tern up`.
+
+use std::time::Duration;
+
+use super::{InStoreCall, Position, Sweeper, migrate_batch, stale_filter};
+use crate::lazy::error::{LazyError, Result};
+use crate::migrate::partition::{self, Claim, Claimant, Next, Site, StateCache};
+use crate::migration::error::MigrateError;
+use crate::migration::state::{self, RunCounts, SweepState};
+use crate::store::{ErrorKind, PushdownRequest, ScanRequest, StepsFrom};
+
+impl Sweeper<'_> {
+    /// Does this name's pass run partitioned? Asked for (`workers` > 1 or a
+    /// partition count), on a store with the facet, and not a re-keying of a
+    /// former name inside the store.
+    pub(super) fn partitioned(&self, call: Option<&InStoreCall<'_>>) -> bool {
+        (self.options.workers > 1 || self.options.partitions.is_some())
+            && self.store.features().partitions.is_some()
+            && !matches!(call, Some(InStoreCall::Rename))
+    }
+
+    /// Sweeps `at.name` partitioned: records its split (unless recorded),
+    /// runs `--workers` workers until every partition is done, then adds
+    /// their counts to `migrated` and clears the split from the checkpoint.
+    pub(super) async fn partitioned_name(
+        &self,
+        at: &Position<'_>,
+        call: Option<&InStoreCall<'_>>,
+        migrated: &mut u64,
+    ) -> Result<()> {
+        let (kind, name) = (at.chain.kind.clone(), at.name.to_owned());
+        let Some(facet) = self.store.features().partitions else {
+            return Err(MigrateError::Dirty(format!(
+                "the sweep of {name} was split into partitions, but the {} store has no partitions facet",
+                self.store.info().scheme
+            ))
+            .into());
+        };
+        let site = Site::Sweep {
+            kind: kind.clone(),
+            name: name.clone(),
+        };
+        let doc = state::load(self.store).await?.doc;
+        let recorded = doc
+            .sweep
+            .as_ref()
+            .filter(|s| s.kind == kind && s.name == name)
+            .and_then(|s| s.partitions.as_ref());
+        if recorded.is_none() {
+            let count = self
+                .options
+                .partitions
+                .unwrap_or(self.options.workers.max(1) * 4)
+                .max(1);
+            let parts = facet.split(&name, count).await?;
+            tracing::info!(%name, partitions = parts.len(), "sweep: split into partitions");
+            let split = partition::fresh_split(0, &name, &parts);
+            let base = *migrated;
+            self.lease
+                .update(|doc| {
+                    doc.sweep = Some(SweepState {
+                        kind: kind.clone(),
+                        name: name.clone(),
+                        cursor: None,
+                        migrated: base,
+                        partitions: Some(split.clone()),
+                    });
+                })
+                .await?;
+        }
+        let steps = match call {
+            Some(InStoreCall::Steps(steps)) => Some(*steps),
+            _ => None,
+        };
+        let cache = partition::new_cache(self.store).await?;
+        // Wakes idle workers when a partition is finished or dropped here.
+        let wake = tokio::sync::Notify::new();
+        futures::future::try_join_all(
+            (0..self.options.workers.max(1))
+                .map(|w| self.part_worker(at, &site, (&cache, &wake), steps, w)),
+        )
+        .await?;
+        let doc = state::load(self.store).await?.doc;
+        let Some(done) = doc
+            .sweep
+            .as_ref()
+            .filter(|s| s.kind == kind && s.name == name)
+            .and_then(|s| s.partitions.as_ref())
+            .filter(|p| p.all_done())
+        else {
+            return Err(MigrateError::LeaseLost {
+                token: self.lease.token(),
+            }
+            .into());
+        };
+        *migrated += done.counts().changed;
+        let total = *migrated;
+        self.lease
+            .update(|doc| {
+                doc.sweep = Some(SweepState {
+                    kind: kind.clone(),
+                    name: name.clone(),
+                    cursor: None,
+                    migrated: total,
+                    partitions: None,
+                });
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// One worker: claims partitions of `site` and sweeps them until none is left.
+    async fn part_worker(
+        &self,
+        at: &Position<'_>,
+        site: &Site,
+        (cache, wake): (&StateCache, &tokio::sync::Notify),
+        steps: Option<&StepsFrom>,
+        number: usize,
+    ) -> Result<()> {
+        let who = Claimant {
+            owner: uuid::Uuid::new_v4().to_string(),
+            holder: partition::holder(number),
+            ttl: self.lease.ttl(),
+            renew: true,
+        };
+        let poll = (who.ttl / 3).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        loop {
+            if self.options.cancel.is_cancelled() {
+                return Err(LazyError::Interrupted);
+            }
+            if self.lease.is_lost() {
+                return Err(MigrateError::LeaseLost {
+                    token: self.lease.token(),
+                }
+                .into());
+            }
+            let woken = wake.notified();
+            match partition::claim_next(self.shared, cache, site.clone(), &who).await? {
+                Next::Claimed(claim) => {
+                    let label = claim.partition.label.clone();
+                    let outcome = match self.sweep_part(at, &claim, steps).await {
+                        Ok(counts) => claim.finish(counts).await.map_err(LazyError::from),
+                        Err(e) => Err(e),
+                    };
+                    wake.notify_waiters();
+                    match outcome {
+                        Ok(()) => {}
+                        Err(LazyError::Migrate(MigrateError::LeaseLost { token })) => {
+                            tracing::warn!(partition = %label, token, "sweep: partition taken over by another worker; dropping it");
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Next::Wait => {
+                    tokio::select! {
+                        () = tokio::time::sleep(poll) => {}
+                        () = woken => {}
+                    }
+                }
+                Next::AllDone | Next::Gone => return Ok(()),
+            }
+        }
+    }
+
+    /// Sweeps one claimed partition from its checkpoint to its end; returns
+    /// its counts (`processed` read, `changed` migrated).
+    async fn sweep_part(
+        &self,
+        at: &Position<'_>,
+        claim: &Claim,
+        steps: Option<&StepsFrom>,
+    ) -> Result<RunCounts> {
+        let facet = self.store.features().partitions.ok_or_else(|| {
+            LazyError::from(MigrateError::Dirty(
+                "the store lost its partitions facet".to_owned(),
+            ))
+        })?;
+        let (chain, name) = (at.chain, at.name);
+        let mut cursor = claim.cursor.clone();
+        let mut counts = claim.counts;
+        let mut in_store = steps;
+        let mut first = true;
+        loop {
+            let (read, moved, next) = if let Some(pending) = in_store {
+                let request = PushdownRequest {
+                    kind: chain.kind.clone(),
+                    from: pending.from,
+                    steps: pending.steps.clone(),
+                    cursor: cursor.clone(),
+                    limit: self.in_store_limit(),
+                };
+                match facet.update_partition(&claim.partition, request).await {
+                    Ok(p) => (p.advanced, p.advanced, p.cursor),
+                    Err(e) if e.kind() == ErrorKind::Unsupported && first => {
+                        in_store = None;
+                        continue;
+                    }
+                    Err(e) if e.kind() == ErrorKind::InvalidCursor && cursor.is_some() => {
+                        cursor = None;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            } else {
+                let request = ScanRequest {
+                    filter: stale_filter(chain, name),
+                    cursor: cursor.clone(),
+                    limit: self.options.batch_size.max(1),
+                };
+                let page = match facet.scan_partition(name, &claim.partition, request).await {
+                    Ok(page) => page,
+                    // A checkpoint of the other path: the partition starts again.
+                    Err(e) if e.kind() == ErrorKind::InvalidCursor && cursor.is_some() => {
+                        cursor = None;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                let n = page.entities.len() as u64;
+                let m = migrate_batch(self.store, &self.client, chain, name, page.entities).await?;
+                (n, m, page.cursor)
+            };
+            first = false;
+            counts.processed += read;
+            counts.changed += moved;
+            crate::telemetry::sweep_batch(&chain.kind, read, moved);
+            claim.checkpoint(next.clone(), counts).await?;
+            self.after_batch(read).await?;
+            match next {
+                Some(c) => cursor = Some(c),
+                None => return Ok(counts),
+            }
+        }
+    }
+}

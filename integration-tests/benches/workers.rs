@@ -1,0 +1,408 @@
+//! Issue #31's scaling measure: `tern up --workers N` (the engine's
+//! partitioned stages, as `Migrator::up` runs them) against N = 1, 2, 4, 8,
+//! 16 on Redis (one server and the 3-master cluster), MongoDB and Cassandra,
+//! with and without a delay per round trip added by the test kit's fault
+//! proxy (`tern_integration_tests::fault_proxy`, standing for a network
+//! between hosts), next to each store's capacity alone: the same reads and
+//! compare-and-set writes with no engine, 16 concurrent clients.
+//!
+//! Each point: a fresh store (own prefix, database, keyspace) loaded with
+//! `--entities` posts, then one `up` of release 2 (`add blogpost.likes = 0`,
+//! `rename blogpost.text to content`) on the client path in batches of 100
+//! (`--workers 1`: today's unpartitioned runner; N > 1: 4 partitions per
+//! worker); entities/s = entities / time of the `up`. Prints a table and a CSV
+//! (`--csv`), and draws the PNG (`--plot`): measured curves against
+//! min(N x one worker, capacity) per store and delay.
+//!
+//! ```sh
+//! eval "$(scripts/servers.sh env)"
+//! cargo bench -p tern-integration-tests --bench workers -- --entities 3000 --plot docs/workers-scaling.png
+//! ```
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic, missing_docs)] // a benchmark: fail loudly
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use plotters::prelude::*;
+use tern_core::migrate::{Migrator, RunOptions};
+use tern_core::store::{ScanRequest, Store, StoreExt, Write};
+use tern_integration_tests::fault_proxy::FaultProxy;
+use tern_testkit::battery::{RELEASE2, load, set};
+use tern_testkit::partitions::posts;
+
+const WORKERS: [usize; 5] = [1, 2, 4, 8, 16];
+
+/// One store as the bench opens it.
+struct Target {
+    name: &'static str,
+    /// The server URL, `{}` standing for host:port and `{ns}` for the namespace.
+    url: String,
+    upstream: Option<SocketAddr>,
+    entities: usize,
+}
+
+fn env(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.is_empty())
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())[..20].to_owned()
+}
+
+async fn open(target: &Target, hostport: Option<SocketAddr>) -> (Arc<dyn Store>, String) {
+    let ns = unique("tern_wb");
+    let host = hostport.map_or_else(String::new, |a| a.to_string());
+    let url = target.url.replace("{}", &host).replace("{ns}", &ns);
+    let store = match target.name {
+        "mongodb" => tern_mongodb::open(&url).await.expect("mongodb"),
+        "cassandra" => tern_cassandra::open(&url).await.expect("cassandra"),
+        _ => tern_integration_tests::redis::open(&url)
+            .await
+            .expect("redis"),
+    };
+    (store, ns)
+}
+
+/// Removes what a point left on the shared server: the database or keyspace
+/// (MongoDB, Cassandra); on Redis the posts (tern's few state keys under the
+/// point's prefix stay).
+async fn clean(target: &Target, store: &dyn Store, ns: &str) {
+    match target.name {
+        "mongodb" => {
+            if let Some(url) = env("TERN_IT_MONGODB_URL")
+                && let Ok(c) = mongodb::Client::with_uri_str(&url).await
+            {
+                let _ = c.database(ns).drop().await;
+            }
+        }
+        "cassandra" => {
+            if let Ok(b) = tern_integration_tests::cassandra::backend().await
+                && let Ok(s) = b.session().await
+            {
+                let _ = s
+                    .query_unpaged(format!("DROP KEYSPACE IF EXISTS {ns}"), ())
+                    .await;
+            }
+        }
+        _ => {
+            let keys: Vec<Write> = posts(target.entities)
+                .into_iter()
+                .map(|e| Write::Delete(e.key))
+                .collect();
+            for chunk in keys.chunks(1000) {
+                let _ = store.write_batch(chunk.to_vec()).await;
+            }
+        }
+    }
+}
+
+/// The `up` of release 2 over a fresh loaded store with `workers`: entities/s.
+async fn engine_point(target: &Target, via: Option<SocketAddr>, workers: usize) -> f64 {
+    let (store, ns) = open(target, via.or(target.upstream)).await;
+    let entities = posts(target.entities);
+    for chunk in entities.chunks(1000) {
+        load(store.as_ref(), chunk).await;
+    }
+    let migrator =
+        Migrator::new(Arc::clone(&store), set(&[(1, RELEASE2)])).with_run_options(RunOptions {
+            batch_size: 100,
+            pushdown_batch_size: 100,
+            pushdown: false,
+            workers,
+            partitions: (workers > 1).then_some(workers * 4),
+            ..RunOptions::default()
+        });
+    let started = Instant::now();
+    migrator.up(None).await.expect("up");
+    let rate = target.entities as f64 / started.elapsed().as_secs_f64();
+    let migrated = store
+        .count("blogpost", tern_core::store::Filter::all())
+        .await
+        .unwrap();
+    assert_eq!(migrated, target.entities as u64);
+    clean(target, store.as_ref(), &ns).await;
+    rate
+}
+
+/// The store alone: 16 clients, each taking the next of 64 partitions and
+/// doing what a worker's batch does (a scan page of 100, a compare-and-set
+/// write of each entity), with no engine: entities/s.
+async fn capacity(target: &Target, via: Option<SocketAddr>) -> f64 {
+    let (store, ns) = open(target, via.or(target.upstream)).await;
+    let entities = posts(target.entities);
+    for chunk in entities.chunks(1000) {
+        load(store.as_ref(), chunk).await;
+    }
+    let facet = store.features().partitions.expect("partitions facet");
+    let parts = Arc::new(facet.split("blogpost", 64).await.unwrap());
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (store, parts, next) = (Arc::clone(&store), Arc::clone(&parts), Arc::clone(&next));
+            tokio::spawn(async move {
+                let facet = store.features().partitions.unwrap();
+                let mut done = 0u64;
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(part) = parts.get(i) else {
+                        return done;
+                    };
+                    let mut cursor = None;
+                    loop {
+                        let page = facet
+                            .scan_partition(
+                                "blogpost",
+                                part,
+                                ScanRequest {
+                                    filter: tern_core::store::Filter::all(),
+                                    cursor: cursor.clone(),
+                                    limit: 100,
+                                },
+                            )
+                            .await
+                            .unwrap();
+                        let writes: Vec<Write> = page
+                            .entities
+                            .iter()
+                            .map(|e| {
+                                let mut new = e.clone();
+                                new.version += 1;
+                                Write::Replace {
+                                    expected: e.clone(),
+                                    new,
+                                }
+                            })
+                            .collect();
+                        done += writes.len() as u64;
+                        store.write_checked(writes).await.unwrap();
+                        match page.cursor {
+                            Some(c) => cursor = Some(c),
+                            None => break,
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    let rate = total as f64 / started.elapsed().as_secs_f64();
+    assert_eq!(total, target.entities as u64, "every entity once");
+    clean(target, store.as_ref(), &ns).await;
+    rate
+}
+
+/// One curve: a store, a delay, its measured points and its capacity.
+struct Curve {
+    store: &'static str,
+    delay_ms: f64,
+    points: Vec<(usize, f64)>,
+    capacity: f64,
+}
+
+fn plot(curves: &[Curve], path: &str) {
+    tern_core::plot::register_font().expect("font");
+    let root = BitMapBackend::new(path, (1400, 900)).into_drawing_area();
+    root.fill(&WHITE).unwrap();
+    let panels = root.split_evenly((2, curves.len().div_ceil(2).max(1)));
+    for (curve, area) in curves.iter().zip(panels.iter()) {
+        let one = curve.points.first().map_or(1.0, |p| p.1);
+        let ideal: Vec<(f64, f64)> = WORKERS
+            .iter()
+            .map(|&n| (n as f64, (n as f64 * one).min(curve.capacity)))
+            .collect();
+        let top = curve
+            .points
+            .iter()
+            .map(|p| p.1)
+            .chain(ideal.iter().map(|p| p.1))
+            .fold(0.0, f64::max)
+            * 1.15;
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("{} (+{} ms per round trip)", curve.store, curve.delay_ms),
+                ("sans-serif", 20),
+            )
+            .margin(12)
+            .x_label_area_size(35)
+            .y_label_area_size(60)
+            .build_cartesian_2d((1f64..16f64).log_scale(), 0f64..top.max(1.0))
+            .unwrap();
+        chart
+            .configure_mesh()
+            .x_desc("workers")
+            .y_desc("entities/s")
+            .label_style(("sans-serif", 14))
+            .draw()
+            .unwrap();
+        chart
+            .draw_series(LineSeries::new(
+                curve.points.iter().map(|&(n, r)| (n as f64, r)),
+                BLUE.stroke_width(2),
+            ))
+            .unwrap()
+            .label("measured")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLUE.stroke_width(2)));
+        chart
+            .draw_series(
+                curve
+                    .points
+                    .iter()
+                    .map(|&(n, r)| Circle::new((n as f64, r), 4, BLUE.filled())),
+            )
+            .unwrap();
+        chart
+            .draw_series(LineSeries::new(ideal, RED.stroke_width(1)))
+            .unwrap()
+            .label("min(N x one worker, capacity)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RED));
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 13))
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .unwrap();
+    }
+    root.present().unwrap();
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let entities: usize = arg(&args, "--entities").map_or(3000, |v| v.parse().unwrap());
+    let slow_entities: usize =
+        arg(&args, "--slow-entities").map_or(entities / 3, |v| v.parse().unwrap());
+    let delay_ms: f64 = arg(&args, "--delay-ms").map_or(1.0, |v| v.parse().unwrap());
+    let only = arg(&args, "--stores");
+    let addr = |url: &str| -> Option<SocketAddr> {
+        let rest = url.split("://").nth(1)?;
+        let hostport = rest.split(['/', '?']).next()?;
+        hostport.parse().ok()
+    };
+    let mut targets = Vec::new();
+    if let Some(url) = env("TERN_IT_REDIS_URL") {
+        targets.push((
+            Target {
+                name: "redis",
+                url: "redis://{}/?prefix={ns}".to_owned(),
+                upstream: addr(&url),
+                entities,
+            },
+            true,
+        ));
+    }
+    if let Some(url) = env("TERN_IT_REDIS_CLUSTER_URL") {
+        // Cluster redirects name the masters' own addresses: no proxy.
+        targets.push((
+            Target {
+                name: "redis-cluster",
+                url: format!("{url}&prefix={{ns}}").replace("127.0.0.1:7001", "{}"),
+                upstream: addr(&url),
+                entities,
+            },
+            false,
+        ));
+    }
+    if let Some(url) = env("TERN_IT_MONGODB_URL") {
+        targets.push((
+            Target {
+                name: "mongodb",
+                url: "mongodb://{}/{ns}".to_owned(),
+                upstream: addr(&url),
+                entities: slow_entities,
+            },
+            true,
+        ));
+    }
+    if let Some(url) = env("TERN_IT_CASSANDRA_URL") {
+        // The driver learns the node's address from the node: no proxy.
+        targets.push((
+            Target {
+                name: "cassandra",
+                url: "cassandra://{}/{ns}".to_owned(),
+                upstream: addr(&url),
+                entities,
+            },
+            false,
+        ));
+    }
+    let mut curves = Vec::new();
+    println!(
+        "| store | added per round trip | entities | capacity alone | workers 1 | 2 | 4 | 8 | 16 |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut csv = String::from("store,delay_ms,entities,workers,entities_per_s,capacity\n");
+    for (target, proxied) in &targets {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.split(',').any(|s| s == target.name))
+        {
+            continue;
+        }
+        let delays: Vec<f64> = if *proxied {
+            vec![0.0, delay_ms]
+        } else {
+            vec![0.0]
+        };
+        for delay in delays {
+            let proxy = if delay > 0.0 {
+                let p = FaultProxy::start(target.upstream.expect("an address"))
+                    .await
+                    .unwrap();
+                // Half each way: `delay` per round trip.
+                p.set_delay(Duration::from_secs_f64(delay / 2000.0));
+                Some(p)
+            } else {
+                None
+            };
+            let via = proxy.as_ref().map(FaultProxy::addr);
+            let cap = capacity(target, via).await;
+            let mut points = Vec::new();
+            for n in WORKERS {
+                let rate = engine_point(target, via, n).await;
+                csv.push_str(&format!(
+                    "{},{delay},{},{n},{rate:.0},{cap:.0}\n",
+                    target.name, target.entities
+                ));
+                points.push((n, rate));
+            }
+            let one = points[0].1;
+            let cells: Vec<String> = points
+                .iter()
+                .map(|(_, r)| format!("{r:.0} ({:.2}x)", r / one))
+                .collect();
+            println!(
+                "| {} | {delay} ms | {} | {cap:.0} | {} |",
+                target.name,
+                target.entities,
+                cells.join(" | ")
+            );
+            curves.push(Curve {
+                store: target.name,
+                delay_ms: delay,
+                points,
+                capacity: cap,
+            });
+        }
+    }
+    if let Some(path) = arg(&args, "--csv") {
+        std::fs::write(&path, &csv).unwrap();
+    }
+    if let Some(path) = arg(&args, "--plot") {
+        plot(&curves, &path);
+        println!("plot: {path}");
+    }
+}
