@@ -547,6 +547,33 @@ impl RedisStore {
         Ok(())
     }
 
+    /// The payload of an entity a compare-and-set expects to find
+    /// ([`Self::payload`]), for a hash followed by one more item: a letter per
+    /// field, in order, saying how the script compares the stored text with
+    /// the expected one: `j` as the JSON value tern reads (other spacing,
+    /// member order or digits of the same exact number are no change), `t`
+    /// byte for byte, for a field tern reads as text although Redis's `cjson`
+    /// may read it as JSON (a malformed typed-JSON tag, a number tern cannot
+    /// hold): an application's reformatting of such a text is a change.
+    pub(crate) fn expected_payload(&self, entity: &Entity, args: &mut Vec<Vec<u8>>) -> Result<()> {
+        if self.config.layout(&entity.key.kind) != KindLayout::Hash {
+            return self.payload(entity, args);
+        }
+        let vf = self.config.version_field.as_str();
+        let items = codec::entity_to_hash(entity, vf)?;
+        let modes: Vec<u8> = items
+            .chunks(2)
+            .map(|pair| match pair {
+                [_, text] if codec::reads_as_text(text) => b't',
+                _ => b'j',
+            })
+            .collect();
+        args.push((items.len() + 1).to_string().into_bytes());
+        args.extend(items.into_iter().map(String::into_bytes));
+        args.push(modes);
+        Ok(())
+    }
+
     /// The Redis type of the keys of `kind` (for SCAN ... TYPE).
     pub(crate) fn type_name(&self, kind: &str) -> &'static str {
         self.config.layout(kind).type_name()
@@ -681,7 +708,7 @@ impl RedisStore {
             match w {
                 Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
                 Write::Replace { expected, new } => {
-                    self.payload(expected, &mut args)?;
+                    self.expected_payload(expected, &mut args)?;
                     self.payload(new, &mut args)?;
                 }
                 Write::Delete(_) => {}
@@ -812,6 +839,7 @@ pub(crate) const PUT_SCRIPT: &str = concat!(
 /// applied, 0 conflict.
 pub(crate) const WRITE_SCRIPT: &str = concat!(
     include_str!("../lua/replace_hash.lua"),
+    include_str!("../lua/text_tag.lua"),
     include_str!("../lua/write_prelude.lua"),
     include_str!("../lua/write.lua")
 );
