@@ -148,7 +148,8 @@ impl RedisStore {
         }
         .map_err(invalid_url)?;
         let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(config.response_timeout)
             .set_number_of_retries(2);
         let unavailable = |e: redis::RedisError| {
             Error::new(
@@ -165,7 +166,8 @@ impl RedisStore {
         let mut conn = if config.cluster {
             let mut builder =
                 redis::cluster::ClusterClientBuilder::new(vec![config.connection.as_str()])
-                    .connection_timeout(Duration::from_secs(5));
+                    .connection_timeout(config.connect_timeout)
+                    .response_timeout(config.response_timeout.unwrap_or(Duration::MAX));
             if let Some(certs) = &certificates {
                 builder = builder.certs(certs.clone());
             }
@@ -269,7 +271,13 @@ impl RedisStore {
     }
 
     pub(crate) fn err(&self, operation: &str, e: redis::RedisError) -> Error {
-        driver_error(operation, e).with_context("store", self.config.redacted.clone())
+        let timeout = e.is_timeout();
+        let err = driver_error(operation, e).with_context("store", self.config.redacted.clone());
+        if timeout {
+            err.with_context("timeout", self.config.response_timeout_text())
+        } else {
+            err
+        }
     }
 
     /// One SCAN step over `pattern`: the next cursor and the keys.
@@ -675,9 +683,68 @@ impl RedisStore {
             .map_err(|e| self.err(what, e))
     }
 
+    /// Writes one chunk ([`Self::write_chunk_once`]). When Redis gives no
+    /// answer in time, the writes may have been applied (a script runs to its
+    /// end): the keys are read again, and each write is reported for what the
+    /// store holds, never as a failed connection. The re-read runs after the
+    /// timed-out call on the server (one connection, one thread), so it sees
+    /// its outcome. A write the store holds is `Applied`; a compare-and-set
+    /// or insert it does not hold is a `Conflict` (the caller reads again and
+    /// retries, as after any conflict); a put or delete it does not hold is an
+    /// error saying so.
+    pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
+        match self.write_chunk_once(writes).await {
+            // Superseded by what the re-read finds.
+            Err(e) if e.context().iter().any(|(k, _)| *k == "timeout") => {}
+            other => return other,
+        }
+        let keys: Vec<Key> = writes.iter().map(|w| w.key().clone()).collect();
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for (w, key) in writes.iter().zip(&keys) {
+            // The read may time out as well (a big entity): it is a read, so
+            // it is tried again, a few times.
+            let mut attempt = 0;
+            let stored = loop {
+                match tern_core::store::Store::get_many(self, std::slice::from_ref(key)).await {
+                    Ok(mut found) => break found.pop().flatten(),
+                    Err(e) if attempt < 8 && e.context().iter().any(|(k, _)| *k == "timeout") => {
+                        attempt += 1;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            let held = match (w, &stored) {
+                (Write::Delete(_), None) => true,
+                (Write::Put(e) | Write::Insert(e) | Write::Replace { new: e, .. }, Some(s)) => {
+                    s.version == e.version && s.value == e.value
+                }
+                _ => false,
+            };
+            outcomes.push(match (held, w) {
+                (true, _) => WriteOutcome::Applied,
+                (false, Write::Replace { .. } | Write::Insert(_)) => WriteOutcome::Conflict,
+                (false, _) => {
+                    return Err(Error::new(
+                        ErrorKind::Unavailable,
+                        format!(
+                            "writing entities: Redis gave no answer within the response timeout \
+                             and a read afterwards shows the write was not applied; retry, or \
+                             raise response_timeout= in the store URL ({})",
+                            self.config.response_timeout_text()
+                        ),
+                    )
+                    .with_context("key", key.to_string())
+                    .with_context("store", self.config.redacted.clone())
+                    .set_temporary());
+                }
+            });
+        }
+        Ok(outcomes)
+    }
+
     /// Writes one chunk in one call of the write script: KEYS are each
     /// write's key and its version key (see [`WRITE_SCRIPT`]).
-    pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
+    async fn write_chunk_once(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
         if let Some(sets) = self.json_sets(writes)? {
             let _: Vec<redis::Value> = self
                 .conn()
@@ -779,8 +846,21 @@ impl RedisStore {
 /// failures are `Unavailable` and temporary. The driver's text is the cause
 /// (its own chain repeats that text, so it is not chained).
 pub(crate) fn driver_error(operation: &str, e: redis::RedisError) -> Error {
-    let temporary =
-        e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout();
+    if e.is_timeout() {
+        // No answer in time is not a failed connection: the command may have
+        // run (a script always runs to its end), so the caller re-reads where
+        // it wrote (`write_chunk`).
+        return Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{operation}: Redis gave no answer within the response timeout (the command \
+                 may still have run; raise response_timeout= in the store URL for big entities)"
+            ),
+        )
+        .with_driver_error(e)
+        .set_temporary();
+    }
+    let temporary = e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal();
     if temporary {
         return Error::new(
             ErrorKind::Unavailable,

@@ -174,10 +174,7 @@ impl Wire {
 /// See [`Wire::container_tag`].
 pub(crate) fn container_tag(layout: KindLayout, version: Version, value: &[u8]) -> String {
     if layout == KindLayout::Text {
-        format!(
-            "{version}:{}",
-            sha1_smol::Sha1::from(value).digest().to_string()
-        )
+        format!("{version}:{}", sha1_smol::Sha1::from(value).digest())
     } else {
         version.to_string()
     }

@@ -1051,3 +1051,56 @@ async fn a_reformatted_field_tern_reads_as_text_is_a_change() {
         Applied
     );
 }
+
+/// #34 item 6: a write Redis applied but answered after the response timeout
+/// was reported as `store unavailable ... connection failed`. Here another
+/// client keeps the server busy for 100 ms (a script: every command waits, as
+/// behind a big container's migration) while a compare-and-set is sent with a
+/// 20 ms response timeout: the store reads the entity again once the server
+/// answers and reports the write applied. The timeout is a URL option and a bad
+/// one is refused naming the option.
+#[tokio::test]
+async fn a_write_answered_after_the_timeout_is_reported_applied() {
+    let Some(b) = or_skip(backend(), None).await else {
+        return;
+    };
+    let base = b.fresh_url();
+    let store = store_at(&base).await;
+    let hurried = store_at(&format!("{base}&response_timeout=20")).await;
+    let mut value = Map::new();
+    value.insert("n".into(), Value::Int(1));
+    let old = tern_core::model::Entity::new(key("post", "t"), value);
+    store
+        .write_checked(vec![tern_core::store::Write::Put(old.clone())])
+        .await
+        .unwrap();
+    let old = store.get(&key("post", "t")).await.unwrap().unwrap();
+    let mut new = old.clone();
+    new.version = 1;
+    new.value.insert("likes".into(), Value::Int(0));
+    let mut conn = raw(&b).await;
+    let busy = tokio::spawn(async move {
+        let mut busy = redis::cmd("EVAL");
+        busy.arg(
+            "local t = redis.call('TIME'); local from = t[1] * 1000000 + t[2]; \
+             repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - from > 100000",
+        )
+        .arg(0);
+        q::<_, ()>(&mut conn, &mut busy).await;
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    let outcome = hurried
+        .write_checked(vec![tern_core::store::Write::Replace {
+            expected: old,
+            new: new.clone(),
+        }])
+        .await
+        .unwrap();
+    busy.await.unwrap();
+    assert_eq!(outcome, vec![Applied]);
+    assert_eq!(store.get(&key("post", "t")).await.unwrap().unwrap(), new);
+    let err = RedisConfig::from_url(&format!("{base}&response_timeout=soon"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("response_timeout"), "{err}");
+}
