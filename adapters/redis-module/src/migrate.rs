@@ -166,6 +166,12 @@ fn move_from_formers(
     Ok(changed)
 }
 
+/// The version part of a container's tag (a plain string's tag is
+/// `<version>:<digest>`).
+fn tag_number(tag: &[u8]) -> &[u8] {
+    tag.split(|b| *b == b':').next().unwrap_or(tag)
+}
+
 fn version_of(wire: &Wire, text: &[u8]) -> Result<u64, String> {
     let s = String::from_utf8_lossy(text);
     s.trim().parse().map_err(|_| {
@@ -321,10 +327,15 @@ fn migrate_container(
     let key = t.key.as_bytes();
     let tag = wire.version_key(&t.key);
     let v = check(srv.read("GET", &[tag.as_bytes()]))?;
-    let version = match text(&v) {
-        Some(b) => version_of(wire, b)?,
-        None => 0,
+    // A plain string's tag names its value's digest: read the value first.
+    let value: Option<Vec<u8>> = if layout == KindLayout::Text {
+        text(&check(srv.read("GET", &[key]))?).map(<[u8]>::to_vec)
+    } else {
+        None
     };
+    let version = wire
+        .tag_version(layout, text(&v), value.as_deref())
+        .map_err(|e| format!("TERNMIGRATE {e} (key {})", t.key))?;
     if version == chain.version {
         return Ok(false);
     }
@@ -332,10 +343,7 @@ fn migrate_container(
         return Err(newer(t, version, chain));
     }
     let items = match layout {
-        KindLayout::Text => text(&check(srv.read("GET", &[key]))?)
-            .map(<[u8]>::to_vec)
-            .into_iter()
-            .collect(),
+        KindLayout::Text => value.into_iter().collect(),
         KindLayout::Set => array(check(srv.read("SMEMBERS", &[key]))?),
         KindLayout::List => array(check(srv.read("LRANGE", &[key, b"0", b"-1"]))?),
         _ => array(check(
@@ -350,6 +358,13 @@ fn migrate_container(
     };
     let new = migrated(chain, &entity, t)?;
     let pttl = int(&check(srv.read("PTTL", &[key]))?);
+    // The value the tag names (a plain string's; other tags name none).
+    let mut written = if layout == KindLayout::Text {
+        wire.encode_container(&entity, layout)
+            .map_err(|e| format!("TERNMIGRATE {e}"))?
+    } else {
+        Vec::new()
+    };
     if new.value != entity.value {
         let items = wire
             .encode_container(&new, layout)
@@ -374,18 +389,29 @@ fn migrate_container(
         if pttl > 0 {
             check(srv.write("PEXPIRE", &[key, pttl.to_string().as_bytes()])?)?;
         }
+        written = items;
     }
-    write_tag(srv, &tag, chain.version, pttl)?;
+    let value = written.first().map(Vec::as_slice).unwrap_or_default();
+    write_tag(srv, wire, layout, &tag, (chain.version, value), pttl)?;
     Ok(true)
 }
 
-fn write_tag(srv: &mut dyn Server, tag: &str, version: u64, pttl: i64) -> Result<(), String> {
+/// Writes the tag of a container at `version` holding `value` (a plain
+/// string's value: its tag names the value's digest, `Wire::container_tag`).
+fn write_tag(
+    srv: &mut dyn Server,
+    wire: &Wire,
+    layout: KindLayout,
+    tag: &str,
+    (version, value): (u64, &[u8]),
+    pttl: i64,
+) -> Result<(), String> {
     if version == 0 {
         // Version 0 has no tag (untouched application data costs nothing).
         check(srv.write("DEL", &[tag.as_bytes()])?)?;
         return Ok(());
     }
-    let v = version.to_string();
+    let v = wire.container_tag(layout, version, value);
     if pttl > 0 {
         check(srv.write(
             "SET",
@@ -444,14 +470,30 @@ pub fn stamp(srv: &mut dyn Server, wire: &Wire, loaded: &Loaded, t: &Target) -> 
                 // Version 0 has no tag.
                 return Ok(());
             }
+            // A plain string's tag names its value: the command may have
+            // changed the value of the entity it found migrated, so its tag
+            // follows the value (the version it held before the command).
+            let value: Vec<u8> = if layout == KindLayout::Text {
+                text(&check(srv.read("GET", &[key]))?)
+                    .map(<[u8]>::to_vec)
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            let v = match text(&cur) {
+                Some(b) => version_of(wire, tag_number(b))?,
+                None => chain.version,
+            };
+            let stale_digest = layout == KindLayout::Text
+                && text(&cur) != Some(wire.container_tag(layout, v, &value).as_bytes());
             let pttl = int(&check(srv.read("PTTL", &[key]))?);
             let tag_ttl = int(&check(srv.read("PTTL", &[tag.as_bytes()]))?);
-            if !has || (pttl > 0) != (tag_ttl > 0) || (pttl > 0 && (pttl - tag_ttl).abs() > 1) {
-                let v = match text(&cur) {
-                    Some(b) => version_of(wire, b)?,
-                    None => chain.version,
-                };
-                write_tag(srv, &tag, v, pttl)?;
+            if !has
+                || stale_digest
+                || (pttl > 0) != (tag_ttl > 0)
+                || (pttl > 0 && (pttl - tag_ttl).abs() > 1)
+            {
+                write_tag(srv, wire, layout, &tag, (v, &value), pttl)?;
             }
         }
     }

@@ -11,6 +11,7 @@ use common::{Valkey, up};
 use redis::Commands;
 use tern_core::lazy::LazyClient;
 use tern_core::model::{Key, Value};
+use tern_core::store::StoreExt as _;
 
 const URL: &str = "redis://127.0.0.1/0?prefix=app&string=oldc,c";
 
@@ -281,4 +282,55 @@ async fn a_lazy_rust_transform_is_refused_at_install_where_the_module_runs() {
         assert_eq!(visits, (2 * i).to_string());
     }
     tern_testkit::battery::report("valkey-module", name, "passed");
+}
+
+/// #34 item 2 with the module: a plain string's version tag names its value's
+/// digest, written the same way by tern's client and by the module. The module
+/// reads a tag the client wrote (it refused `1:<digest>` as no version before),
+/// and a `SET` through the module while the kind is pending leaves a tag that
+/// names the new value (the entity stays current, not version 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_module_and_the_client_tie_a_string_tag_to_its_value() {
+    let name = "the_module_and_the_client_tie_a_string_tag_to_its_value";
+    let v = match Valkey::start(URL, &[]) {
+        Ok(v) => v,
+        Err(reason) => {
+            common::skip("valkey-module", name, &reason);
+            return;
+        }
+    };
+    let mut c = v.conn();
+    for i in 0..3 {
+        let _: () = c.set(format!("app:c:{i}"), format!("v{i}")).unwrap();
+    }
+    up(&v, &[(1, "lazy\nadd c.value = \"none\"\n")]).await;
+    let store =
+        tern_redis::RedisStore::connect(tern_redis::RedisConfig::from_url(&v.store_url()).unwrap())
+            .await
+            .unwrap();
+    let store: Arc<dyn tern_core::store::Store> = Arc::new(store);
+    let key = |i: i64| Key::new("c", i.to_string()).unwrap();
+    // The client writes c:0 at version 1 (its tag with the digest).
+    let mut value = tern_core::model::Map::new();
+    value.insert("value".into(), Value::from("mine"));
+    let mut e = tern_core::model::Entity::new(key(0), value);
+    e.version = 1;
+    store
+        .write_checked(vec![tern_core::store::Write::Put(e)])
+        .await
+        .unwrap();
+    // The module reads that tag: c:0 is current, its value as written (not
+    // migrated again: `add` would set "none").
+    let got: String = c.get("app:c:0").unwrap();
+    assert_eq!(got, "mine");
+    // The module migrates c:1 on a GET, then a SET through it keeps c:1
+    // current: its tag follows the new value.
+    let got: String = c.get("app:c:1").unwrap();
+    assert_eq!(got, "none");
+    let _: () = c.set("app:c:1", "w1").unwrap();
+    let stored = store.get(&key(1)).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.version, stored.value.get("value")),
+        (1, Some(&Value::from("w1")))
+    );
 }

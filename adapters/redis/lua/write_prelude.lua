@@ -36,7 +36,7 @@ local function store(k, vk, lay, t)
     if t[1] == '0' then
       redis.call('DEL', vk)
     else
-      redis.call('SET', vk, t[1])
+      redis.call('SET', vk, tag_of(lay, t[1], t[2]))
       if ttl > 0 then redis.call('PEXPIRE', vk, ttl) end
     end
   end
@@ -141,23 +141,33 @@ local function same(k, vk, lay, t)
   local ty = redis.call('TYPE', k).ok
   if ty ~= types[lay] then return false end
   if lay == 'h' then
+    -- An expected hash ends with its fields' compare modes (`expected_payload`):
+    -- `t`, a field tern reads as text, compares byte for byte.
+    local modes, pairs_end = '', #t
+    if #t % 2 == 1 then modes = t[#t]; pairs_end = #t - 1 end
     local cur = redis.call('HGETALL', k)
     local m = {}
     local n = 0
     for j = 1, #cur, 2 do m[cur[j]] = cur[j + 1]; n = n + 1 end
     if m[vf] == nil then m[vf] = '0'; n = n + 1 end
-    if n * 2 ~= #t then return false end
-    for j = 1, #t, 2 do
+    if n * 2 ~= pairs_end then return false end
+    for j = 1, pairs_end, 2 do
       local stored = m[t[j]]
-      if stored ~= t[j + 1] and not (stored and alike(field(stored), field(t[j + 1]))) then
-        return false
+      if stored ~= t[j + 1] then
+        local as_text = string.sub(modes, (j + 1) / 2, (j + 1) / 2) == 't'
+        if as_text or not (stored and alike(field(stored), field(t[j + 1]))) then
+          return false
+        end
       end
     end
     return true
   end
   if lay == 'j' then return same_json(redis.call('GET', k), t[1]) end
+  if lay == 't' then
+    local value = redis.call('GET', k)
+    return value == t[2] and version_of(lay, redis.call('GET', vk), value) == t[1]
+  end
   if (redis.call('GET', vk) or '0') ~= t[1] then return false end
-  if lay == 't' then return redis.call('GET', k) == t[2] end
   if lay == 's' then
     if redis.call('SCARD', k) ~= #t - 1 then return false end
     for j = 2, #t do

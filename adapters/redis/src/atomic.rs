@@ -26,6 +26,7 @@ use crate::core::{PutCall, RedisStore};
 /// written).
 const ATOMIC_SCRIPT: &str = concat!(
     include_str!("../lua/replace_hash.lua"),
+    include_str!("../lua/text_tag.lua"),
     include_str!("../lua/write_prelude.lua"),
     include_str!("../lua/atomic_write.lua")
 );
@@ -75,7 +76,7 @@ impl RedisStore {
             };
             self.op_header(code, key, 0, &mut keys, &mut args)?;
             if let Guard::Unchanged(e) = g {
-                self.payload(e, &mut args)?;
+                self.expected_payload(e, &mut args)?;
             }
         }
         for w in &writes {
@@ -93,7 +94,7 @@ impl RedisStore {
             match w {
                 Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
                 Write::Replace { expected, new } => {
-                    self.payload(expected, &mut args)?;
+                    self.expected_payload(expected, &mut args)?;
                     self.payload(new, &mut args)?;
                 }
                 Write::Delete(_) => {}

@@ -281,6 +281,13 @@ pub(crate) fn encode_field(value: &Value) -> String {
     }
 }
 
+/// Whether [`decode_field`] reads `text` as text although it may parse as
+/// JSON (`{"$bytes": 5}`, `3.14159265358979323846`): such a field is compared
+/// byte for byte by the compare-and-set, not as the JSON `cjson` reads.
+pub(crate) fn reads_as_text(text: &str) -> bool {
+    may_be_json(text) && matches!(read_field(text), Field::Text)
+}
+
 /// Whether [`decode_field`] reads `text` back as the string `text`.
 fn reads_as_itself(text: &str) -> bool {
     !may_be_json(text) || matches!(read_field(text), Field::Text)

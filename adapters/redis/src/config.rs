@@ -21,7 +21,35 @@ const OPTIONS: &[&str] = &[
     "tls_ca_file",
     "tls_cert_file",
     "tls_key_file",
+    "response_timeout",
+    "connect_timeout",
 ];
+
+/// How long a command may take before the client gives up on its answer, unless
+/// the URL says otherwise (`response_timeout=`): sized for the work, not for a
+/// ping. A migration of a big container is one script (a 200,000-field hash ran
+/// 0.3-2.4 s), and the driver's own default (500 ms) reported such applied
+/// migrations as failed connections.
+pub(crate) const DEFAULT_RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long connecting may take unless the URL says otherwise (`connect_timeout=`).
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A duration option: milliseconds, or a number with `ms`, `s` or `m`.
+fn duration(text: &str) -> Option<std::time::Duration> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "ms"),
+    };
+    let n: u64 = number.parse().ok()?;
+    let ms = match unit {
+        "ms" => n,
+        "s" => n.checked_mul(1000)?,
+        "m" => n.checked_mul(60_000)?,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_millis(ms))
+}
 
 /// The URL scheme of this adapter.
 pub const REDIS_SCHEME: &str = "redis";
@@ -140,6 +168,12 @@ pub struct RedisConfig {
     pub id_tag: bool,
     /// TLS (`rediss://`), with its files; `None` for `redis://`.
     pub tls: Option<TlsFiles>,
+    /// How long to wait for a command's answer (`?response_timeout=`, in
+    /// milliseconds or with a unit: `90s`, `2m`; `0`: wait as long as it
+    /// takes). Default 60 s: a migration of a big container is one script.
+    pub response_timeout: Option<std::time::Duration>,
+    /// How long connecting may take (`?connect_timeout=`, as above; default 5 s).
+    pub connect_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -196,6 +230,8 @@ impl RedisConfig {
             cluster: false,
             id_tag: false,
             tls: tls.then(TlsFiles::default),
+            response_timeout: Some(DEFAULT_RESPONSE_TIMEOUT),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         };
         let mut tls_files = TlsFiles::default();
         for (name, value) in url::query_pairs(query) {
@@ -250,6 +286,23 @@ impl RedisConfig {
                         config.id_tag = on;
                     }
                 }
+                "response_timeout" | "connect_timeout" => {
+                    let Some(d) = duration(value) else {
+                        return Err(invalid(format!(
+                            "{name}={value:?} is not a duration: write milliseconds \
+                             ({name}=60000) or a number with a unit (ms, s, m: {name}=60s)"
+                        )));
+                    };
+                    if name == "response_timeout" {
+                        config.response_timeout = (!d.is_zero()).then_some(d);
+                    } else if d.is_zero() {
+                        return Err(invalid(
+                            "connect_timeout=0: give the time connecting may take".to_owned(),
+                        ));
+                    } else {
+                        config.connect_timeout = d;
+                    }
+                }
                 "tls_ca_file" | "tls_cert_file" | "tls_key_file" => {
                     if value.is_empty() {
                         return Err(invalid(format!("{name}= names no file")));
@@ -286,6 +339,14 @@ impl RedisConfig {
             return Err(invalid("version_field must not be empty".to_owned()));
         }
         Ok(config)
+    }
+
+    /// The response timeout as the URL option would write it (for messages).
+    pub fn response_timeout_text(&self) -> String {
+        match self.response_timeout {
+            Some(d) => format!("response_timeout={}ms", d.as_millis()),
+            None => "response_timeout=0 (none)".to_owned(),
+        }
     }
 
     /// The layout of `kind`.

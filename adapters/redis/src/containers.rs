@@ -202,6 +202,7 @@ pub(crate) fn from_items(
 /// the key is absent or of another type, else `{version, items...}` (the
 /// value; the members; the items; member/score pairs by score).
 pub(crate) const READ_SCRIPT: &str = concat!(
+    include_str!("../lua/text_tag.lua"),
     include_str!("../lua/container_read.lua"),
     include_str!("../lua/container_answer.lua")
 );

@@ -148,7 +148,8 @@ impl RedisStore {
         }
         .map_err(invalid_url)?;
         let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_connection_timeout(Some(config.connect_timeout))
+            .set_response_timeout(config.response_timeout)
             .set_number_of_retries(2);
         let unavailable = |e: redis::RedisError| {
             Error::new(
@@ -165,7 +166,8 @@ impl RedisStore {
         let mut conn = if config.cluster {
             let mut builder =
                 redis::cluster::ClusterClientBuilder::new(vec![config.connection.as_str()])
-                    .connection_timeout(Duration::from_secs(5));
+                    .connection_timeout(config.connect_timeout)
+                    .response_timeout(config.response_timeout.unwrap_or(Duration::MAX));
             if let Some(certs) = &certificates {
                 builder = builder.certs(certs.clone());
             }
@@ -269,7 +271,13 @@ impl RedisStore {
     }
 
     pub(crate) fn err(&self, operation: &str, e: redis::RedisError) -> Error {
-        driver_error(operation, e).with_context("store", self.config.redacted.clone())
+        let timeout = e.is_timeout();
+        let err = driver_error(operation, e).with_context("store", self.config.redacted.clone());
+        if timeout {
+            err.with_context("timeout", self.config.response_timeout_text())
+        } else {
+            err
+        }
     }
 
     /// One SCAN step over `pattern`: the next cursor and the keys.
@@ -547,6 +555,33 @@ impl RedisStore {
         Ok(())
     }
 
+    /// The payload of an entity a compare-and-set expects to find
+    /// ([`Self::payload`]), for a hash followed by one more item: a letter per
+    /// field, in order, saying how the script compares the stored text with
+    /// the expected one: `j` as the JSON value tern reads (other spacing,
+    /// member order or digits of the same exact number are no change), `t`
+    /// byte for byte, for a field tern reads as text although Redis's `cjson`
+    /// may read it as JSON (a malformed typed-JSON tag, a number tern cannot
+    /// hold): an application's reformatting of such a text is a change.
+    pub(crate) fn expected_payload(&self, entity: &Entity, args: &mut Vec<Vec<u8>>) -> Result<()> {
+        if self.config.layout(&entity.key.kind) != KindLayout::Hash {
+            return self.payload(entity, args);
+        }
+        let vf = self.config.version_field.as_str();
+        let items = codec::entity_to_hash(entity, vf)?;
+        let modes: Vec<u8> = items
+            .chunks(2)
+            .map(|pair| match pair {
+                [_, text] if codec::reads_as_text(text) => b't',
+                _ => b'j',
+            })
+            .collect();
+        args.push((items.len() + 1).to_string().into_bytes());
+        args.extend(items.into_iter().map(String::into_bytes));
+        args.push(modes);
+        Ok(())
+    }
+
     /// The Redis type of the keys of `kind` (for SCAN ... TYPE).
     pub(crate) fn type_name(&self, kind: &str) -> &'static str {
         self.config.layout(kind).type_name()
@@ -648,9 +683,68 @@ impl RedisStore {
             .map_err(|e| self.err(what, e))
     }
 
+    /// Writes one chunk ([`Self::write_chunk_once`]). When Redis gives no
+    /// answer in time, the writes may have been applied (a script runs to its
+    /// end): the keys are read again, and each write is reported for what the
+    /// store holds, never as a failed connection. The re-read runs after the
+    /// timed-out call on the server (one connection, one thread), so it sees
+    /// its outcome. A write the store holds is `Applied`; a compare-and-set
+    /// or insert it does not hold is a `Conflict` (the caller reads again and
+    /// retries, as after any conflict); a put or delete it does not hold is an
+    /// error saying so.
+    pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
+        match self.write_chunk_once(writes).await {
+            // Superseded by what the re-read finds.
+            Err(e) if e.context().iter().any(|(k, _)| *k == "timeout") => {}
+            other => return other,
+        }
+        let keys: Vec<Key> = writes.iter().map(|w| w.key().clone()).collect();
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for (w, key) in writes.iter().zip(&keys) {
+            // The read may time out as well (a big entity): it is a read, so
+            // it is tried again, a few times.
+            let mut attempt = 0;
+            let stored = loop {
+                match tern_core::store::Store::get_many(self, std::slice::from_ref(key)).await {
+                    Ok(mut found) => break found.pop().flatten(),
+                    Err(e) if attempt < 8 && e.context().iter().any(|(k, _)| *k == "timeout") => {
+                        attempt += 1;
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            let held = match (w, &stored) {
+                (Write::Delete(_), None) => true,
+                (Write::Put(e) | Write::Insert(e) | Write::Replace { new: e, .. }, Some(s)) => {
+                    s.version == e.version && s.value == e.value
+                }
+                _ => false,
+            };
+            outcomes.push(match (held, w) {
+                (true, _) => WriteOutcome::Applied,
+                (false, Write::Replace { .. } | Write::Insert(_)) => WriteOutcome::Conflict,
+                (false, _) => {
+                    return Err(Error::new(
+                        ErrorKind::Unavailable,
+                        format!(
+                            "writing entities: Redis gave no answer within the response timeout \
+                             and a read afterwards shows the write was not applied; retry, or \
+                             raise response_timeout= in the store URL ({})",
+                            self.config.response_timeout_text()
+                        ),
+                    )
+                    .with_context("key", key.to_string())
+                    .with_context("store", self.config.redacted.clone())
+                    .set_temporary());
+                }
+            });
+        }
+        Ok(outcomes)
+    }
+
     /// Writes one chunk in one call of the write script: KEYS are each
     /// write's key and its version key (see [`WRITE_SCRIPT`]).
-    pub(crate) async fn write_chunk(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
+    async fn write_chunk_once(&self, writes: &[Write]) -> Result<Vec<WriteOutcome>> {
         if let Some(sets) = self.json_sets(writes)? {
             let _: Vec<redis::Value> = self
                 .conn()
@@ -681,7 +775,7 @@ impl RedisStore {
             match w {
                 Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
                 Write::Replace { expected, new } => {
-                    self.payload(expected, &mut args)?;
+                    self.expected_payload(expected, &mut args)?;
                     self.payload(new, &mut args)?;
                 }
                 Write::Delete(_) => {}
@@ -752,8 +846,21 @@ impl RedisStore {
 /// failures are `Unavailable` and temporary. The driver's text is the cause
 /// (its own chain repeats that text, so it is not chained).
 pub(crate) fn driver_error(operation: &str, e: redis::RedisError) -> Error {
-    let temporary =
-        e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout();
+    if e.is_timeout() {
+        // No answer in time is not a failed connection: the command may have
+        // run (a script always runs to its end), so the caller re-reads where
+        // it wrote (`write_chunk`).
+        return Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{operation}: Redis gave no answer within the response timeout (the command \
+                 may still have run; raise response_timeout= in the store URL for big entities)"
+            ),
+        )
+        .with_driver_error(e)
+        .set_temporary();
+    }
+    let temporary = e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal();
     if temporary {
         return Error::new(
             ErrorKind::Unavailable,
@@ -812,6 +919,7 @@ pub(crate) const PUT_SCRIPT: &str = concat!(
 /// applied, 0 conflict.
 pub(crate) const WRITE_SCRIPT: &str = concat!(
     include_str!("../lua/replace_hash.lua"),
+    include_str!("../lua/text_tag.lua"),
     include_str!("../lua/write_prelude.lua"),
     include_str!("../lua/write.lua")
 );

@@ -30,7 +30,10 @@ use crate::config::KindLayout;
 /// names. ARGV: the layout code, the version field, the declared version, the
 /// command and its arguments. Returns `{0}` when the entity must be migrated
 /// first, `{1, reply}` when the command ran.
-const EDIT_SCRIPT: &str = include_str!("../lua/lazy_edit.lua");
+const EDIT_SCRIPT: &str = concat!(
+    include_str!("../lua/text_tag.lua"),
+    include_str!("../lua/lazy_edit.lua")
+);
 
 /// How often a command is retried after migrating a stale entity before
 /// giving up with [`LazyError::Contention`].

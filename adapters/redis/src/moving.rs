@@ -20,6 +20,7 @@ use crate::core::RedisStore;
 /// name while an entity lies under a former one answers `-1` (nothing moved:
 /// the names collide).
 const MOVING_READ_SCRIPT: &str = concat!(
+    include_str!("../lua/text_tag.lua"),
     include_str!("../lua/moving_read.lua"),
     include_str!("../lua/container_answer.lua"),
     include_str!("../lua/moving_read_end.lua")

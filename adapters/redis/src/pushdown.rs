@@ -387,8 +387,12 @@ impl RedisStore {
                 .filter(|k| self.keys.owns(kind, k) && seen.insert(k.clone()))
                 .collect();
             let layout = self.config.layout(kind);
-            if filter.conditions.is_empty() && layout.tag_in_companion() {
-                // A version-only count of containers reads the tags, not the containers.
+            if filter.conditions.is_empty()
+                && layout.tag_in_companion()
+                && layout != KindLayout::Text
+            {
+                // A version-only count of containers reads the tags, not the containers
+                // (a plain string's tag names its value's digest: counted through the read script).
                 let tags: Vec<Option<String>> = self
                     .conn()
                     .many(

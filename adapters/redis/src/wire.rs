@@ -77,6 +77,33 @@ impl Wire {
         self.keys.version_key(redis_key)
     }
 
+    /// The version tag a container of `layout` at `version` holding `value`
+    /// (a plain string's value; ignored for other layouts) gets: a plain
+    /// string's tag is `<version>:<sha1 hex of the value>`, so a value another
+    /// program writes over it later reads as version 0 (the tag outlives the
+    /// value it described); other containers' tags are the bare version.
+    /// Lua's twin is `lua/text_tag.lua`.
+    pub fn container_tag(&self, layout: KindLayout, version: Version, value: &[u8]) -> String {
+        container_tag(layout, version, value)
+    }
+
+    /// The version the stored `tag` (absent: `None`) gives a container of
+    /// `layout` whose value (a plain string's) is `value`: 0 without a tag, or
+    /// for a plain string whose value is not the one the tag's digest names
+    /// (a bare tag on a string, written before tags held the digest, reads as
+    /// it says).
+    ///
+    /// # Errors
+    /// `InvalidData` for a tag that is not a version.
+    pub fn tag_version(
+        &self,
+        layout: KindLayout,
+        tag: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> Result<Version> {
+        tag_version(layout, tag, value)
+    }
+
     /// The entity of a hash (fields as HGETALL returns them); `None` when empty.
     ///
     /// # Errors
@@ -144,6 +171,43 @@ impl Wire {
     }
 }
 
+/// See [`Wire::container_tag`].
+pub(crate) fn container_tag(layout: KindLayout, version: Version, value: &[u8]) -> String {
+    if layout == KindLayout::Text {
+        format!("{version}:{}", sha1_smol::Sha1::from(value).digest())
+    } else {
+        version.to_string()
+    }
+}
+
+/// See [`Wire::tag_version`].
+pub(crate) fn tag_version(
+    layout: KindLayout,
+    tag: Option<&[u8]>,
+    value: Option<&[u8]>,
+) -> Result<Version> {
+    let Some(tag) = tag else { return Ok(0) };
+    let bad = || {
+        tern_core::store::Error::new(
+            tern_core::store::ErrorKind::InvalidData,
+            "the version tag of a container is not a non-negative integer",
+        )
+    };
+    let text = std::str::from_utf8(tag).map_err(|_| bad())?;
+    let (version, digest) = match text.split_once(':') {
+        Some((v, d)) if layout == KindLayout::Text => (v, Some(d)),
+        _ => (text, None),
+    };
+    let version: Version = version.parse().map_err(|_| bad())?;
+    match (digest, value) {
+        (None, _) => Ok(version),
+        (Some(d), Some(value)) if sha1_smol::Sha1::from(value).digest().to_string() == d => {
+            Ok(version)
+        }
+        (Some(_), _) => Ok(0),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -169,5 +233,25 @@ mod tests {
             .unwrap();
         assert_eq!(e.version, 2);
         assert_eq!(w.encode_hash(&e).unwrap(), vec!["n", "5", "_v", "2"]);
+    }
+
+    #[test]
+    fn a_string_tag_names_its_value() {
+        let tag = container_tag(KindLayout::Text, 3, b"abc");
+        // As Lua's redis.sha1hex("abc").
+        assert_eq!(tag, "3:a9993e364706816aba3e25717850c26c9cd0d89d");
+        let t = KindLayout::Text;
+        assert_eq!(
+            tag_version(t, Some(tag.as_bytes()), Some(b"abc")).unwrap(),
+            3
+        );
+        assert_eq!(
+            tag_version(t, Some(tag.as_bytes()), Some(b"zzzz")).unwrap(),
+            0
+        );
+        assert_eq!(tag_version(t, Some(b"3"), Some(b"zzzz")).unwrap(), 3);
+        assert_eq!(tag_version(t, None, Some(b"abc")).unwrap(), 0);
+        assert_eq!(container_tag(KindLayout::Set, 3, b""), "3");
+        assert!(tag_version(KindLayout::Set, Some(b"3:x"), None).is_err());
     }
 }

@@ -1,5 +1,7 @@
 //! `tern plan` and `tern up`.
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tern_core::migrate::{DryRun, LeaseOptions, RunOptions, UpReport};
@@ -151,6 +153,7 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
     let store = ctx
         .store_waiting(args.wait.map(Duration::from_secs))
         .await?;
+    let state_store = Arc::clone(&store);
     let migrator = ctx
         .migrator(store, set, &args.run)
         .with_lease_options(LeaseOptions {
@@ -173,8 +176,29 @@ pub async fn up(ctx: &Ctx, args: &UpArgs) -> anyhow::Result<u8> {
             e
         }
     })?;
-    print_up(ctx, &report, &lazy);
+    let pending = if report.swept_late.is_empty() {
+        BTreeSet::new()
+    } else {
+        lazy_pending_kinds(state_store.as_ref()).await?
+    };
+    print_up(ctx, &report, &lazy, &pending);
     Ok(EXIT_OK)
+}
+
+/// The kinds of lazy migrations installed and not yet recorded complete: their
+/// entities below the kind's version are stale under that migration, not
+/// written late by old code.
+async fn lazy_pending_kinds(
+    store: &dyn tern_core::store::Store,
+) -> anyhow::Result<BTreeSet<String>> {
+    let state = tern_core::migrate::state::load(store).await?;
+    Ok(state
+        .doc
+        .lazy
+        .iter()
+        .filter(|r| r.completed_at.is_none())
+        .flat_map(|r| r.kinds.keys().cloned())
+        .collect())
 }
 
 /// `tern worker`: claims partitions of a running partitioned stage, and runs
@@ -196,7 +220,7 @@ pub async fn worker(ctx: &Ctx, args: &WorkerArgs) -> anyhow::Result<u8> {
         });
     let report = migrator.work().await?;
     if let Some(up) = &report.up {
-        print_up(ctx, up, &lazy);
+        print_up(ctx, up, &lazy, &BTreeSet::new());
     }
     if ctx.opt.json {
         crate::outln!(
@@ -217,7 +241,7 @@ pub async fn worker(ctx: &Ctx, args: &WorkerArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-fn print_up(ctx: &Ctx, report: &UpReport, lazy: &[u32]) {
+fn print_up(ctx: &Ctx, report: &UpReport, lazy: &[u32], lazy_pending: &BTreeSet<String>) {
     if ctx.opt.json {
         let applied: Vec<serde_json::Value> = report
             .applied
@@ -242,9 +266,15 @@ fn print_up(ctx: &Ctx, report: &UpReport, lazy: &[u32]) {
         return;
     }
     for (kind, n) in &report.swept_late {
-        crate::outln!(
-            "{n} entities of {kind} were below the kind's version (written late by old code) and were brought forward"
-        );
+        if lazy_pending.contains(kind) {
+            crate::outln!(
+                "{n} entities of {kind} were stale under its pending lazy migration and were brought forward (`tern sweep` records the migration complete)"
+            );
+        } else {
+            crate::outln!(
+                "{n} entities of {kind} were below the kind's version (written late by old code) and were brought forward"
+            );
+        }
     }
     if report.applied.is_empty() {
         crate::outln!("up to date: no pending migrations");

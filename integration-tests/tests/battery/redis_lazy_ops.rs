@@ -877,3 +877,230 @@ async fn cas_across(
     let mut outcome = store.write_checked(vec![replace]).await.unwrap();
     outcome.pop().unwrap()
 }
+
+/// Upper-cases a plain string (`blob`): what a migration of a string kind does.
+struct Upper;
+
+impl EntityMigration for Upper {
+    fn kind(&self) -> &str {
+        "blob"
+    }
+    fn transform(&self, _key: &Key, value: &mut Map) -> Result<bool, String> {
+        let Some(Value::String(s)) = value.get_mut("value") else {
+            return Err(format!("not a string: {value:?}"));
+        };
+        *s = s.to_uppercase();
+        Ok(true)
+    }
+}
+
+/// #34 item 2: the version tag of a plain-string entity outlived its value,
+/// so old code's `SET blob:8 zzzz` over a migrated string read back as the
+/// new version holding `zzzz`. The tag now names the value's digest: the raw
+/// value reads as version 0 (docs/lazy.md, raw writes), through the store,
+/// its count and the lazy client, which migrates it; a command through
+/// `RedisLazy` keeps the tag with the value it changes; the eager engine's
+/// tags are the same.
+#[tokio::test]
+async fn a_raw_set_over_a_migrated_string_reads_as_version_0() {
+    let Some(b) = or_skip(backend(), None).await else {
+        return;
+    };
+    let b = b.with_options(super::redis_types::OPTIONS);
+    let url = b.fresh_url();
+    let ns = tern_integration_tests::redis::prefix_of(&url);
+    let mut conn = raw(&b).await;
+    for id in ["7", "8", "9"] {
+        q::<_, ()>(
+            &mut conn,
+            redis::cmd("SET").arg(format!("{ns}:blob:{id}")).arg("abc"),
+        )
+        .await;
+    }
+    let store = Arc::new(
+        RedisStore::connect(RedisConfig::from_url(&url).unwrap())
+            .await
+            .unwrap(),
+    );
+    let dyn_store: Arc<dyn tern_core::store::Store> = store.clone();
+    let upper = Migration::from_code(1, "upper", "u1", Arc::new(Upper)).into_lazy();
+    let mut set = MigrationSet::new();
+    set.add(upper.clone()).unwrap();
+    Migrator::new(dyn_store.clone(), set)
+        .up(None)
+        .await
+        .unwrap();
+    let client = LazyClient::builder(dyn_store.clone())
+        .declare("blob", 1)
+        .code(upper)
+        .connect()
+        .await
+        .unwrap();
+    for id in ["7", "8", "9"] {
+        let got = client.get(&key("blob", id)).await.unwrap().unwrap();
+        assert_eq!(
+            (got.version, got.value.get("value")),
+            (1, Some(&Value::from("ABC")))
+        );
+    }
+    // Old code writes over two migrated strings, one of them with the value
+    // it had before the migration.
+    for (id, text) in [("8", "zzzz"), ("9", "abc")] {
+        q::<_, ()>(
+            &mut conn,
+            redis::cmd("SET").arg(format!("{ns}:blob:{id}")).arg(text),
+        )
+        .await;
+    }
+    let stored = dyn_store.get(&key("blob", "8")).await.unwrap().unwrap();
+    assert_eq!(
+        stored.version, 0,
+        "a raw SET reads as version 0: {stored:?}"
+    );
+    assert_eq!(
+        dyn_store
+            .count("blob", tern_core::store::Filter::at_version(1))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        dyn_store.version_census("blob").await.unwrap(),
+        [(0, 2), (1, 1)].into_iter().collect()
+    );
+    // The lazy client migrates what old code wrote.
+    for (id, want) in [("7", "ABC"), ("8", "ZZZZ"), ("9", "ABC")] {
+        let got = client.get(&key("blob", id)).await.unwrap().unwrap();
+        assert_eq!(
+            (got.version, got.value.get("value")),
+            (1, Some(&Value::from(want))),
+            "{id}"
+        );
+    }
+    // A command through the lazy client runs on the migrated string and its
+    // tag follows the value it changed: still version 1.
+    let lazy = RedisLazy::new(Arc::clone(&store), client);
+    lazy.command(&key("blob", "7"), "APPEND", &[b"d".to_vec()])
+        .await
+        .unwrap();
+    let got = dyn_store.get(&key("blob", "7")).await.unwrap().unwrap();
+    assert_eq!(
+        (got.version, got.value.get("value")),
+        (1, Some(&Value::from("ABCd")))
+    );
+    // A raw APPEND by old code is a new value too.
+    q::<_, ()>(
+        &mut conn,
+        redis::cmd("APPEND").arg(format!("{ns}:blob:7")).arg("e"),
+    )
+    .await;
+    assert_eq!(
+        dyn_store
+            .get(&key("blob", "7"))
+            .await
+            .unwrap()
+            .unwrap()
+            .version,
+        0
+    );
+}
+
+/// #34 item 15: a hash field tern reads as text although Redis's `cjson`
+/// reads it as JSON (a malformed typed-JSON tag, a number tern cannot hold)
+/// was compared as `cjson` reads it: an application's reformatting between a
+/// read and the write was taken for no change and the old text written back.
+/// Compared as tern reads it: byte for byte.
+#[tokio::test]
+async fn a_reformatted_field_tern_reads_as_text_is_a_change() {
+    let Some(b) = or_skip(backend(), None).await else {
+        return;
+    };
+    let url = b.fresh_url();
+    let ns = tern_integration_tests::redis::prefix_of(&url);
+    let store = store_at(&url).await;
+    let field = |text: &'static str| {
+        redis::cmd("HSET")
+            .arg(format!("{ns}:post:1"))
+            .arg("f")
+            .arg(text)
+            .clone()
+    };
+    let across = |before, after| cas_across(&store, &b, "1", field(before), field(after));
+    for (before, after) in [
+        (r#"{"$bytes": 5}"#, r#"{"$bytes":5}"#),
+        (r#"{"$date": "x"}"#, r#"{ "$date" : "x" }"#),
+        ("1e400", "10e399"),
+        ("3.14159265358979323846", "3.141592653589793238460"),
+        ("[123456789012345678901234]", "[ 123456789012345678901234 ]"),
+    ] {
+        assert_eq!(
+            across(before, after).await,
+            Conflict,
+            "{before} then {after}"
+        );
+    }
+    // Text tern reads as JSON still compares by value.
+    assert_eq!(
+        across(r#"{"$bytes": "AQI="}"#, r#"{"$bytes":"AQI="}"#).await,
+        Applied
+    );
+    assert_eq!(across("[1, 2.5]", "[1,2.50]").await, Applied);
+    // Unchanged text is no change.
+    assert_eq!(
+        across(r#"{"$bytes": 5}"#, r#"{"$bytes": 5}"#).await,
+        Applied
+    );
+}
+
+/// #34 item 6: a write Redis applied but answered after the response timeout
+/// was reported as `store unavailable ... connection failed`. Here another
+/// client keeps the server busy for 100 ms (a script: every command waits, as
+/// behind a big container's migration) while a compare-and-set is sent with a
+/// 20 ms response timeout: the store reads the entity again once the server
+/// answers and reports the write applied. The timeout is a URL option and a bad
+/// one is refused naming the option.
+#[tokio::test]
+async fn a_write_answered_after_the_timeout_is_reported_applied() {
+    let Some(b) = or_skip(backend(), None).await else {
+        return;
+    };
+    let base = b.fresh_url();
+    let store = store_at(&base).await;
+    let hurried = store_at(&format!("{base}&response_timeout=20")).await;
+    let mut value = Map::new();
+    value.insert("n".into(), Value::Int(1));
+    let old = tern_core::model::Entity::new(key("post", "t"), value);
+    store
+        .write_checked(vec![tern_core::store::Write::Put(old.clone())])
+        .await
+        .unwrap();
+    let old = store.get(&key("post", "t")).await.unwrap().unwrap();
+    let mut new = old.clone();
+    new.version = 1;
+    new.value.insert("likes".into(), Value::Int(0));
+    let mut conn = raw(&b).await;
+    let busy = tokio::spawn(async move {
+        let mut busy = redis::cmd("EVAL");
+        busy.arg(
+            "local t = redis.call('TIME'); local from = t[1] * 1000000 + t[2]; \
+             repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - from > 100000",
+        )
+        .arg(0);
+        q::<_, ()>(&mut conn, &mut busy).await;
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    let outcome = hurried
+        .write_checked(vec![tern_core::store::Write::Replace {
+            expected: old,
+            new: new.clone(),
+        }])
+        .await
+        .unwrap();
+    busy.await.unwrap();
+    assert_eq!(outcome, vec![Applied]);
+    assert_eq!(store.get(&key("post", "t")).await.unwrap().unwrap(), new);
+    let err = RedisConfig::from_url(&format!("{base}&response_timeout=soon"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("response_timeout"), "{err}");
+}

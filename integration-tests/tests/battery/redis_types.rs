@@ -221,7 +221,9 @@ pub(crate) async fn every_type_migrates_whole_with_its_ttl<C>(
         ] {
             let key = k(kind, &i);
             let tag: Option<String> = q(conn, redis::cmd("GET").arg(tag_of(&key))).await;
-            assert_eq!(tag.as_deref(), Some(version.to_string().as_str()), "{key}");
+            // A plain string's tag also names its value's digest (#34 item 2).
+            let number = tag.as_deref().map(|t| t.split(':').next().unwrap_or(t));
+            assert_eq!(number, Some(version.to_string().as_str()), "{key}");
             let ttl: i64 = q(conn, redis::cmd("PTTL").arg(&key)).await;
             let tag_ttl: i64 = q(conn, redis::cmd("PTTL").arg(tag_of(&key))).await;
             if i % 2 == 1 {
