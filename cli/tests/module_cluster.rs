@@ -49,6 +49,20 @@ fn flushed_masters(port: &str) -> Result<Vec<String>, String> {
     Ok(masters)
 }
 
+/// Writes the users `ids` (`vm:user:{ID}`, `visits` = the id) through the
+/// cluster node at `port` (`id_tag=1`: the id is the key's hash tag).
+fn write_users(port: &str, ids: std::ops::Range<u32>) {
+    for i in ids {
+        let visits = i.to_string();
+        valkey_cli(
+            port,
+            true,
+            &["HSET", &format!("vm:user:{{{i}}}"), "visits", &visits],
+        )
+        .unwrap();
+    }
+}
+
 #[test]
 fn tern_up_on_a_valkey_cluster_sends_the_state_to_every_master() {
     let name = "tern_up_on_a_valkey_cluster_sends_the_state_to_every_master";
@@ -74,15 +88,7 @@ fn tern_up_on_a_valkey_cluster_sends_the_state_to_every_master() {
     };
     assert!(masters.len() >= 3, "{masters:?}");
     // Users spread over every master (`id_tag=1`: the id is the key's hash tag).
-    for i in 0..40 {
-        let visits = i.to_string();
-        valkey_cli(
-            &port,
-            true,
-            &["HSET", &format!("vm:user:{{{i}}}"), "visits", &visits],
-        )
-        .unwrap();
-    }
+    write_users(&port, 0..40);
     for m in &masters {
         let keys = valkey_cli(m, false, &["DBSIZE"]).unwrap();
         assert_ne!(
@@ -108,15 +114,7 @@ fn tern_up_on_a_valkey_cluster_sends_the_state_to_every_master() {
     for m in &masters {
         valkey_cli(m, false, &["TERN.LOADSPEC", "", ""]).unwrap();
     }
-    for i in 100..140 {
-        let visits = i.to_string();
-        valkey_cli(
-            &port,
-            true,
-            &["HSET", &format!("vm:user:{{{i}}}"), "visits", &visits],
-        )
-        .unwrap();
-    }
+    write_users(&port, 100..140);
     p.ok(&["up"]);
     for i in 100..140 {
         let key = format!("vm:user:{{{i}}}");

@@ -42,6 +42,22 @@ fn sample(body: &str, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// Starts `tern ARGS --metrics-addr ADDR` in the background (its output
+/// dropped) on a free loopback address; returns the process and the address.
+fn spawn_serving(p: &Project, args: &[&str]) -> (Child, SocketAddr) {
+    let addr = free_loopback();
+    let metrics = addr.to_string();
+    let mut args = args.to_vec();
+    args.extend(["--metrics-addr", &metrics]);
+    let child = p
+        .cmd(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, addr)
+}
+
 /// Scrapes `addr` until `ready` holds for the body or `child` exits; returns
 /// the last body scraped while `child` ran.
 fn scrape_while_running(
@@ -75,19 +91,7 @@ fn up_serves_its_progress_to_prometheus_while_it_runs() {
     // lease renewed every 100 ms (ttl 300 ms).
     let p = Project::with_blog(300, 1, 3_000);
     p.write("migrations/0001_release2.tern", RELEASE2);
-    let addr = free_loopback();
-    let mut child = p
-        .cmd(&[
-            "up",
-            "--max-rate",
-            "1500",
-            "--metrics-addr",
-            &addr.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut child, addr) = spawn_serving(&p, &["up", "--max-rate", "1500"]);
     let during = scrape_while_running(&mut child, addr, |body| {
         sample(body, "tern_entities_processed_total").is_some_and(|n| n >= 300.0)
             && sample(body, "tern_lease_renewals_total").is_some_and(|n| n >= 1.0)
@@ -197,21 +201,8 @@ fn sweep_serves_its_progress_too() {
         "lazy\nadd blogpost.likes = 0\n",
     );
     p.ok(&["up"]);
-    let addr = free_loopback();
-    let mut child = p
-        .cmd(&[
-            "sweep",
-            "--max-rate",
-            "1000",
-            "--batch-size",
-            "50",
-            "--metrics-addr",
-            &addr.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut child, addr) =
+        spawn_serving(&p, &["sweep", "--max-rate", "1000", "--batch-size", "50"]);
     let during = scrape_while_running(&mut child, addr, |body| {
         sample(body, "tern_entities_processed_total").is_some_and(|n| n >= 100.0)
     });

@@ -7,6 +7,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
+use tern_core::migrate::{Migration, MigrationSet};
+use tern_core::model::{Entity, Key, Map, Value};
+use tern_core::store::{Store, StoreExt};
 
 /// A certificate authority of a test, and the files of what it signed.
 ///
@@ -131,4 +134,24 @@ pub async fn connect_error<T, E: std::error::Error>(
         source = cause.source();
     }
     text
+}
+
+/// What every TLS test migrates once connected: a post (kind `post`, with a
+/// `title`) at each of `ids`, written to `store`, and the migration set that
+/// adds `likes = 0` to them (`0001_likes.tern`), for the test to run and check.
+pub async fn seed_posts<S: AsRef<str>>(store: &dyn Store, ids: &[S]) -> MigrationSet {
+    for id in ids {
+        let id = id.as_ref();
+        let mut value = Map::new();
+        value.insert("title".into(), Value::from(format!("post {id}")));
+        let key = Key {
+            kind: "post".to_owned(),
+            id: Value::from(id),
+        };
+        store.put(Entity::new(key, value)).await.unwrap();
+    }
+    let mut set = MigrationSet::new();
+    set.add(Migration::from_script(1, "likes", "0001_likes.tern", "add post.likes = 0\n").unwrap())
+        .unwrap();
+    set
 }

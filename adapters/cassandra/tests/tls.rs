@@ -19,9 +19,9 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
-use tern_core::migrate::{Migration, MigrationSet, Migrator};
-use tern_core::model::{Entity, Key, Map, Value};
-use tern_core::store::{ErrorKind, StoreExt};
+use tern_core::migrate::Migrator;
+use tern_core::model::{Key, Value};
+use tern_core::store::ErrorKind;
 
 const VAR: &str = "TERN_IT_CASSANDRA_TLS_URL";
 const PASSWORD: &str = "tls-Secret-7c1q";
@@ -116,17 +116,7 @@ async fn a_migration_over_tls_as_a_password_role() {
     let url = node.url(&format!("{role}:{PASSWORD}"), &ks, &node.ca_query(&node.ca));
     let store = tern_cassandra::open(&url).await.unwrap();
     assert!(!store.info().location.contains(PASSWORD));
-    for id in ["1", "2", "3"] {
-        let mut value = Map::new();
-        value.insert("title".into(), Value::from(format!("post {id}")));
-        store
-            .put(Entity::new(key("post", id), value))
-            .await
-            .unwrap();
-    }
-    let mut set = MigrationSet::new();
-    set.add(Migration::from_script(1, "likes", "0001_likes.tern", "add post.likes = 0\n").unwrap())
-        .unwrap();
+    let set = tern_testkit::tls::seed_posts(store.as_ref(), &["1", "2", "3"]).await;
     Migrator::new(Arc::clone(&store), set)
         .up(None)
         .await

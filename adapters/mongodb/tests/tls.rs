@@ -20,12 +20,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mongodb::bson::doc;
-use tern_core::migrate::{Migration, MigrationSet, Migrator};
-use tern_core::model::{Entity, Key, Map, Value};
-use tern_core::store::{Store, StoreExt};
+use tern_core::migrate::Migrator;
+use tern_core::model::{Key, Value};
+use tern_core::store::Store;
 use tern_mongodb::{MongoConfig, MongoStore};
 use tern_testkit::server::LocalServer;
-use tern_testkit::tls::{Leaf, TestPki, connect_error};
+use tern_testkit::tls::{Leaf, TestPki, connect_error, seed_posts};
 
 const PORT: u16 = 27101;
 const USER: &str = "tern_tls";
@@ -155,14 +155,7 @@ async fn a_migration_over_tls_as_a_scram_user_and_the_refusals() {
             .await
             .unwrap(),
     );
-    for id in ["1", "2"] {
-        let mut value = Map::new();
-        value.insert("title".into(), Value::from(format!("post {id}")));
-        store.put(Entity::new(key(id), value)).await.unwrap();
-    }
-    let mut set = MigrationSet::new();
-    set.add(Migration::from_script(1, "likes", "0001_likes.tern", "add post.likes = 0\n").unwrap())
-        .unwrap();
+    let set = seed_posts(store.as_ref(), &["1", "2"]).await;
     Migrator::new(store.clone(), set).up(None).await.unwrap();
     let post = store.get(&key("2")).await.unwrap().unwrap();
     assert_eq!(post.value.get("likes"), Some(&Value::from(0)), "{post:?}");

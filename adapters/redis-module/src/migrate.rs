@@ -190,6 +190,24 @@ fn newer(t: &Target, version: u64, chain: &KindChain) -> String {
     )
 }
 
+/// The version a hash's version field or a container's version tag holds
+/// (`reply`, the field's or tag's value): 0 when there is none.
+fn stored_version(wire: &Wire, reply: &Reply) -> Result<u64, String> {
+    text(reply).map_or(Ok(0), |b| version_of(wire, b))
+}
+
+/// Is the entity `t` at `version` behind the kind's chain (steps to run)?
+/// `false` when it is at the chain's version already.
+///
+/// # Errors
+/// `TERNNEWER` when it is above it.
+fn behind(t: &Target, version: u64, chain: &KindChain) -> Result<bool, String> {
+    if version > chain.version {
+        return Err(newer(t, version, chain));
+    }
+    Ok(version < chain.version)
+}
+
 fn key_of(wire: &Wire, t: &Target) -> Result<Key, String> {
     wire.parse_entity_key(&t.kind, &t.key)
         .map_err(|e| format!("TERNMIGRATE {e}"))
@@ -221,16 +239,9 @@ fn run_steps(
     match layout {
         KindLayout::Hash => {
             let vf = wire.version_field().as_bytes();
-            let v = check(srv.read("HGET", &[key, vf]))?;
-            let version = match text(&v) {
-                Some(b) => version_of(wire, b)?,
-                None => 0,
-            };
-            if version == chain.version {
+            let version = stored_version(wire, &check(srv.read("HGET", &[key, vf]))?)?;
+            if !behind(t, version, chain)? {
                 return Ok(false);
-            }
-            if version > chain.version {
-                return Err(newer(t, version, chain));
             }
             let flat = array(check(srv.read("HGETALL", &[key]))?);
             let mut fields = Vec::with_capacity(flat.len() / 2);
@@ -300,11 +311,8 @@ fn run_steps(
             let entity = wire
                 .decode_json(key_of(wire, t)?, &body)
                 .map_err(|e| format!("TERNMIGRATE {e}"))?;
-            if entity.version == chain.version {
+            if !behind(t, entity.version, chain)? {
                 return Ok(false);
-            }
-            if entity.version > chain.version {
-                return Err(newer(t, entity.version, chain));
             }
             let new = migrated(chain, &entity, t)?;
             let json = wire
@@ -336,11 +344,8 @@ fn migrate_container(
     let version = wire
         .tag_version(layout, text(&v), value.as_deref())
         .map_err(|e| format!("TERNMIGRATE {e} (key {})", t.key))?;
-    if version == chain.version {
+    if !behind(t, version, chain)? {
         return Ok(false);
-    }
-    if version > chain.version {
-        return Err(newer(t, version, chain));
     }
     let items = match layout {
         KindLayout::Text => value.into_iter().collect(),

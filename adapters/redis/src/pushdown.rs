@@ -256,6 +256,20 @@ fn declined(why: &str) -> Error {
 }
 
 /// The script and arguments of a request, or why it must run on the client.
+/// The SCAN a batch script continues with after its given keys.
+struct BatchScan<'a> {
+    /// The kind's key pattern.
+    pattern: &'a str,
+    /// The SCAN cursor to continue at.
+    cursor: u64,
+    /// The iteration has ended: no SCAN step at all.
+    ended: bool,
+    /// The most entities of the page.
+    limit: usize,
+    /// The most SCAN steps of the page.
+    steps: usize,
+}
+
 pub(crate) fn compile(request: &PushdownRequest, version_field: &str) -> Result<Compiled> {
     compile_steps(&request.steps, version_field, Shape::Batch)
 }
@@ -453,29 +467,16 @@ impl RedisStore {
             };
             next_cursor = Some(cursor);
         }
-        let script = self.script(&compiled.script);
-        let mut invocation = script.prepare_invoke();
-        for k in &pos.pending {
-            invocation.key(k);
-        }
-        invocation.arg(&self.config.version_field).arg(request.from);
-        for a in &compiled.args {
-            invocation.arg(a);
-        }
-        invocation
-            .arg(&pattern)
-            .arg(pos.cursor)
-            .arg(if pos.done { "0" } else { "1" })
-            .arg(limit)
-            .arg(SCAN_STEPS_PER_PAGE);
-        let out: Vec<redis::Value> =
-            invocation
-                .invoke_async(&mut self.conn())
-                .await
-                .map_err(|e| {
-                    self.err("updating entities in place", e)
-                        .with_context("kind", request.kind.clone())
-                })?;
+        let scan = BatchScan {
+            pattern: &pattern,
+            cursor: pos.cursor,
+            ended: pos.done,
+            limit,
+            steps: SCAN_STEPS_PER_PAGE,
+        };
+        let out = self
+            .invoke_batch(&request, &compiled, &pos.pending, scan)
+            .await?;
         read_answer(&out, n, next_cursor)
     }
 
@@ -493,6 +494,27 @@ impl RedisStore {
         tern_core::store::pushdown::target_version(request)?;
         let compiled = compile(request, &self.config.version_field)?;
         let n = request.steps.len();
+        // The keys only: no SCAN (cursor 0, the iteration ended).
+        let scan = BatchScan {
+            pattern: &self.keys.kind_pattern(&request.kind),
+            cursor: 0,
+            ended: true,
+            limit: keys.len().max(1),
+            steps: 0,
+        };
+        let out = self.invoke_batch(request, &compiled, keys, scan).await?;
+        read_answer(&out, n, Some(next_cursor))
+    }
+
+    /// Runs `compiled`'s batch script over `keys`, then over what the SCAN
+    /// `scan` finds; the script's raw answer.
+    async fn invoke_batch(
+        &self,
+        request: &PushdownRequest,
+        compiled: &Compiled,
+        keys: &[String],
+        scan: BatchScan<'_>,
+    ) -> Result<Vec<redis::Value>> {
         let script = self.script(&compiled.script);
         let mut invocation = script.prepare_invoke();
         for k in keys {
@@ -502,22 +524,19 @@ impl RedisStore {
         for a in &compiled.args {
             invocation.arg(a);
         }
-        // The keys only: no SCAN (cursor 0, the iteration "ended").
         invocation
-            .arg(self.keys.kind_pattern(&request.kind))
-            .arg(0)
-            .arg("0")
-            .arg(keys.len().max(1))
-            .arg(0);
-        let out: Vec<redis::Value> =
-            invocation
-                .invoke_async(&mut self.conn())
-                .await
-                .map_err(|e| {
-                    self.err("updating entities in place", e)
-                        .with_context("kind", request.kind.clone())
-                })?;
-        read_answer(&out, n, Some(next_cursor))
+            .arg(scan.pattern)
+            .arg(scan.cursor)
+            .arg(if scan.ended { "0" } else { "1" })
+            .arg(scan.limit)
+            .arg(scan.steps);
+        invocation
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| {
+                self.err("updating entities in place", e)
+                    .with_context("kind", request.kind.clone())
+            })
     }
 
     /// [`tern_core::store::Store::get_advanced`] with steps, on a hash kind:

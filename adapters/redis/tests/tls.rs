@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tern_core::lazy::LazyClient;
-use tern_core::migrate::{Migration, MigrationSet, Migrator};
-use tern_core::model::{Entity, Key, Map, Value};
-use tern_core::store::{Store, StoreExt};
+use tern_core::migrate::{Migration, Migrator};
+use tern_core::model::{Key, Value};
+use tern_core::store::Store;
 use tern_redis::{RedisConfig, RedisLazy, RedisStore};
 use tern_testkit::server::LocalServer;
 use tern_testkit::tls::{self, Leaf, TestPki};
@@ -144,17 +144,7 @@ async fn a_migration_and_lazy_commands_over_tls_as_an_acl_user() {
             .await
             .unwrap(),
     );
-    for id in ["1", "2", "3"] {
-        let mut value = Map::new();
-        value.insert("title".into(), Value::from(format!("post {id}")));
-        store
-            .put(Entity::new(key("post", id), value))
-            .await
-            .unwrap();
-    }
-    let mut set = MigrationSet::new();
-    set.add(Migration::from_script(1, "likes", "0001_likes.tern", "add post.likes = 0\n").unwrap())
-        .unwrap();
+    let mut set = tls::seed_posts(store.as_ref(), &["1", "2", "3"]).await;
     let lazy = Migration::from_script(2, "stars", "0002_stars.tern", "lazy\nadd post.stars = 5\n")
         .unwrap();
     set.add(lazy.clone()).unwrap();
@@ -325,17 +315,7 @@ async fn a_migration_on_a_tls_redis_cluster() {
             .unwrap(),
     );
     let ids: Vec<String> = (0..30).map(|i| i.to_string()).collect();
-    for id in &ids {
-        let mut value = Map::new();
-        value.insert("title".into(), Value::from(format!("post {id}")));
-        store
-            .put(Entity::new(key("post", id), value))
-            .await
-            .unwrap();
-    }
-    let mut set = MigrationSet::new();
-    set.add(Migration::from_script(1, "likes", "0001_likes.tern", "add post.likes = 0\n").unwrap())
-        .unwrap();
+    let set = tls::seed_posts(store.as_ref(), &ids).await;
     Migrator::new(store.clone(), set).up(None).await.unwrap();
     for id in &ids {
         let post = store.get(&key("post", id)).await.unwrap().unwrap();

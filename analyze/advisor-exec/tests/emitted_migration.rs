@@ -2,13 +2,16 @@
 //! on the embedded store over normalized data, then every query answered from the filled
 //! column families, with the same answers as the column families loaded directly.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use common::example;
 use tern_advisor::advise::prepare;
 use tern_advisor::column_family::ColumnFamily;
 use tern_advisor::synthetic::Rng;
-use tern_advisor::{Model, Options, Workload, migration};
+use tern_advisor::{Options, migration};
 use tern_advisor_exec::data::{cf_rows, generate, normalized};
 use tern_advisor_exec::execute::{execute, params};
 use tern_advisor_exec::layout::load;
@@ -17,18 +20,6 @@ use tern_core::migrate::engine::Migrator;
 use tern_core::migrate::source::MigrationSet;
 use tern_core::store::embedded::EmbeddedStore;
 use tern_core::store::{Store, Write};
-
-fn example(name: &str) -> (Model, Workload) {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/advisor");
-    let read = |ext: &str| {
-        std::fs::read_to_string(dir.join(format!("{name}.{ext}")))
-            .unwrap_or_else(|e| panic!("{name}.{ext}: {e}"))
-    };
-    let model = Model::parse("m", &read("model")).unwrap_or_else(|e| panic!("{e}"));
-    let workload =
-        Workload::parse("w", &read("workload"), &model).unwrap_or_else(|e| panic!("{e}"));
-    (model, workload)
-}
 
 #[tokio::test]
 async fn the_hotels_emitted_migration_fills_every_column_family_and_answers_every_query() {

@@ -1,25 +1,16 @@
 //! The advisor's store side on an in-memory store: the recommended schema and the baseline give
 //! the same answers, the scratch kinds are removed, calibration fits and cleans up.
 
+mod common;
+
+use common::example;
 use tern_advisor::advise::prepare;
-use tern_advisor::{Model, Options, Workload};
+use tern_advisor::Options;
 use tern_advisor_exec::calibrate::{CALIBRATION_KIND, calibrate};
 use tern_advisor_exec::{Written, compare_on};
 use tern_core::migrate::CancelFlag;
 use tern_core::store::memory::MemoryStore;
 use tern_core::store::{Filter, Store};
-
-fn example(name: &str) -> (Model, Workload) {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/advisor");
-    let read = |ext: &str| {
-        std::fs::read_to_string(dir.join(format!("{name}.{ext}")))
-            .unwrap_or_else(|e| panic!("{name}.{ext}: {e}"))
-    };
-    let model = Model::parse("m", &read("model")).unwrap_or_else(|e| panic!("{e}"));
-    let workload =
-        Workload::parse("w", &read("workload"), &model).unwrap_or_else(|e| panic!("{e}"));
-    (model, workload)
-}
 
 async fn kinds_left(store: &MemoryStore, prefix: &str) -> Vec<String> {
     let kinds = store.kinds().await.unwrap_or_else(|e| panic!("{e}"));

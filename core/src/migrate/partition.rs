@@ -27,13 +27,11 @@ use tokio::sync::{Mutex, Notify};
 use tokio::task::JoinHandle;
 
 use crate::migration::error::{MigrateError, Result};
+use crate::migration::fenced::{self, DocChange, Fence};
 use crate::migration::state::{
     self, PartitionLease, PartitionState, RunCounts, StagePartitions, StateDoc, Versioned,
 };
-use crate::store::{
-    BatchMetaOutcome, Cursor, MetaUpdate, MetaValueFn, Partition, Store, StoreExt, Write,
-    WriteOutcome,
-};
+use crate::store::{Cursor, Partition, Store, StoreExt, Write, WriteOutcome};
 
 /// The state document as one process last read or wrote it, shared by its
 /// partition workers.
@@ -259,45 +257,35 @@ impl ClaimShared {
             })
     }
 
-    fn lose(&self) -> MigrateError {
-        self.lost.store(true, Ordering::SeqCst);
-        MigrateError::LeaseLost { token: self.token }
-    }
-
     /// Changes the partition's record while this claim holds it: the
     /// document is read again after another writer's change.
     async fn update(&self, change: &(dyn Fn(&mut PartitionState) + Send + Sync)) -> Result<()> {
-        if self.lost.load(Ordering::SeqCst) {
-            return Err(self.lose());
-        }
         let mut current = self.cache.lock().await;
-        loop {
-            let mut doc = current.doc.clone();
-            let Some(part) = self.mine(&mut doc) else {
-                // The cache may be older than the store: look there before giving up.
-                let fresh = state::load(self.store.as_ref()).await?;
-                if fresh.revision == current.revision {
-                    return Err(self.lose());
-                }
-                *current = fresh;
-                let mut again = current.doc.clone();
-                if self.mine(&mut again).is_none() {
-                    return Err(self.lose());
-                }
-                continue;
-            };
-            change(part);
-            match state::store_or_current(self.store.as_ref(), current.revision, &doc).await? {
-                Ok(rev) => {
-                    *current = Versioned {
-                        doc,
-                        revision: Some(rev),
-                    };
-                    return Ok(());
-                }
-                Err(seen) => *current = seen,
+        fenced::update(self.store.as_ref(), self, &mut current, |doc| {
+            if let Some(part) = self.mine(doc) {
+                change(part);
             }
-        }
+        })
+        .await
+    }
+}
+
+/// A claim fences its partition's record. The workers' shared cache may be
+/// older than the store: it is read again before a claim counts as lost.
+impl Fence for ClaimShared {
+    const RELOAD: bool = true;
+
+    fn holds(&self, doc: &StateDoc) -> bool {
+        self.mine(&mut doc.clone()).is_some()
+    }
+
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    fn lose(&self) -> MigrateError {
+        self.lost.store(true, Ordering::SeqCst);
+        MigrateError::LeaseLost { token: self.token }
     }
 }
 
@@ -392,74 +380,23 @@ impl Claim {
                 .await?;
             return Ok(outcomes);
         }
-        if self.is_lost() {
-            return Err(shared.lose());
-        }
-        let change = Arc::new(change);
+        let on_doc: DocChange = {
+            let owner = Arc::clone(shared);
+            Arc::new(move |doc: &mut StateDoc, outcomes: &[WriteOutcome]| {
+                if let Some(p) = owner.mine(doc) {
+                    change(p, outcomes);
+                }
+            })
+        };
         let mut current = shared.cache.lock().await;
-        loop {
-            let mut base = current.doc.clone();
-            if shared.mine(&mut base).is_none() {
-                let fresh = state::load(shared.store.as_ref()).await?;
-                if fresh.revision == current.revision {
-                    return Err(shared.lose());
-                }
-                *current = fresh;
-                continue;
-            }
-            let value: MetaValueFn = {
-                let (change, owner) = (Arc::clone(&change), Arc::clone(shared));
-                Arc::new(move |outcomes: &[WriteOutcome]| {
-                    let mut doc = base.clone();
-                    if let Some(p) = owner.mine(&mut doc) {
-                        change(p, outcomes);
-                    }
-                    state::to_json(&doc)
-                })
-            };
-            let outcome = shared
-                .store
-                .write_checked_with_meta(
-                    writes.clone(),
-                    MetaUpdate {
-                        name: state::STATE_DOC.to_owned(),
-                        expected: current.revision,
-                        value,
-                    },
-                )
-                .await
-                .map_err(MigrateError::store("writing entities and their checkpoint"))?;
-            match outcome {
-                BatchMetaOutcome::Applied { writes, revision } => {
-                    let mut doc = current.doc.clone();
-                    if let Some(p) = shared.mine(&mut doc) {
-                        change(p, &writes);
-                    }
-                    *current = Versioned {
-                        doc,
-                        revision: Some(revision),
-                    };
-                    return Ok(writes);
-                }
-                BatchMetaOutcome::Conflict {
-                    current: now,
-                    writes: None,
-                } => *current = state::current(now.as_ref())?,
-                BatchMetaOutcome::Conflict {
-                    current: now,
-                    writes: Some(outcomes),
-                } => {
-                    // Not atomic after all: the writes landed; checkpoint them.
-                    *current = state::current(now.as_ref())?;
-                    drop(current);
-                    let seen = outcomes.clone();
-                    shared
-                        .update(&move |p: &mut PartitionState| change(p, &seen))
-                        .await?;
-                    return Ok(outcomes);
-                }
-            }
-        }
+        fenced::write_and_update(
+            shared.store.as_ref(),
+            &**shared,
+            &mut current,
+            writes,
+            on_doc,
+        )
+        .await
     }
 
     /// Marks the partition done with its final counts and gives its lease up.
@@ -486,21 +423,14 @@ impl Claim {
 }
 
 async fn renew_loop(shared: Arc<ClaimShared>) {
-    let period = Duration::from_millis(u64::try_from(shared.ttl_ms / 3).unwrap_or(1000).max(10));
     loop {
-        tokio::select! {
-            () = tokio::time::sleep(period) => {}
-            () = shared.stop.notified() => return,
-        }
-        if shared.lost.load(Ordering::SeqCst) {
+        let wake = (&shared.stop, &shared.lost);
+        let Some(now) = super::lease::next_renewal(shared.store.as_ref(), shared.ttl_ms, wake, |e| {
+            tracing::warn!(error = %e, "cannot read the clock to renew a partition lease; retrying");
+        })
+        .await
+        else {
             return;
-        }
-        let now = match shared.store.now().await {
-            Ok(now) => now,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the clock to renew a partition lease; retrying");
-                continue;
-            }
         };
         let expires = now.saturating_add(shared.ttl_ms);
         match shared

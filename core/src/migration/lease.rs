@@ -19,10 +19,9 @@ use tokio::sync::{Mutex, Notify};
 use tokio::task::JoinHandle;
 
 use super::error::{MigrateError, Result};
+use super::fenced::{self, Fence};
 use super::state::{self, LeaseRecord, StateDoc, Versioned};
-use crate::store::{
-    BatchMetaOutcome, MetaUpdate, MetaValueFn, Store, StoreExt, Write, WriteOutcome,
-};
+use crate::store::{Store, StoreExt, Write, WriteOutcome};
 
 /// How to take the lease.
 #[derive(Debug, Clone)]
@@ -205,19 +204,6 @@ impl Lease {
         self.shared.current.lock().await.doc.clone()
     }
 
-    /// Is `doc`'s lease still this one (same owner, same fencing token)?
-    fn holds(&self, doc: &StateDoc) -> bool {
-        holds(&self.shared, doc)
-    }
-
-    /// Marks the lease lost and returns the error that says so.
-    fn lose(&self) -> MigrateError {
-        self.shared.lost.store(true, Ordering::SeqCst);
-        MigrateError::LeaseLost {
-            token: self.shared.token,
-        }
-    }
-
     /// Changes the state document under the lease (fenced compare-and-set).
     ///
     /// When someone else wrote the document meanwhile (a worker's partition
@@ -228,30 +214,15 @@ impl Lease {
     /// # Errors
     /// [`MigrateError::LeaseLost`] when another runner took the lease over (or
     /// it was released by force), or a store error.
-    pub async fn update<T>(&self, mut change: impl FnMut(&mut StateDoc) -> T) -> Result<T> {
-        if self.is_lost() {
-            return Err(self.lose());
-        }
+    pub async fn update<T>(&self, change: impl FnMut(&mut StateDoc) -> T) -> Result<T> {
         let mut current = self.shared.current.lock().await;
-        loop {
-            if !self.holds(&current.doc) {
-                return Err(self.lose());
-            }
-            let mut doc = current.doc.clone();
-            let out = change(&mut doc);
-            match state::store_or_current(self.shared.store.as_ref(), current.revision, &doc)
-                .await?
-            {
-                Ok(rev) => {
-                    *current = Versioned {
-                        doc,
-                        revision: Some(rev),
-                    };
-                    return Ok(out);
-                }
-                Err(now) => *current = now,
-            }
-        }
+        fenced::update(
+            self.shared.store.as_ref(),
+            &*self.shared,
+            &mut current,
+            change,
+        )
+        .await
     }
 
     /// Applies `writes` and changes the state document under the lease with one
@@ -276,61 +247,9 @@ impl Lease {
     where
         F: Fn(&mut StateDoc, &[WriteOutcome]) + Send + Sync + 'static,
     {
-        if self.is_lost() {
-            return Err(self.lose());
-        }
-        let change = Arc::new(change);
+        let store = self.shared.store.as_ref();
         let mut current = self.shared.current.lock().await;
-        loop {
-            if !self.holds(&current.doc) {
-                return Err(self.lose());
-            }
-            let value: MetaValueFn = {
-                let (base, change) = (current.doc.clone(), Arc::clone(&change));
-                Arc::new(move |outcomes: &[WriteOutcome]| {
-                    let mut doc = base.clone();
-                    change(&mut doc, outcomes);
-                    state::to_json(&doc)
-                })
-            };
-            let outcome = self
-                .shared
-                .store
-                .write_checked_with_meta(
-                    writes.clone(),
-                    MetaUpdate {
-                        name: state::STATE_DOC.to_owned(),
-                        expected: current.revision,
-                        value,
-                    },
-                )
-                .await
-                .map_err(MigrateError::store("writing entities and their checkpoint"))?;
-            match outcome {
-                BatchMetaOutcome::Applied { writes, revision } => {
-                    let mut doc = current.doc.clone();
-                    change(&mut doc, &writes);
-                    *current = Versioned {
-                        doc,
-                        revision: Some(revision),
-                    };
-                    return Ok(writes);
-                }
-                BatchMetaOutcome::Conflict {
-                    current: now,
-                    writes: applied,
-                } => {
-                    *current = state::current(now.as_ref())?;
-                    if let Some(outcomes) = applied {
-                        drop(current);
-                        let change = Arc::clone(&change);
-                        let seen = outcomes.clone();
-                        self.update(move |doc| change(doc, &seen)).await?;
-                        return Ok(outcomes);
-                    }
-                }
-            }
-        }
+        fenced::write_and_update(store, &*self.shared, &mut current, writes, Arc::new(change)).await
     }
 
     /// Releases the lease. A lease another runner holds now is left to it.
@@ -385,6 +304,25 @@ fn holds(shared: &Shared, doc: &StateDoc) -> bool {
         .is_some_and(|l| l.owner == shared.owner && l.token == shared.token)
 }
 
+/// The runner's lease fences the state document; its copy is the one the
+/// runner keeps up to date.
+impl Fence for Shared {
+    const RELOAD: bool = false;
+
+    fn holds(&self, doc: &StateDoc) -> bool {
+        holds(self, doc)
+    }
+
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    fn lose(&self) -> MigrateError {
+        self.lost.store(true, Ordering::SeqCst);
+        MigrateError::LeaseLost { token: self.token }
+    }
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
         if let Some(task) = self.renewer.take() {
@@ -393,23 +331,43 @@ impl Drop for Lease {
     }
 }
 
-async fn renew_loop(shared: Arc<Shared>) {
-    let period = Duration::from_millis(u64::try_from(shared.ttl_ms / 3).unwrap_or(1000).max(10));
+/// The background renewers' wait for their next turn (the runner's lease, a
+/// worker's partition lease): a third of `ttl_ms` (at least 10 ms), then the
+/// store's clock. A clock that cannot be read is reported to `clock_failed`
+/// and read again a period later. `None` when the renewer is to end: `stop`
+/// was notified, or `lost` set meanwhile.
+pub(crate) async fn next_renewal(
+    store: &dyn Store,
+    ttl_ms: i64,
+    (stop, lost): (&Notify, &AtomicBool),
+    clock_failed: impl Fn(&crate::store::Error),
+) -> Option<i64> {
+    let period = Duration::from_millis(u64::try_from(ttl_ms / 3).unwrap_or(1000).max(10));
     loop {
         tokio::select! {
             () = tokio::time::sleep(period) => {}
-            () = shared.stop.notified() => return,
+            () = stop.notified() => return None,
         }
-        if shared.lost.load(Ordering::SeqCst) {
+        if lost.load(Ordering::SeqCst) {
+            return None;
+        }
+        match store.now().await {
+            Ok(now) => return Some(now),
+            Err(e) => clock_failed(&e),
+        }
+    }
+}
+
+async fn renew_loop(shared: Arc<Shared>) {
+    loop {
+        let wake = (&shared.stop, &shared.lost);
+        let Some(now) = next_renewal(shared.store.as_ref(), shared.ttl_ms, wake, |e| {
+            tracing::warn!(error = %e, "cannot read the clock to renew the lease; retrying");
+            crate::telemetry::retry("lease_renewal", 1);
+        })
+        .await
+        else {
             return;
-        }
-        let now = match shared.store.now().await {
-            Ok(now) => now,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the clock to renew the lease; retrying");
-                crate::telemetry::retry("lease_renewal", 1);
-                continue;
-            }
         };
         let mut current = shared.current.lock().await;
         let expired = current

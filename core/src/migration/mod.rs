@@ -8,6 +8,7 @@
 //! - [`state`]: tern's state document (ledger, runs, lazy records) and its fenced writes;
 //! - [`report`]: what one migration's run did and its ledger entry;
 //! - [`lease`]: the lock every writer of the state document holds;
+//! - `fenced`: the compare-and-set loops of a lease's holder and a partition's worker;
 //! - [`progress`], [`pace`]: cancellation, progress callbacks and the rate limiter;
 //! - [`conflict`]: unsafe move/copy targets; [`error`]: [`MigrateError`](error::MigrateError).
 //!
@@ -18,6 +19,7 @@ pub(crate) mod apply;
 pub mod conflict;
 pub mod directive;
 pub mod error;
+pub(crate) mod fenced;
 pub mod lease;
 pub mod pace;
 pub mod plan;

@@ -404,11 +404,20 @@ pub async fn store_or_current(
     expected: Option<u64>,
     doc: &StateDoc,
 ) -> Result<std::result::Result<u64, Versioned>> {
+    match cas(store, expected, doc).await? {
+        MetaCas::Applied(rev) => Ok(Ok(rev)),
+        MetaCas::Conflict(now) => Ok(Err(current(now.as_ref())?)),
+    }
+}
+
+/// The compare-and-set under [`store_or_current`] and [`store_if`]: writes
+/// `doc` if the document is still at `expected`, and hands back the store's answer.
+async fn cas(store: &dyn Store, expected: Option<u64>, doc: &StateDoc) -> Result<MetaCas> {
     let text = serde_json::to_string(doc).map_err(|e| MigrateError::CorruptMetadata {
         name: STATE_DOC.to_owned(),
         message: e.to_string(),
     })?;
-    match store
+    store
         .meta_cas(
             STATE_DOC,
             MetaChange {
@@ -417,11 +426,7 @@ pub async fn store_or_current(
             },
         )
         .await
-        .map_err(MigrateError::store("writing tern's state"))?
-    {
-        MetaCas::Applied(rev) => Ok(Ok(rev)),
-        MetaCas::Conflict(now) => Ok(Err(current(now.as_ref())?)),
-    }
+        .map_err(MigrateError::store("writing tern's state"))
 }
 
 /// `doc` as the JSON text stored, for a store call that writes it
@@ -449,21 +454,7 @@ pub async fn store_if(
     expected: Option<u64>,
     doc: &StateDoc,
 ) -> Result<Option<u64>> {
-    let text = serde_json::to_string(doc).map_err(|e| MigrateError::CorruptMetadata {
-        name: STATE_DOC.to_owned(),
-        message: e.to_string(),
-    })?;
-    match store
-        .meta_cas(
-            STATE_DOC,
-            MetaChange {
-                expected,
-                value: Some(&text),
-            },
-        )
-        .await
-        .map_err(MigrateError::store("writing tern's state"))?
-    {
+    match cas(store, expected, doc).await? {
         MetaCas::Applied(rev) => Ok(Some(rev)),
         MetaCas::Conflict(_) => Ok(None),
     }
