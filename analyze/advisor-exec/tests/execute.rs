@@ -4,8 +4,8 @@
 mod common;
 
 use common::example;
-use tern_advisor::advise::prepare;
 use tern_advisor::Options;
+use tern_advisor::advise::prepare;
 use tern_advisor_exec::calibrate::{CALIBRATION_KIND, calibrate};
 use tern_advisor_exec::{Written, compare_on};
 use tern_core::migrate::CancelFlag;
