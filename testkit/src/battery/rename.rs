@@ -522,18 +522,28 @@ pub async fn rename_kind_never_overwrites_and_stops_on_a_namesake(
                     let first_of = |kind: &'static str| {
                         let s = Arc::clone(&s3);
                         async move {
-                            let page = s
-                                .scan(
-                                    kind,
-                                    ScanRequest {
-                                        filter: Filter::all(),
-                                        cursor: None,
-                                        limit: 100,
-                                    },
-                                )
-                                .await
-                                .unwrap();
-                            page.entities.into_iter().map(|e| e.key.id).min().unwrap()
+                            // Every page: one of a store's own scan (Redis SCAN
+                            // over a busy database) may hold none of the kind.
+                            let (mut ids, mut cursor) = (Vec::new(), None);
+                            loop {
+                                let page = s
+                                    .scan(
+                                        kind,
+                                        ScanRequest {
+                                            filter: Filter::all(),
+                                            cursor: cursor.take(),
+                                            limit: 100,
+                                        },
+                                    )
+                                    .await
+                                    .unwrap();
+                                ids.extend(page.entities.into_iter().map(|e| e.key.id));
+                                cursor = page.cursor;
+                                if cursor.is_none() {
+                                    break;
+                                }
+                            }
+                            ids.into_iter().min().unwrap()
                         }
                     };
                     let waiting = first_of("blogpost").await;
