@@ -52,7 +52,6 @@ impl tern_testkit::intercept::Intercept for Limits {
 #[tokio::test]
 async fn the_sweep_takes_at_most_call_size_entities_per_server_side_call() {
     use tern_core::lazy::{SweepOptions, sweep};
-    use tern_core::migrate::LeaseOptions;
     use tern_core::store::memory::MemoryStore;
     use tern_testkit::intercept::Intercepted;
 
@@ -70,14 +69,7 @@ async fn the_sweep_takes_at_most_call_size_entities_per_server_side_call() {
             call_size,
             ..SweepOptions::default()
         };
-        let report = sweep::sweep(
-            Arc::clone(&store),
-            &LeaseOptions::default(),
-            &Default::default(),
-            &options,
-        )
-        .await
-        .unwrap();
+        let report = sweep_with(&store, &options).await;
         assert_eq!(
             report.migrated.get("post"),
             Some(&(n as u64)),
@@ -189,14 +181,37 @@ async fn install_over(store: &Arc<dyn Store>, kind: &str, n: i64, script: &str) 
 
 /// `tern sweep` of every kind with the default options.
 async fn sweep_all(store: &Arc<dyn Store>) -> tern_core::lazy::SweepReport {
+    sweep_with(store, &tern_core::lazy::SweepOptions::default()).await
+}
+
+/// `tern sweep` of every kind with `options` and the default lease.
+async fn sweep_with(
+    store: &Arc<dyn Store>,
+    options: &tern_core::lazy::SweepOptions,
+) -> tern_core::lazy::SweepReport {
     tern_core::lazy::sweep::sweep(
         Arc::clone(store),
         &tern_core::migrate::LeaseOptions::default(),
         &Default::default(),
-        &tern_core::lazy::SweepOptions::default(),
+        options,
     )
     .await
     .unwrap()
+}
+
+/// Each of the `n` posts [`install_over`] wrote, migrated by `add post.likes
+/// = 0`: `likes` added, `n` kept.
+async fn assert_posts_migrated(store: &Arc<dyn Store>, n: i64) {
+    use tern_core::model::{Key, Value};
+    for i in 0..n {
+        let e = store
+            .get(&Key::new("post", i).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.value.get("likes"), Some(&Value::Int(0)), "post {i}");
+        assert_eq!(e.value.get("n"), Some(&Value::Int(i)), "post {i}");
+    }
 }
 
 /// `tern sweep --workers 4 --partitions 8` on a store with partitions: every
@@ -205,29 +220,21 @@ async fn sweep_all(store: &Arc<dyn Store>) -> tern_core::lazy::SweepReport {
 /// no split left in the checkpoint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_sweep_migrates_every_entity_once() {
-    use tern_core::lazy::{SweepOptions, sweep};
-    use tern_core::migrate::LeaseOptions;
-    use tern_core::model::{Key, Value};
+    use tern_core::lazy::SweepOptions;
     use tern_core::store::memory::MemoryStore;
 
     let n = 600;
     for pushdown in [true, false] {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         install_over(&store, "post", n, "lazy\nadd post.likes = 0\n").await;
-        let report = sweep::sweep(
-            Arc::clone(&store),
-            &LeaseOptions::default(),
-            &Default::default(),
-            &SweepOptions {
-                workers: 4,
-                partitions: Some(8),
-                batch_size: 25,
-                pushdown,
-                ..SweepOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+        let options = SweepOptions {
+            workers: 4,
+            partitions: Some(8),
+            batch_size: 25,
+            pushdown,
+            ..SweepOptions::default()
+        };
+        let report = sweep_with(&store, &options).await;
         assert_eq!(
             report.migrated.get("post"),
             Some(&(n as u64)),
@@ -235,15 +242,7 @@ async fn a_partitioned_sweep_migrates_every_entity_once() {
         );
         assert_eq!(report.remaining(), 0);
         assert_eq!(report.completed, vec![1]);
-        for i in 0..n {
-            let e = store
-                .get(&Key::new("post", i).unwrap())
-                .await
-                .unwrap()
-                .unwrap();
-            assert_eq!(e.value.get("likes"), Some(&Value::Int(0)), "post {i}");
-            assert_eq!(e.value.get("n"), Some(&Value::Int(i)), "post {i}");
-        }
+        assert_posts_migrated(&store, n).await;
         let doc = tern_core::migrate::state::load(store.as_ref())
             .await
             .unwrap()
@@ -265,7 +264,6 @@ async fn a_killed_partitioned_sweep_resumes_from_its_partition_checkpoints() {
     use tern_core::lazy::{SweepOptions, sweep};
     use tern_core::migrate::LeaseOptions;
     use tern_core::migrate::state;
-    use tern_core::model::{Key, Value};
     use tern_core::store::memory::MemoryStore;
 
     let n: i64 = 2000;
@@ -369,12 +367,5 @@ async fn a_killed_partitioned_sweep_resumes_from_its_partition_checkpoints() {
         migrated <= n as u64 && migrated >= n as u64 - 4 * 20,
         "each entity counted at most once, at most one batch per killed worker uncounted: {migrated}"
     );
-    for i in 0..n {
-        let e = store
-            .get(&Key::new("post", i).unwrap())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(e.value.get("likes"), Some(&Value::Int(0)), "post {i}");
-    }
+    assert_posts_migrated(&store, n).await;
 }

@@ -80,25 +80,13 @@ impl RedisStore {
             }
         }
         for w in &writes {
-            let (code, key) = match w {
-                Write::Put(e) => ("P", &e.key),
-                Write::Insert(e) => ("I", &e.key),
-                Write::Replace { expected, .. } => ("R", &expected.key),
-                Write::Delete(k) => ("D", k),
-            };
+            let (code, key) = Self::op_of(w);
             let from = match w {
                 Write::Delete(_) => 0,
                 _ => moved_from(&writes, key).map_or(0, |j| guards.len() + j + 1),
             };
             self.op_header(code, key, from, &mut keys, &mut args)?;
-            match w {
-                Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
-                Write::Replace { expected, new } => {
-                    self.expected_payload(expected, &mut args)?;
-                    self.payload(new, &mut args)?;
-                }
-                Write::Delete(_) => {}
-            }
+            self.write_payloads(w, &mut args)?;
         }
         let script = self.script(ATOMIC_SCRIPT);
         let mut invocation = script.prepare_invoke();

@@ -15,6 +15,27 @@ pub(crate) struct Node {
     pub(crate) port: u16,
 }
 
+impl Node {
+    /// The master a line of `CLUSTER NODES` names, with the line's fields
+    /// (the ninth on are its slots); `None` for a replica, a failed master or
+    /// a line it cannot read.
+    pub(crate) fn master_in(line: &str) -> Option<(Node, Vec<&str>)> {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let flags = fields.get(2)?;
+        if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
+            return None;
+        }
+        // `host:port@cport[,hostname]`
+        let addr = fields.get(1)?.split(['@', ',']).next()?;
+        let (host, port) = addr.rsplit_once(':')?;
+        let node = Node {
+            host: host.to_owned(),
+            port: port.parse().ok()?,
+        };
+        Some((node, fields))
+    }
+}
+
 /// A connection to one server or to a cluster.
 #[derive(Clone)]
 pub(crate) enum Conn {
@@ -142,20 +163,7 @@ impl Conn {
         let text: String = redis::cmd("CLUSTER").arg("NODES").query_async(self).await?;
         let mut nodes: Vec<Node> = text
             .lines()
-            .filter_map(|line| {
-                let fields: Vec<&str> = line.split_whitespace().collect();
-                let flags = fields.get(2)?;
-                if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
-                    return None;
-                }
-                // `host:port@cport[,hostname]`
-                let addr = fields.get(1)?.split(['@', ',']).next()?;
-                let (host, port) = addr.rsplit_once(':')?;
-                Some(Node {
-                    host: host.to_owned(),
-                    port: port.parse().ok()?,
-                })
-            })
+            .filter_map(|line| Node::master_in(line).map(|(node, _)| node))
             .collect();
         nodes.sort();
         nodes.dedup();

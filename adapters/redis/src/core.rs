@@ -555,6 +555,31 @@ impl RedisStore {
         Ok(())
     }
 
+    /// The write scripts' letter for `write` (`P`ut, `I`nsert, `R`eplace,
+    /// `D`elete) and the key it writes.
+    pub(crate) fn op_of(write: &Write) -> (&'static str, &Key) {
+        match write {
+            Write::Put(e) => ("P", &e.key),
+            Write::Insert(e) => ("I", &e.key),
+            Write::Replace { expected, .. } => ("R", &expected.key),
+            Write::Delete(k) => ("D", k),
+        }
+    }
+
+    /// The payloads of `write` for the write scripts: the entity written
+    /// ([`Self::payload`]), after the one a replace expects
+    /// ([`Self::expected_payload`]); none for a delete.
+    pub(crate) fn write_payloads(&self, write: &Write, args: &mut Vec<Vec<u8>>) -> Result<()> {
+        match write {
+            Write::Put(e) | Write::Insert(e) => self.payload(e, args),
+            Write::Replace { expected, new } => {
+                self.expected_payload(expected, args)?;
+                self.payload(new, args)
+            }
+            Write::Delete(_) => Ok(()),
+        }
+    }
+
     /// The payload of an entity a compare-and-set expects to find
     /// ([`Self::payload`]), for a hash followed by one more item: a letter per
     /// field, in order, saying how the script compares the stored text with
@@ -760,26 +785,14 @@ impl RedisStore {
         // Per write: its two keys and its arguments.
         let mut each = Vec::with_capacity(writes.len());
         for w in writes {
-            let (op, key) = match w {
-                Write::Put(e) => ("P", &e.key),
-                Write::Insert(e) => ("I", &e.key),
-                Write::Replace { expected, .. } => ("R", &expected.key),
-                Write::Delete(k) => ("D", k),
-            };
+            let (op, key) = Self::op_of(w);
             let redis_key = self.keys.entity_key(key)?;
             let version_key = self.keys.version_key(&redis_key);
             let mut args = vec![
                 op.as_bytes().to_vec(),
                 self.config.layout(&key.kind).code().as_bytes().to_vec(),
             ];
-            match w {
-                Write::Put(e) | Write::Insert(e) => self.payload(e, &mut args)?,
-                Write::Replace { expected, new } => {
-                    self.expected_payload(expected, &mut args)?;
-                    self.payload(new, &mut args)?;
-                }
-                Write::Delete(_) => {}
-            }
+            self.write_payloads(w, &mut args)?;
             each.push(([redis_key, version_key], args));
         }
         let vf = self.config.version_field.as_bytes();

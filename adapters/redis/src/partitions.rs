@@ -220,13 +220,7 @@ fn parse_slot_map(text: &str) -> SlotMap {
     let mut map: SlotMap = text
         .lines()
         .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let flags = fields.get(2)?;
-            if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
-                return None;
-            }
-            let addr = fields.get(1)?.split(['@', ',']).next()?;
-            let (host, port) = addr.rsplit_once(':')?;
+            let (node, fields) = Node::master_in(line)?;
             let slots = fields
                 .iter()
                 .skip(8)
@@ -236,13 +230,7 @@ fn parse_slot_map(text: &str) -> SlotMap {
                     None => f.parse().ok().map(|s| (s, s)),
                 })
                 .collect();
-            Some((
-                Node {
-                    host: host.to_owned(),
-                    port: port.parse().ok()?,
-                },
-                slots,
-            ))
+            Some((node, slots))
         })
         .collect();
     map.sort();

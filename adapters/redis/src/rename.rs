@@ -61,16 +61,6 @@ pub(crate) struct SlotPlan {
 /// [`RedisStore`]'s primitives of the rename by copy across cluster slots.
 struct SlotCopy<'a>(&'a RedisStore);
 
-/// One call of `script` with a key and its version key, then `args`.
-fn eval(script: &str, key: &str, version_key: &str, args: &[&[u8]]) -> redis::Cmd {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(script).arg(2).arg(key).arg(version_key);
-    for a in args {
-        cmd.arg(*a);
-    }
-    cmd
-}
-
 impl RedisStore {
     /// Whether `from` can be renamed to `to` on this store: both are kinds, the
     /// renamed keys read as kind `to`, and both kinds have the same layout.
@@ -246,24 +236,12 @@ impl SlotCopy<'_> {
     /// Reads each key of `keys` (of the old kind) with [`DUMP_SCRIPT`]; keys gone
     /// or of another type are left out.
     async fn read(&self, plan: &SlotPlan, pairs: Vec<(String, String)>) -> Result<Vec<SlotRow>> {
-        let store = self.0;
-        let dumps: Vec<Option<Dumped>> = store
-            .conn()
-            .many(
-                pairs
-                    .iter()
-                    .map(|(old, _)| {
-                        eval(
-                            DUMP_SCRIPT,
-                            old,
-                            &store.keys.version_key(old),
-                            &[plan.type_name.as_bytes()],
-                        )
-                    })
-                    .collect(),
-            )
-            .await
-            .map_err(|e| self.failed(plan, e))?;
+        let type_name = plan.type_name.as_bytes();
+        let cmds = pairs
+            .iter()
+            .map(|(old, _)| self.eval(DUMP_SCRIPT, old, &[type_name]))
+            .collect();
+        let dumps: Vec<Option<Dumped>> = self.send(plan, cmds).await?;
         Ok(pairs
             .into_iter()
             .zip(dumps)
@@ -278,6 +256,32 @@ impl SlotCopy<'_> {
                 })
             })
             .collect())
+    }
+
+    /// One call of `script` with `key` and its version key, then `args`.
+    fn eval(&self, script: &str, key: &str, args: &[&[u8]]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(script)
+            .arg(2)
+            .arg(key)
+            .arg(self.0.keys.version_key(key));
+        for a in args {
+            cmd.arg(*a);
+        }
+        cmd
+    }
+
+    /// `cmds` sent at once (each to the node of its key); their answers, in order.
+    async fn send<T: redis::FromRedisValue>(
+        &self,
+        plan: &SlotPlan,
+        cmds: Vec<redis::Cmd>,
+    ) -> Result<Vec<T>> {
+        self.0
+            .conn()
+            .many(cmds)
+            .await
+            .map_err(|e| self.failed(plan, e))
     }
 
     fn failed(&self, plan: &SlotPlan, e: redis::RedisError) -> Error {
@@ -334,23 +338,14 @@ impl CopyRename for SlotCopy<'_> {
     }
 
     async fn copy(&self, plan: &SlotPlan, rows: &[&SlotRow]) -> Result<Vec<Copied>> {
-        let store = self.0;
         let cmds = rows
             .iter()
             .map(|r| {
-                eval(
-                    COPY_SCRIPT,
-                    &r.new,
-                    &store.keys.version_key(&r.new),
-                    &[&r.dump, r.pttl.to_string().as_bytes(), &r.tag],
-                )
+                let pttl = r.pttl.to_string();
+                self.eval(COPY_SCRIPT, &r.new, &[&r.dump, pttl.as_bytes(), &r.tag])
             })
             .collect();
-        let codes: Vec<i64> = store
-            .conn()
-            .many(cmds)
-            .await
-            .map_err(|e| self.failed(plan, e))?;
+        let codes: Vec<i64> = self.send(plan, cmds).await?;
         Ok(codes
             .into_iter()
             .map(|c| {
@@ -369,7 +364,6 @@ impl CopyRename for SlotCopy<'_> {
         side: Side,
         rows: &[&SlotRow],
     ) -> Result<Vec<bool>> {
-        let store = self.0;
         let cmds = rows
             .iter()
             .map(|r| {
@@ -377,19 +371,10 @@ impl CopyRename for SlotCopy<'_> {
                     Side::Old => &r.old,
                     Side::New => &r.new,
                 };
-                eval(
-                    DELETE_IF_SAME_SCRIPT,
-                    key,
-                    &store.keys.version_key(key),
-                    &[&r.dump],
-                )
+                self.eval(DELETE_IF_SAME_SCRIPT, key, &[&r.dump])
             })
             .collect();
-        let codes: Vec<i64> = store
-            .conn()
-            .many(cmds)
-            .await
-            .map_err(|e| self.failed(plan, e))?;
+        let codes: Vec<i64> = self.send(plan, cmds).await?;
         Ok(codes.into_iter().map(|c| c == 1).collect())
     }
 

@@ -87,6 +87,77 @@ pub struct SavedLazy {
     pub retired: bool,
 }
 
+impl SavedMigration {
+    /// What an export carries of `e`.
+    fn of(e: &LedgerEntry) -> SavedMigration {
+        SavedMigration {
+            id: e.id,
+            name: e.name.clone(),
+            checksum: e.checksum.clone(),
+            script: e.script.clone(),
+            steps: e.steps.clone(),
+        }
+    }
+
+    /// The ledger entry, applied at `now` (no duration, no counts).
+    fn restored(&self, now: i64) -> LedgerEntry {
+        LedgerEntry {
+            id: self.id,
+            name: self.name.clone(),
+            checksum: self.checksum.clone(),
+            applied_at: now,
+            duration_ms: 0,
+            counts: RunCounts::default(),
+            script: self.script.clone(),
+            steps: self.steps.clone(),
+        }
+    }
+}
+
+impl SavedRename {
+    /// What an export carries of `r`.
+    fn of(r: &KindRename) -> SavedRename {
+        SavedRename {
+            migration: r.migration,
+            from: r.from.clone(),
+            to: r.to.clone(),
+        }
+    }
+
+    /// The rename, started at `now`.
+    fn restored(&self, now: i64) -> KindRename {
+        KindRename {
+            migration: self.migration,
+            from: self.from.clone(),
+            to: self.to.clone(),
+            started_at: now,
+        }
+    }
+}
+
+impl SavedLazy {
+    /// What an export carries of `l`.
+    fn of(l: &LazyRecord) -> SavedLazy {
+        SavedLazy {
+            migration: l.migration,
+            kinds: l.kinds.clone(),
+            completed: l.completed_at.is_some(),
+            retired: l.retired_at.is_some(),
+        }
+    }
+
+    /// The lazy record, installed (and completed, retired, as it was) at `now`.
+    fn restored(&self, now: i64) -> LazyRecord {
+        LazyRecord {
+            migration: self.migration,
+            installed_at: now,
+            kinds: self.kinds.clone(),
+            completed_at: self.completed.then_some(now),
+            retired_at: self.retired.then_some(now),
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StateLine {
@@ -99,36 +170,9 @@ impl SavedState {
         SavedState {
             format: doc.format.max(STATE_FORMAT),
             kinds: doc.kinds.clone(),
-            applied: doc
-                .applied
-                .iter()
-                .map(|e| SavedMigration {
-                    id: e.id,
-                    name: e.name.clone(),
-                    checksum: e.checksum.clone(),
-                    script: e.script.clone(),
-                    steps: e.steps.clone(),
-                })
-                .collect(),
-            renames: doc
-                .renames
-                .iter()
-                .map(|r| SavedRename {
-                    migration: r.migration,
-                    from: r.from.clone(),
-                    to: r.to.clone(),
-                })
-                .collect(),
-            lazy: doc
-                .lazy
-                .iter()
-                .map(|l| SavedLazy {
-                    migration: l.migration,
-                    kinds: l.kinds.clone(),
-                    completed: l.completed_at.is_some(),
-                    retired: l.retired_at.is_some(),
-                })
-                .collect(),
+            applied: doc.applied.iter().map(SavedMigration::of).collect(),
+            renames: doc.renames.iter().map(SavedRename::of).collect(),
+            lazy: doc.lazy.iter().map(SavedLazy::of).collect(),
         }
     }
 
@@ -136,41 +180,9 @@ impl SavedState {
     /// dating every record `now` (ms since the epoch).
     fn put_into(&self, doc: &mut StateDoc, now: i64) {
         doc.kinds = self.kinds.clone();
-        doc.applied = self
-            .applied
-            .iter()
-            .map(|m| LedgerEntry {
-                id: m.id,
-                name: m.name.clone(),
-                checksum: m.checksum.clone(),
-                applied_at: now,
-                duration_ms: 0,
-                counts: RunCounts::default(),
-                script: m.script.clone(),
-                steps: m.steps.clone(),
-            })
-            .collect();
-        doc.renames = self
-            .renames
-            .iter()
-            .map(|r| KindRename {
-                migration: r.migration,
-                from: r.from.clone(),
-                to: r.to.clone(),
-                started_at: now,
-            })
-            .collect();
-        doc.lazy = self
-            .lazy
-            .iter()
-            .map(|l| LazyRecord {
-                migration: l.migration,
-                installed_at: now,
-                kinds: l.kinds.clone(),
-                completed_at: l.completed.then_some(now),
-                retired_at: l.retired.then_some(now),
-            })
-            .collect();
+        doc.applied = self.applied.iter().map(|m| m.restored(now)).collect();
+        doc.renames = self.renames.iter().map(|r| r.restored(now)).collect();
+        doc.lazy = self.lazy.iter().map(|l| l.restored(now)).collect();
         doc.sweep = None;
     }
 

@@ -273,18 +273,12 @@ impl Spec {
         }
         let last = doc.applied.iter().map(|e| e.id).max().unwrap_or(0);
         let mut history = plan::history(&set, last);
-        let pending: BTreeSet<u32> = doc
-            .lazy
-            .iter()
-            .filter(|r| r.completed_at.is_none())
-            .map(|r| r.migration)
-            .collect();
+        let mut pending = BTreeSet::new();
         // Kinds with a pending lazy migration, by their name now.
         let mut pending_kinds = BTreeSet::new();
-        for r in doc.lazy.iter().filter(|r| r.completed_at.is_none()) {
-            for k in r.kinds.keys() {
-                pending_kinds.insert(forward(doc, r.migration, k));
-            }
+        for (migration, kinds) in pending_lazy(doc) {
+            pending.insert(migration);
+            pending_kinds.extend(kinds);
         }
         let mut renamed_away = BTreeMap::new();
         for r in doc
@@ -351,6 +345,18 @@ impl Spec {
             .filter(|c| c.pending)
             .collect()
     }
+}
+
+/// Each pending lazy migration (not recorded complete), oldest first, with
+/// the kinds it steps or renames to under their names now.
+pub(crate) fn pending_lazy(doc: &StateDoc) -> impl Iterator<Item = (u32, Vec<String>)> + '_ {
+    doc.lazy
+        .iter()
+        .filter(|r| r.completed_at.is_none())
+        .map(|r| {
+            let kinds = r.kinds.keys().map(|k| forward(doc, r.migration, k));
+            (r.migration, kinds.collect())
+        })
 }
 
 /// `kind`, named as migration `after` left it, under its name now.

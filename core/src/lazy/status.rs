@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::error::{LazyError, Result};
-use super::spec::{Spec, forward};
+use super::spec::{Spec, forward, pending_lazy};
 use super::sweep::census;
 use crate::migration::error::MigrateError;
 use crate::migration::lease::Lease;
@@ -43,16 +43,9 @@ pub async fn status(store: &dyn Store, exact: bool) -> Result<Vec<KindLazyStatus
     let mut out = Vec::new();
     for (kind, version) in &doc.kinds {
         let chain = spec.chain(kind);
-        let pending: Vec<u32> = doc
-            .lazy
-            .iter()
-            .filter(|r| r.completed_at.is_none())
-            .filter(|r| {
-                r.kinds
-                    .keys()
-                    .any(|k| forward(&doc, r.migration, k) == *kind)
-            })
-            .map(|r| r.migration)
+        let pending: Vec<u32> = pending_lazy(&doc)
+            .filter(|(_, kinds)| kinds.contains(kind))
+            .map(|(migration, _)| migration)
             .collect();
         let complete = !chain.pending;
         let stale = if complete {

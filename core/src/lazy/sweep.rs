@@ -21,7 +21,7 @@ use tracing::Instrument;
 
 use super::client::LazyClient;
 use super::error::Result;
-use super::spec::{KindChain, Spec, forward};
+use super::spec::{KindChain, Spec, pending_lazy};
 
 mod parts;
 use crate::migration::lease::{Lease, LeaseOptions};
@@ -198,12 +198,7 @@ async fn clean_elsewhere(
     clean: &BTreeSet<String>,
 ) -> Result<BTreeSet<String>> {
     let mut wanted = BTreeSet::new();
-    for r in doc.lazy.iter().filter(|r| r.completed_at.is_none()) {
-        let kinds: Vec<String> = r
-            .kinds
-            .keys()
-            .map(|k| forward(doc, r.migration, k))
-            .collect();
+    for (_, kinds) in pending_lazy(doc) {
         if kinds.iter().any(|k| clean.contains(k)) {
             wanted.extend(
                 kinds
@@ -261,16 +256,9 @@ async fn record_completed(
     clean: &BTreeSet<String>,
 ) -> Result<Vec<u32>> {
     let now = store.now().await?;
-    let done: Vec<u32> = doc
-        .lazy
-        .iter()
-        .filter(|r| r.completed_at.is_none())
-        .filter(|r| {
-            r.kinds
-                .keys()
-                .all(|k| clean.contains(&forward(doc, r.migration, k)))
-        })
-        .map(|r| r.migration)
+    let done: Vec<u32> = pending_lazy(doc)
+        .filter(|(_, kinds)| kinds.iter().all(|k| clean.contains(k)))
+        .map(|(migration, _)| migration)
         .collect();
     let completed = done.clone();
     lease

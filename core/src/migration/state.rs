@@ -338,17 +338,7 @@ pub async fn load(store: &dyn Store) -> Result<Versioned> {
         .meta_get(STATE_DOC)
         .await
         .map_err(MigrateError::store("reading tern's state"))?;
-    match entry {
-        None => Ok(Versioned {
-            doc: StateDoc {
-                format: STATE_FORMAT,
-                next_token: 1,
-                ..StateDoc::default()
-            },
-            revision: None,
-        }),
-        Some(entry) => parse(&entry),
-    }
+    current(entry.as_ref())
 }
 
 /// The state document in a metadata entry.

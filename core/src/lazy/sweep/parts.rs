@@ -19,8 +19,33 @@ use super::{InStoreCall, Position, Sweeper, migrate_batch, stale_filter};
 use crate::lazy::error::{LazyError, Result};
 use crate::migrate::partition::{self, Claim, Claimant, Next, Site, StateCache};
 use crate::migration::error::MigrateError;
-use crate::migration::state::{self, RunCounts, SweepState};
+use crate::migration::state::{self, RunCounts, StagePartitions, StateDoc, SweepState};
 use crate::store::{ErrorKind, PushdownRequest, ScanRequest, StepsFrom};
+
+/// The split recorded for the sweep of `name` (of `kind`), if the checkpoint has one.
+fn recorded_split<'d>(doc: &'d StateDoc, kind: &str, name: &str) -> Option<&'d StagePartitions> {
+    doc.sweep
+        .as_ref()
+        .filter(|s| s.kind == kind && s.name == name)
+        .and_then(|s| s.partitions.as_ref())
+}
+
+/// The sweep's checkpoint of `name` (of `kind`) between partitioned passes:
+/// `migrated` so far, and the split while it runs (`None` once it is done).
+fn name_checkpoint(
+    kind: &str,
+    name: &str,
+    migrated: u64,
+    partitions: Option<StagePartitions>,
+) -> SweepState {
+    SweepState {
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        cursor: None,
+        migrated,
+        partitions,
+    }
+}
 
 impl Sweeper<'_> {
     /// Does this name's pass run partitioned? Asked for (`workers` > 1 or a
@@ -54,12 +79,7 @@ impl Sweeper<'_> {
             name: name.clone(),
         };
         let doc = state::load(self.store).await?.doc;
-        let recorded = doc
-            .sweep
-            .as_ref()
-            .filter(|s| s.kind == kind && s.name == name)
-            .and_then(|s| s.partitions.as_ref());
-        if recorded.is_none() {
+        if recorded_split(&doc, &kind, &name).is_none() {
             let count = self
                 .options
                 .partitions
@@ -68,17 +88,9 @@ impl Sweeper<'_> {
             let parts = facet.split(&name, count).await?;
             tracing::info!(%name, partitions = parts.len(), "sweep: split into partitions");
             let split = partition::fresh_split(0, &name, &parts);
-            let base = *migrated;
+            let start = name_checkpoint(&kind, &name, *migrated, Some(split));
             self.lease
-                .update(|doc| {
-                    doc.sweep = Some(SweepState {
-                        kind: kind.clone(),
-                        name: name.clone(),
-                        cursor: None,
-                        migrated: base,
-                        partitions: Some(split.clone()),
-                    });
-                })
+                .update(|doc| doc.sweep = Some(start.clone()))
                 .await?;
         }
         let steps = match call {
@@ -94,30 +106,16 @@ impl Sweeper<'_> {
         )
         .await?;
         let doc = state::load(self.store).await?.doc;
-        let Some(done) = doc
-            .sweep
-            .as_ref()
-            .filter(|s| s.kind == kind && s.name == name)
-            .and_then(|s| s.partitions.as_ref())
-            .filter(|p| p.all_done())
-        else {
+        let Some(done) = recorded_split(&doc, &kind, &name).filter(|p| p.all_done()) else {
             return Err(MigrateError::LeaseLost {
                 token: self.lease.token(),
             }
             .into());
         };
         *migrated += done.counts().changed;
-        let total = *migrated;
+        let end = name_checkpoint(&kind, &name, *migrated, None);
         self.lease
-            .update(|doc| {
-                doc.sweep = Some(SweepState {
-                    kind: kind.clone(),
-                    name: name.clone(),
-                    cursor: None,
-                    migrated: total,
-                    partitions: None,
-                });
-            })
+            .update(|doc| doc.sweep = Some(end.clone()))
             .await?;
         Ok(())
     }
