@@ -7,12 +7,13 @@
 //! turns the whole battery into `#[tokio::test]` functions for one backend.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 
 #[cfg(feature = "fault-injection")]
 use tern_core::migrate::{FaultAt, FaultHook, FaultPoint, UpReport};
@@ -329,6 +330,72 @@ async fn add_a_hit(store: &dyn Store, keys: &[Key]) {
         if out[0] == WriteOutcome::Applied {
             return;
         }
+    }
+}
+
+/// What old application code inserts at a step of [`OldApplication`]: given
+/// the store and the step's number, it inserts (or not) and says whether it did.
+type InsertHook = Box<dyn Fn(Arc<dyn Store>, i64) -> BoxFuture<'static, bool> + Send + Sync>;
+
+/// Old application code, unaware of versions, writing while a migration
+/// runs: at each step `n` (1 ms apart) it adds a hit to id `(n * 7919) %
+/// ids`, found under the first of `kinds` that holds it ([`add_a_hit`]), and
+/// at every 10th step calls its insert hook.
+struct OldApplication {
+    stop: Arc<AtomicBool>,
+    updates: Arc<Mutex<BTreeMap<i64, i64>>>,
+    inserted: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl OldApplication {
+    /// Starts it on `store`, and lets it run for 20 ms.
+    async fn start(
+        store: &Arc<dyn Store>,
+        ids: i64,
+        kinds: &'static [&'static str],
+        insert: InsertHook,
+    ) -> OldApplication {
+        let stop = Arc::new(AtomicBool::new(false));
+        let updates = Arc::new(Mutex::new(BTreeMap::new()));
+        let inserted = Arc::new(AtomicU64::new(0));
+        let (task_store, task_stop) = (Arc::clone(store), Arc::clone(&stop));
+        let (task_updates, task_inserted) = (Arc::clone(&updates), Arc::clone(&inserted));
+        let task = tokio::spawn(async move {
+            let mut n: i64 = 0;
+            while !task_stop.load(Ordering::SeqCst) {
+                n += 1;
+                let id = (n * 7919) % ids;
+                let keys: Vec<Key> = kinds.iter().map(|k| Key::new(*k, id).unwrap()).collect();
+                add_a_hit(task_store.as_ref(), &keys).await;
+                *task_updates.lock().unwrap().entry(id).or_default() += 1;
+                if n % 10 == 0 && insert(Arc::clone(&task_store), n).await {
+                    task_inserted.fetch_add(1, Ordering::SeqCst);
+                }
+                // An application's pace, not a busy loop.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        OldApplication {
+            stop,
+            updates,
+            inserted,
+            task,
+        }
+    }
+
+    /// The hits it added so far.
+    fn writes(&self) -> i64 {
+        self.updates.lock().unwrap().values().sum()
+    }
+
+    /// Stops it: the hits it added to each id, and how many entities it inserted.
+    async fn stop(self) -> (BTreeMap<i64, i64>, u64) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap();
+        let updates = self.updates.lock().unwrap().clone();
+        (updates, self.inserted.load(Ordering::SeqCst))
     }
 }
 
@@ -662,42 +729,24 @@ async fn concurrent_writer_run(backend: &dyn Backend, pushdown: bool) {
         })
         .collect();
     load(store.as_ref(), &entities).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let updates = Arc::new(Mutex::new(std::collections::BTreeMap::<i64, i64>::new()));
-    let inserted = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (store, stop, updates, inserted) = (
-            Arc::clone(&store),
-            Arc::clone(&stop),
-            Arc::clone(&updates),
-            Arc::clone(&inserted),
-        );
-        tokio::spawn(async move {
-            let mut n: i64 = 0;
-            while !stop.load(Ordering::SeqCst) {
-                n += 1;
-                // Old application code increments `hits`, unaware of versions.
-                let id = (n * 7919) % N;
-                add_a_hit(store.as_ref(), &[Key::new("blogpost", id).unwrap()]).await;
-                *updates.lock().unwrap().entry(id).or_default() += 1;
-                // Old code also inserts entities of the old shape (version 0).
-                if n % 10 == 0 && n <= 600 {
-                    let key = Key::new("blogpost", 10_000 + n).unwrap();
-                    let e = Entity::new(
-                        key,
-                        map(&[("text", "late".into()), ("hits", Value::Int(0))]),
-                    );
-                    store.put(e).await.unwrap();
-                    inserted.fetch_add(1, Ordering::SeqCst);
-                }
-                // An application's pace, not a busy loop.
-                tokio::time::sleep(Duration::from_millis(1)).await;
+    // Old code also inserts entities of the old shape (version 0).
+    let insert: InsertHook = Box::new(|store, n| {
+        Box::pin(async move {
+            if n > 600 {
+                return false;
             }
+            let key = Key::new("blogpost", 10_000 + n).unwrap();
+            let e = Entity::new(
+                key,
+                map(&[("text", "late".into()), ("hits", Value::Int(0))]),
+            );
+            store.put(e).await.unwrap();
+            true
         })
-    };
+    });
     // Let the writer start, then migrate slowly enough that they overlap.
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let writes_before = updates.lock().unwrap().values().sum::<i64>();
+    let writer = OldApplication::start(&store, N, &["blogpost"], insert).await;
+    let writes_before = writer.writes();
     let run = RunOptions {
         pushdown,
         // The writer keeps inserting old-shape entities for a while (600
@@ -710,16 +759,14 @@ async fn concurrent_writer_run(backend: &dyn Backend, pushdown: bool) {
     let report = migrator_with(Arc::clone(&store), set(&[(1, RELEASE2)]), run)
         .up(None)
         .await;
-    let writes_during = updates.lock().unwrap().values().sum::<i64>() - writes_before;
-    stop.store(true, Ordering::SeqCst);
-    writer.await.unwrap();
+    let writes_during = writer.writes() - writes_before;
+    let (updates, inserted) = writer.stop().await;
     let report = report.unwrap();
     assert_eq!(report.applied.len(), 1);
     assert!(
         writes_during >= 20,
         "the writer ran during the migration ({writes_during} writes, pushdown {pushdown})"
     );
-    let updates = updates.lock().unwrap().clone();
     let mut late_seen = 0u64;
     let mut seen = 0i64;
     for e in &scan_kind(&store, "blogpost").await {
@@ -746,11 +793,7 @@ async fn concurrent_writer_run(backend: &dyn Backend, pushdown: bool) {
         );
     }
     assert_eq!(seen, N);
-    assert_eq!(
-        late_seen,
-        inserted.load(Ordering::SeqCst),
-        "inserted entities are kept"
-    );
+    assert_eq!(late_seen, inserted, "inserted entities are kept");
 }
 
 #[cfg(feature = "fault-injection")]
@@ -1153,11 +1196,18 @@ pub async fn run_and_report<O: Outcome>(
 
 /// One `#[tokio::test]` a `$test`, running `$crate::$module::$test` on a backend, skipped
 /// (and reported so) when the backend is not available here; used by
-/// [`battery_tests!`] and `lazy_battery_tests!`.
+/// [`battery_tests!`], `lazy_battery_tests!` and `partition_tests!`. With
+/// `around = f`, the test runs `f(run)` (a future wrapping the battery
+/// function's, e.g. at a scale) instead.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! battery_test {
-    ($module:ident, $label:expr, $backend:expr, [$($test:ident),* $(,)?]) => {$(
+    ($module:ident, $label:expr, $backend:expr, [$($test:ident),* $(,)?]) => {
+        $crate::battery_test!(
+            $module, $label, $backend, around = ::std::convert::identity, [$($test),*]
+        );
+    };
+    ($module:ident, $label:expr, $backend:expr, around = $around:expr, [$($test:ident),* $(,)?]) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $test() {
             let test = stringify!($test);
@@ -1165,7 +1215,7 @@ macro_rules! battery_test {
             else {
                 return;
             };
-            let run = $crate::$module::$test(&backend);
+            let run = ($around)($crate::$module::$test(&backend));
             $crate::battery::run_and_report($label, test, run).await;
         }
     )*};

@@ -27,14 +27,16 @@ use tern_core::store::{
 };
 
 /// Declares [`Intercept`], one hook a [`Store`] or facet method (the method's
-/// arguments after `inner`, forwarding to it by default), and the impls of
-/// [`Intercepted`] that pass every call through its hook.
+/// arguments after `inner`, forwarding to it by default), the impls of
+/// [`Intercepted`] that pass every call through its hook, and [`Forward`]
+/// (the `forwarded` facets: those whose calls have no fallback on [`StoreExt`]).
 macro_rules! intercept_every_method {
     (
         store { $($(#[$sdoc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)* }
         facets { $($facet:ident: $trait:ident {
             $($(#[$fdoc:meta])* fn $fname:ident($($farg:ident: $fty:ty),*) -> $fret:ty;)*
         })* }
+        forwarded { $($ffacet:ident.$fwd:ident($($fwarg:ident: $fwty:ty),*) -> $fwret:ty;)* }
     ) => {
         /// What a test changes about a store: every method forwards to `inner` unless overridden.
         #[async_trait]
@@ -58,12 +60,30 @@ macro_rules! intercept_every_method {
                 #[doc = concat!("[`", stringify!($trait), "::", stringify!($fname), "`]; `Unsupported` where `inner` lacks the facet.")]
                 $(#[$fdoc])*
                 async fn $fname(&self, inner: &dyn Store $(, $farg: $fty)*) -> $fret {
-                    match inner.features().$facet {
-                        Some(facet) => facet.$fname($($farg),*).await,
-                        None => Err(Error::unsupported(inner.info().scheme, stringify!($fname))),
-                    }
+                    intercept_every_method!(@facet_call inner, $facet, $fname($($farg),*))
                 }
             )*)*
+        }
+
+        /// The facet calls without a fallback, on any store, for a hook that
+        /// forwards to its inner store after doing its part: the facet's method where
+        /// the store has it, else `Unsupported` (what a store without the facet
+        /// answered before facets; the calls with a fallback are on [`StoreExt`]).
+        #[async_trait]
+        pub trait Forward {
+            $(
+                #[doc = concat!("The `", stringify!($fwd), "` of [`Features::", stringify!($ffacet), "`].")]
+                async fn $fwd(&self $(, $fwarg: $fwty)*) -> $fwret;
+            )*
+        }
+
+        #[async_trait]
+        impl Forward for dyn Store {
+            $(
+                async fn $fwd(&self $(, $fwarg: $fwty)*) -> $fwret {
+                    intercept_every_method!(@facet_call self, $ffacet, $fwd($($fwarg),*))
+                }
+            )*
         }
 
         #[async_trait]
@@ -130,6 +150,12 @@ macro_rules! intercept_every_method {
         }
     };
     (@scope $other:ident) => {};
+    (@facet_call $store:expr, $facet:ident, $method:ident($($arg:ident),*)) => {
+        match $store.features().$facet {
+            Some(facet) => facet.$method($($arg),*).await,
+            None => Err(Error::unsupported($store.info().scheme, stringify!($method))),
+        }
+    };
 }
 
 intercept_every_method! {
@@ -179,79 +205,12 @@ intercept_every_method! {
             fn estimate_count(kind: &str) -> Result<u64>;
         }
     }
-}
-
-/// The facet calls without a fallback, on any store, for a hook that
-/// forwards to its inner store after doing its part: the facet's method where
-/// the store has it, else `Unsupported` (what a store without the facet
-/// answered before facets; the calls with a fallback are on [`StoreExt`]).
-#[async_trait]
-pub trait Forward {
-    /// [`Pushdown::update_in_place`].
-    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage>;
-    /// [`KindRename::rename_kind`].
-    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage>;
-    /// [`AtomicWrites::write_atomic`].
-    async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome>;
-    /// [`AtomicBatchWithMeta::write_batch_with_meta`].
-    async fn write_batch_with_meta(
-        &self,
-        writes: Vec<Write>,
-        meta: MetaUpdate,
-    ) -> Result<BatchMetaOutcome>;
-    /// [`FormerNameReads::get_advanced`].
-    async fn get_advanced(
-        &self,
-        key: &Key,
-        formers: &[Key],
-        steps: Option<&StepsFrom>,
-    ) -> Result<Option<Advanced>>;
-}
-
-fn lacks(store: &dyn Store, operation: &str) -> Error {
-    Error::unsupported(store.info().scheme, operation)
-}
-
-#[async_trait]
-impl Forward for dyn Store {
-    async fn update_in_place(&self, request: PushdownRequest) -> Result<PushdownPage> {
-        match self.features().pushdown {
-            Some(f) => f.update_in_place(request).await,
-            None => Err(lacks(self, "update_in_place")),
-        }
-    }
-    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
-        match self.features().kind_rename {
-            Some(f) => f.rename_kind(request).await,
-            None => Err(lacks(self, "rename_kind")),
-        }
-    }
-    async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome> {
-        match self.features().atomic_writes {
-            Some(f) => f.write_atomic(guards, writes).await,
-            None => Err(lacks(self, "write_atomic")),
-        }
-    }
-    async fn write_batch_with_meta(
-        &self,
-        writes: Vec<Write>,
-        meta: MetaUpdate,
-    ) -> Result<BatchMetaOutcome> {
-        match self.features().atomic_batch_with_meta {
-            Some(f) => f.write_batch_with_meta(writes, meta).await,
-            None => Err(lacks(self, "write_batch_with_meta")),
-        }
-    }
-    async fn get_advanced(
-        &self,
-        key: &Key,
-        formers: &[Key],
-        steps: Option<&StepsFrom>,
-    ) -> Result<Option<Advanced>> {
-        match self.features().former_name_reads {
-            Some(f) => f.get_advanced(key, formers, steps).await,
-            None => Err(lacks(self, "get_advanced")),
-        }
+    forwarded {
+        pushdown.update_in_place(request: PushdownRequest) -> Result<PushdownPage>;
+        kind_rename.rename_kind(request: RenameKindRequest) -> Result<RenameKindPage>;
+        atomic_writes.write_atomic(guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome>;
+        atomic_batch_with_meta.write_batch_with_meta(writes: Vec<Write>, meta: MetaUpdate) -> Result<BatchMetaOutcome>;
+        former_name_reads.get_advanced(key: &Key, formers: &[Key], steps: Option<&StepsFrom>) -> Result<Option<Advanced>>;
     }
 }
 

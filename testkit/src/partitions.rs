@@ -560,30 +560,11 @@ pub async fn a_paused_worker_loses_its_partitions_and_writes_nothing_more(
 #[macro_export]
 macro_rules! partition_tests {
     ($label:expr, $backend:expr, scale = $scale:expr) => {
-        $crate::partition_tests!(@scaled $label, $backend, $scale, [
-            partitioned_up_equals_a_single_run,
-            kill_anything_gives_one_uninterrupted_result,
-            two_ups_with_four_workers_give_one_set_of_results,
-            a_paused_worker_loses_its_partitions_and_writes_nothing_more,
-        ]);
-    };
-    (@scaled $label:expr, $backend:expr, $scale:expr, [$($test:ident),* $(,)?]) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $test() {
-            let test = stringify!($test);
-            let Some(backend) = $crate::battery::or_skip($backend, Some(($label, test))).await
-            else {
-                return;
-            };
-            let run = $crate::partitions::at_scale($scale, $crate::partitions::$test(&backend));
-            $crate::battery::run_and_report($label, test, run).await;
-        }
-    )*};
-    ($label:expr, $backend:expr) => {
         $crate::battery_test!(
             partitions,
             $label,
             $backend,
+            around = |run| $crate::partitions::at_scale($scale, run),
             [
                 partitioned_up_equals_a_single_run,
                 kill_anything_gives_one_uninterrupted_result,
@@ -591,5 +572,8 @@ macro_rules! partition_tests {
                 a_paused_worker_loses_its_partitions_and_writes_nothing_more,
             ]
         );
+    };
+    ($label:expr, $backend:expr) => {
+        $crate::partition_tests!($label, $backend, scale = $crate::partitions::Scale::FULL);
     };
 }

@@ -120,7 +120,29 @@ impl std::fmt::Debug for Features<'_> {
     }
 }
 
-impl Features<'_> {
+impl<'a> Features<'a> {
+    /// What every store of this process (the memory store, the embedded
+    /// file) has, one transaction or lock away from its data: scans in id
+    /// order, pushdown, atomic writes over any keys, a batch with its
+    /// checkpoint in one step, kind renames, a count estimate and partitions.
+    /// Such a store adds its own on top:
+    /// `Features { projected_scan: Some(self), ..Features::in_process(self) }`.
+    pub fn in_process<S>(store: &'a S) -> Features<'a>
+    where
+        S: Pushdown + AtomicWrites + AtomicBatchWithMeta + KindRename + CountEstimate + Partitions,
+    {
+        Features {
+            scan_ordered: true,
+            pushdown: Some(store),
+            atomic_writes: Some(store),
+            atomic_batch_with_meta: Some(store),
+            kind_rename: Some(store),
+            count_estimate: Some(store),
+            partitions: Some(store),
+            ..Features::default()
+        }
+    }
+
     /// Each facet by name (the field's name) and whether the store has it, in
     /// declaration order; the scope of `atomic_writes` is in
     /// [`Features::atomic_scope`]. What each adapter's capability table lists.

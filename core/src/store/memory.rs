@@ -113,15 +113,8 @@ impl Store for MemoryStore {
     /// The clock is this machine's, the only one there is; no schema.
     fn features(&self) -> Features<'_> {
         Features {
-            scan_ordered: true,
-            pushdown: Some(self),
-            atomic_writes: Some(self),
-            atomic_batch_with_meta: Some(self),
-            kind_rename: Some(self),
             former_name_reads: Some(self),
-            count_estimate: Some(self),
-            partitions: Some(self),
-            ..Features::default()
+            ..Features::in_process(self)
         }
     }
 

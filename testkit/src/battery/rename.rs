@@ -9,13 +9,16 @@ use std::sync::Arc;
 use std::{
     collections::{BTreeMap, BTreeSet},
     sync::Mutex,
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, Ordering},
     time::Duration,
 };
 
 use super::{Backend, export, load, migrator};
 #[cfg(feature = "fault-injection")]
-use super::{add_a_hit, crash_once_then_resume, map, migrator_with, scan_kind, set, throttled};
+use super::{
+    InsertHook, OldApplication, crash_once_then_resume, map, migrator_with, scan_kind, set,
+    throttled,
+};
 use tern_core::lang::eval::{self, EvalOptions};
 #[cfg(feature = "fault-injection")]
 use tern_core::migrate::{FaultAt, FaultHook, FaultPoint, KindRename, Migrator};
@@ -353,49 +356,30 @@ pub async fn rename_kind_with_a_concurrent_writer_on_the_old_kind(
         })
         .collect();
     load(store.as_ref(), &entities).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let updates = Arc::new(Mutex::new(BTreeMap::<i64, i64>::new()));
-    let inserted = Arc::new(AtomicU64::new(0));
     let gate = Arc::new(tokio::sync::Mutex::new(true));
-    let writer = {
-        let (store, stop, updates, inserted, gate) = (
-            Arc::clone(&store),
-            Arc::clone(&stop),
-            Arc::clone(&updates),
-            Arc::clone(&inserted),
-            Arc::clone(&gate),
-        );
-        tokio::spawn(async move {
-            let mut n: i64 = 0;
-            while !stop.load(Ordering::SeqCst) {
-                n += 1;
-                let id = (n * 7919) % N;
-                // Under the old name, else under the new one (the fallback of a lazy reader).
-                let keys = [
-                    Key::new("blogpost", id).unwrap(),
-                    Key::new("post", id).unwrap(),
-                ];
-                add_a_hit(store.as_ref(), &keys).await;
-                *updates.lock().unwrap().entry(id).or_default() += 1;
-                // Old code inserts new entities under the old name, until the
-                // census starts (see the hook below).
-                if n % 10 == 0 {
-                    let open = gate.lock().await;
-                    if *open {
-                        let e = Entity::new(
-                            Key::new("blogpost", 10_000 + n).unwrap(),
-                            map(&[("hits", Value::Int(0)), ("late", Value::Bool(true))]),
-                        );
-                        store.put(e).await.unwrap();
-                        inserted.fetch_add(1, Ordering::SeqCst);
-                    }
+    // Old code inserts new entities under the old name, until the census
+    // starts (see the hook below).
+    let insert: InsertHook = {
+        let gate = Arc::clone(&gate);
+        Box::new(move |store, n| {
+            let gate = Arc::clone(&gate);
+            Box::pin(async move {
+                let open = gate.lock().await;
+                if !*open {
+                    return false;
                 }
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+                let e = Entity::new(
+                    Key::new("blogpost", 10_000 + n).unwrap(),
+                    map(&[("hits", Value::Int(0)), ("late", Value::Bool(true))]),
+                );
+                store.put(e).await.unwrap();
+                true
+            })
         })
     };
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let writes_before = updates.lock().unwrap().values().sum::<i64>();
+    // Under the old name, else under the new one (the fallback of a lazy reader).
+    let writer = OldApplication::start(&store, N, &["blogpost", "post"], insert).await;
+    let writes_before = writer.writes();
     // When the census starts, old code stops inserting (an application that
     // keeps writing the old kind after the migration ends is left to `tern
     // verify`), with one last insert after the batches: only the census can find it.
@@ -438,23 +422,21 @@ pub async fn rename_kind_with_a_concurrent_writer_on_the_old_kind(
     .with_fault_hook(hook)
     .up(None)
     .await;
-    let writes_during = updates.lock().unwrap().values().sum::<i64>() - writes_before;
-    stop.store(true, Ordering::SeqCst);
-    writer.await.unwrap();
+    let writes_during = writer.writes() - writes_before;
+    let (updates, inserted) = writer.stop().await;
     let report = report.unwrap();
     assert!(
         writes_during >= 20,
         "the writer ran during the rename ({writes_during} writes)"
     );
     // The writer's inserts and the one after the batches.
-    let inserted = inserted.load(Ordering::SeqCst) + 1;
+    let inserted = inserted + 1;
     assert!(
         report.applied[0].counts.swept >= 1,
         "the census moved the late insert: {:?}",
         report.applied[0].counts
     );
     assert_eq!(store.count("blogpost", Filter::all()).await.unwrap(), 0);
-    let updates = updates.lock().unwrap().clone();
     let mut seen = BTreeSet::new();
     for e in &scan_kind(&store, "post").await {
         let Value::Int(id) = e.key.id else {

@@ -329,15 +329,8 @@ impl Store for EmbeddedStore {
     ///   writes with a compare-and-set, all in this process anyway).
     fn features(&self) -> Features<'_> {
         Features {
-            scan_ordered: true,
-            pushdown: Some(self),
-            atomic_writes: Some(self),
-            atomic_batch_with_meta: Some(self),
-            kind_rename: Some(self),
             projected_scan: Some(self),
-            count_estimate: Some(self),
-            partitions: Some(self),
-            ..Features::default()
+            ..Features::in_process(self)
         }
     }
 
