@@ -208,3 +208,43 @@ pub async fn container_backend() -> Result<RedisBackend, String> {
         .map_err(|e| format!("the container of {image} does not answer: {e}"))?;
     Ok(backend)
 }
+
+/// A module per Redis store a battery runs on, each one running `$battery!`
+/// (a battery macro of the test kit: `tern_testkit::battery_tests`,
+/// `tern_testkit::lazy_battery_tests`) with the store's label and backend, so
+/// that every battery runs on the same five: `server` (`redis`, the server at
+/// `TERN_IT_REDIS_URL`), `json_strings` (`redis-json`, every kind a JSON
+/// string), `cluster` (`redis-cluster`), `cluster_id_tag`
+/// (`redis-cluster-id-tag`) and `container` (`redis-container`).
+#[macro_export]
+macro_rules! redis_batteries {
+    ($($battery:ident)::+) => {
+        mod server {
+            $($battery)::+!("redis", $crate::redis::backend());
+        }
+
+        /// Every kind a JSON string (`json=*`): puts are plain `SET ... KEEPTTL`.
+        mod json_strings {
+            $($battery)::+!("redis-json", $crate::redis::backend_with("json=*"));
+        }
+
+        /// The 3-master cluster at `TERN_IT_REDIS_CLUSTER_URL`.
+        mod cluster {
+            $($battery)::+!("redis-cluster", $crate::redis::cluster_backend());
+        }
+
+        /// The cluster with each id written as a hash tag (`ns:kind:{id}`): the
+        /// keys of one id under every kind name share a slot.
+        mod cluster_id_tag {
+            $($battery)::+!(
+                "redis-cluster-id-tag",
+                $crate::redis::cluster_backend_with("id_tag=1")
+            );
+        }
+
+        /// A container of its own per test.
+        mod container {
+            $($battery)::+!("redis-container", $crate::redis::container_backend());
+        }
+    };
+}

@@ -1,11 +1,24 @@
 //! A server process of a test's own on 127.0.0.1 (a redis-server with TLS or
 //! an ACL file, a SecantusDB over TLS), started on a port the test chose and
-//! stopped when the test drops it.
+//! stopped when the test drops it; [`redis_server`], the command line such a
+//! redis-server starts from.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// `redis-server` listening on 127.0.0.1:`port` only, without RDB snapshots,
+/// working in `dir`: a server of a test's own, to which the test adds its
+/// options before it starts it.
+pub fn redis_server(port: u16, dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--save", ""])
+        .arg("--dir")
+        .arg(dir);
+    cmd
+}
 
 /// A running server process, stopped on drop (SIGTERM, then SIGKILL after 10 s).
 #[derive(Debug)]

@@ -262,17 +262,7 @@ fn refuses_to_load_on_redis_7_0_naming_the_missing_api() {
         return common::skip("valkey-module", name, "no free port in 6390-6399");
     };
     let dir = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new("redis-server")
-        .args([
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--save",
-            "",
-            "--dir",
-        ])
-        .arg(dir.path())
+    let out = tern_testkit::server::redis_server(port, dir.path())
         .arg("--loadmodule")
         .arg(module.display().to_string())
         .output()

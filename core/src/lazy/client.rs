@@ -27,10 +27,17 @@ const PUTS_PER_ATOMIC_WRITE: usize = 100;
 /// written for, Rust transforms, the refresh interval.
 #[derive(Debug)]
 pub struct LazyClientBuilder {
+    settings: Settings,
+}
+
+/// What a [`LazyClientBuilder`] collects and its [`LazyClient`] keeps.
+#[derive(Debug)]
+struct Settings {
     store: Arc<dyn Store>,
     declared: BTreeMap<String, Version>,
     code: BTreeMap<u32, Migration>,
     refresh: Duration,
+    /// See [`LazyClientBuilder::migrate_in_store`].
     in_store: bool,
 }
 
@@ -38,14 +45,14 @@ impl LazyClientBuilder {
     /// Declares that the code reads and writes `kind` in the format of `version`.
     #[must_use]
     pub fn declare(mut self, kind: &str, version: Version) -> LazyClientBuilder {
-        self.declared.insert(kind.to_owned(), version);
+        self.settings.declared.insert(kind.to_owned(), version);
         self
     }
 
     /// Registers a migration written in Rust, so entities below it can be migrated.
     #[must_use]
     pub fn code(mut self, migration: Migration) -> LazyClientBuilder {
-        self.code.insert(migration.id, migration);
+        self.settings.code.insert(migration.id, migration);
         self
     }
 
@@ -53,7 +60,7 @@ impl LazyClientBuilder {
     /// (default [`DEFAULT_REFRESH`]; `Duration::ZERO`: before every operation).
     #[must_use]
     pub fn refresh_every(mut self, every: Duration) -> LazyClientBuilder {
-        self.refresh = every;
+        self.settings.refresh = every;
         self
     }
 
@@ -64,7 +71,7 @@ impl LazyClientBuilder {
     /// written back with a compare-and-set (for comparisons and tests).
     #[must_use]
     pub fn migrate_in_store(mut self, yes: bool) -> LazyClientBuilder {
-        self.in_store = yes;
+        self.settings.in_store = yes;
         self
     }
 
@@ -74,9 +81,9 @@ impl LazyClientBuilder {
     /// [`LazyError::ClientOutdated`] (an older declaration than the store's),
     /// [`LazyError::ClientAhead`], [`LazyError::KindRenamedAway`], store errors.
     pub async fn connect(self) -> Result<LazyClient> {
-        let loaded = state::load(self.store.as_ref()).await?;
-        let spec = Spec::from_state(&loaded.doc, &self.code)?;
-        for (kind, declared) in &self.declared {
+        let loaded = state::load(self.settings.store.as_ref()).await?;
+        let spec = Spec::from_state(&loaded.doc, &self.settings.code)?;
+        for (kind, declared) in &self.settings.declared {
             if let Some(to) = spec.renamed_to(kind) {
                 return Err(LazyError::KindRenamedAway {
                     kind: kind.clone(),
@@ -99,16 +106,12 @@ impl LazyClientBuilder {
                 });
             }
         }
-        let view = View::new(loaded.revision, spec, &self.declared);
+        let view = View::new(loaded.revision, spec, &self.settings.declared);
         Ok(LazyClient {
-            store: self.store,
-            declared: self.declared,
-            code: self.code,
-            refresh: self.refresh,
+            settings: self.settings,
             view: RwLock::new(Arc::new(view)),
             checked: Mutex::new(Instant::now()),
             declined: Mutex::new(BTreeMap::new()),
-            in_store: self.in_store,
             counters: Counters::default(),
         })
     }
@@ -230,16 +233,11 @@ enum InStore {
 /// "Lazy migration" chapter of the docs.
 #[derive(Debug)]
 pub struct LazyClient {
-    store: Arc<dyn Store>,
-    declared: BTreeMap<String, Version>,
-    code: BTreeMap<u32, Migration>,
-    refresh: Duration,
+    settings: Settings,
     view: RwLock<Arc<View>>,
     checked: Mutex<Instant>,
     /// Kinds whose reads the store declined to migrate (or move) inside itself.
     declined: Mutex<BTreeMap<String, Declined>>,
-    /// See [`LazyClientBuilder::migrate_in_store`].
-    in_store: bool,
     counters: Counters,
 }
 
@@ -247,11 +245,13 @@ impl LazyClient {
     /// Starts a client of `store`; declare kinds, then [`LazyClientBuilder::connect`].
     pub fn builder(store: Arc<dyn Store>) -> LazyClientBuilder {
         LazyClientBuilder {
-            store,
-            declared: BTreeMap::new(),
-            code: BTreeMap::new(),
-            refresh: DEFAULT_REFRESH,
-            in_store: true,
+            settings: Settings {
+                store,
+                declared: BTreeMap::new(),
+                code: BTreeMap::new(),
+                refresh: DEFAULT_REFRESH,
+                in_store: true,
+            },
         }
     }
 
@@ -269,7 +269,7 @@ impl LazyClient {
 
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+        &self.settings.store
     }
 
     /// Re-reads tern's state now (otherwise done at most every refresh interval).
@@ -277,11 +277,11 @@ impl LazyClient {
     /// # Errors
     /// Store errors, an unreadable state.
     pub async fn refresh(&self) -> Result<()> {
-        let loaded = state::load(self.store.as_ref()).await?;
+        let loaded = state::load(self.settings.store.as_ref()).await?;
         let current = self.view().revision;
         if loaded.revision != current {
-            let spec = Spec::from_state(&loaded.doc, &self.code)?;
-            let view = Arc::new(View::new(loaded.revision, spec, &self.declared));
+            let spec = Spec::from_state(&loaded.doc, &self.settings.code)?;
+            let view = Arc::new(View::new(loaded.revision, spec, &self.settings.declared));
             if let Ok(mut v) = self.view.write() {
                 *v = view;
             }
@@ -315,7 +315,7 @@ impl LazyClient {
         let due = self
             .checked
             .lock()
-            .map(|c| c.elapsed() >= self.refresh)
+            .map(|c| c.elapsed() >= self.settings.refresh)
             .unwrap_or(true);
         if due {
             self.refresh().await?;
@@ -327,7 +327,7 @@ impl LazyClient {
         let view = self.view();
         let spec = &view.spec;
         let current = spec.version(kind);
-        match self.declared.get(kind) {
+        match self.settings.declared.get(kind) {
             Some(declared) if *declared != current => Err(LazyError::KindMigratedSinceConnect {
                 kind: kind.to_owned(),
                 declared: *declared,
@@ -384,7 +384,7 @@ impl LazyClient {
     /// kind's name is followed by that one call instead: a moved entity comes
     /// back under the kind's name.
     async fn locate(&self, chain: &KindChain, key: &Key) -> Result<Option<Found>> {
-        if let Some(e) = self.store.get(key).await? {
+        if let Some(e) = self.settings.store.get(key).await? {
             return Ok(Some(Found::Here(e)));
         }
         if chain.formers.is_empty() {
@@ -400,11 +400,11 @@ impl LazyClient {
             }
         }
         for name in &chain.formers {
-            if let Some(e) = self.store.get(&Self::key_under(name, key)).await? {
+            if let Some(e) = self.settings.store.get(&Self::key_under(name, key)).await? {
                 return Ok(Some(Found::Former(e)));
             }
         }
-        Ok(self.store.get(key).await?.map(Found::Here))
+        Ok(self.settings.store.get(key).await?.map(Found::Here))
     }
 
     fn migrate(chain: &KindChain, e: &Entity) -> Result<Entity> {
@@ -412,11 +412,11 @@ impl LazyClient {
     }
 
     fn need_atomic(&self) -> Result<()> {
-        if self.store.features().atomic_writes.is_some() {
+        if self.settings.store.features().atomic_writes.is_some() {
             Ok(())
         } else {
             Err(LazyError::NoAtomicWrites {
-                store: self.store.info().scheme.to_owned(),
+                store: self.settings.store.info().scheme.to_owned(),
             })
         }
     }
@@ -440,7 +440,8 @@ impl LazyClient {
                     expected: e.clone(),
                     new,
                 };
-                self.store
+                self.settings
+                    .store
                     .write_checked(vec![w])
                     .await?
                     .first()
@@ -451,7 +452,8 @@ impl LazyClient {
                 self.need_atomic()?;
                 let mut writes = vec![Write::Put(new.clone()), Write::Delete(old.key.clone())];
                 writes.extend(Self::former_deletes(chain, &new.key, Some(&old.key.kind)));
-                self.store
+                self.settings
+                    .store
                     .write_atomic_checked(
                         vec![
                             Guard::Absent(new.key.clone()),
@@ -531,7 +533,7 @@ impl LazyClient {
             return Ok(InStore::Declined);
         };
         if !chain.reads.stale_first() {
-            match self.store.get(key).await? {
+            match self.settings.store.get(key).await? {
                 None if chain.formers.is_empty() => return Ok(InStore::Read(None)),
                 Some(e) if e.version == chain.version => {
                     chain.reads.saw(false);
@@ -576,10 +578,10 @@ impl LazyClient {
             if steps.is_none() && formers.is_empty() {
                 return Ok(InStore::Declined);
             }
-            let read = match self.store.features().former_name_reads {
+            let read = match self.settings.store.features().former_name_reads {
                 Some(reads) => reads.get_advanced(key, &formers, steps).await,
                 None => Err(crate::store::Error::unsupported(
-                    self.store.info().scheme,
+                    self.settings.store.info().scheme,
                     "get_advanced",
                 )),
             };
@@ -630,7 +632,7 @@ impl LazyClient {
         steps: bool,
     ) -> Option<Option<&'c crate::store::StepsFrom>> {
         let declined = self.declined(&chain.kind);
-        if !self.in_store || (!chain.formers.is_empty() && declined.moving) {
+        if !self.settings.in_store || (!chain.formers.is_empty() && declined.moving) {
             return None;
         }
         let steps = if steps && chain.pending && !declined.advance {
@@ -677,7 +679,7 @@ impl LazyClient {
             };
             chains.push(chain);
         }
-        let read = self.store.get_many(keys).await?;
+        let read = self.settings.store.get_many(keys).await?;
         let mut out = Vec::with_capacity(keys.len());
         let mut again = Vec::new();
         for (i, ((key, chain), found)) in keys.iter().zip(&chains).zip(read).enumerate() {
@@ -714,19 +716,22 @@ impl LazyClient {
         if groups.iter().all(|g| g.len() == 1) {
             let writes: Vec<Write> = groups.into_iter().flatten().collect();
             if !writes.is_empty() {
-                self.store.write_checked(writes).await?;
+                self.settings.store.write_checked(writes).await?;
             }
             return Ok(());
         }
         self.need_atomic()?;
         // One atomic write spans several ids only where the store allows it.
-        let per_write = match self.store.features().atomic_scope() {
+        let per_write = match self.settings.store.features().atomic_scope() {
             Some(AtomicScope::AnyKeys) => PUTS_PER_ATOMIC_WRITE,
             _ => 1,
         };
         for chunk in groups.chunks(per_write) {
             let writes = chunk.iter().flatten().cloned().collect();
-            self.store.write_atomic_checked(Vec::new(), writes).await?;
+            self.settings
+                .store
+                .write_atomic_checked(Vec::new(), writes)
+                .await?;
         }
         Ok(())
     }
@@ -747,14 +752,28 @@ impl LazyClient {
     pub async fn put(&self, key: &Key, value: Map) -> Result<()> {
         let chain = self.chain(&key.kind).await?;
         let new = Self::stamped(&chain, key, value);
+        self.write_dropping_formers(&chain, key, Write::Put(new))
+            .await
+    }
+
+    /// `write` (to `key`), and the deletes of `key`'s copies under the
+    /// kind's former names in the same atomic write (a plain write where the
+    /// kind has none).
+    async fn write_dropping_formers(
+        &self,
+        chain: &KindChain,
+        key: &Key,
+        write: Write,
+    ) -> Result<()> {
+        let store = &self.settings.store;
         if chain.formers.is_empty() {
-            self.store.write_checked(vec![Write::Put(new)]).await?;
+            store.write_checked(vec![write]).await?;
             return Ok(());
         }
         self.need_atomic()?;
-        let mut writes = vec![Write::Put(new)];
-        writes.extend(Self::former_deletes(&chain, key, None));
-        self.store.write_atomic_checked(Vec::new(), writes).await?;
+        let mut writes = vec![write];
+        writes.extend(Self::former_deletes(chain, key, None));
+        store.write_atomic_checked(Vec::new(), writes).await?;
         Ok(())
     }
 
@@ -767,7 +786,8 @@ impl LazyClient {
         let chain = self.chain(&key.kind).await?;
         let new = Self::stamped(&chain, key, value);
         let outcome = if chain.formers.is_empty() {
-            self.store
+            self.settings
+                .store
                 .write_checked(vec![Write::Insert(new)])
                 .await?
                 .first()
@@ -782,7 +802,8 @@ impl LazyClient {
                     .iter()
                     .map(|n| Guard::Absent(Self::key_under(n, key))),
             );
-            self.store
+            self.settings
+                .store
                 .write_atomic_checked(guards, vec![Write::Put(new)])
                 .await?
         };
@@ -845,17 +866,8 @@ impl LazyClient {
     /// See [`LazyError`].
     pub async fn delete(&self, key: &Key) -> Result<()> {
         let chain = self.chain(&key.kind).await?;
-        if chain.formers.is_empty() {
-            self.store
-                .write_checked(vec![Write::Delete(key.clone())])
-                .await?;
-            return Ok(());
-        }
-        self.need_atomic()?;
-        let mut writes = vec![Write::Delete(key.clone())];
-        writes.extend(Self::former_deletes(&chain, key, None));
-        self.store.write_atomic_checked(Vec::new(), writes).await?;
-        Ok(())
+        self.write_dropping_formers(&chain, key, Write::Delete(key.clone()))
+            .await
     }
 
     /// Every entity of `kind` whose migrated value meets all `conditions`,
@@ -875,7 +887,7 @@ impl LazyClient {
         if !chain.pending {
             // Nothing stale: the store may filter.
             let mut out = Vec::new();
-            for e in scan_all(self.store.as_ref(), kind, filter.clone()).await? {
+            for e in scan_all(self.settings.store.as_ref(), kind, filter.clone()).await? {
                 let e = self.checked_entity(&chain, &e).await?;
                 if filter.matches(&e) {
                     out.push(e);
@@ -891,7 +903,7 @@ impl LazyClient {
         let mut by_id: BTreeMap<Key, Entity> = BTreeMap::new();
         for name in chain.formers.iter().chain(std::iter::once(&chain.kind)) {
             let here = *name == chain.kind;
-            for e in scan_all(self.store.as_ref(), name, Filter::all()).await? {
+            for e in scan_all(self.settings.store.as_ref(), name, Filter::all()).await? {
                 let e = self.checked_entity(&chain, &e).await?;
                 if here {
                     by_id.insert(e.key.clone(), e);

@@ -8,36 +8,7 @@
 //! checks) and the rename tests report a skip with that reason.
 
 mod redis {
-    tern_testkit::lazy_battery_tests!("redis", tern_integration_tests::redis::backend());
-}
-
-/// Every kind a JSON string (`json=*`): puts are plain `SET ... KEEPTTL`.
-mod redis_json {
-    tern_testkit::lazy_battery_tests!(
-        "redis-json",
-        tern_integration_tests::redis::backend_with("json=*")
-    );
-}
-
-mod redis_container {
-    tern_testkit::lazy_battery_tests!(
-        "redis-container",
-        tern_integration_tests::redis::container_backend()
-    );
-}
-
-mod redis_cluster {
-    tern_testkit::lazy_battery_tests!(
-        "redis-cluster",
-        tern_integration_tests::redis::cluster_backend()
-    );
-}
-
-mod redis_cluster_id_tag {
-    tern_testkit::lazy_battery_tests!(
-        "redis-cluster-id-tag",
-        tern_integration_tests::redis::cluster_backend_with("id_tag=1")
-    );
+    tern_integration_tests::redis_batteries!(tern_testkit::lazy_battery_tests);
 }
 
 mod mongodb {
@@ -64,18 +35,8 @@ mod redis_restart {
     use tern_testkit::battery::report;
 
     fn start(dir: &std::path::Path, port: u16) -> Child {
-        Command::new("redis-server")
-            .args([
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--save",
-                "",
-            ])
+        tern_testkit::server::redis_server(port, dir)
             .args(["--appendonly", "yes", "--appendfsync", "always"])
-            .arg("--dir")
-            .arg(dir)
             .stdout(Stdio::null())
             .spawn()
             .unwrap()

@@ -1,41 +1,12 @@
 //! The battery on Redis: the plain server, a 3-master cluster, a container, and JSON-string kinds.
 
-mod server {
-    tern_testkit::battery_tests!("redis", tern_integration_tests::redis::backend());
-}
-
-mod json_strings {
-    tern_testkit::battery_tests!(
-        "redis-json",
-        tern_integration_tests::redis::backend_with("json=*")
-    );
-}
+tern_integration_tests::redis_batteries!(tern_testkit::battery_tests);
 
 /// Kinds renamed across slots, by copy (`tern_core::store::rename_copy`).
-mod cluster {
-    tern_testkit::battery_tests!(
-        "redis-cluster",
-        tern_integration_tests::redis::cluster_backend()
-    );
+mod cluster_rename_copy {
     tern_testkit::rename_copy_tests!(
         "redis-cluster",
         tern_integration_tests::redis::cluster_backend()
-    );
-}
-
-/// The cluster with each id written as a hash tag (`ns:kind:{id}`): the keys
-/// of one id under every kind name share a slot.
-mod cluster_id_tag {
-    tern_testkit::battery_tests!(
-        "redis-cluster-id-tag",
-        tern_integration_tests::redis::cluster_backend_with("id_tag=1")
-    );
-}
-
-mod container {
-    tern_testkit::battery_tests!(
-        "redis-container",
-        tern_integration_tests::redis::container_backend()
     );
 }
 
