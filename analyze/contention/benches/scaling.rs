@@ -137,18 +137,10 @@ fn main() {
     let mut csv = format!("{header}\n");
     for (shape, k) in points {
         for variant in ["safe", "unsafe"] {
-            let out = Command::new(&exe)
-                .args(["--case", shape, &k.to_string(), variant])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            let line = run_self(&exe, &["--case", shape, &k.to_string(), variant]);
+            let line = line.trim();
             println!("{line}");
-            csv.push_str(&line);
+            csv.push_str(line);
             csv.push('\n');
         }
     }
@@ -168,16 +160,19 @@ fn finite_against_baseline(exe: &std::path::Path, quick: bool) {
     let sizes: &[usize] = if quick { &[3, 4] } else { &[3, 4, 10, 50] };
     for &k in sizes {
         for variant in ["safe", "unsafe"] {
-            let out = Command::new(exe)
-                .args(["--finite", &k.to_string(), variant])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            print!("{}", String::from_utf8_lossy(&out.stdout));
+            print!("{}", run_self(exe, &["--finite", &k.to_string(), variant]));
         }
     }
+}
+
+/// Runs this benchmark again as `exe args` (one point in its own process) and
+/// returns what it printed; panics with its stderr when it fails.
+fn run_self(exe: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(exe).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
