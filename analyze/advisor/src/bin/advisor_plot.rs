@@ -274,32 +274,14 @@ fn draw<'a, X>(
             .expect("mesh");
         if !others.is_empty() {
             let data: Vec<(f64, f64)> = others.iter().map(|p| (p.0, f(p))).collect();
-            chart
-                .draw_series(LineSeries::new(data.clone(), MAGENTA.stroke_width(2)))
-                .expect("line")
-                .label("no bound (--enumeration-limit 0)")
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], MAGENTA));
-            chart
-                .draw_series(
-                    data.into_iter()
-                        .map(|(x, y)| Circle::new((x, y), 4, MAGENTA.filled())),
-                )
-                .expect("points");
+            let label = "no bound (--enumeration-limit 0)";
+            tern_core::plot::draw_line(&mut chart, &data, MAGENTA, 4, Some(label))
+                .unwrap_or_else(|e| panic!("{e}"));
         }
         let data: Vec<(f64, f64)> = points.iter().map(|p| (p.0, f(p))).collect();
-        let line = chart
-            .draw_series(LineSeries::new(data.clone(), BLUE.stroke_width(2)))
-            .expect("line");
-        if !others.is_empty() {
-            line.label("default bound")
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-        }
-        chart
-            .draw_series(
-                data.into_iter()
-                    .map(|(x, y)| Circle::new((x, y), 4, BLUE.filled())),
-            )
-            .expect("points");
+        let label = (!others.is_empty()).then_some("default bound");
+        tern_core::plot::draw_line(&mut chart, &data, BLUE, 4, label)
+            .unwrap_or_else(|e| panic!("{e}"));
         if title == "run time" {
             let (t, label) = spec.target;
             chart
