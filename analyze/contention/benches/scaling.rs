@@ -22,30 +22,6 @@ use tern_contention::synthetic::{Shape, schema};
 
 mod baseline_finite;
 
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
-
-/// CPU time of this process so far in seconds (`/proc/self/schedstat`, ns):
-/// on a shared machine, what the analysis costs regardless of the others.
-fn cpu_seconds() -> f64 {
-    std::fs::read_to_string("/proc/self/schedstat")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .map_or(0.0, |ns| ns / 1e9)
-}
-
 /// One point: prints `shape,kinds,variant,verdict,finite,suggested,bytes,seconds,cpu_seconds,peak_rss_mib`.
 fn run_case(shape: &str, kinds: usize, variant: &str) {
     let sh = match shape {
@@ -55,12 +31,12 @@ fn run_case(shape: &str, kinds: usize, variant: &str) {
     };
     let src = schema(sh, kinds, variant == "unsafe");
     let start = Instant::now();
-    let cpu = cpu_seconds();
+    let cpu = tern_procstat::main_thread_cpu_seconds();
     let g = tern_contention::parse(&src).expect("generated schemas parse");
     let r = tern_contention::analyze_grammar(&g);
     let text = tern_contention::render::text(&g, &r);
     let secs = start.elapsed().as_secs_f64();
-    let cpu = cpu_seconds() - cpu;
+    let cpu = tern_procstat::main_thread_cpu_seconds() - cpu;
     assert!(
         !r.disagreement(),
         "the two checks disagree on {shape} {kinds}"
@@ -73,7 +49,7 @@ fn run_case(shape: &str, kinds: usize, variant: &str) {
             .map_or("skipped".to_owned(), |f| format!("{} keys", f.alphabet)),
         r.suggestion.is_some(),
         src.len() + text.len(),
-        peak_rss_kib() as f64 / 1024.0
+        tern_procstat::peak_rss_kib() as f64 / 1024.0
     );
 }
 
