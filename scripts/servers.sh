@@ -127,9 +127,50 @@ redis_stop() { stop_pidfile redis "$STATE/redis.pid" redis-server; }
 
 cluster_install() { redis_install; }
 
+# slots_served CLI PORT: the cluster answers on PORT and every slot is served.
+slots_served() {
+    "$1" -h 127.0.0.1 -p "$2" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
+}
+
+# cluster_up NAME CLI NODE PORT...: a cluster of masters (Redis or Valkey): NODE PORT DIR starts
+# each node that does not answer yet (DIR is $STATE/NAME/PORT), CLI creates the cluster, and it is
+# up once every slot is served.
+cluster_up() {
+    local name=$1 cli=$2 node=$3 port nodes=()
+    shift 3
+    for port in "$@"; do
+        nodes+=("127.0.0.1:$port")
+        "$node" "$port" "$STATE/$name/$port"
+    done
+    "$cli" --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >&2
+    local waited=0
+    until slots_served "$cli" "$1"; do
+        ((waited++ < TIMEOUT * 10)) || die "$name: slots not served after ${TIMEOUT}s"
+        sleep 0.1
+    done
+}
+
 # cluster_ok: the cluster answers on its first port and every slot is served.
-cluster_ok() {
-    redis-cli -h 127.0.0.1 -p "$CLUSTER_PORT" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
+cluster_ok() { slots_served redis-cli "$CLUSTER_PORT"; }
+
+# cluster_node PORT DIR: a fresh Redis Cluster node on PORT, unless one answers there.
+cluster_node() {
+    local port=$1 dir=$2
+    mkdir -p "$dir"
+    if probe redis "$port" 2>/dev/null; then
+        return 0
+    fi
+    refuse_if_running "cluster:$port" "$dir/redis.pid" redis-server
+    # A fresh node each time: a node file of an earlier cluster would make it
+    # refuse to join the new one.
+    rm -f "$dir/redis.pid" "$dir/nodes.conf"
+    # shellcheck disable=SC2094
+    redis-server --bind 127.0.0.1 --port "$port" --daemonize yes --save '' \
+        --appendonly no --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
+        --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
+        --cluster-node-timeout 5000 </dev/null >>"$dir/redis.log" 2>&1
+    wait_ready "cluster:$port" "$dir/redis.log" "$dir/redis.pid" redis-server "$TIMEOUT" \
+        probe redis "$port"
 }
 
 cluster_start() {
@@ -137,33 +178,7 @@ cluster_start() {
         log "cluster: already answering on 127.0.0.1:${CLUSTER_PORTS[0]}-${CLUSTER_PORTS[2]}"
         return 0
     fi
-    local port dir
-    for port in "${CLUSTER_PORTS[@]}"; do
-        dir=$STATE/cluster/$port
-        mkdir -p "$dir"
-        if probe redis "$port" 2>/dev/null; then
-            continue
-        fi
-        refuse_if_running "cluster:$port" "$dir/redis.pid" redis-server
-        # A fresh node each time: a node file of an earlier cluster would make it
-        # refuse to join the new one.
-        rm -f "$dir/redis.pid" "$dir/nodes.conf"
-        # shellcheck disable=SC2094
-        redis-server --bind 127.0.0.1 --port "$port" --daemonize yes --save '' \
-            --appendonly no --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
-            --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
-            --cluster-node-timeout 5000 </dev/null >>"$dir/redis.log" 2>&1
-        wait_ready "cluster:$port" "$dir/redis.log" "$dir/redis.pid" redis-server "$TIMEOUT" \
-            probe redis "$port"
-    done
-    local nodes=()
-    for port in "${CLUSTER_PORTS[@]}"; do nodes+=("127.0.0.1:$port"); done
-    redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >&2
-    local waited=0
-    until cluster_ok; do
-        ((waited++ < TIMEOUT * 10)) || die "cluster: slots not served after ${TIMEOUT}s"
-        sleep 0.1
-    done
+    cluster_up cluster redis-cli cluster_node "${CLUSTER_PORTS[@]}"
 }
 
 cluster_stop() {
@@ -259,8 +274,16 @@ valkey_stop() { stop_pidfile valkey "$STATE/valkey/valkey.pid" valkey-server; }
 
 valkey_cluster_install() { valkey_install; }
 
-valkey_cluster_ok() {
-    valkey-cli -h 127.0.0.1 -p "$VALKEY_CLUSTER_PORT" cluster info 2>/dev/null | grep -q '^cluster_state:ok'
+valkey_cluster_ok() { slots_served valkey-cli "$VALKEY_CLUSTER_PORT"; }
+
+# valkey_cluster_node PORT DIR: a fresh Valkey cluster node with the module, unless one answers.
+valkey_cluster_node() {
+    local port=$1 dir=$2
+    valkey_ping "$port" && return 0
+    mkdir -p "$dir"
+    rm -f "$dir/nodes.conf"
+    valkey_node "$port" "$dir" --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
+        --cluster-node-timeout 5000
 }
 
 valkey_cluster_start() {
@@ -268,22 +291,8 @@ valkey_cluster_start() {
         log "valkey-cluster: already answering on 127.0.0.1:${VALKEY_CLUSTER_PORTS[0]}-${VALKEY_CLUSTER_PORTS[2]}"
         return 0
     fi
-    local port dir nodes=()
-    for port in "${VALKEY_CLUSTER_PORTS[@]}"; do
-        dir=$STATE/valkey-cluster/$port
-        nodes+=("127.0.0.1:$port")
-        valkey_ping "$port" && continue
-        mkdir -p "$dir"
-        rm -f "$dir/nodes.conf"
-        valkey_node "$port" "$dir" --cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
-            --cluster-node-timeout 5000
-    done
-    valkey-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >&2
-    local waited=0
-    until valkey_cluster_ok; do
-        ((waited++ < TIMEOUT * 10)) || die "valkey-cluster: slots not served after ${TIMEOUT}s"
-        sleep 0.1
-    done
+    local port
+    cluster_up valkey-cluster valkey-cli valkey_cluster_node "${VALKEY_CLUSTER_PORTS[@]}"
     # A fresh cluster holds no state document: tell every master (a master without the state
     # key refuses the namespace until it has a spec; docs/module.md, TERN.LOADSPEC).
     for port in "${VALKEY_CLUSTER_PORTS[@]}"; do

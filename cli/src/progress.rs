@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tern_core::migrate::{Progress, RunCounts};
+use tern_core::migrate::{Progress, RunCounts, StageStart};
 
 /// The bar drawn on stderr now, if any: log lines step around it ([`suspend_bar`]).
 static SHOWN: Mutex<Option<ProgressBar>> = Mutex::new(None);
@@ -118,15 +118,15 @@ impl CliProgress {
 }
 
 impl Progress for CliProgress {
-    fn stage_started(
-        &self,
-        migration: u32,
-        name: &str,
-        stage: usize,
-        stages: usize,
-        description: &str,
-        total: Option<u64>,
-    ) {
+    fn stage_started(&self, start: &StageStart<'_>) {
+        let StageStart {
+            migration,
+            name,
+            stage,
+            stages,
+            description,
+            total,
+        } = *start;
         let label = format!(
             "{migration:04}_{name} [{}/{}] {description}",
             stage + 1,

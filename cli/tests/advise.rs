@@ -346,24 +346,7 @@ fn calibrate_and_execute_refuse_a_missing_embedded_store_without_create_store() 
 
 /// A chain of `n` entities and one query along all of it (the worst case of the enumeration).
 fn chain(p: &Project, n: usize) -> (String, String) {
-    let mut model = String::new();
-    for i in 0..n {
-        model.push_str(&format!(
-            "entity E{i} 1000\n  id E{i}Id\n  field E{i}F string 20 distinct 10\n"
-        ));
-    }
-    for i in 1..n {
-        model.push_str(&format!("fk E{i}.Up -> E{}.Down\n", i - 1));
-    }
-    let path: Vec<&str> = std::iter::once("E0")
-        .chain(std::iter::repeat_n("Down", n - 1))
-        .collect();
-    let workload = format!(
-        "Q: SELECT E{}.E{}F FROM {} WHERE E0.E0F = ?x;\n",
-        n - 1,
-        n - 1,
-        path.join(".")
-    );
+    let tern_advisor::synthetic::Synthetic { model, workload } = tern_advisor::synthetic::chain(n);
     p.write("chain.model", &model);
     p.write("chain.workload", &workload);
     (

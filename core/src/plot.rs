@@ -1,5 +1,5 @@
 //! What tern's PNG programs share (feature `plot`): the font their text is
-//! drawn with, and the legend box. The programs are the `join` bench,
+//! drawn with, the legend box and a line with its points. The programs are the `join` bench,
 //! `advisor-plot` (tern-advisor) and `timeline-plot` (tern-testkit).
 
 use plotters::coord::CoordTranslate;
@@ -39,4 +39,39 @@ pub fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
         .position(position)
         .draw()
         .map_err(|e| format!("the legend: {e}"))
+}
+
+/// Draws `data` as a line of `colour` with a dot of `radius` pixels at each
+/// point; a `label` gives the line its entry in the legend.
+///
+/// # Errors
+/// The drawing backend's error, as text.
+pub fn draw_line<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    data: &[(f64, f64)],
+    colour: RGBColor,
+    radius: i32,
+    label: Option<&str>,
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let line = chart
+        .draw_series(LineSeries::new(
+            data.iter().copied(),
+            colour.stroke_width(2),
+        ))
+        .map_err(|e| format!("a line: {e}"))?;
+    if let Some(label) = label {
+        line.label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+    }
+    chart
+        .draw_series(
+            data.iter()
+                .map(|&(x, y)| Circle::new((x, y), radius, colour.filled())),
+        )
+        .map_err(|e| format!("a line's points: {e}"))?;
+    Ok(())
 }

@@ -263,7 +263,7 @@ const KILL_USERS: usize = 600;
 struct PrintCheckpoints;
 
 impl tern_core::migrate::Progress for PrintCheckpoints {
-    fn stage_started(&self, _: u32, _: &str, _: usize, _: usize, _: &str, _: Option<u64>) {}
+    fn stage_started(&self, _: &tern_core::migrate::StageStart<'_>) {}
     fn checkpoint(&self, done: u64, _: &tern_core::migrate::RunCounts) {
         println!("checkpoint {done}");
     }
@@ -379,8 +379,8 @@ struct TotalsRecorder {
 }
 
 impl tern_core::migrate::Progress for TotalsRecorder {
-    fn stage_started(&self, _: u32, _: &str, _: usize, _: usize, _: &str, total: Option<u64>) {
-        self.totals.lock().unwrap().push(total);
+    fn stage_started(&self, start: &tern_core::migrate::StageStart<'_>) {
+        self.totals.lock().unwrap().push(start.total);
     }
     fn checkpoint(&self, _: u64, _: &tern_core::migrate::RunCounts) {}
     fn stage_finished(&self, _: &tern_core::migrate::RunCounts) {}

@@ -54,22 +54,9 @@ pub async fn load(
                 .map(|a| r.get(a).copied())
                 .collect::<Vec<_>>()
         });
-        let array = rows
-            .into_iter()
-            .map(|r| {
-                Value::Map(
-                    r.into_iter()
-                        .map(|(a, v)| (attr_key(a), Value::Int(v)))
-                        .collect(),
-                )
-            })
-            .collect();
         let key = Key::new(kind, id)?;
         written.0.push(key.clone());
-        batch.push(Write::Put(Entity::new(
-            key,
-            Map::from([("rows".to_owned(), Value::Array(array))]),
-        )));
+        batch.push(Write::Put(Entity::new(key, encode(rows))));
         if batch.len() >= 500 {
             store.write_batch(std::mem::take(&mut batch)).await?;
         }
@@ -120,6 +107,22 @@ impl Naming {
             Naming::Columns(names) => names.get(name).copied(),
         }
     }
+}
+
+/// A partition's value: its rows as `{"rows": [...]}`, each row a map `"E.F"` → integer (the
+/// inverse of [`decode`] with [`Naming::Indices`]).
+pub(crate) fn encode(rows: Vec<Row>) -> Map {
+    let array = rows
+        .into_iter()
+        .map(|r| {
+            Value::Map(
+                r.into_iter()
+                    .map(|(a, v)| (attr_key(a), Value::Int(v)))
+                    .collect(),
+            )
+        })
+        .collect();
+    Map::from([("rows".to_owned(), Value::Array(array))])
 }
 
 /// The rows of a stored partition (`{"rows": [...]}`); columns that are not integers or that

@@ -21,13 +21,13 @@ use tern_advisor::query::{Query, Update, UpdateKind};
 use tern_advisor::support::support_queries;
 use tern_advisor::synthetic::Rng;
 use tern_core::migrate::CancelFlag;
-use tern_core::model::{Entity, Key, Map, Value};
+use tern_core::model::{Entity, Key};
 use tern_core::store::{Store, Write};
 
 use crate::data::{Data, Row};
 use crate::error::Result;
 use crate::execute::{Measured, Params, execute};
-use crate::layout::{Naming, Written, attr_key, decode, partition_id};
+use crate::layout::{Naming, Written, decode, encode, partition_id};
 
 /// One column family an update modifies in a schema: its kind, its definition, and the support
 /// queries with the plan (kinds and column families of its steps) each runs with.
@@ -279,20 +279,6 @@ async fn read(store: &dyn Store, kind: &str, id: &str) -> Result<Vec<Row>> {
         Some(e) => decode(e.value.get("rows"), &Naming::Indices),
         None => Vec::new(),
     })
-}
-
-fn encode(rows: Vec<Row>) -> Map {
-    let array = rows
-        .into_iter()
-        .map(|r| {
-            Value::Map(
-                r.into_iter()
-                    .map(|(a, v)| (attr_key(a), Value::Int(v)))
-                    .collect(),
-            )
-        })
-        .collect();
-    Map::from([("rows".to_owned(), Value::Array(array))])
 }
 
 /// Times `runs` executions of each update on one schema (`None` in the list: the update cannot

@@ -13,38 +13,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tern_advisor::advise::prepare;
-use tern_advisor::synthetic::generate;
+use tern_advisor::synthetic::{chain, generate};
 use tern_advisor::{Model, Options, Workload};
 
 /// Each case is stopped after this long.
 const LIMIT: Duration = Duration::from_secs(120);
-
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
-
-/// CPU seconds this process has used (user + system, all threads; `/proc/self/stat`, in clock
-/// ticks of 1/100 s as on Linux): the machine is shared, so wall time alone says little.
-fn cpu_seconds() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            // Fields after the command name (which is in parentheses and may hold spaces).
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let utime: f64 = f.get(11)?.parse().ok()?;
-            let stime: f64 = f.get(12)?.parse().ok()?;
-            Some((utime + stime) / 100.0)
-        })
-        .unwrap_or(0.0)
-}
 
 fn inputs(case: &str) -> (String, String) {
     if case == "eac" {
@@ -60,7 +33,8 @@ fn inputs(case: &str) -> (String, String) {
             std::fs::read_to_string(format!("{dir}hotel.workload")).unwrap(),
         )
     } else if let Some(n) = case.strip_prefix("chain") {
-        chain(n.parse().unwrap())
+        let s = chain(n.parse().unwrap());
+        (s.model, s.workload)
     } else {
         let scale: usize = case
             .trim_start_matches("ws")
@@ -70,31 +44,6 @@ fn inputs(case: &str) -> (String, String) {
         let s = generate(scale, 42);
         (s.model, s.workload)
     }
-}
-
-/// A chain of `n` entities (each with one field of 10 distinct values) and one query along all
-/// of it, from an equality on the first entity's field to the last entity's field: the worst case
-/// of the enumeration (its candidates grow with the square of the chain).
-fn chain(n: usize) -> (String, String) {
-    let mut model = String::new();
-    for i in 0..n {
-        model.push_str(&format!(
-            "entity E{i} 1000\n  id E{i}Id\n  field E{i}F string 20 distinct 10\n"
-        ));
-    }
-    for i in 1..n {
-        model.push_str(&format!("fk E{i}.Up -> E{}.Down\n", i - 1));
-    }
-    let path: Vec<&str> = std::iter::once("E0")
-        .chain(std::iter::repeat_n("Down", n - 1))
-        .collect();
-    let workload = format!(
-        "Q: SELECT E{}.E{}F FROM {} WHERE E0.E0F = ?x;\n",
-        n - 1,
-        n - 1,
-        path.join(".")
-    );
-    (model, workload)
 }
 
 /// The number after `flag` on the command line.
@@ -127,7 +76,7 @@ fn run_case(case: &str) {
         },
         ..Options::default()
     };
-    let cpu0 = cpu_seconds();
+    let cpu0 = tern_procstat::process_cpu_seconds();
     let t0 = Instant::now();
     let model = Model::parse(case, &m).unwrap();
     let workload = Workload::parse(case, &w, &model).unwrap();
@@ -150,12 +99,12 @@ fn run_case(case: &str) {
         (t1 - t0).as_secs_f64(),
         (t2 - t1).as_secs_f64(),
         (t2 - t0).as_secs_f64(),
-        peak_rss_kib() / 1024,
+        tern_procstat::peak_rss_kib() / 1024,
         rec.column_families.len(),
         rec.optimal,
         rec.total_cost,
         rec.total_size_bytes,
-        cpu_seconds() - cpu0
+        tern_procstat::process_cpu_seconds() - cpu0
     );
 }
 

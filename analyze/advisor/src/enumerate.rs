@@ -112,49 +112,89 @@ pub fn relax(q: &Query) -> Vec<Query> {
     out
 }
 
+/// `q`'s entities on either side of relationship `rel`: those reached from `cut` without crossing
+/// it (the prefix's side) and those reached from the entity across it, `far` (the remainder's).
+struct Sides {
+    p: BTreeSet<usize>,
+    far: usize,
+    r: BTreeSet<usize>,
+}
+
+impl Sides {
+    fn new(model: &Model, q: &Query, rel: usize, cut: usize) -> Sides {
+        let far = model.other(rel, cut);
+        Sides {
+            p: q.graph.component(model, cut, Some(rel)),
+            far,
+            r: q.graph.component(model, far, Some(rel)),
+        }
+    }
+
+    /// The prefix query over `entities`: `q`'s predicates on the prefix's side, its selected
+    /// and (with `ordered`, also kept as the order) ORDER BY attributes there, and `key`'s id.
+    fn prefix(
+        &self,
+        model: &Model,
+        q: &Query,
+        entities: &BTreeSet<usize>,
+        key: usize,
+        ordered: bool,
+    ) -> Query {
+        let in_p = |a: &Attr| self.p.contains(&a.entity);
+        let mut select: BTreeSet<Attr> = q
+            .select
+            .iter()
+            .chain(&q.order)
+            .copied()
+            .filter(in_p)
+            .collect();
+        select.insert(Attr::id(key));
+        Query {
+            graph: q.graph.induced(model, entities),
+            select,
+            eq: q.eq.iter().copied().filter(in_p).collect(),
+            range: q.range.iter().copied().filter(in_p).collect(),
+            order: if ordered {
+                q.order.iter().copied().filter(in_p).collect()
+            } else {
+                Vec::new()
+            },
+            limit: None,
+        }
+    }
+
+    /// The remainder query over `entities`: the rest of `q` on the remainder's side, keyed by
+    /// `key`'s id.
+    fn remainder(&self, model: &Model, q: &Query, entities: &BTreeSet<usize>, key: usize) -> Query {
+        let in_r = |a: &Attr| self.r.contains(&a.entity);
+        let mut eq: BTreeSet<Attr> = q.eq.iter().copied().filter(in_r).collect();
+        eq.insert(Attr::id(key));
+        Query {
+            graph: q.graph.induced(model, entities),
+            select: q.select.iter().copied().filter(in_r).collect(),
+            eq,
+            range: q.range.iter().copied().filter(in_r).collect(),
+            order: q.order.iter().copied().filter(in_r).collect(),
+            limit: None,
+        }
+    }
+}
+
 /// Splits `q` at relationship `rel`: the prefix query on the side of `cut` (returning `cut`'s id and
 /// the selected attributes of its side) and the remainder query keyed by `cut`'s id.
 pub fn decompose(model: &Model, q: &Query, rel: usize, cut: usize) -> Option<(Query, Query)> {
-    let side_p = q.graph.component(model, cut, Some(rel));
-    let other = model.other(rel, cut);
-    let side_r = q.graph.component(model, other, Some(rel));
-    let in_p = |a: &Attr| side_p.contains(&a.entity);
-    let in_r = |a: &Attr| side_r.contains(&a.entity);
-    let mut select: BTreeSet<Attr> = q
-        .select
-        .iter()
-        .chain(&q.order)
-        .copied()
-        .filter(in_p)
-        .collect();
-    select.insert(Attr::id(cut));
-    let prefix = Query {
-        graph: q.graph.induced(model, &side_p),
-        select,
-        eq: q.eq.iter().copied().filter(in_p).collect(),
-        range: q.range.iter().copied().filter(in_p).collect(),
-        order: Vec::new(),
-        limit: None,
-    };
-    let trivial = side_p.len() == 1
+    let sides = Sides::new(model, q, rel, cut);
+    let prefix = sides.prefix(model, q, &sides.p, cut, false);
+    let trivial = sides.p.len() == 1
         && prefix.range.is_empty()
         && prefix.eq.iter().all(|a| *a == Attr::id(cut))
         && prefix.select.iter().all(|a| *a == Attr::id(cut));
     if prefix.eq.is_empty() || trivial {
         return None;
     }
-    let mut rest = side_r.clone();
+    let mut rest = sides.r.clone();
     rest.insert(cut);
-    let mut eq: BTreeSet<Attr> = q.eq.iter().copied().filter(in_r).collect();
-    eq.insert(Attr::id(cut));
-    let remainder = Query {
-        graph: q.graph.induced(model, &rest),
-        select: q.select.iter().copied().filter(in_r).collect(),
-        eq,
-        range: q.range.iter().copied().filter(in_r).collect(),
-        order: q.order.iter().copied().filter(in_r).collect(),
-        limit: None,
-    };
+    let remainder = sides.remainder(model, q, &rest, cut);
     Some((prefix, remainder))
 }
 
@@ -166,29 +206,11 @@ pub fn decompose(model: &Model, q: &Query, rel: usize, cut: usize) -> Option<(Qu
 /// (from `cut`'s id to `next`'s). `None` when the remainder would need nothing but `next`'s id, or
 /// when the prefix has neither an ORDER BY attribute nor a range predicate.
 pub fn decompose_past(model: &Model, q: &Query, rel: usize, cut: usize) -> Option<(Query, Query)> {
-    let side_p = q.graph.component(model, cut, Some(rel));
-    let next = model.other(rel, cut);
-    let side_r = q.graph.component(model, next, Some(rel));
-    let in_p = |a: &Attr| side_p.contains(&a.entity);
-    let in_r = |a: &Attr| side_r.contains(&a.entity);
-    let mut select: BTreeSet<Attr> = q
-        .select
-        .iter()
-        .chain(&q.order)
-        .copied()
-        .filter(in_p)
-        .collect();
-    select.insert(Attr::id(next));
-    let mut prefix_entities = side_p.clone();
+    let sides = Sides::new(model, q, rel, cut);
+    let next = sides.far;
+    let mut prefix_entities = sides.p.clone();
     prefix_entities.insert(next);
-    let prefix = Query {
-        graph: q.graph.induced(model, &prefix_entities),
-        select,
-        eq: q.eq.iter().copied().filter(in_p).collect(),
-        range: q.range.iter().copied().filter(in_p).collect(),
-        order: q.order.iter().copied().filter(in_p).collect(),
-        limit: None,
-    };
+    let prefix = sides.prefix(model, q, &prefix_entities, next, true);
     // Only where the prefix orders its rows (ORDER BY or a range on its side): there the next
     // entity's id rides in a clustering key that is needed anyway. Without it the shape only
     // duplicates the plain prefix plus one get, and on the Watts-Strogatz benchmark those extra
@@ -196,17 +218,8 @@ pub fn decompose_past(model: &Model, q: &Query, rel: usize, cut: usize) -> Optio
     if prefix.eq.is_empty() || (prefix.order.is_empty() && prefix.range.is_empty()) {
         return None;
     }
-    let mut eq: BTreeSet<Attr> = q.eq.iter().copied().filter(in_r).collect();
-    eq.insert(Attr::id(next));
-    let remainder = Query {
-        graph: q.graph.induced(model, &side_r),
-        select: q.select.iter().copied().filter(in_r).collect(),
-        eq,
-        range: q.range.iter().copied().filter(in_r).collect(),
-        order: q.order.iter().copied().filter(in_r).collect(),
-        limit: None,
-    };
-    let trivial = side_r.len() == 1
+    let remainder = sides.remainder(model, q, &sides.r, next);
+    let trivial = sides.r.len() == 1
         && remainder.range.is_empty()
         && remainder.select.iter().all(|a| *a == Attr::id(next))
         && remainder.eq.iter().all(|a| *a == Attr::id(next));

@@ -1,7 +1,8 @@
 //! Synthetic workloads on Watts–Strogatz entity graphs, after [NoSE]'s Fig. 19 setup: at scale `s`,
 //! `7s` entities, `30s` queries, `3s` updates and `5s` inserts (4x: 28 entities, 120 queries,
 //! 12 updates, 20 inserts). Edges get a random direction (the foreign key at the head); statements
-//! are random walks with random predicates and attributes. Deterministic for a given seed.
+//! are random walks with random predicates and attributes. Deterministic for a given seed. Also the
+//! [`chain`] family, the enumeration's worst case.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -42,6 +43,33 @@ pub struct Synthetic {
     pub model: String,
     /// The workload file.
     pub workload: String,
+}
+
+/// A chain of `n` entities (at least one; each with one field of 10 distinct values) and one query
+/// along all of it, from an equality on the first entity's field to the last entity's field: the
+/// worst case of the enumeration (its candidates grow with the square of the chain). The
+/// benchmark's `chain` family and the tests of the enumeration's work bound.
+pub fn chain(n: usize) -> Synthetic {
+    let n = n.max(1);
+    let mut model = String::new();
+    for i in 0..n {
+        let _ = writeln!(
+            model,
+            "entity E{i} 1000\n  id E{i}Id\n  field E{i}F string 20 distinct 10"
+        );
+    }
+    for i in 1..n {
+        let _ = writeln!(model, "fk E{i}.Up -> E{}.Down", i - 1);
+    }
+    let path: Vec<&str> = std::iter::once("E0")
+        .chain(std::iter::repeat_n("Down", n - 1))
+        .collect();
+    let last = n - 1;
+    let workload = format!(
+        "Q: SELECT E{last}.E{last}F FROM {} WHERE E0.E0F = ?x;\n",
+        path.join(".")
+    );
+    Synthetic { model, workload }
 }
 
 /// Generates the workload at `scale` (1 to 4 in the benchmark).

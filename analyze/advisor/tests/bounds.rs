@@ -5,36 +5,14 @@
 mod common;
 
 use tern_advisor::advise::prepare;
+use tern_advisor::synthetic::chain;
 use tern_advisor::{Options, advise};
-
-/// A chain of `n` entities and one query along all of it.
-fn chain(n: usize) -> (String, String) {
-    let mut model = String::new();
-    for i in 0..n {
-        model.push_str(&format!(
-            "entity E{i} 1000\n  id E{i}Id\n  field E{i}F string 20 distinct 10\n"
-        ));
-    }
-    for i in 1..n {
-        model.push_str(&format!("fk E{i}.Up -> E{}.Down\n", i - 1));
-    }
-    let path: Vec<&str> = std::iter::once("E0")
-        .chain(std::iter::repeat_n("Down", n - 1))
-        .collect();
-    let workload = format!(
-        "Q: SELECT E{}.E{}F FROM {} WHERE E0.E0F = ?x;\n",
-        n - 1,
-        n - 1,
-        path.join(".")
-    );
-    (model, workload)
-}
 
 #[test]
 fn a_long_chain_stops_at_the_work_bound_with_a_note_and_keeps_a_plan() {
-    let (m, w) = chain(120);
-    let m = common::model(&m);
-    let w = common::workload(&m, &w);
+    let s = chain(120);
+    let m = common::model(&s.model);
+    let w = common::workload(&m, &s.workload);
     let opts = Options {
         enumeration_limit: Some(30_000),
         ..Options::default()
@@ -60,9 +38,9 @@ fn below_the_bound_nothing_changes() {
     // The examples and a short chain stay far below the default bound: the same advice as
     // without any bound, and no note.
     for (m, w) in [common::example("hotel"), {
-        let (m, w) = chain(12);
-        let m = common::model(&m);
-        let w = common::workload(&m, &w);
+        let s = chain(12);
+        let m = common::model(&s.model);
+        let w = common::workload(&m, &s.workload);
         (m, w)
     }] {
         let bounded = advise(&m, &w, &Options::default()).unwrap();

@@ -1,6 +1,9 @@
 //! The finite cross-check as it was before (commit 41a462b): every key of Σ
 //! tried per parent and atom, a hash map copied per try, full rounds. Kept
-//! here only as the benchmark's baseline; returns whether it found SAFE.
+//! here only as the benchmark's baseline; returns whether it found SAFE. What
+//! did not change (template matching, the writers of a key, the NFA, the
+//! walk's bookkeeping) is the crate's own code, called or compiled in here, so
+//! the comparison measures only the algorithm that changed.
 #![allow(
     clippy::all,
     clippy::pedantic,
@@ -11,10 +14,13 @@
     unreachable_pub
 )]
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
-use tern_contention::finite::Domains;
-use tern_contention::grammar::{Grammar, Template, Term};
+use tern_contention::finite::{Domains, MAX_USERS, writers};
+use tern_contention::grammar::Grammar;
+// What the new check still shares with this one (template matching, the walk's
+// bookkeeping, adding found sets): the crate's own functions, not copies.
+use tern_contention::product::{Binding, Found, Reach, Walk, add_found, first_unwritable, matches};
 
 // The NFA is the crate's own, unchanged since the baseline: its file, compiled into the
 // benchmark (where its `super::grammar` is this `grammar`).
@@ -22,56 +28,6 @@ use tern_contention::grammar;
 #[path = "../src/nfa.rs"]
 mod nfa;
 use nfa::Nfa;
-
-type Binding = HashMap<String, String>;
-
-/// Matches a template against key values, extending `b`.
-fn matches(t: &Template, values: &[String], b: &Binding) -> Option<Binding> {
-    let mut b = b.clone();
-    for (a, v) in t.args.iter().zip(values) {
-        match a {
-            Term::Const(c) if c != v => return None,
-            Term::Const(_) => {}
-            Term::Var(x) => match b.get(x) {
-                Some(have) if have != v => return None,
-                Some(_) => {}
-                None => {
-                    b.insert(x.clone(), v.clone());
-                }
-            },
-        }
-    }
-    Some(b)
-}
-
-/// The users who may write a key (A_w's rules `q_u ← k(q_u*)` for this label).
-pub(crate) fn writers(g: &Grammar, d: &Domains, ctor: usize, values: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for w in g.writes.iter().filter(|w| w.key.ctor == ctor) {
-        let Some(b) = matches(&w.key, values, &Binding::new()) else {
-            continue;
-        };
-        let who: Vec<String> = match &w.writer {
-            Term::Const(c) => vec![c.clone()],
-            Term::Var(x) => match b.get(x) {
-                Some(u) => vec![u.clone()],
-                None => d.users().to_vec(),
-            },
-        };
-        for u in who {
-            if !out.contains(&u) {
-                out.push(u);
-            }
-        }
-    }
-    out
-}
-
-/// Per key: each reachable A_w state set with the (child key, child set) sequence that first gave it.
-type Reach = Vec<Vec<(u128, Vec<(usize, u128)>)>>;
-
-/// An exploration node: NFA state, running set, predecessor node and the child read.
-type Node = (usize, u128, Option<(usize, (usize, u128))>);
 
 struct Alphabet {
     keys: Vec<(usize, Vec<String>)>,
@@ -98,9 +54,6 @@ fn alphabet(g: &Grammar, d: &Domains) -> Alphabet {
     }
     Alphabet { keys }
 }
-
-/// The most users the finite check handles (one bit each).
-pub(crate) const MAX_USERS: usize = 128;
 
 /// Runs the paper's algorithm over the given domains (at most [`MAX_USERS`] users).
 pub(crate) fn check(g: &Grammar, d: &Domains) -> bool {
@@ -156,12 +109,8 @@ pub(crate) fn check(g: &Grammar, d: &Domains) -> bool {
         for s in 0..alphabet {
             let ctor = sigma.keys[s].0;
             let Some(nfa) = &nfas[ctor] else { continue };
-            for (mask, kids) in explore(nfa, &letters[s], &reach, wmask[s]) {
-                if !reach[s].iter().any(|(m, _)| *m == mask) {
-                    reach[s].push((mask, kids));
-                    changed = true;
-                }
-            }
+            let found = explore(nfa, &letters[s], &reach, wmask[s]);
+            changed |= add_found(&mut reach[s], found);
         }
         if !changed {
             break;
@@ -177,10 +126,7 @@ pub(crate) fn check(g: &Grammar, d: &Domains) -> bool {
                 .any(|t| t.ctor == *c && matches(t, v, &Binding::new()).is_some())
         })
         .collect();
-    let bad = roots
-        .iter()
-        .find_map(|&r| reach[r].iter().any(|(m, _)| *m == 0).then_some(r));
-    bad.is_none()
+    first_unwritable(&roots, &reach).is_none()
 }
 
 /// All A_w state sets a node σ can get, with a child sequence giving each:
@@ -190,47 +136,21 @@ fn explore(
     letters: &HashMap<usize, Vec<usize>>,
     reach: &Reach,
     start_mask: u128,
-) -> Vec<(u128, Vec<(usize, u128)>)> {
-    let mut seen: HashMap<(usize, u128), usize> = HashMap::new();
-    // node: (nfa state, mask, predecessor node, child read)
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut queue = VecDeque::new();
+) -> Found {
+    let mut walk = Walk::default();
     for s in nfa.closure(&[nfa.start]) {
-        if seen.insert((s, start_mask), nodes.len()).is_none() {
-            nodes.push((s, start_mask, None));
-            queue.push_back(nodes.len() - 1);
-        }
+        walk.visit(s, start_mask, None);
     }
-    while let Some(n) = queue.pop_front() {
-        let (state, mask, _) = nodes[n];
+    while let Some((n, state, mask)) = walk.next_node() {
         for &(occ, to) in &nfa.atom[state] {
             for &tau in letters.get(&occ).map_or(&[][..], Vec::as_slice) {
                 for (m, _) in &reach[tau] {
-                    let nm = mask & m;
                     for t in nfa.closure(&[to]) {
-                        if let std::collections::hash_map::Entry::Vacant(e) = seen.entry((t, nm)) {
-                            e.insert(nodes.len());
-                            nodes.push((t, nm, Some((n, (tau, *m)))));
-                            queue.push_back(nodes.len() - 1);
-                        }
+                        walk.visit(t, mask & m, Some((n, (tau, *m))));
                     }
                 }
             }
         }
     }
-    let mut out: Vec<(u128, Vec<(usize, u128)>)> = Vec::new();
-    for (i, &(s, mask, _)) in nodes.iter().enumerate() {
-        if s != nfa.accept || out.iter().any(|(m, _)| *m == mask) {
-            continue;
-        }
-        let mut kids = Vec::new();
-        let mut cur = i;
-        while let Some((prev, kid)) = nodes[cur].2 {
-            kids.push(kid);
-            cur = prev;
-        }
-        kids.reverse();
-        out.push((mask, kids));
-    }
-    out
+    walk.accepted(nfa.accept)
 }

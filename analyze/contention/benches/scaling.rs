@@ -22,30 +22,6 @@ use tern_contention::synthetic::{Shape, schema};
 
 mod baseline_finite;
 
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
-
-/// CPU time of this process so far in seconds (`/proc/self/schedstat`, ns):
-/// on a shared machine, what the analysis costs regardless of the others.
-fn cpu_seconds() -> f64 {
-    std::fs::read_to_string("/proc/self/schedstat")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .next()
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .map_or(0.0, |ns| ns / 1e9)
-}
-
 /// One point: prints `shape,kinds,variant,verdict,finite,suggested,bytes,seconds,cpu_seconds,peak_rss_mib`.
 fn run_case(shape: &str, kinds: usize, variant: &str) {
     let sh = match shape {
@@ -55,12 +31,12 @@ fn run_case(shape: &str, kinds: usize, variant: &str) {
     };
     let src = schema(sh, kinds, variant == "unsafe");
     let start = Instant::now();
-    let cpu = cpu_seconds();
+    let cpu = tern_procstat::main_thread_cpu_seconds();
     let g = tern_contention::parse(&src).expect("generated schemas parse");
     let r = tern_contention::analyze_grammar(&g);
     let text = tern_contention::render::text(&g, &r);
     let secs = start.elapsed().as_secs_f64();
-    let cpu = cpu_seconds() - cpu;
+    let cpu = tern_procstat::main_thread_cpu_seconds() - cpu;
     assert!(
         !r.disagreement(),
         "the two checks disagree on {shape} {kinds}"
@@ -73,7 +49,7 @@ fn run_case(shape: &str, kinds: usize, variant: &str) {
             .map_or("skipped".to_owned(), |f| format!("{} keys", f.alphabet)),
         r.suggestion.is_some(),
         src.len() + text.len(),
-        peak_rss_kib() as f64 / 1024.0
+        tern_procstat::peak_rss_kib() as f64 / 1024.0
     );
 }
 
@@ -137,18 +113,10 @@ fn main() {
     let mut csv = format!("{header}\n");
     for (shape, k) in points {
         for variant in ["safe", "unsafe"] {
-            let out = Command::new(&exe)
-                .args(["--case", shape, &k.to_string(), variant])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            let line = run_self(&exe, &["--case", shape, &k.to_string(), variant]);
+            let line = line.trim();
             println!("{line}");
-            csv.push_str(&line);
+            csv.push_str(line);
             csv.push('\n');
         }
     }
@@ -168,16 +136,19 @@ fn finite_against_baseline(exe: &std::path::Path, quick: bool) {
     let sizes: &[usize] = if quick { &[3, 4] } else { &[3, 4, 10, 50] };
     for &k in sizes {
         for variant in ["safe", "unsafe"] {
-            let out = Command::new(exe)
-                .args(["--finite", &k.to_string(), variant])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            print!("{}", String::from_utf8_lossy(&out.stdout));
+            print!("{}", run_self(exe, &["--finite", &k.to_string(), variant]));
         }
     }
+}
+
+/// Runs this benchmark again as `exe args` (one point in its own process) and
+/// returns what it printed; panics with its stderr when it fails.
+fn run_self(exe: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(exe).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

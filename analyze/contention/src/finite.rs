@@ -6,13 +6,14 @@
 //! reachable pairs (q_σ, S) where S is the set of A_w states the same tree
 //! can reach. L(A_s) ⊄ L(A_w) iff a pair (q_φ, ∅) is reachable with q_φ final.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
 use crate::grammar::{Grammar, Template, Term, USER_SORT, show_key};
 use crate::limits::{Limits, Poll, Stop};
 use crate::nfa::Nfa;
+use crate::product::{Binding, Found, Reach, Walk, add_found, first_unwritable, matches};
 
 /// The finite value set of each sort.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,27 +134,6 @@ impl Tree {
     }
 }
 
-type Binding = HashMap<String, String>;
-
-/// Matches a template against key values, extending `b`.
-fn matches(t: &Template, values: &[String], b: &Binding) -> Option<Binding> {
-    let mut b = b.clone();
-    for (a, v) in t.args.iter().zip(values) {
-        match a {
-            Term::Const(c) if c != v => return None,
-            Term::Const(_) => {}
-            Term::Var(x) => match b.get(x) {
-                Some(have) if have != v => return None,
-                Some(_) => {}
-                None => {
-                    b.insert(x.clone(), v.clone());
-                }
-            },
-        }
-    }
-    Some(b)
-}
-
 /// The users who may write a key (A_w's rules `q_u ← k(q_u*)` for this label).
 pub fn writers(g: &Grammar, d: &Domains, ctor: usize, values: &[String]) -> Vec<String> {
     let all: Vec<usize> = (0..g.writes.len())
@@ -209,9 +189,6 @@ impl FiniteResult {
         self.ambiguous.is_none() && self.contained == Some(true)
     }
 }
-
-/// Per key: each reachable A_w state set with the (child key, child set) sequence that first gave it.
-type Reach = Vec<Vec<(u128, Vec<(usize, u128)>)>>;
 
 /// The distinct A_w state sets of the children an atom stands for, each with one child that has it.
 type Letters = Vec<(u128, usize)>;
@@ -303,6 +280,12 @@ impl<'d> Sigma<'d> {
     /// The constructor of key `i`.
     fn ctor_of(&self, i: usize) -> usize {
         self.base.partition_point(|&b| b <= i).saturating_sub(1)
+    }
+
+    /// The keys of constructor `c`.
+    fn keys_of(&self, c: usize) -> std::ops::Range<usize> {
+        let end = self.base.get(c + 1).copied().unwrap_or(self.len);
+        self.base[c]..end
     }
 
     /// The value indexes of key `i` of constructor `c`.
@@ -517,14 +500,9 @@ pub fn check_with(g: &Grammar, d: &Domains, limits: &Limits<'_>) -> Result<Finit
     let mut wmask = Vec::with_capacity(alphabet);
     let mut ambiguous = None;
     for (c, ws) in writes.iter().enumerate() {
-        let n = if c + 1 < g.keys.len() {
-            sigma.base[c + 1]
-        } else {
-            alphabet
-        } - sigma.base[c];
-        for i in 0..n {
+        for s in sigma.keys_of(c) {
             poll.tick()?;
-            let v = sigma.decode(c, sigma.base[c] + i);
+            let v = sigma.decode(c, s);
             let who = sigma.writers(g, ws, &v);
             if who.len() > 1 && ambiguous.is_none() {
                 ambiguous = Some((
@@ -579,14 +557,8 @@ pub fn check_with(g: &Grammar, d: &Domains, limits: &Limits<'_>) -> Result<Finit
             let Some((nfa, closures)) = &nfas[c] else {
                 continue;
             };
-            let n = if c + 1 < g.keys.len() {
-                sigma.base[c + 1]
-            } else {
-                alphabet
-            } - sigma.base[c];
-            for i in 0..n {
+            for s in sigma.keys_of(c) {
                 poll.tick()?;
-                let s = sigma.base[c] + i;
                 let v = sigma.decode(c, s);
                 let found = explore(
                     (nfa, closures),
@@ -618,12 +590,7 @@ pub fn check_with(g: &Grammar, d: &Domains, limits: &Limits<'_>) -> Result<Finit
                     },
                     wmask[s],
                 );
-                for (mask, kids) in found {
-                    if !reach[s].iter().any(|(m, _)| *m == mask) {
-                        reach[s].push((mask, kids));
-                        changed = true;
-                    }
-                }
+                changed |= add_found(&mut reach[s], found);
             }
         }
         if !changed {
@@ -638,9 +605,7 @@ pub fn check_with(g: &Grammar, d: &Domains, limits: &Limits<'_>) -> Result<Finit
     }
     roots.sort_unstable();
     roots.dedup();
-    let bad = roots
-        .iter()
-        .find_map(|&r| reach[r].iter().any(|(m, _)| *m == 0).then_some(r));
+    let bad = first_unwritable(&roots, &reach);
     let counterexample = bad.map(|r| {
         let mut budget = MAX_TREE_NODES;
         build_tree(g, &sigma, &reach, (r, 0), 0, &mut budget)
@@ -700,50 +665,24 @@ fn explore(
     (nfa, closures): (&Nfa, &[Vec<usize>]),
     letters: &mut impl FnMut(usize) -> Vec<(u128, usize)>,
     start_mask: u128,
-) -> Vec<(u128, Vec<(usize, u128)>)> {
-    /// node: (nfa state, mask, predecessor node and the child read)
-    type Node = (usize, u128, Option<(usize, (usize, u128))>);
-    let mut seen: HashMap<(usize, u128), usize> = HashMap::new();
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut queue = VecDeque::new();
-    for &s in closures.get(nfa.start).map_or(&[][..], Vec::as_slice) {
-        if seen.insert((s, start_mask), nodes.len()).is_none() {
-            nodes.push((s, start_mask, None));
-            queue.push_back(nodes.len() - 1);
-        }
+) -> Found {
+    let closure = |s: usize| closures.get(s).map_or(&[][..], Vec::as_slice);
+    let mut walk = Walk::default();
+    for &s in closure(nfa.start) {
+        walk.visit(s, start_mask, None);
     }
     let mut cache: HashMap<usize, Vec<(u128, usize)>> = HashMap::new();
-    while let Some(n) = queue.pop_front() {
-        let (state, mask, _) = nodes[n];
+    while let Some((n, state, mask)) = walk.next_node() {
         for &(occ, to) in &nfa.atom[state] {
             let kids = cache.entry(occ).or_insert_with(|| letters(occ));
             for &(m, tau) in kids.iter() {
-                let nm = mask & m;
-                for &t in closures.get(to).map_or(&[][..], Vec::as_slice) {
-                    if let std::collections::hash_map::Entry::Vacant(e) = seen.entry((t, nm)) {
-                        e.insert(nodes.len());
-                        nodes.push((t, nm, Some((n, (tau, m)))));
-                        queue.push_back(nodes.len() - 1);
-                    }
+                for &t in closure(to) {
+                    walk.visit(t, mask & m, Some((n, (tau, m))));
                 }
             }
         }
     }
-    let mut out: Vec<(u128, Vec<(usize, u128)>)> = Vec::new();
-    for (i, &(s, mask, _)) in nodes.iter().enumerate() {
-        if s != nfa.accept || out.iter().any(|(m, _)| *m == mask) {
-            continue;
-        }
-        let mut kids = Vec::new();
-        let mut cur = i;
-        while let Some((prev, kid)) = nodes[cur].2 {
-            kids.push(kid);
-            cur = prev;
-        }
-        kids.reverse();
-        out.push((mask, kids));
-    }
-    out
+    walk.accepted(nfa.accept)
 }
 
 /// The deepest a printed tree goes; below, a node is marked [`Tree::cut`].

@@ -16,6 +16,8 @@ mod lexer;
 mod limits;
 mod nfa;
 mod parser;
+#[doc(hidden)]
+pub mod product;
 pub mod render;
 mod suggest;
 pub mod symbolic;

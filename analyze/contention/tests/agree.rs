@@ -5,25 +5,10 @@ use proptest::prelude::*;
 use tern_contention::finite::{Domains, accepts_schema, run_writes};
 use tern_contention::{Verdict, analyze_grammar, parse};
 
-/// A small deterministic generator (proptest picks the seed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-}
+mod common;
+use common::{Forms, Rng, key, regex};
 
 const SORTS: [&str; 2] = ["user", "item"];
-
-/// Variables in scope with their sort index.
-type Bound = [(String, usize)];
-
-/// Makes an atom for the variables in scope.
-type AtomFn<'a> = dyn Fn(&mut Rng, &Bound) -> String + 'a;
 
 /// A random grammar in the file format: 2-4 constructors of arity 0-2 over
 /// two sorts, random regular expressions (recursion allowed), variables bound
@@ -55,31 +40,8 @@ fn grammar(seed: u64) -> String {
     let atom = |r: &mut Rng, bound: &[(String, usize)]| -> String {
         let c = r.next(n as u64) as usize;
         let args: Vec<String> = sorts[c].iter().map(|&x| term(r, x, bound)).collect();
-        if args.is_empty() {
-            format!("k{c}")
-        } else {
-            format!("k{c}({})", args.join(", "))
-        }
+        key(c, &args)
     };
-    fn regex(r: &mut Rng, depth: u32, bound: &[(String, usize)], atom: &AtomFn) -> String {
-        match if depth == 0 { r.next(2) } else { r.next(7) } {
-            0 => "eps".into(),
-            1 => atom(r, bound),
-            2 => format!(
-                "({} {})",
-                regex(r, depth - 1, bound, atom),
-                regex(r, depth - 1, bound, atom)
-            ),
-            3 => format!(
-                "({} | {})",
-                regex(r, depth - 1, bound, atom),
-                regex(r, depth - 1, bound, atom)
-            ),
-            4 => format!("({})*", regex(r, depth - 1, bound, atom)),
-            5 => format!("({})+", regex(r, depth - 1, bound, atom)),
-            _ => format!("({})?", regex(r, depth - 1, bound, atom)),
-        }
-    }
     s.push_str(&format!("root ::= {}", atom(&mut r, &[])));
     if r.next(2) == 0 {
         s.push_str(&format!(" | {}", atom(&mut r, &[])));
@@ -92,12 +54,8 @@ fn grammar(seed: u64) -> String {
             .map(|(j, &x)| (format!("p{j}"), x))
             .collect();
         let lhs: Vec<&str> = bound.iter().map(|(v, _)| v.as_str()).collect();
-        let lhs = if lhs.is_empty() {
-            format!("k{i}")
-        } else {
-            format!("k{i}({})", lhs.join(", "))
-        };
-        s.push_str(&format!("{lhs} ::= {}\n", regex(&mut r, 2, &bound, &atom)));
+        let rhs = regex(&mut r, 2, &bound, &atom, Forms::Grouped);
+        s.push_str(&format!("{} ::= {rhs}\n", key(i, &lhs)));
     }
     for c in 0..n + 1 {
         if r.next(7) == 0 {
@@ -132,12 +90,7 @@ fn grammar(seed: u64) -> String {
             _ if !users.is_empty() => format!("put_{}", users[r.next(users.len() as u64) as usize]),
             _ => "del_z".to_owned(),
         };
-        let key = if args.is_empty() {
-            format!("k{c}")
-        } else {
-            format!("k{c}({})", args.join(", "))
-        };
-        s.push_str(&format!("{writer}({key})\n"));
+        s.push_str(&format!("{writer}({})\n", key(c, &args)));
     }
     s
 }

@@ -8,20 +8,8 @@
 use proptest::prelude::*;
 use tern_contention::{Verdict, analyze_grammar, parse};
 
-/// A small deterministic generator (proptest picks the seed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n.max(1)
-    }
-    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
-        v[self.next(v.len() as u64) as usize]
-    }
-}
+mod common;
+use common::{Forms, Rng, key, regex};
 
 const SORTS: [&str; 3] = ["user", "item", "tag"];
 /// Variable names: plain and primed, as people and the suggester write them.
@@ -37,9 +25,6 @@ const VALUES: [&str; 8] = [
     "\"a,b\"",
     "Zoë",
 ];
-
-/// Makes an atom for the parameters in scope.
-type AtomFn<'a> = dyn Fn(&mut Rng, &[(String, usize)]) -> String + 'a;
 
 /// A random schema in the file format.
 fn schema(seed: u64) -> String {
@@ -98,33 +83,12 @@ fn schema(seed: u64) -> String {
                 }
             })
             .collect();
-        if args.is_empty() {
-            format!("k{c}")
-        } else {
-            format!("k{c}({})", args.join(", "))
-        }
+        key(c, &args)
     };
-    fn regex(r: &mut Rng, depth: u32, params: &[(String, usize)], atom: &AtomFn<'_>) -> String {
-        match if depth == 0 { r.next(2) } else { r.next(8) } {
-            0 => "eps".into(),
-            1 => atom(r, params),
-            2 => format!(
-                "{} {}",
-                regex(r, depth - 1, params, atom),
-                regex(r, depth - 1, params, atom)
-            ),
-            3 => format!(
-                "{} | {}",
-                regex(r, depth - 1, params, atom),
-                regex(r, depth - 1, params, atom)
-            ),
-            4 => format!("({})*", regex(r, depth - 1, params, atom)),
-            5 => format!("({})+", regex(r, depth - 1, params, atom)),
-            6 => format!("({}, {})?", atom(r, params), atom(r, params)),
-            _ => format!("({})", regex(r, depth - 1, params, atom)),
-        }
-    }
-    s.push_str(&format!("root ::= {}\n", regex(&mut r, 1, &[], &atom)));
+    s.push_str(&format!(
+        "root ::= {}\n",
+        regex(&mut r, 1, &[], &atom, Forms::Bare)
+    ));
     for (i, ss) in sorts.iter().enumerate() {
         let params: Vec<(String, usize)> = ss
             .iter()
@@ -132,12 +96,8 @@ fn schema(seed: u64) -> String {
             .map(|(j, &x)| (format!("a{j}{}", ["", "'", "''"][j % 3]), x))
             .collect();
         let lhs: Vec<&str> = params.iter().map(|(v, _)| v.as_str()).collect();
-        let lhs = if lhs.is_empty() {
-            format!("k{i}")
-        } else {
-            format!("k{i}({})", lhs.join(", "))
-        };
-        s.push_str(&format!("{lhs} ::= {}\n", regex(&mut r, 3, &params, &atom)));
+        let rhs = regex(&mut r, 3, &params, &atom, Forms::Bare);
+        s.push_str(&format!("{} ::= {rhs}\n", key(i, &lhs)));
     }
     for (c, ss) in sorts.iter().enumerate() {
         let args: Vec<String> = ss
@@ -158,12 +118,7 @@ fn schema(seed: u64) -> String {
             (_, Some(j)) => format!("put_w{j}"),
             _ => "put_z".to_owned(),
         };
-        let key = if args.is_empty() {
-            format!("k{c}")
-        } else {
-            format!("k{c}({})", args.join(", "))
-        };
-        s.push_str(&format!("{writer}({key})\n"));
+        s.push_str(&format!("{writer}({})\n", key(c, &args)));
     }
     s
 }

@@ -19,7 +19,7 @@ use crate::migration::lease::{Lease, LeaseOptions};
 use crate::migration::plan::{self, Plan, Stage};
 #[cfg(feature = "fault-injection")]
 use crate::migration::progress::FaultHook;
-use crate::migration::progress::{CancelFlag, NoProgress, Progress};
+use crate::migration::progress::{CancelFlag, NoProgress, Progress, StageStart};
 use crate::migration::report::{MigrationReport, ledger_entry};
 use crate::migration::source::{Migration, MigrationSet};
 use crate::migration::state::{self, LedgerEntry, RunCounts, RunState, StateDoc};
@@ -588,14 +588,14 @@ impl Migrator {
             } else {
                 None
             };
-            runner.progress.stage_started(
-                m.id,
-                &m.name,
-                stage_index,
-                plan.stages.len(),
-                &stage.describe(),
-                estimate,
-            );
+            runner.progress.stage_started(&StageStart {
+                migration: m.id,
+                name: &m.name,
+                stage: stage_index,
+                stages: plan.stages.len(),
+                description: &stage.describe(),
+                total: estimate,
+            });
             if !runner.collect_conflicts {
                 crate::telemetry::stage_started(m.id, stage_index, estimate);
             }

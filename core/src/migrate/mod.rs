@@ -27,7 +27,7 @@ pub use crate::migration::conflict::Conflict;
 pub use crate::migration::error::MigrateError;
 pub use crate::migration::lease::{Lease, LeaseOptions};
 pub use crate::migration::pace::RateLimiter;
-pub use crate::migration::progress::{CancelFlag, NoProgress, Progress};
+pub use crate::migration::progress::{CancelFlag, NoProgress, Progress, StageStart};
 #[cfg(feature = "fault-injection")]
 pub use crate::migration::progress::{FaultAt, FaultHook, FaultPoint};
 pub use crate::migration::report::MigrationReport;

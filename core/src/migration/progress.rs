@@ -5,20 +5,29 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::state::RunCounts;
 
+/// A stage that starts, as [`Progress::stage_started`] receives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageStart<'a> {
+    /// The migration's id.
+    pub migration: u32,
+    /// The migration's name.
+    pub name: &'a str,
+    /// The stage's index in the migration's plan, from 0.
+    pub stage: usize,
+    /// The number of stages in the migration's plan.
+    pub stages: usize,
+    /// What the stage does.
+    pub description: &'a str,
+    /// The store's estimate of the entities the stage will process
+    /// ([`CountEstimate::estimate_count`](crate::store::CountEstimate::estimate_count)), when it has one.
+    pub total: Option<u64>,
+}
+
 /// Receives the engine's progress. The CLI draws a progress bar on a terminal
 /// and writes one structured line per checkpoint elsewhere.
 pub trait Progress: Send + Sync {
-    /// A stage starts. `total` is the store's estimate of the entities it will
-    /// process ([`CountEstimate::estimate_count`](crate::store::CountEstimate::estimate_count)(crate::store::CountEstimate::estimate_count)), when it has one.
-    fn stage_started(
-        &self,
-        migration: u32,
-        name: &str,
-        stage: usize,
-        stages: usize,
-        description: &str,
-        total: Option<u64>,
-    );
+    /// A stage starts.
+    fn stage_started(&self, start: &StageStart<'_>);
     /// A batch was written and checkpointed. `done` counts the stage's entities so far.
     fn checkpoint(&self, done: u64, counts: &RunCounts);
     /// The stage finished.
@@ -46,7 +55,7 @@ pub trait Progress: Send + Sync {
 pub struct NoProgress;
 
 impl Progress for NoProgress {
-    fn stage_started(&self, _: u32, _: &str, _: usize, _: usize, _: &str, _: Option<u64>) {}
+    fn stage_started(&self, _: &StageStart<'_>) {}
     fn checkpoint(&self, _: u64, _: &RunCounts) {}
     fn stage_finished(&self, _: &RunCounts) {}
     fn note(&self, _: &str) {}

@@ -186,56 +186,54 @@ fn main() {
         .map(|p| p.2)
         .fold(1.0, f64::max)
         * 1.15;
+    let figure = Figure {
+        spec: &spec,
+        points: &points,
+        others: &others,
+        left: &left,
+        right: &right,
+        max_t,
+        max_m,
+    };
     if spec.log_x {
         let max_x = points.iter().map(|p| p.0).fold(100.0, f64::max) * 1.3;
         let x = (20f64..max_x).log_scale();
-        draw(
-            &spec,
-            &points,
-            &others,
-            &left,
-            &right,
-            (20.0, max_x),
-            x.clone(),
-            x,
-            max_t,
-            max_m,
-        );
+        draw(&figure, (20.0, max_x), x.clone(), x);
     } else {
-        draw(
-            &spec,
-            &points,
-            &others,
-            &left,
-            &right,
-            (0.5, 4.5),
-            0.5f64..4.5,
-            0.5f64..4.5,
-            max_t,
-            max_m,
-        );
+        draw(&figure, (0.5, 4.5), 0.5f64..4.5, 0.5f64..4.5);
     }
     root.present().expect("write the png");
     println!("plot written to {png_path}");
 }
 
-/// Draws the run-time panel on `left` and the memory panel on `right`.
-#[allow(clippy::too_many_arguments)]
-fn draw<'a, X>(
-    spec: &Spec,
-    points: &[Point],
-    others: &[Point],
-    left: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
-    right: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
-    span: (f64, f64),
-    x_left: X,
-    x_right: X,
+/// What both panels of a plot draw from: the points (and those without the bound), the two
+/// halves of the picture and the top of each panel's axis.
+struct Figure<'f, 'a> {
+    spec: &'f Spec,
+    points: &'f [Point],
+    others: &'f [Point],
+    left: &'f DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
+    right: &'f DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
     max_t: f64,
     max_m: f64,
-) where
+}
+
+/// Draws the run-time panel on the left and the memory panel on the right, over `span` on an
+/// x axis of kind `X`.
+fn draw<X>(figure: &Figure<'_, '_>, span: (f64, f64), x_left: X, x_right: X)
+where
     X: AsRangedCoord<Value = f64>,
     X::CoordDescType: ValueFormatter<f64>,
 {
+    let Figure {
+        spec,
+        points,
+        others,
+        left,
+        right,
+        max_t,
+        max_m,
+    } = *figure;
     let panels: [(&DrawingArea<_, _>, &str, &str, f64, Pick, X); 2] = [
         (
             left,
@@ -274,32 +272,14 @@ fn draw<'a, X>(
             .expect("mesh");
         if !others.is_empty() {
             let data: Vec<(f64, f64)> = others.iter().map(|p| (p.0, f(p))).collect();
-            chart
-                .draw_series(LineSeries::new(data.clone(), MAGENTA.stroke_width(2)))
-                .expect("line")
-                .label("no bound (--enumeration-limit 0)")
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], MAGENTA));
-            chart
-                .draw_series(
-                    data.into_iter()
-                        .map(|(x, y)| Circle::new((x, y), 4, MAGENTA.filled())),
-                )
-                .expect("points");
+            let label = "no bound (--enumeration-limit 0)";
+            tern_core::plot::draw_line(&mut chart, &data, MAGENTA, 4, Some(label))
+                .unwrap_or_else(|e| panic!("{e}"));
         }
         let data: Vec<(f64, f64)> = points.iter().map(|p| (p.0, f(p))).collect();
-        let line = chart
-            .draw_series(LineSeries::new(data.clone(), BLUE.stroke_width(2)))
-            .expect("line");
-        if !others.is_empty() {
-            line.label("default bound")
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-        }
-        chart
-            .draw_series(
-                data.into_iter()
-                    .map(|(x, y)| Circle::new((x, y), 4, BLUE.filled())),
-            )
-            .expect("points");
+        let label = (!others.is_empty()).then_some("default bound");
+        tern_core::plot::draw_line(&mut chart, &data, BLUE, 4, label)
+            .unwrap_or_else(|e| panic!("{e}"));
         if title == "run time" {
             let (t, label) = spec.target;
             chart

@@ -78,17 +78,8 @@ fn main() {
                 .filter(|p| p.shape == "tasks" && p.variant == variant)
                 .map(|p| (p.kinds, p.wall))
                 .collect();
-            chart
-                .draw_series(LineSeries::new(data.clone(), colour.stroke_width(2)))
-                .expect("line")
-                .label(variant)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
-            chart
-                .draw_series(
-                    data.into_iter()
-                        .map(|(x, y)| Circle::new((x, y), 3, colour.filled())),
-                )
-                .expect("points");
+            tern_core::plot::draw_line(&mut chart, &data, colour, 3, Some(variant))
+                .unwrap_or_else(|e| panic!("{e}"));
         }
         chart
             .draw_series(LineSeries::new(vec![(0.0, 1.0), (52.0, 1.0)], BLACK))
@@ -145,17 +136,9 @@ fn main() {
                 .filter(|p| p.shape == shape && p.variant == variant)
                 .map(|p| (p.kinds / 1000.0, pick(p)))
                 .collect();
-            chart
-                .draw_series(LineSeries::new(data.clone(), colour.stroke_width(2)))
-                .expect("line")
-                .label(format!("{shape} {variant}"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
-            chart
-                .draw_series(
-                    data.into_iter()
-                        .map(|(x, y)| Circle::new((x, y), 3, colour.filled())),
-                )
-                .expect("points");
+            let label = format!("{shape} {variant}");
+            tern_core::plot::draw_line(&mut chart, &data, colour, 3, Some(&label))
+                .unwrap_or_else(|e| panic!("{e}"));
         }
         tern_core::plot::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
             .unwrap_or_else(|e| panic!("{e}"));

@@ -20,7 +20,7 @@ use crate::migrate::run::{Position, Runner};
 use crate::migration::error::{MigrateError, Result};
 use crate::migration::lease::Lease;
 use crate::migration::plan::{self, Stage};
-use crate::migration::progress::{NoProgress, Progress};
+use crate::migration::progress::{NoProgress, Progress, StageStart};
 use crate::migration::source::Migration;
 use crate::migration::state::{self, RunCounts, StateDoc};
 use crate::store::{Store, StoreExt};
@@ -98,7 +98,7 @@ struct PartProgress<'p> {
 }
 
 impl Progress for PartProgress<'_> {
-    fn stage_started(&self, _: u32, _: &str, _: usize, _: usize, _: &str, _: Option<u64>) {}
+    fn stage_started(&self, _: &StageStart<'_>) {}
     fn checkpoint(&self, _: u64, counts: &RunCounts) {
         self.all.report(self.index, *counts);
     }
