@@ -58,6 +58,28 @@ impl Pages {
     }
 }
 
+/// Writes `count` numbered entities of `kind` in one batch: entity `i` has id `id(i)`, the
+/// property `n = i`, and version 1 when `i` is a multiple of 3 (else 0), so that
+/// `count(kind, Filter::at_version(1))` of 100 is 34. Panics when a write is refused.
+pub async fn put_numbered<V: Into<Value>>(
+    store: &dyn Store,
+    kind: &str,
+    count: i64,
+    id: impl Fn(i64) -> V,
+) {
+    let writes = (0..count)
+        .map(|i| {
+            tern_core::store::Write::Put(crate::battery::entity(
+                kind,
+                id(i),
+                u64::from(i % 3 == 0),
+                &[("n", Value::Int(i))],
+            ))
+        })
+        .collect();
+    store.write_batch(writes).await.unwrap();
+}
+
 /// Scans `kind` with `filter` from the start in pages of at most `limit`, each page through
 /// the store that `open` gives (the same store each time, or a new session per page: a
 /// cursor is plain text that outlives the process). Panics when a page holds more than

@@ -2,11 +2,13 @@
 //! hand-written paging + prepared-update loop with the same driver, side by side in one run.
 //!
 //! ```sh
-//! cargo bench -p tern-cassandra --bench eager -- --entities 100000 --rounds 3 [--lwt-loop] [--native]
+//! cargo bench -p tern-cassandra --bench eager -- --entities 100000 --rounds 3 [--native]
 //! ```
 //!
-//! `--native`: tern migrates the same native table as the loop (`native=blogpost`), loaded the
-//! same way, instead of its document layout.
+//! Three sides a round, in an order that turns each round: `tern up`, the hand loop with each
+//! update guarded by an LWT (`IF text = ?`, like tern's compare-and-set), and the floor, the
+//! same loop with unconditional updates. `--native`: tern migrates the same native table as
+//! the loops (`native=blogpost`), loaded the same way, instead of its document layout.
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used, missing_docs)]
 
 use std::ops::ControlFlow;
@@ -15,41 +17,16 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
 use scylla::response::PagingState;
 use tern_testkit::bench::{self, BenchArgs, Ratios, TEXT};
 
+mod common;
+use common::{server, session};
+
 const CONCURRENCY: usize = 32;
 
-/// `host:port` of the server: `TERN_IT_CASSANDRA_URL`'s (`scripts/servers.sh start cassandra`).
-fn server() -> String {
-    let Some(url) = std::env::var("TERN_IT_CASSANDRA_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-    else {
-        eprintln!(
-            "TERN_IT_CASSANDRA_URL is not set: start a Cassandra node first \
-             (scripts/servers.sh start cassandra; eval \"$(scripts/servers.sh env)\")"
-        );
-        std::process::exit(2);
-    };
-    let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
-    rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
-}
-
-async fn session(addr: &str) -> Session {
-    SessionBuilder::new()
-        .known_node(addr)
-        .auto_await_schema_agreement(false)
-        .fetch_schema_metadata(false)
-        .build()
-        .await
-        .expect("session")
-}
-
-/// The hand loop's table: native columns, `likes` and `content` already there (the test server
-/// has no `ALTER TABLE`; on a real cluster the loop would add them first), and tern's version
-/// column (unused by the loop), so that with `--native` both sides migrate the same table.
+/// The hand loop's table as an application has it before release 2: native columns
+/// `(id, title, text, author)`, loaded with a prepared `INSERT`, `CONCURRENCY` at a time.
 async fn load_native(s: &Session, ks: &str, n: usize) {
     s.query_unpaged(
         format!(
@@ -63,7 +40,7 @@ async fn load_native(s: &Session, ks: &str, n: usize) {
     s.query_unpaged(
         format!(
             "CREATE TABLE IF NOT EXISTS {ks}.blogpost (id bigint PRIMARY KEY, title text, \
-             text text, author text, likes int, content text, tern_version bigint)"
+             text text, author text)"
         ),
         &[],
     )
@@ -97,10 +74,18 @@ async fn load_native(s: &Session, ks: &str, n: usize) {
         .await;
 }
 
-/// The baseline: page through the table (every value a bind marker: the test server counts
-/// literals among the bound columns) with the driver's paging state, update each row with a
-/// prepared statement (`CONCURRENCY` at a time). No checkpoint, no lease, no census.
+/// The baseline, what a careful engineer writes with the same driver: `ALTER TABLE ... ADD
+/// likes int` and `ADD content text`, page through `SELECT id, text` with the driver's paging
+/// state (`batch` rows a page), update each row with a prepared statement (`CONCURRENCY` at a
+/// time; with `lwt`, guarded by `IF text = ?`), then `DROP text`. No checkpoint, no lease, no
+/// census.
 async fn hand_loop(s: &Session, ks: &str, batch: usize, lwt: bool) -> u64 {
+    for ddl in ["ADD likes int", "ADD content text"] {
+        s.query_unpaged(format!("ALTER TABLE {ks}.blogpost {ddl}"), &[])
+            .await
+            .unwrap();
+    }
+    s.await_schema_agreement().await.unwrap();
     let mut select = s
         .prepare(format!("SELECT id, text FROM {ks}.blogpost"))
         .await
@@ -152,30 +137,36 @@ async fn hand_loop(s: &Session, ks: &str, batch: usize, lwt: bool) -> u64 {
             .await;
         match next.into_paging_control_flow() {
             ControlFlow::Continue(next) => state = next,
-            ControlFlow::Break(()) => return done,
+            ControlFlow::Break(()) => break,
         }
     }
+    s.query_unpaged(format!("ALTER TABLE {ks}.blogpost DROP text"), &[])
+        .await
+        .unwrap();
+    done
 }
+
+/// Drops a round's keyspace (not timed), so that rounds do not fill the node's disk.
+async fn drop_keyspace(s: &Session, ks: &str) {
+    s.query_unpaged(format!("DROP KEYSPACE IF EXISTS {ks}"), &[])
+        .await
+        .unwrap();
+}
+
+/// One side of a round: what it is called and how many rows it migrated in what time.
+type Side = (&'static str, (u64, std::time::Duration));
 
 #[tokio::main]
 async fn main() {
     let a = BenchArgs::parse(100_000, 3);
-    // The hand loop guards each update with `IF text = ?` (an LWT), like tern's CAS.
-    let lwt_loop = a.flag("--lwt-loop");
-    // tern migrates a native table like the loop's instead of its document layout.
+    // tern migrates a native table like the loops' instead of its document layout.
     let native = a.flag("--native");
     let addr = server();
     println!(
-        "eager add+rename, cassandra at {addr}, {} entities, batch {}, {} round(s), hand loop {}, \
-         tern on {}",
+        "eager add+rename, cassandra at {addr}, {} entities, batch {}, {} round(s), tern on {}",
         a.entities,
         a.batch,
         a.rounds,
-        if lwt_loop {
-            "with LWT"
-        } else {
-            "plain updates"
-        },
         if native {
             "the same native table"
         } else {
@@ -184,20 +175,20 @@ async fn main() {
     );
     let loop_session = session(&addr).await;
     let run = std::process::id();
-    let mut ratios = Ratios::new("loop");
+    let mut lwt_ratios = Ratios::new("LWT loop");
+    let mut plain_ratios = Ratios::new("plain loop");
     for round in 0..a.rounds {
-        let loop_ks = format!("bench_loop_{run}_{round}");
+        let plain_ks = format!("bench_plain_{run}_{round}");
+        let lwt_ks = format!("bench_lwt_{run}_{round}");
         let tern_ks = format!("bench_tern_{run}_{round}");
         let t = Instant::now();
-        load_native(&loop_session, &loop_ks, a.entities).await;
+        load_native(&loop_session, &plain_ks, a.entities).await;
+        load_native(&loop_session, &lwt_ks, a.entities).await;
         let tern_store = if native {
-            // The same table, loaded the same way; emptied columns kept (no DROP here).
             load_native(&loop_session, &tern_ks, a.entities).await;
-            tern_cassandra::open(&format!(
-                "cassandra://{addr}/{tern_ks}?native=blogpost&drop_columns=false"
-            ))
-            .await
-            .expect("open")
+            tern_cassandra::open(&format!("cassandra://{addr}/{tern_ks}?native=blogpost"))
+                .await
+                .expect("open")
         } else {
             let store = tern_cassandra::open(&format!("cassandra://{addr}/{tern_ks}"))
                 .await
@@ -206,20 +197,52 @@ async fn main() {
             store
         };
         println!(
-            "round {}: loaded both in {:.1}s",
+            "round {}: loaded three keyspaces in {:.1}s",
             round + 1,
             t.elapsed().as_secs_f64()
         );
-        let ((n_loop, t_loop), (n_tern, t_tern)) = bench::in_turn(
-            round,
-            hand_loop(&loop_session, &loop_ks, a.batch, lwt_loop),
-            bench::tern_up(Arc::clone(&tern_store), a.batch, a.pushdown),
-        )
-        .await;
-        let n_tern = n_tern.expect("tern up");
-        assert_eq!(n_loop as usize, a.entities);
-        assert_eq!(n_tern as usize, a.entities);
-        ratios.record(round, (n_loop, t_loop), (n_tern, t_tern));
+        // The three sides one after the other, the order turned by one each round.
+        let mut sides: Vec<Side> = Vec::new();
+        for turn in 0..3 {
+            match (turn + round) % 3 {
+                0 => {
+                    let (n, d) =
+                        bench::timed(hand_loop(&loop_session, &plain_ks, a.batch, false)).await;
+                    sides.push(("plain", (n, d)));
+                }
+                1 => {
+                    let (n, d) =
+                        bench::timed(hand_loop(&loop_session, &lwt_ks, a.batch, true)).await;
+                    sides.push(("lwt", (n, d)));
+                }
+                _ => {
+                    let (n, d) =
+                        bench::timed(bench::tern_up(Arc::clone(&tern_store), a.batch, a.pushdown))
+                            .await;
+                    sides.push(("tern", (n.expect("tern up"), d)));
+                }
+            }
+        }
+        let side = |name: &str| {
+            sides
+                .iter()
+                .find(|(s, _)| *s == name)
+                .map(|(_, r)| *r)
+                .expect("side")
+        };
+        for name in ["plain", "lwt", "tern"] {
+            assert_eq!(
+                side(name).0 as usize,
+                a.entities,
+                "{name} migrated every row"
+            );
+        }
+        lwt_ratios.record(round, side("lwt"), side("tern"));
+        plain_ratios.record(round, side("plain"), side("tern"));
+        for ks in [&plain_ks, &lwt_ks, &tern_ks] {
+            drop_keyspace(&loop_session, ks).await;
+        }
     }
-    ratios.finish();
+    lwt_ratios.finish();
+    plain_ratios.finish();
 }

@@ -8,9 +8,8 @@ use futures::StreamExt;
 use scylla::response::PagingState;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{
-    Error, ErrorKind, Features, KindRename, MetaCas, MetaChange, MetaEntry, RenameKindPage,
-    RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, SchemaHooks, ServerClock,
-    Store, StoreInfo, Write, WriteOutcome,
+    Error, ErrorKind, Features, MetaCas, MetaChange, MetaEntry, Result, ScanPage, ScanRequest,
+    SchemaChange, SchemaHooks, ServerClock, Store, StoreInfo, Write, WriteOutcome,
 };
 
 use crate::config::CASSANDRA_SCHEME;
@@ -79,20 +78,7 @@ impl Store for CassStore {
     }
 
     async fn scan(&self, kind: &str, request: ScanRequest) -> Result<ScanPage> {
-        let cursor = match &request.cursor {
-            None => None,
-            Some(c) => Some(crate::cursor::ScanCursor::decode(c).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidCursor,
-                    format!("cursor {:?} is not one this store made", c.0),
-                )
-            })?),
-        };
-        let layout = self.layout(kind).await?;
-        if matches!(layout, Layout::Missing { .. }) {
-            return Ok(ScanPage::default());
-        }
-        self.scan_pages(kind, &layout, cursor, &request).await
+        self.scan_kind(kind, None, &request).await
     }
 
     async fn get(&self, key: &Key) -> Result<Option<Entity>> {
@@ -247,12 +233,5 @@ impl SchemaHooks for CassStore {
 
     async fn finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {
         self.native_finish_schema(changes).await
-    }
-}
-
-#[async_trait]
-impl KindRename for CassStore {
-    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
-        self.rename_kind_inner(request).await
     }
 }

@@ -565,6 +565,17 @@ pub(crate) enum Layout {
 
 /// The table of `kind`.
 pub(crate) fn table_of(kind: &str) -> Result<&str> {
+    if crate::schema::is_reserved(kind) {
+        // Unquoted, CQL reads it as a keyword (a raw "no viable alternative" syntax error);
+        // quoted, it would be a table every application query has to quote too.
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "kind {kind:?} cannot be a Cassandra table: {kind} is a CQL reserved word; \
+                 rename the kind (e.g. {kind}s or {kind}_) in the schema and the data"
+            ),
+        ));
+    }
     if is_plain_identifier(kind) && ![META_TABLE, KINDS_TABLE, JSON_COLUMNS_TABLE].contains(&kind) {
         Ok(kind)
     } else {

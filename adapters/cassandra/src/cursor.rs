@@ -6,7 +6,7 @@
 //! partition of the last row read (`-` when none was read yet). Format 1 (`c1.<hex>`, a bare
 //! paging state of a whole-table scan) is still read.
 
-use tern_core::store::Cursor;
+use tern_core::store::{Cursor, Error, ErrorKind, Result};
 
 /// Where a scan continues.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +51,21 @@ impl ScanCursor {
             token_text(self.last),
             hex::encode(&self.paging)
         ))
+    }
+
+    /// The cursor of a scan request: `None` at the start, `InvalidCursor` for a cursor this
+    /// adapter did not make.
+    pub(crate) fn of_request(cursor: Option<&Cursor>) -> Result<Option<ScanCursor>> {
+        cursor
+            .map(|c| {
+                ScanCursor::decode(c).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::InvalidCursor,
+                        format!("cursor {:?} is not one this store made", c.0),
+                    )
+                })
+            })
+            .transpose()
     }
 
     /// Reads a cursor this adapter made; `None` for anything else.

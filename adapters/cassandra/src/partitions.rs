@@ -3,7 +3,7 @@
 //! into `count` equal ranges (what DSBulk and the Spark connector do inside
 //! each range of the ring, by ring fraction). A row's partition is decided by
 //! its partition key alone (its token), whatever the ring's owners do
-//! meanwhile. Inside a range, pages are the store's scan pages ([`ScanCursor`]:
+//! meanwhile. Inside a range, pages are the store's scan pages ([`ScanCursor`](crate::cursor::ScanCursor):
 //! the driver's paging state, and the token of the last row to continue from
 //! when a node refuses it) over the range's queries.
 
@@ -13,8 +13,7 @@ use tern_core::store::{
     ScanRequest,
 };
 
-use crate::core::{CassStore, Layout, Retry, rows_of};
-use crate::cursor::ScanCursor;
+use crate::core::{CassStore, Retry, rows_of};
 use crate::scan::Queries;
 
 /// The partitioner whose tokens these ranges are.
@@ -22,7 +21,7 @@ const MURMUR3: &str = "org.apache.cassandra.dht.Murmur3Partitioner";
 
 /// The token range `(lo, hi]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct TokenRange {
+pub(crate) struct TokenRange {
     lo: i64,
     hi: i64,
 }
@@ -35,7 +34,7 @@ impl TokenRange {
         }
     }
 
-    fn parse(partition: &Partition) -> Result<TokenRange> {
+    pub(crate) fn parse(partition: &Partition) -> Result<TokenRange> {
         let invalid = || {
             Error::new(
                 ErrorKind::InvalidCursor,
@@ -57,7 +56,7 @@ impl TokenRange {
 
     /// The scan queries of `all` restricted to the range: `token(pk)` is the
     /// expression `from_token` starts at.
-    fn restrict(self, all: &Queries) -> Option<Queries> {
+    pub(crate) fn restrict(self, all: &Queries) -> Option<Queries> {
         let tok = all
             .from_token
             .rsplit_once(" WHERE ")?
@@ -130,35 +129,8 @@ impl Partitions for CassStore {
         partition: &Partition,
         request: ScanRequest,
     ) -> Result<ScanPage> {
-        let range = TokenRange::parse(partition)?;
-        let cursor = match &request.cursor {
-            None => None,
-            Some(c) => Some(ScanCursor::decode(c).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidCursor,
-                    format!("cursor {:?} is not one this store made", c.0),
-                )
-            })?),
-        };
-        let layout = self.layout(kind).await?;
-        if matches!(layout, Layout::Missing { .. }) {
-            return Ok(ScanPage::default());
-        }
-        let Some(queries) = self.queries(kind, &layout).and_then(|q| range.restrict(&q)) else {
-            return Ok(ScanPage::default());
-        };
-        let mut entities = Vec::new();
-        let cursor = self
-            .scan_rows(kind, &queries, cursor, request.limit, |row| {
-                let entity = self.decode_row(kind, &layout, row)?;
-                let matches = request.filter.matches(&entity);
-                if matches {
-                    entities.push(entity);
-                }
-                Ok(matches)
-            })
-            .await?;
-        Ok(ScanPage { entities, cursor })
+        self.scan_kind(kind, Some(TokenRange::parse(partition)?), &request)
+            .await
     }
 
     async fn update_partition(

@@ -28,7 +28,9 @@ use futures::StreamExt;
 use scylla::value::{CqlValue, Row};
 use tern_core::model::Key;
 use tern_core::store::rename_copy::{self, Copied, CopyRename, Side};
-use tern_core::store::{Cursor, Error, ErrorKind, RenameKindPage, RenameKindRequest, Result};
+use tern_core::store::{
+    Cursor, Error, ErrorKind, KindRename, RenameKindPage, RenameKindRequest, Result,
+};
 
 use crate::core::{
     CassStore, JSON_COLUMNS_TABLE, Layout, LwtOutcome, Retry, decode_doc, rows_of, table_of,
@@ -276,12 +278,10 @@ fn rename_table(kind: &str) -> Result<&str> {
 /// [`CassStore`]'s primitives of the rename by copy.
 struct Renamer<'a>(&'a CassStore);
 
-impl CassStore {
-    /// See [`tern_core::store::Store::rename_kind`] and the module documentation.
-    pub(crate) async fn rename_kind_inner(
-        &self,
-        request: RenameKindRequest,
-    ) -> Result<RenameKindPage> {
+/// The rename by copy of the module documentation, with [`Renamer`]'s primitives.
+#[async_trait]
+impl KindRename for CassStore {
+    async fn rename_kind(&self, request: RenameKindRequest) -> Result<RenameKindPage> {
         rename_copy::rename_by_copy(&Renamer(self), request).await
     }
 }
@@ -292,7 +292,7 @@ impl CopyRename for Renamer<'_> {
     type Plan = Plan;
 
     fn scheme(&self) -> &'static str {
-        "cassandra"
+        crate::config::CASSANDRA_SCHEME
     }
 
     fn location(&self) -> String {
@@ -330,15 +330,7 @@ impl CopyRename for Renamer<'_> {
         cursor: Option<&Cursor>,
         limit: usize,
     ) -> Result<(Vec<StoredRow>, Option<Cursor>)> {
-        let cursor = match cursor {
-            None => None,
-            Some(c) => Some(ScanCursor::decode(c).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::InvalidCursor,
-                    format!("cursor {:?} is not one this store made", c.0),
-                )
-            })?),
-        };
+        let cursor = ScanCursor::of_request(cursor)?;
         let queries = plan.shape.queries(&self.0.qualified(&plan.from_table));
         let mut rows = Vec::new();
         let cursor = self

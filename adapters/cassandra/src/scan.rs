@@ -11,6 +11,7 @@ use tern_core::store::{Cursor, Error, ErrorKind, Result, ScanPage, ScanRequest};
 
 use crate::core::{CassStore, Layout, decode_doc, driver_error, is_invalid_request, rows_of};
 use crate::cursor::{Fallback, ScanCursor};
+use crate::partitions::TokenRange;
 
 /// The largest page a scan asks for.
 const MAX_PAGE: usize = 5000;
@@ -116,21 +117,31 @@ impl CassStore {
         }
     }
 
-    /// One page of a scan of `kind` (see the crate docs, "Scans and cursors").
-    pub(crate) async fn scan_pages(
+    /// One page of a scan of `kind` (see the crate docs, "Scans and cursors"), of the rows in
+    /// `range` when one is given (a partition of the kind).
+    pub(crate) async fn scan_kind(
         &self,
         kind: &str,
-        layout: &Layout,
-        cursor: Option<ScanCursor>,
+        range: Option<TokenRange>,
         request: &ScanRequest,
     ) -> Result<ScanPage> {
-        let Some(queries) = self.queries(kind, layout) else {
+        let cursor = ScanCursor::of_request(request.cursor.as_ref())?;
+        let layout = self.layout(kind).await?;
+        if matches!(layout, Layout::Missing { .. }) {
+            return Ok(ScanPage::default());
+        }
+        let queries = self.queries(kind, &layout);
+        let queries = match range {
+            Some(range) => queries.and_then(|q| range.restrict(&q)),
+            None => queries,
+        };
+        let Some(queries) = queries else {
             return Ok(ScanPage::default());
         };
         let mut entities = Vec::new();
         let cursor = self
             .scan_rows(kind, &queries, cursor, request.limit, |row| {
-                let entity = self.decode_row(kind, layout, row)?;
+                let entity = self.decode_row(kind, &layout, row)?;
                 let matches = request.filter.matches(&entity);
                 if matches {
                     entities.push(entity);

@@ -78,10 +78,15 @@ const RESERVED: &[&str] = &[
     "with",
 ];
 
+/// Whether `name` is one of CQL's reserved words (which only a quoted identifier can use).
+pub(crate) fn is_reserved(name: &str) -> bool {
+    RESERVED.contains(&name)
+}
+
 /// A column name as CQL text: plain when it is a plain lowercase identifier, else quoted
 /// (case-sensitive, `"` doubled).
 pub(crate) fn ident(name: &str) -> String {
-    if is_plain_identifier(name) && !RESERVED.contains(&name) {
+    if is_plain_identifier(name) && !is_reserved(name) {
         name.to_owned()
     } else {
         format!("\"{}\"", name.replace('"', "\"\""))

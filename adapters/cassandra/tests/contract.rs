@@ -126,3 +126,56 @@ async fn partitions_are_token_ranges_that_cover_the_kind() {
         .await
         .unwrap_or_else(|f| panic!("{f}"));
 }
+
+/// A kind named with a CQL reserved word (`select`, `table`, `order`...) cannot be a table
+/// unquoted: writes, reads and scans of it are refused with `Unsupported` naming the kind and
+/// the fix, not a raw CQL syntax error from the server; a kind next to it works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_named_with_a_reserved_word_is_refused_naming_the_fix() {
+    use tern_core::model::{Entity, Key, Map, Value};
+    use tern_core::store::{ErrorKind, ScanRequest, Write};
+    let Some(backend) =
+        RealNode::connect("a_kind_named_with_a_reserved_word_is_refused_naming_the_fix")
+    else {
+        return;
+    };
+    let store = backend.fresh().await;
+    let entity = |kind: &str| {
+        Entity::new(
+            Key {
+                kind: kind.into(),
+                id: Value::Int(1),
+            },
+            Map::new(),
+        )
+    };
+    for kind in ["select", "table", "order"] {
+        let refused = |what: &str, e: tern_core::store::Error| {
+            assert_eq!(e.kind(), ErrorKind::Unsupported, "{what} of {kind}: {e}");
+            let message = e.to_string();
+            assert!(
+                message.contains(&format!("{kind:?}"))
+                    && message.contains("reserved word")
+                    && message.contains("rename the kind"),
+                "{what} of {kind}: {message}"
+            );
+        };
+        let e = store
+            .write_batch(vec![Write::Put(entity(kind))])
+            .await
+            .unwrap_err();
+        refused("a write", e);
+        let e = store.get(&entity(kind).key).await.unwrap_err();
+        refused("a read", e);
+        let e = store
+            .scan(kind, ScanRequest::all(None, 10))
+            .await
+            .unwrap_err();
+        refused("a scan", e);
+    }
+    store
+        .write_batch(vec![Write::Put(entity("orders"))])
+        .await
+        .unwrap();
+    assert!(store.get(&entity("orders").key).await.unwrap().is_some());
+}

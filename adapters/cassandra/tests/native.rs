@@ -16,7 +16,7 @@ use tern_core::model::{Key, Map, Value};
 use tern_core::store::StoreExt;
 use tern_core::store::{Cursor, ErrorKind, Filter, ScanRequest, Store, Write, WriteOutcome};
 use tern_testkit::battery::{self, Backend, entity};
-use tern_testkit::pages::scan_pages;
+use tern_testkit::pages::{put_numbered, scan_pages};
 
 struct Server {
     nodes: String,
@@ -374,17 +374,7 @@ async fn native_scans_resume_across_sessions_and_refused_cursors_restart_here() 
         )
         .await;
     let store = tern_cassandra::open(&url).await.unwrap();
-    let writes = (0..100)
-        .map(|i| {
-            Write::Put(entity(
-                "items",
-                i,
-                u64::from(i % 3 == 0),
-                &[("n", Value::Int(i))],
-            ))
-        })
-        .collect();
-    store.write_batch(writes).await.unwrap();
+    put_numbered(store.as_ref(), "items", 100, |i| i).await;
     // Each page through a new session.
     let open = || async { tern_cassandra::open(&url).await.unwrap() };
     let pages = scan_pages(open, "items", &Filter::all(), 7, 100).await;

@@ -15,7 +15,7 @@ use tern_core::store::{Cursor, ErrorKind, Filter, ScanRequest, Write, WriteOutco
 use tern_core::store::StoreExt;
 use tern_integration_tests::cassandra::{CassBackend, backend};
 use tern_testkit::battery::{self, entity, or_skip, report};
-use tern_testkit::pages::{scan_pages, scan_pages_from};
+use tern_testkit::pages::{put_numbered, scan_pages, scan_pages_from};
 
 tern_testkit::battery_tests!("cassandra", tern_integration_tests::cassandra::backend());
 tern_testkit::rename_copy_tests!("cassandra", tern_integration_tests::cassandra::backend());
@@ -164,17 +164,7 @@ async fn cassandra_scan_resumes_across_paging_states() {
     };
     let url = backend.fresh_url();
     let store = tern_cassandra::open(&url).await.unwrap();
-    let writes = (0..100)
-        .map(|i| {
-            Write::Put(entity(
-                "items",
-                format!("i{i:03}"),
-                u64::from(i % 3 == 0),
-                &[("n", Value::Int(i))],
-            ))
-        })
-        .collect();
-    store.write_batch(writes).await.unwrap();
+    put_numbered(store.as_ref(), "items", 100, |i| format!("i{i:03}")).await;
     // Each page through a fresh session: the cursor is plain text that survives the process.
     let open = || async { tern_cassandra::open(&url).await.unwrap() };
     let pages = scan_pages(open, "items", &Filter::all(), 7, 100).await;
