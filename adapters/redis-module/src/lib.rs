@@ -133,6 +133,7 @@ extern "C" fn tern_filter(fctx: *mut valkey_module::raw::RedisModuleCommandFilte
 }
 
 fn filter_inner(f: &ffi::FilterCtx) {
+    fast::forget_if_changing(f.arg(0), || f.client_id());
     let Some(l) = loaded::current() else { return };
     let n = f.len();
     let outdated = if l.prefixes.is_empty() && !fence_active() {
@@ -177,16 +178,21 @@ fn fast_path(f: &ffi::FilterCtx, l: &Loaded) -> bool {
         return false;
     };
     let client = f.client_id();
-    let Some(state) = ffi::client_state(client) else {
-        return false;
-    };
-    if state.multi {
-        // Queued: it runs at EXEC, after whatever other clients do meanwhile.
-        return false;
-    }
-    if state.db != cfg.db {
-        // Another database: the module command would run it untouched.
-        return true;
+    if !fast::known_plain(client) {
+        // Asked of the server once per client (a syscall for its address), then kept
+        // until it sends a command that may change its state (`fast::forget_if_changing`).
+        let Some(state) = ffi::client_state(client) else {
+            return false;
+        };
+        if state.multi {
+            // Queued: it runs at EXEC, after whatever other clients do meanwhile.
+            return false;
+        }
+        if state.db != cfg.db {
+            // Another database: the module command would run it untouched.
+            return true;
+        }
+        fast::remember_plain(client);
     }
     if fence::any()
         && let Some(kind) = std::str::from_utf8(f.arg(1))
@@ -514,6 +520,7 @@ extern "C" fn on_event(
             ffi::EVENT_CLIENT_CHANGE if sub == ffi::SUB_CLIENT_DISCONNECTED => {
                 if let Some(id) = ffi::client_info_id(data) {
                     fence::forget(id);
+                    fast::forget(id);
                 }
             }
             _ => {}
