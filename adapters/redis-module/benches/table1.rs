@@ -4,7 +4,8 @@
 //! module (the baseline), with the module and nothing pending (the filter's early
 //! return), and with the module and lazy migrations pending on the benchmarked kinds
 //! (`user` hashes one `add` step ahead, every entity up to date; `key` strings with one
-//! former name, `oldkey`, declared: each command goes through TERN.R/TERN.W). Rounds
+//! former name, `oldkey`, declared: the filter's fast path reads each key's version and
+//! the former name and lets the command run as it is, src/fast.rs). Rounds
 //! alternate between the servers; the median requests/s of each cell and its ratio to
 //! the baseline are printed as a markdown table (docs/benchmarks.md).
 //!
@@ -143,7 +144,7 @@ async fn main() {
         }
     }
     // The pending kinds: `user` one step ahead of none (its entities carry _v 1 and x: up
-    // to date), `key` renamed from `oldkey` (then written: through the module).
+    // to date), `key` renamed from `oldkey` (then written: created through the module).
     common::up(
         &servers[2],
         &[

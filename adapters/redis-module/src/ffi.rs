@@ -377,20 +377,7 @@ pub(crate) fn key_read(ctx: Ctx, key: &[u8], want: KeyRead<'_>) -> Reply {
         unsafe { ty(k.cast()) }
     };
     let out = match want {
-        KeyRead::Type => Reply::Bytes(
-            match t {
-                1 => "string",
-                2 => "list",
-                3 => "hash",
-                4 => "set",
-                5 => "zset",
-                6 => "module",
-                7 => "stream",
-                _ => "none",
-            }
-            .as_bytes()
-            .to_vec(),
-        ),
+        KeyRead::Type => Reply::Bytes(type_name(t).as_bytes().to_vec()),
         KeyRead::Exists => Reply::Int(i64::from(t != 0)),
         KeyRead::HashField(field) if t == 3 => hash_field(ctx, k, field),
         KeyRead::HashField(_) => Reply::Nil,
@@ -618,4 +605,158 @@ pub(crate) fn client_info_id(data: *mut c_void) -> Option<u64> {
     }
     let info = data.cast::<raw::RedisModuleClientInfo>();
     Some(unsafe { (*info).id })
+}
+
+// --- the filter's own reads (the fast path) -------------------------------------------------
+
+/// The context the command filter reads keys with (a detached thread-safe context,
+/// created at load, its database the store's): the filter's own context cannot open
+/// keys. Only used on the main thread, inside the filter.
+static FILTER_CTX: std::sync::atomic::AtomicPtr<raw::RedisModuleCtx> =
+    std::sync::atomic::AtomicPtr::new(ptr::null_mut());
+
+/// Creates the filter's context on database `db`; `false` where the server lacks the API.
+pub(crate) fn make_filter_ctx(ctx: Ctx, db: i32) -> bool {
+    let Some(f) = (unsafe { raw::RedisModule_GetDetachedThreadSafeContext }) else {
+        return false;
+    };
+    let d = unsafe { f(ctx) };
+    if d.is_null() {
+        return false;
+    }
+    select_db(d, db);
+    FILTER_CTX.store(d, std::sync::atomic::Ordering::Release);
+    true
+}
+
+/// The filter's context (null before load, or where it could not be made).
+pub(crate) fn filter_ctx() -> Ctx {
+    FILTER_CTX.load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// What the filter needs to know of the client whose command it sees.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientState {
+    /// The database it has selected.
+    pub(crate) db: i32,
+    /// It is queueing a transaction (`MULTI`): its commands run later, at `EXEC`.
+    pub(crate) multi: bool,
+}
+
+/// The state of client `id`; `None` for clients the server does not list (a script's
+/// or a module's own client) or where the API is missing.
+pub(crate) fn client_state(id: u64) -> Option<ClientState> {
+    let f = unsafe { raw::RedisModule_GetClientInfoById }?;
+    let mut ci = raw::RedisModuleClientInfo {
+        version: u64::from(raw::REDISMODULE_CLIENTINFO_VERSION),
+        flags: 0,
+        id: 0,
+        addr: [0; 46],
+        port: 0,
+        db: 0,
+    };
+    if unsafe {
+        f(
+            (&mut ci as *mut raw::RedisModuleClientInfo).cast::<c_void>(),
+            id,
+        )
+    } != OK
+    {
+        return None;
+    }
+    Some(ClientState {
+        db: i32::from(ci.db),
+        multi: ci.flags & u64::from(raw::REDISMODULE_CLIENTINFO_FLAG_MULTI) != 0,
+    })
+}
+
+/// Context flags: a maxmemory limit is set / its policy evicts keys.
+pub(crate) const CTX_MAXMEMORY: c_int = raw::REDISMODULE_CTX_FLAGS_MAXMEMORY as c_int;
+/// See [`CTX_MAXMEMORY`].
+pub(crate) const CTX_EVICT: c_int = raw::REDISMODULE_CTX_FLAGS_EVICT as c_int;
+
+/// One key as the filter sees it, read without any effect on the server (no
+/// expiry, no LRU/LFU touch, no keyspace stats or notifications).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Peeked {
+    /// The Redis type as TYPE names it (`none` when absent or logically expired).
+    pub(crate) ty: &'static str,
+    /// The hash field asked for, or a string's value.
+    pub(crate) value: Option<Vec<u8>>,
+    /// The key has a TTL.
+    pub(crate) ttl: bool,
+}
+
+/// Reads `key` through `ctx` (the filter's context): its type, its TTL, and the hash
+/// field `field` (a hash) or its value (a string, when `field` is `None`).
+pub(crate) fn peek(ctx: Ctx, key: &[u8], field: Option<&[u8]>) -> Peeked {
+    let (Some(open), Some(close), Some(ty), Some(expire)) = (
+        unsafe { raw::RedisModule_OpenKey },
+        unsafe { raw::RedisModule_CloseKey },
+        unsafe { raw::RedisModule_KeyType },
+        unsafe { raw::RedisModule_GetExpire },
+    ) else {
+        return Peeked {
+            ty: "?",
+            ..Peeked::default()
+        };
+    };
+    if ctx.is_null() {
+        return Peeked {
+            ty: "?",
+            ..Peeked::default()
+        };
+    }
+    let name = create_string(ptr::null_mut(), key);
+    if name.is_null() {
+        return Peeked {
+            ty: "?",
+            ..Peeked::default()
+        };
+    }
+    let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOEFFECTS) as c_int;
+    let k = unsafe { open(ctx, name, mode) };
+    let t = if k.is_null() {
+        0
+    } else {
+        unsafe { ty(k.cast()) }
+    };
+    let mut out = Peeked {
+        ty: type_name(t),
+        value: None,
+        ttl: false,
+    };
+    if t != 0 {
+        out.ttl = unsafe { expire(k.cast()) } != i64::from(raw::REDISMODULE_NO_EXPIRE);
+        out.value = match (t, field) {
+            (3, Some(f)) => match hash_field(ptr::null_mut(), k, f) {
+                Reply::Bytes(b) => Some(b),
+                _ => None,
+            },
+            (1, None) => match string_value(k) {
+                Reply::Bytes(b) => Some(b),
+                _ => None,
+            },
+            _ => None,
+        };
+    }
+    if !k.is_null() {
+        unsafe { close(k.cast()) };
+    }
+    free_string(ptr::null_mut(), name);
+    out
+}
+
+/// The name TYPE gives a key type of the module API.
+fn type_name(t: c_int) -> &'static str {
+    match t {
+        1 => "string",
+        2 => "list",
+        3 => "hash",
+        4 => "set",
+        5 => "zset",
+        6 => "module",
+        7 => "stream",
+        _ => "none",
+    }
 }

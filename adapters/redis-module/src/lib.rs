@@ -13,6 +13,7 @@
 //! Every entry point the server calls is wrapped in `catch_unwind`: no panic
 //! crosses into the server.
 
+mod fast;
 pub mod fence;
 mod ffi;
 pub mod filter;
@@ -132,6 +133,7 @@ extern "C" fn tern_filter(fctx: *mut valkey_module::raw::RedisModuleCommandFilte
 }
 
 fn filter_inner(f: &ffi::FilterCtx) {
+    fast::forget_if_changing(f.arg(0), || f.client_id());
     let Some(l) = loaded::current() else { return };
     let n = f.len();
     let outdated = if l.prefixes.is_empty() && !fence_active() {
@@ -145,9 +147,14 @@ fn filter_inner(f: &ffi::FilterCtx) {
     } else {
         Vec::new()
     };
-    let route = filter::route((0..n).map(|i| f.arg(i)), |a| {
-        l.watches(a) || outdated.iter().any(|p| a.starts_with(p))
-    });
+    let watched = |a: &[u8]| l.watches(a) || outdated.iter().any(|p| a.starts_with(p));
+    if !(1..n).any(|i| watched(f.arg(i))) {
+        return;
+    }
+    if outdated.is_empty() && fast_path(f, &l) {
+        return;
+    }
+    let route = filter::route((0..n).map(|i| f.arg(i)), watched);
     let name: &[u8] = match route {
         filter::Route::Pass => return,
         filter::Route::Read => b"TERN.R",
@@ -157,6 +164,53 @@ fn filter_inner(f: &ffi::FilterCtx) {
     if !f.insert(0, name) {
         ffi::log_warning("tern: the command filter could not insert its command");
     }
+}
+
+/// Whether the command may run unwrapped ([`fast::may_pass`]): a client the server
+/// lists (not a script's or a module's), not queueing a transaction, in the store's
+/// database, whose declarations (if any) match the store.
+fn fast_path(f: &ffi::FilterCtx, l: &Loaded) -> bool {
+    let n = f.len();
+    if n < 2 || fast::op_of(f.arg(0)).is_none() {
+        return false;
+    }
+    let Some(cfg) = loaded::config() else {
+        return false;
+    };
+    let client = f.client_id();
+    if !fast::known_plain(client) {
+        // Asked of the server once per client (a syscall for its address), then kept
+        // until it sends a command that may change its state (`fast::forget_if_changing`).
+        let Some(state) = ffi::client_state(client) else {
+            return false;
+        };
+        if state.multi {
+            // Queued: it runs at EXEC, after whatever other clients do meanwhile.
+            return false;
+        }
+        if state.db != cfg.db {
+            // Another database: the module command would run it untouched.
+            return true;
+        }
+        fast::remember_plain(client);
+    }
+    if fence::any()
+        && let Some(kind) = std::str::from_utf8(f.arg(1))
+            .ok()
+            .and_then(|k| cfg.wire.kind_of(k))
+        && fence::declared(client, kind).is_some_and(|d| fence::refusal(&l.spec, kind, d).is_some())
+    {
+        return false;
+    }
+    let ctx = ffi::filter_ctx();
+    if ctx.is_null() {
+        return false;
+    }
+    let flags = ffi::context_flags(ctx);
+    let evicting = flags & ffi::CTX_MAXMEMORY != 0 && flags & ffi::CTX_EVICT != 0;
+    let args: Vec<&[u8]> = (0..n).map(|i| f.arg(i)).collect();
+    let mut peek = |key: &[u8], field: Option<&[u8]>| ffi::peek(ctx, key, field);
+    fast::may_pass(&cfg.wire, l, &args, evicting, &mut peek)
 }
 
 fn fence_active() -> bool {
@@ -466,6 +520,7 @@ extern "C" fn on_event(
             ffi::EVENT_CLIENT_CHANGE if sub == ffi::SUB_CLIENT_DISCONNECTED => {
                 if let Some(id) = ffi::client_info_id(data) {
                     fence::forget(id);
+                    fast::forget(id);
                 }
             }
             _ => {}
@@ -542,6 +597,13 @@ fn on_load(ctx: Ctx, argv: *mut RString, argc: c_int) -> c_int {
     if !ok {
         ffi::log_warning("tern: could not register the command filter or the event handlers");
         return ffi::ERR;
+    }
+    // The filter's own context for its key reads (the fast path); without it every
+    // command on a pending kind goes through the module command.
+    if let Some(cfg) = loaded::config()
+        && !ffi::make_filter_ctx(ctx, cfg.db)
+    {
+        ffi::log_warning("tern: no context for the filter's reads: the fast path is off");
     }
     // At startup the data is not loaded yet (the state is read when loading ends);
     // with MODULE LOAD it is.

@@ -116,20 +116,36 @@ pub fn migrate(
     let chain = loaded.spec.chain(&t.kind);
     let layout = wire.layout(&t.kind);
     let mut changed = false;
+    let job = Job {
+        wire,
+        chain: &chain,
+        layout,
+        t,
+    };
     if !chain.formers.is_empty() {
-        changed |= move_from_formers(srv, wire, &chain, layout, t)?;
+        changed |= move_from_formers(srv, job)?;
     }
-    changed |= run_steps(srv, wire, &chain, layout, t)?;
+    changed |= run_steps(srv, job)?;
     Ok(changed)
 }
 
-fn move_from_formers(
-    srv: &mut dyn Server,
-    wire: &Wire,
-    chain: &KindChain,
+/// What migrating one entity works with besides the server.
+#[derive(Clone, Copy)]
+struct Job<'a> {
+    wire: &'a Wire,
+    chain: &'a KindChain,
     layout: KindLayout,
-    t: &Target,
-) -> Result<bool, String> {
+    t: &'a Target,
+}
+
+impl<'a> Job<'a> {
+    fn parts(self) -> (&'a Wire, &'a KindChain, KindLayout, &'a Target) {
+        (self.wire, self.chain, self.layout, self.t)
+    }
+}
+
+fn move_from_formers(srv: &mut dyn Server, job: Job<'_>) -> Result<bool, String> {
+    let (wire, chain, layout, t) = job.parts();
     let mut present = int(&check(srv.read("EXISTS", &[t.key.as_bytes()]))?) > 0;
     let mut changed = false;
     for former in &chain.formers {
@@ -223,13 +239,8 @@ fn migrated(chain: &KindChain, e: &Entity, t: &Target) -> Result<Entity, String>
     })
 }
 
-fn run_steps(
-    srv: &mut dyn Server,
-    wire: &Wire,
-    chain: &KindChain,
-    layout: KindLayout,
-    t: &Target,
-) -> Result<bool, String> {
+fn run_steps(srv: &mut dyn Server, job: Job<'_>) -> Result<bool, String> {
+    let (wire, chain, layout, t) = job.parts();
     let key = t.key.as_bytes();
     let ty = redis_type(srv, &t.key)?;
     if ty != layout.type_name() {
@@ -321,17 +332,12 @@ fn run_steps(
             check(srv.write("SET", &[key, json.as_bytes(), b"KEEPTTL"])?)?;
             Ok(true)
         }
-        _ => migrate_container(srv, wire, chain, layout, t),
+        _ => migrate_container(srv, job),
     }
 }
 
-fn migrate_container(
-    srv: &mut dyn Server,
-    wire: &Wire,
-    chain: &KindChain,
-    layout: KindLayout,
-    t: &Target,
-) -> Result<bool, String> {
+fn migrate_container(srv: &mut dyn Server, job: Job<'_>) -> Result<bool, String> {
+    let (wire, chain, layout, t) = job.parts();
     let key = t.key.as_bytes();
     let tag = wire.version_key(&t.key);
     let v = check(srv.read("GET", &[tag.as_bytes()]))?;

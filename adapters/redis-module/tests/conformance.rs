@@ -541,3 +541,121 @@ on_valkey!(
         assert_eq!(got, ("app:log:1".to_owned(), "a".to_owned()));
     }
 );
+
+/// Calls of `cmd` in `INFO commandstats` (0 when never called).
+fn calls(c: &mut Connection, cmd: &str) -> u64 {
+    let stats: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether `key` exists, seen without the module (KEYS is never rewritten).
+fn raw_exists(c: &mut Connection, key: &str) -> bool {
+    let keys: Vec<String> = redis::cmd("KEYS").arg(key).query(c).unwrap();
+    !keys.is_empty()
+}
+
+fn module_calls(c: &mut Connection) -> u64 {
+    calls(c, "tern.r") + calls(c, "tern.w")
+}
+
+// The fast path: once an entity of a pending kind is up to date (and no copy is left under
+// a former name), the application's commands on it run as they are, without the module
+// command; everything that could need the module still goes through it (a stale entity, a
+// former name, the version field, a TTL, a transaction, a key the command would create).
+on_valkey!(
+    up_to_date_entities_are_served_without_the_module_command,
+    |v| {
+        let mut c = v.conn();
+        let _: () = c.hset("app:user:1", "visits", "1").unwrap();
+        let _: () = c.set("app:oldc:1", "one").unwrap();
+        let scripts = [
+            (1, "lazy\nadd user.x = 0\n"),
+            (2, "lazy\nrename kind oldc to c\n"),
+        ];
+        up(&v, &scripts).await;
+        // First touch: migrated through the module.
+        let before = module_calls(&mut c);
+        let _: Option<String> = c.hget("app:user:1", "x").unwrap();
+        let got: Option<String> = c.get("app:c:1").unwrap();
+        assert_eq!(got.as_deref(), Some("one"));
+        assert_eq!(module_calls(&mut c), before + 2);
+        // Up to date now: plain reads and writes.
+        let before = module_calls(&mut c);
+        let _: () = c.hset("app:user:1", "visits", "2").unwrap();
+        let _: i64 = c.hincr("app:user:1", "visits", 1).unwrap();
+        let _: BTreeMap<String, String> = c.hgetall("app:user:1").unwrap();
+        let _: () = c.set("app:c:1", "two").unwrap();
+        let got: Option<String> = c.get("app:c:1").unwrap();
+        assert_eq!(got.as_deref(), Some("two"));
+        let _: bool = c.exists("app:user:1").unwrap();
+        assert_eq!(
+            module_calls(&mut c),
+            before,
+            "up-to-date entities: no module command"
+        );
+        assert_eq!(
+            hgetall(&mut c, "app:user:1"),
+            fields(&[("visits", "3"), ("x", "0"), ("_v", "1")])
+        );
+        // Still through the module: the version field, a key it would create, a former
+        // name, a TTL, a transaction, several keys.
+        let cases: Vec<redis::Cmd> = vec![
+            redis::cmd("HSET")
+                .arg("app:user:1")
+                .arg("_v")
+                .arg("1")
+                .clone(),
+            redis::cmd("HSET")
+                .arg("app:user:2")
+                .arg("a")
+                .arg("1")
+                .clone(),
+            redis::cmd("GET").arg("app:oldc:1").clone(),
+            redis::cmd("MGET").arg("app:c:1").arg("app:c:2").clone(),
+        ];
+        for cmd in cases {
+            let before = module_calls(&mut c);
+            let _: Value = cmd.query(&mut c).unwrap();
+            assert_eq!(module_calls(&mut c), before + 1, "{cmd:?}");
+        }
+        assert_eq!(
+            hgetall(&mut c, "app:user:2"),
+            fields(&[("a", "1"), ("_v", "1")]),
+            "a created hash is stamped"
+        );
+        let _: () = c.expire("app:user:1", 100).unwrap();
+        let before = module_calls(&mut c);
+        let _: () = c.hset("app:user:1", "visits", "4").unwrap();
+        assert_eq!(
+            module_calls(&mut c),
+            before + 1,
+            "a write on a key with a TTL"
+        );
+        let before = module_calls(&mut c);
+        let _: Value = redis::pipe()
+            .atomic()
+            .hset("app:user:2", "b", "2")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(module_calls(&mut c), before + 1, "a write queued in MULTI");
+        // A copy left under a former name (RENAME may write there): through the module,
+        // which drops it.
+        let _: () = c.set("app:c:9", "new").unwrap();
+        let _: () = c.set("app:tmp", "stale").unwrap();
+        let _: () = c.rename("app:tmp", "app:oldc:9").unwrap();
+        assert!(raw_exists(&mut c, "app:oldc:9"));
+        let before = module_calls(&mut c);
+        let got: Option<String> = c.get("app:c:9").unwrap();
+        assert_eq!(got.as_deref(), Some("new"));
+        assert_eq!(module_calls(&mut c), before + 1, "a former copy exists");
+        assert!(
+            !raw_exists(&mut c, "app:oldc:9"),
+            "the stale copy is dropped"
+        );
+    }
+);
