@@ -2,8 +2,8 @@
 //! migration runs as it is, without going through `TERN.R`/`TERN.W`, when the
 //! entity is known up to date and running the command unwrapped leaves the
 //! store and the reply exactly as the module command would: no former copy to
-//! move or drop, the version already the kind's, and (for writes) nothing the
-//! module would stamp afterwards. Everything else goes through the module
+//! move or drop, the version already the kind's. Reads only: see
+//! [`reads_one_key`]. Everything else goes through the module
 //! command as before. The filter reads keys through its own context
 //! (`ffi::peek`: no expiry, no touch, no stats, no notification).
 
@@ -16,46 +16,53 @@ use tern_redis::wire::Wire;
 use crate::ffi::Peeked;
 use crate::loaded::Loaded;
 
-/// A command the fast path knows: its key is its first argument and it names
-/// no other key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    /// Reads only (any layout).
-    Read,
-    /// Writes a hash's fields (`HSET`...): never its version field, which the
-    /// arguments are checked for.
-    HashWrite,
-    /// Writes a plain string: raw only for a kind at version 0 (a tag names the
-    /// value's digest, which the module would rewrite).
-    TextWrite,
-    /// Adds to a container of this layout (never removes: the module drops a
-    /// container's tag with its last member).
-    Add(KindLayout),
-}
-
-/// The fast-path class of command `name` (`None`: always through the module).
-pub(crate) fn op_of(name: &[u8]) -> Option<Op> {
+/// Whether command `name` only reads its one key (its first argument) and names
+/// no other: the only commands the fast path passes. Writes always go through
+/// `TERN.W`: a write that `CLIENT PAUSE WRITE` holds runs after the pause without
+/// the filter again, so a check made before the pause could not stand for it.
+pub(crate) fn reads_one_key(name: &[u8]) -> bool {
     let mut buf = [0u8; 16];
-    let lower = buf.get_mut(..name.len())?;
+    let Some(lower) = buf.get_mut(..name.len()) else {
+        return false;
+    };
     for (d, s) in lower.iter_mut().zip(name) {
         *d = s.to_ascii_lowercase();
     }
-    Some(match &*lower {
-        b"get" | b"strlen" | b"getrange" | b"type" | b"ttl" | b"pttl" | b"exists" | b"hget"
-        | b"hmget" | b"hgetall" | b"hkeys" | b"hvals" | b"hlen" | b"hexists" | b"hstrlen"
-        | b"smembers" | b"sismember" | b"smismember" | b"scard" | b"zscore" | b"zmscore"
-        | b"zcard" | b"zrank" | b"zrevrank" | b"zcount" | b"zrange" | b"zrevrange"
-        | b"zrangebyscore" | b"zrevrangebyscore" | b"lrange" | b"lindex" | b"llen" => Op::Read,
-        b"hset" | b"hsetnx" | b"hmset" | b"hincrby" | b"hincrbyfloat" => Op::HashWrite,
-        b"set" | b"append" | b"incr" | b"incrby" | b"decr" | b"decrby" | b"incrbyfloat"
-        | b"setrange" => Op::TextWrite,
-        b"sadd" => Op::Add(KindLayout::Set),
-        b"zadd" | b"zincrby" => Op::Add(KindLayout::SortedSet),
-        b"rpush" | b"lpush" | b"rpushx" | b"lpushx" | b"lset" | b"linsert" => {
-            Op::Add(KindLayout::List)
-        }
-        _ => return None,
-    })
+    matches!(
+        &*lower,
+        b"get"
+            | b"strlen"
+            | b"getrange"
+            | b"type"
+            | b"ttl"
+            | b"pttl"
+            | b"exists"
+            | b"hget"
+            | b"hmget"
+            | b"hgetall"
+            | b"hkeys"
+            | b"hvals"
+            | b"hlen"
+            | b"hexists"
+            | b"hstrlen"
+            | b"smembers"
+            | b"sismember"
+            | b"smismember"
+            | b"scard"
+            | b"zscore"
+            | b"zmscore"
+            | b"zcard"
+            | b"zrank"
+            | b"zrevrank"
+            | b"zcount"
+            | b"zrange"
+            | b"zrevrange"
+            | b"zrangebyscore"
+            | b"zrevrangebyscore"
+            | b"lrange"
+            | b"lindex"
+            | b"llen"
+    )
 }
 
 /// Clients known to be listed by the server (not a script's or a module's own
@@ -123,28 +130,18 @@ impl<F: FnMut(&[u8], Option<&[u8]>) -> Peeked> Peek for F {
     }
 }
 
-/// Whether the command `args` (name first) may run unwrapped. `evicting`: the
-/// server may evict keys (a maxmemory policy other than `noeviction`), so a
-/// write's entity could vanish between this check and the command.
-pub(crate) fn may_pass(
-    wire: &Wire,
-    l: &Loaded,
-    args: &[&[u8]],
-    evicting: bool,
-    srv: &mut dyn Peek,
-) -> bool {
+/// Whether the read `args` (name first) may run unwrapped: its entity is under
+/// the kind's name, with no copy under a former name, and at the kind's version
+/// (or absent, which a read sees as the module would).
+pub(crate) fn may_pass(wire: &Wire, l: &Loaded, args: &[&[u8]], srv: &mut dyn Peek) -> bool {
     let [name, key, rest @ ..] = args else {
         return false;
     };
-    let Some(op) = op_of(name) else {
-        return false;
-    };
     // EXISTS names every argument as a key.
-    if name.eq_ignore_ascii_case(b"exists") && !rest.is_empty() {
+    if !reads_one_key(name) || (name.eq_ignore_ascii_case(b"exists") && !rest.is_empty()) {
         return false;
     }
-    let write = op != Op::Read;
-    if l.awaiting_push || (write && evicting) {
+    if l.awaiting_push {
         return false;
     }
     let Ok(key_text) = std::str::from_utf8(key) else {
@@ -158,18 +155,8 @@ pub(crate) fn may_pass(
         return false;
     }
     let chain = l.spec.chain(kind);
-    if !chain.pending {
-        return false;
-    }
     let layout = wire.layout(kind);
-    let vf = wire.version_field().as_bytes();
-    let fits = match op {
-        Op::Read => true,
-        Op::HashWrite => layout == KindLayout::Hash && !rest.contains(&vf),
-        Op::TextWrite => layout == KindLayout::Text && chain.version == 0,
-        Op::Add(l) => layout == l,
-    };
-    if !fits || layout == KindLayout::Json {
+    if !chain.pending || layout == KindLayout::Json {
         return false;
     }
     let prefix_len = wire.kind_prefix(kind).len();
@@ -182,17 +169,12 @@ pub(crate) fn may_pass(
             return false;
         }
     }
+    let vf = wire.version_field().as_bytes();
     let field = (layout == KindLayout::Hash).then_some(vf);
     let p = srv.peek(key, field);
     if p.ty == "none" || p.ty != layout.type_name() {
-        // Absent, or another Redis type: the module migrates nothing. A read runs as
-        // it would; a write could create the entity, which the module would stamp.
-        return !write && p.ty != "?";
-    }
-    if write && p.ty != "string" && p.ttl {
-        // It could expire between this check and the command, which would then
-        // create it unstamped.
-        return false;
+        // Absent, or another Redis type: the module migrates nothing.
+        return p.ty != "?";
     }
     let version = if layout == KindLayout::Hash {
         match p.value.as_deref().map(std::str::from_utf8) {
@@ -204,7 +186,7 @@ pub(crate) fn may_pass(
         let tag = srv.peek(wire.version_key(key_text).as_bytes(), None);
         match tag.ty {
             "none" => Some(0),
-            "string" if !(write && (layout == KindLayout::Text || tag.ttl)) => {
+            "string" => {
                 let value = (layout == KindLayout::Text)
                     .then_some(p.value.as_deref())
                     .flatten();
@@ -222,20 +204,20 @@ mod tests {
 
     #[test]
     fn commands_are_classed_in_any_case() {
-        assert_eq!(op_of(b"GET"), Some(Op::Read));
-        assert_eq!(op_of(b"hGetAll"), Some(Op::Read));
-        assert_eq!(op_of(b"HSET"), Some(Op::HashWrite));
-        assert_eq!(op_of(b"set"), Some(Op::TextWrite));
-        assert_eq!(op_of(b"ZADD"), Some(Op::Add(KindLayout::SortedSet)));
+        assert!(reads_one_key(b"GET"));
+        assert!(reads_one_key(b"hGetAll"));
         for other in [
-            &b"DEL"[..],
+            &b"HSET"[..],
+            b"set",
+            b"ZADD",
+            b"DEL",
             b"MGET",
             b"SREM",
             b"EXPIRE",
             b"",
             b"averyveryverylongcommandname",
         ] {
-            assert_eq!(op_of(other), None, "{}", String::from_utf8_lossy(other));
+            assert!(!reads_one_key(other), "{}", String::from_utf8_lossy(other));
         }
     }
 
@@ -251,7 +233,7 @@ mod tests {
             (&none, &[&b"GET"[..]][..]),
             (&waiting, &[&b"GET"[..], b"app:user:1"][..]),
         ] {
-            assert!(!may_pass(&wire, l, args, false, &mut never));
+            assert!(!may_pass(&wire, l, args, &mut never));
         }
     }
 }

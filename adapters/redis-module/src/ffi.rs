@@ -670,11 +670,6 @@ pub(crate) fn client_state(id: u64) -> Option<ClientState> {
     })
 }
 
-/// Context flags: a maxmemory limit is set / its policy evicts keys.
-pub(crate) const CTX_MAXMEMORY: c_int = raw::REDISMODULE_CTX_FLAGS_MAXMEMORY as c_int;
-/// See [`CTX_MAXMEMORY`].
-pub(crate) const CTX_EVICT: c_int = raw::REDISMODULE_CTX_FLAGS_EVICT as c_int;
-
 /// One key as the filter sees it, read without any effect on the server (no
 /// expiry, no LRU/LFU touch, no keyspace stats or notifications).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -171,7 +171,7 @@ fn filter_inner(f: &ffi::FilterCtx) {
 /// database, whose declarations (if any) match the store.
 fn fast_path(f: &ffi::FilterCtx, l: &Loaded) -> bool {
     let n = f.len();
-    if n < 2 || fast::op_of(f.arg(0)).is_none() {
+    if n < 2 || !fast::reads_one_key(f.arg(0)) {
         return false;
     }
     let Some(cfg) = loaded::config() else {
@@ -206,11 +206,9 @@ fn fast_path(f: &ffi::FilterCtx, l: &Loaded) -> bool {
     if ctx.is_null() {
         return false;
     }
-    let flags = ffi::context_flags(ctx);
-    let evicting = flags & ffi::CTX_MAXMEMORY != 0 && flags & ffi::CTX_EVICT != 0;
     let args: Vec<&[u8]> = (0..n).map(|i| f.arg(i)).collect();
     let mut peek = |key: &[u8], field: Option<&[u8]>| ffi::peek(ctx, key, field);
-    fast::may_pass(&cfg.wire, l, &args, evicting, &mut peek)
+    fast::may_pass(&cfg.wire, l, &args, &mut peek)
 }
 
 fn fence_active() -> bool {
