@@ -77,6 +77,7 @@ impl Sweeper<'_> {
                         cursor: None,
                         migrated: base,
                         partitions: Some(split.clone()),
+                        stale_at_start: self.stale_at_start,
                     });
                 })
                 .await?;
@@ -116,6 +117,7 @@ impl Sweeper<'_> {
                     cursor: None,
                     migrated: total,
                     partitions: None,
+                    stale_at_start: self.stale_at_start,
                 });
             })
             .await?;
