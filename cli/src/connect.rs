@@ -156,6 +156,13 @@ pub async fn open_checking(
                 tern_core::store::embedded::EmbeddedStore::open_with(path, options)
             }
             .context("cannot open the embedded store")?;
+            if store.was_repaired() {
+                crate::errln!(
+                    "note: the embedded store {path} was not closed cleanly (a crash or a kill): redb repaired it and \
+                     tern checked every page against its checksum; its committed writes are intact, and a write \
+                     under way at the crash was rolled back (`tern status` shows where a run stopped; run it again)"
+                );
+            }
             Ok(Arc::new(store))
         }
         "memory" => Ok(Arc::new(tern_core::store::memory::MemoryStore::new())),

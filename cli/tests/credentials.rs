@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use common::{Project, RELEASE2};
 use tern_testkit::server::LocalServer;
-use tern_testkit::tls::{Leaf, TestPki};
+use tern_testkit::tls::{Leaf, TestPki, server_tls_args};
 
 const PORT: u16 = 6400;
 const USER: &str = "tern_it_credentials";
@@ -307,13 +307,8 @@ fn tern_up_over_rediss_with_the_tls_files_of_tern_toml() {
     let certs = p.path("certs");
     let mut cmd = Command::new("redis-server");
     cmd.args(["--port", "0", "--tls-port", &TLS_PORT.to_string()])
-        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-        .arg("--tls-cert-file")
-        .arg(certs.join("server.pem"))
-        .arg("--tls-key-file")
-        .arg(certs.join("server.key"))
-        .arg("--tls-ca-cert-file")
-        .arg(certs.join("ca.pem"))
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+    server_tls_args(&mut cmd, &certs, "--tls-ca-cert-file")
         .arg("--aclfile")
         .arg(p.path("users.acl"))
         .arg("--dir")

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,38 @@ pub fn redis_server(port: u16, dir: &std::path::Path) -> Command {
         .arg("--dir")
         .arg(dir);
     cmd
+}
+
+/// `secantusd-py` (the SecantusDB server of the MongoDB tests that start one
+/// of their own), or why it cannot be found: `$TERN_SECANTUSD`, then the
+/// virtualenv of `scripts/servers.sh` under `$TERN_STATE_DIR` (default
+/// `.tern-servers` at the repository's root), then the `PATH`.
+pub fn secantusd() -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os("TERN_SECANTUSD") {
+        return Ok(PathBuf::from(path));
+    }
+    let state = std::env::var_os("TERN_STATE_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tern-servers"),
+        PathBuf::from,
+    );
+    let venv = state.join("venv/bin/secantusd-py");
+    if venv.exists() {
+        return Ok(venv);
+    }
+    let on_path = Command::new("secantusd-py")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if on_path {
+        return Ok(PathBuf::from("secantusd-py"));
+    }
+    Err(format!(
+        "secantusd-py is neither at $TERN_SECANTUSD, nor in {}, nor on the PATH \
+         (scripts/servers.sh install mongodb)",
+        venv.display()
+    ))
 }
 
 /// A running server process, stopped on drop (SIGTERM, then SIGKILL after 10 s).

@@ -5,6 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use tern_core::migrate::{Migration, MigrationSet};
@@ -60,6 +61,19 @@ fn ca_params(name: &str) -> CertificateParams {
     // Distinct names: a certificate named like its issuer looks self-signed.
     p.distinguished_name.push(DnType::CommonName, name);
     p
+}
+
+/// Adds to a server's command line its certificate `dir/server.pem`, its key
+/// `dir/server.key` and the CA `dir/ca.pem` it trusts, the CA under the
+/// option `ca_option` (`--tls-ca-file` for SecantusDB, `--tls-ca-cert-file`
+/// for redis-server).
+pub fn server_tls_args<'c>(cmd: &'c mut Command, dir: &Path, ca_option: &str) -> &'c mut Command {
+    cmd.arg("--tls-cert-file")
+        .arg(dir.join("server.pem"))
+        .arg("--tls-key-file")
+        .arg(dir.join("server.key"))
+        .arg(ca_option)
+        .arg(dir.join("ca.pem"))
 }
 
 impl TestPki {

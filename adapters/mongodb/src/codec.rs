@@ -420,12 +420,13 @@ pub(crate) fn document_to_entity(kind: &str, doc: &Document) -> Result<Entity> {
         let name = unescape_name(k).ok_or_else(|| invalid(foreign_name_message(k)))?;
         value.insert(name, from_bson(v)?);
     }
-    let key = Key::new(kind, id).map_err(|e| invalid(format!("{e}")))?;
-    Ok(Entity {
-        key,
-        version,
-        value,
-    })
+    Key::new(kind, id)
+        .map(|key| Entity {
+            key,
+            version,
+            value,
+        })
+        .map_err(|e| invalid(format!("{e}")))
 }
 
 #[cfg(test)]

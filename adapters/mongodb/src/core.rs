@@ -202,10 +202,7 @@ impl MongoStore {
     #[must_use]
     pub fn with_after_copy_hook(
         mut self,
-        hook: impl Fn(Vec<tern_core::model::Key>) -> futures::future::BoxFuture<'static, ()>
-        + Send
-        + Sync
-        + 'static,
+        hook: impl tern_core::store::rename_copy::AfterCopyFn,
     ) -> MongoStore {
         self.after_copy = Some(std::sync::Arc::new(hook));
         self

@@ -261,6 +261,16 @@ struct FastPlan {
     update: Document,
 }
 
+/// One batch of a pushdown run: its request, the compiled steps, the version
+/// they lead to, the ids of the batch and the cursor after it.
+struct Batch<'a> {
+    request: &'a PushdownRequest,
+    compiled: &'a [CompiledStep],
+    target: Version,
+    ids: &'a [Bson],
+    cursor: Option<Cursor>,
+}
+
 /// The fast path's plan, or `None` when the steps do not commute (two touch the
 /// same top-level property) or one has no plain guard.
 fn fast_plan(
@@ -367,14 +377,14 @@ impl MongoStore {
     /// shows every entity changing again) one aggregation counts the rest,
     /// grouped by version and by which steps change the entity, and one more
     /// `update_many` applies the steps to it.
-    async fn pushdown_fast(
-        &self,
-        request: &PushdownRequest,
-        compiled: &[CompiledStep],
-        target: Version,
-        ids: &[Bson],
-        cursor: Option<Cursor>,
-    ) -> Result<Fast> {
+    async fn pushdown_fast(&self, b: Batch<'_>) -> Result<Fast> {
+        let Batch {
+            request,
+            compiled,
+            target,
+            ids,
+            cursor,
+        } = b;
         let Some(plan) = fast_plan(request, compiled, target)? else {
             return Ok(Fast::General { moved: 0 });
         };
@@ -548,16 +558,18 @@ impl MongoStore {
         if ids.is_empty() {
             return Ok(PushdownPage::empty(request.steps.len(), cursor));
         }
-        let moved = match self
-            .pushdown_fast(&request, &compiled, target, &ids, cursor.clone())
-            .await?
-        {
+        let batch = |cursor| Batch {
+            request: &request,
+            compiled: &compiled,
+            target,
+            ids: &ids,
+            cursor,
+        };
+        let moved = match self.pushdown_fast(batch(cursor.clone())).await? {
             Fast::Done(page) => return Ok(page),
             Fast::General { moved } => moved,
         };
-        let page = self
-            .pushdown_general(&request, &compiled, target, &ids, cursor)
-            .await?;
+        let page = self.pushdown_general(batch(cursor)).await?;
         Ok(PushdownPage {
             advanced: page.advanced + moved,
             changed: page.changed.iter().map(|c| c + moved).collect(),
@@ -567,14 +579,9 @@ impl MongoStore {
     }
 
     /// The general path: each step as two `update_many` calls on the batch.
-    async fn pushdown_general(
-        &self,
-        request: &PushdownRequest,
-        compiled: &[CompiledStep],
-        target: Version,
-        ids: &[Bson],
-        cursor: Option<Cursor>,
-    ) -> Result<PushdownPage> {
+    async fn pushdown_general(&self, b: Batch<'_>) -> Result<PushdownPage> {
+        let (request, compiled) = (b.request, b.compiled);
+        let (target, ids, cursor) = (b.target, b.ids, b.cursor);
         let coll = self.collection(&request.kind);
         let ctx = |op: &str, e: mongodb::error::Error| {
             crate::core::driver_error(op, e)

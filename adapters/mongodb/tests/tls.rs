@@ -14,8 +14,8 @@
 //! `MONGODB-X509`) is not tested: see the adapter's docs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,41 +24,12 @@ use tern_core::migrate::Migrator;
 use tern_core::model::{Key, Value};
 use tern_core::store::Store;
 use tern_mongodb::{MongoConfig, MongoStore};
-use tern_testkit::server::LocalServer;
-use tern_testkit::tls::{Leaf, TestPki, connect_error, seed_posts};
+use tern_testkit::server::{LocalServer, secantusd};
+use tern_testkit::tls::{Leaf, TestPki, connect_error, seed_posts, server_tls_args};
 
 const PORT: u16 = 27101;
 const USER: &str = "tern_tls";
 const PASSWORD: &str = "mongo-Secret-4e1";
-
-/// `secantusd-py`, or why it cannot be found.
-fn secantusd() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os("TERN_SECANTUSD") {
-        return Ok(PathBuf::from(path));
-    }
-    let state = std::env::var_os("TERN_STATE_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tern-servers"),
-        PathBuf::from,
-    );
-    let venv = state.join("venv/bin/secantusd-py");
-    if venv.exists() {
-        return Ok(venv);
-    }
-    let on_path = Command::new("secantusd-py")
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if on_path {
-        return Ok(PathBuf::from("secantusd-py"));
-    }
-    Err(format!(
-        "secantusd-py is neither at $TERN_SECANTUSD, nor in {}, nor on the PATH \
-         (scripts/servers.sh install mongodb)",
-        venv.display()
-    ))
-}
 
 /// Starts SecantusDB over TLS on [`PORT`] with the storage `dir/data`;
 /// `auth` adds `--auth` and `--tls-require-client-cert`.
@@ -66,13 +37,8 @@ fn start(bin: &Path, dir: &Path, auth: bool) -> LocalServer {
     let mut cmd = Command::new(bin);
     cmd.args(["--host", "127.0.0.1", "--port", &PORT.to_string()])
         .arg("--storage-path")
-        .arg(dir.join("data"))
-        .arg("--tls-cert-file")
-        .arg(dir.join("server.pem"))
-        .arg("--tls-key-file")
-        .arg(dir.join("server.key"))
-        .arg("--tls-ca-file")
-        .arg(dir.join("ca.pem"));
+        .arg(dir.join("data"));
+    server_tls_args(&mut cmd, dir, "--tls-ca-file");
     if auth {
         cmd.args(["--auth", "--tls-require-client-cert"]);
     }

@@ -9,8 +9,7 @@
 //! each prints why and is skipped without it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,38 +18,9 @@ use tern_core::migrate::{Migration, MigrationSet, Migrator};
 use tern_core::model::{Entity, Key, Map, Value};
 use tern_core::store::{Guard, Store, StoreExt, Write, WriteOutcome};
 use tern_mongodb::{MongoConfig, MongoStore};
-use tern_testkit::server::LocalServer;
+use tern_testkit::server::{LocalServer, secantusd};
 
 const STANDALONE_PORT: u16 = 27102;
-
-/// `secantusd-py`, or why it cannot be found (as `tests/tls.rs` finds it).
-fn secantusd() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os("TERN_SECANTUSD") {
-        return Ok(PathBuf::from(path));
-    }
-    let state = std::env::var_os("TERN_STATE_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.tern-servers"),
-        PathBuf::from,
-    );
-    let venv = state.join("venv/bin/secantusd-py");
-    if venv.exists() {
-        return Ok(venv);
-    }
-    let on_path = Command::new("secantusd-py")
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if on_path {
-        return Ok(PathBuf::from("secantusd-py"));
-    }
-    Err(format!(
-        "secantusd-py is neither at $TERN_SECANTUSD, nor in {}, nor on the PATH \
-         (scripts/servers.sh install mongodb)",
-        venv.display()
-    ))
-}
 
 fn entity(kind: &str, id: i64, version: u64, x: i64) -> Entity {
     let mut value = Map::new();

@@ -602,7 +602,11 @@ on_valkey!(
         let _: () = c.hset("app:user:1", "visits", "2").unwrap();
         let _: i64 = c.hincr("app:user:1", "visits", 1).unwrap();
         let _: () = c.set("app:c:1", "two").unwrap();
-        assert_eq!(module_calls(&mut c), before + 3, "writes: the module command");
+        assert_eq!(
+            module_calls(&mut c),
+            before + 3,
+            "writes: the module command"
+        );
         let got: Option<String> = c.get("app:c:1").unwrap();
         assert_eq!(got.as_deref(), Some("two"));
         assert_eq!(

@@ -220,10 +220,7 @@ impl RedisStore {
     #[must_use]
     pub fn with_after_copy_hook(
         mut self,
-        hook: impl Fn(Vec<tern_core::model::Key>) -> futures::future::BoxFuture<'static, ()>
-        + Send
-        + Sync
-        + 'static,
+        hook: impl tern_core::store::rename_copy::AfterCopyFn,
     ) -> RedisStore {
         self.after_copy = Some(Arc::new(hook));
         self

@@ -97,9 +97,13 @@ impl Default for SweepOptions {
 /// What a sweep did, per kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepReport {
-    /// Per kind: entities migrated by the sweep (an entity re-keyed in place
-    /// from a former name and then advanced inside the store counts once for
-    /// each).
+    /// Per kind: entities brought up to date while the sweep ran, over all
+    /// its runs when it resumed an interrupted one: the census of stale
+    /// entities when the kind's sweep started less the census at its end, so
+    /// each entity counts once (one re-keyed from a former name and then
+    /// advanced too). It includes an entity a lazy client migrated on its own
+    /// meanwhile, and leaves out one that old code wrote stale meanwhile and
+    /// the sweep migrated.
     pub migrated: BTreeMap<String, u64>,
     /// Per kind: entities still stale after the last census (0 when clean).
     pub stale: BTreeMap<String, u64>,
@@ -166,6 +170,7 @@ pub async fn sweep_under(
         lease,
         options,
         pace: RateLimiter::new(options.max_rate),
+        stale_at_start: None,
     };
     let mut clean = BTreeSet::new();
     for chain in &chains {
@@ -284,6 +289,9 @@ struct Sweeper<'a> {
     options: &'a SweepOptions,
     /// `--max-rate`, if set.
     pace: Option<RateLimiter>,
+    /// The census of the kind being swept when its sweep started (see
+    /// [`SweepState::stale_at_start`]).
+    stale_at_start: Option<u64>,
 }
 
 impl Sweeper<'_> {
@@ -302,6 +310,14 @@ impl Sweeper<'_> {
         resume: &mut Option<SweepState>,
     ) -> Result<(u64, u64)> {
         let mut migrated = resume.as_ref().map_or(0, |r| r.migrated);
+        // The count reported is the census before less the census after (one
+        // count per entity, across a resume): taken at the start, kept in
+        // every checkpoint. A checkpoint of an older tern has none: its own
+        // count goes on.
+        self.stale_at_start = match resume.as_ref() {
+            Some(r) => r.stale_at_start,
+            None => Some(census(self.store, chain).await?),
+        };
         let names: Vec<String> = chain
             .formers
             .iter()
@@ -354,6 +370,9 @@ impl Sweeper<'_> {
             if stale == 0 {
                 break;
             }
+        }
+        if let Some(before) = self.stale_at_start {
+            migrated = before.saturating_sub(stale);
         }
         Ok((migrated, stale))
     }
@@ -490,6 +509,7 @@ impl Sweeper<'_> {
                     cursor: cursor.clone(),
                     migrated,
                     partitions: None,
+                    stale_at_start: self.stale_at_start,
                 });
             })
             .await?;

@@ -259,6 +259,14 @@ pub struct SweepState {
     /// checkpoint and fenced lease; `cursor` is unused meanwhile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitions: Option<StagePartitions>,
+    /// How many entities of the kind the census found stale when this
+    /// sweep of the kind started, before an interruption: the sweep reports
+    /// this less what the census finds stale at its end, so that a resumed
+    /// sweep counts every entity once, whatever the kill lost between a
+    /// write and its checkpoint, and an entity re-keyed from a former name
+    /// then advanced counts once. `None` in a checkpoint of an older tern.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_at_start: Option<u64>,
 }
 
 impl StateDoc {

@@ -72,6 +72,18 @@ pub enum Side {
 pub type AfterCopyHook =
     std::sync::Arc<dyn Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
+/// What a store's `with_after_copy_hook` takes (tests): a function of the keys
+/// just copied, run between the copy and the delete of a batch.
+pub trait AfterCopyFn:
+    Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static
+{
+}
+
+impl<F> AfterCopyFn for F where
+    F: Fn(Vec<Key>) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static
+{
+}
+
 /// The primitives of a store that renames kinds by copy; [`rename_by_copy`]
 /// owns the protocol (see the module documentation).
 ///

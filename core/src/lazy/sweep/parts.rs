@@ -37,6 +37,7 @@ fn name_checkpoint(
     name: &str,
     migrated: u64,
     partitions: Option<StagePartitions>,
+    stale_at_start: Option<u64>,
 ) -> SweepState {
     SweepState {
         kind: kind.to_owned(),
@@ -44,6 +45,7 @@ fn name_checkpoint(
         cursor: None,
         migrated,
         partitions,
+        stale_at_start,
     }
 }
 
@@ -88,7 +90,7 @@ impl Sweeper<'_> {
             let parts = facet.split(&name, count).await?;
             tracing::info!(%name, partitions = parts.len(), "sweep: split into partitions");
             let split = partition::fresh_split(0, &name, &parts);
-            let start = name_checkpoint(&kind, &name, *migrated, Some(split));
+            let start = name_checkpoint(&kind, &name, *migrated, Some(split), self.stale_at_start);
             self.lease
                 .update(|doc| doc.sweep = Some(start.clone()))
                 .await?;
@@ -113,7 +115,7 @@ impl Sweeper<'_> {
             .into());
         };
         *migrated += done.counts().changed;
-        let end = name_checkpoint(&kind, &name, *migrated, None);
+        let end = name_checkpoint(&kind, &name, *migrated, None, self.stale_at_start);
         self.lease
             .update(|doc| doc.sweep = Some(end.clone()))
             .await?;

@@ -150,6 +150,8 @@ struct Inner {
     db: readonly::Db,
     path: PathBuf,
     location: String,
+    /// redb repaired the file when it was opened: it was not closed cleanly.
+    repaired: bool,
 }
 
 impl fmt::Debug for EmbeddedStore {
@@ -199,6 +201,13 @@ impl EmbeddedStore {
         let path = path.to_path_buf();
         let mut builder = redb::Builder::new();
         builder.set_cache_size(options.cache_bytes);
+        // redb repairs a file that was not closed cleanly (a crash, a kill)
+        // while it opens it; such a file is then checked page by page.
+        let repair = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&repair);
+        builder
+            .set_repair_callback(move |_| flag.store(true, std::sync::atomic::Ordering::Relaxed));
+        let repaired = || repair.load(std::sync::atomic::Ordering::Relaxed);
         let location = format!("{EMBEDDED_SCHEME}:{}", path.display());
         let read_only = readonly::file_is_read_only(&path);
         let db = guard::guarded(&location, || {
@@ -219,10 +228,21 @@ impl EmbeddedStore {
                 };
                 map_redb(e, message, &location)
             })
-            .and_then(|db| if check { checked(db, &location) } else { Ok(db) })
+            .and_then(|db| {
+                if check || repaired() {
+                    checked(db, &location).map_err(|e| after_repair(e, repaired()))
+                } else {
+                    Ok(db)
+                }
+            })
             .map(readonly::Db::Writable)
         })?;
-        let inner = Inner { db, path, location };
+        let inner = Inner {
+            db,
+            path,
+            location,
+            repaired: repaired(),
+        };
         if !inner.db.is_read_only() {
             guard::guarded(&inner.location, || inner.create_tables())?;
         }
@@ -234,6 +254,15 @@ impl EmbeddedStore {
     /// The path of the database file.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// Whether the file was not closed cleanly (a crash, a kill, a power
+    /// loss) and redb repaired it when this store opened it. Such a file is
+    /// then checked against its page checksums before it is used, so an open
+    /// store that says so passed the check: its committed writes are intact,
+    /// and a write transaction under way at the crash was rolled back.
+    pub fn was_repaired(&self) -> bool {
+        self.inner.repaired
     }
 
     /// Runs `f` on tokio's blocking pool when inside a runtime, else inline.
@@ -278,6 +307,18 @@ fn checked(mut db: redb::Database, location: &str) -> Result<redb::Database> {
             format!("the store file is corrupted (redb's page checksums do not match); {CORRUPTED_FIX}"),
             location,
         )),
+    }
+}
+
+/// `e`, saying that the file was repaired after an unclean shutdown when it was.
+fn after_repair(e: Error, repaired: bool) -> Error {
+    if repaired {
+        e.with_context(
+            "found",
+            "after the file was not closed cleanly (a crash or a kill) and redb repaired it",
+        )
+    } else {
+        e
     }
 }
 

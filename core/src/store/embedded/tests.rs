@@ -611,3 +611,39 @@ async fn crash_safety() {
         "the file needed a repair after a clean close"
     );
 }
+
+/// Issue 34 item 1: a file killed while open (an unclean shutdown) is repaired
+/// by redb when it is opened again; tern notices, checks every page against
+/// its checksum before using it, and says so ([`EmbeddedStore::was_repaired`]),
+/// while a cleanly closed file is opened as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unclean_shutdown_is_repaired_then_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.redb");
+    let child = Child::spawn(
+        "store::embedded::tests::crash_child",
+        CRASH_CHILD_ENV,
+        &path,
+    );
+    let committed = loop {
+        if let Some(b) = child
+            .next_line(Duration::from_secs(60))
+            .strip_prefix("committed ")
+        {
+            break b.trim().parse::<i64>().unwrap();
+        }
+    };
+    drop(child.kill());
+    let store = EmbeddedStore::open(&path).unwrap();
+    assert!(
+        store.was_repaired(),
+        "a file killed while open was opened without a repair"
+    );
+    check_after_crash(&store, Some(committed)).await;
+    drop(store);
+    let store = EmbeddedStore::open(&path).unwrap();
+    assert!(
+        !store.was_repaired(),
+        "a cleanly closed file was reported repaired"
+    );
+}
