@@ -110,3 +110,52 @@ fn sweep_with_workers_migrates_every_stale_entity_once() {
     assert_eq!(v["completed"], serde_json::json!([1]), "{out}");
     p.fails_saying(&["sweep", "--workers", "0"], 2, &["at least 1"]);
 }
+
+#[test]
+fn status_shows_the_partitions_of_a_killed_sweep() {
+    let p = Project::with_blog(300, 1, 2000);
+    p.write(
+        "migrations/0001_likes.tern",
+        "lazy\nadd blogpost.likes = 0\n",
+    );
+    p.ok(&["up"]);
+    let mut shown = None;
+    for wait_ms in [600, 1200, 2400] {
+        let mut child = p
+            .cmd(&[
+                "sweep",
+                "--workers",
+                "2",
+                "--partitions",
+                "4",
+                "--batch-size",
+                "20",
+                "--max-rate",
+                "200",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        child.kill().unwrap(); // SIGKILL: the split and its checkpoints stay
+        child.wait().unwrap();
+        let status = p.ok(&["status"]);
+        if status.contains("partitions of the sweep of blogpost") {
+            shown = Some(status);
+            break;
+        }
+    }
+    let status = shown.expect("a killed sweep left its partitions in the checkpoint");
+    assert!(status.contains("of 4 done"), "{status}");
+    let json = p.ok(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(v["sweep"]["kind"], "blogpost", "{json}");
+    assert_eq!(
+        v["sweep"]["partitions"]["partitions"]
+            .as_array()
+            .map(Vec::len),
+        Some(4),
+        "{json}"
+    );
+}
