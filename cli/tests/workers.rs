@@ -4,12 +4,23 @@
 //! a `tern worker` that finishes the run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::Stdio;
 use std::time::Duration;
 
 mod common;
 
 use common::{Project, blog_lines};
+
+/// A project with `posts` blog posts and a lazy `add blogpost.likes = 0`
+/// applied: every post is stale.
+fn lazy_likes(posts: usize) -> Project {
+    let p = Project::with_blog(300, 1, posts);
+    p.write(
+        "migrations/0001_likes.tern",
+        "lazy\nadd blogpost.likes = 0\n",
+    );
+    p.ok(&["up"]);
+    p
+}
 
 /// The export of one uninterrupted single-runner `tern up` of release 2 over `lines`.
 fn reference(lines: &str) -> String {
@@ -26,27 +37,19 @@ fn kill_9_of_the_coordinating_process_then_a_worker_finishes_with_one_runs_resul
     let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
     let mut saw_partitions = false;
     for round in 0..3 {
-        let child = p
-            .cmd(&[
-                "up",
-                "--workers",
-                "4",
-                "--partitions",
-                "16",
-                "--max-rate",
-                "2000",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        std::thread::sleep(Duration::from_millis(300 + seed % 500));
-        let mut child = child;
-        child.kill().unwrap(); // SIGKILL: no release, no last checkpoint
-        child.wait().unwrap();
+        let args = [
+            "up",
+            "--workers",
+            "4",
+            "--partitions",
+            "16",
+            "--max-rate",
+            "2000",
+        ];
+        p.interrupt(&args, "KILL", 300 + seed % 500); // no release, no last checkpoint
         let status = p.ok(&["status"]);
         if status.contains("partitions of stage") {
             saw_partitions = true;
@@ -88,12 +91,7 @@ fn workers_one_is_todays_runner_and_workers_four_gives_its_result() {
 
 #[test]
 fn sweep_with_workers_migrates_every_stale_entity_once() {
-    let p = Project::with_blog(300, 1, 500);
-    p.write(
-        "migrations/0001_likes.tern",
-        "lazy\nadd blogpost.likes = 0\n",
-    );
-    p.ok(&["up"]);
+    let p = lazy_likes(500);
     let out = p.ok(&[
         "sweep",
         "--workers",
@@ -109,4 +107,41 @@ fn sweep_with_workers_migrates_every_stale_entity_once() {
     assert_eq!(v["stale"]["blogpost"], 0, "{out}");
     assert_eq!(v["completed"], serde_json::json!([1]), "{out}");
     p.fails_saying(&["sweep", "--workers", "0"], 2, &["at least 1"]);
+}
+
+#[test]
+fn status_shows_the_partitions_of_a_killed_sweep() {
+    let p = lazy_likes(2000);
+    let mut shown = None;
+    for wait_ms in [600, 1200, 2400] {
+        let args = [
+            "sweep",
+            "--workers",
+            "2",
+            "--partitions",
+            "4",
+            "--batch-size",
+            "20",
+            "--max-rate",
+            "200",
+        ];
+        p.interrupt(&args, "KILL", wait_ms); // the split and its checkpoints stay
+        let status = p.ok(&["status"]);
+        if status.contains("partitions of the sweep of blogpost") {
+            shown = Some(status);
+            break;
+        }
+    }
+    let status = shown.expect("a killed sweep left its partitions in the checkpoint");
+    assert!(status.contains("of 4 done"), "{status}");
+    let json = p.ok(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(v["sweep"]["kind"], "blogpost", "{json}");
+    assert_eq!(
+        v["sweep"]["partitions"]["partitions"]
+            .as_array()
+            .map(Vec::len),
+        Some(4),
+        "{json}"
+    );
 }

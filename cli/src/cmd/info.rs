@@ -50,10 +50,14 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
                 "processed": r.counts.processed, "checkpoints": r.checkpoints,
                 "partitions": r.partitions.as_ref().map(|p| super::partitions_view::json(p, st.now))})
         });
+        let sweep = st.sweep.as_ref().map(|s| {
+            serde_json::json!({"kind": s.kind, "name": s.name, "migrated": s.migrated,
+                "partitions": s.partitions.as_ref().map(|p| super::partitions_view::json(p, st.now))})
+        });
         crate::outln!(
             "{}",
             serde_json::json!({"store": ctx.store_url().map(tern_core::store::url::redact).unwrap_or_default(),
-                "migrations": migrations, "kinds": st.kinds, "lock": lease, "running": running, "problem": problem,
+                "migrations": migrations, "kinds": st.kinds, "lock": lease, "running": running, "sweep": sweep, "problem": problem,
                 "lazy": crate::cmd::sweep::lazy_json(&lazy)})
         );
         return Ok(EXIT_OK);
@@ -86,6 +90,11 @@ pub async fn status(ctx: &Ctx, exact: bool) -> anyhow::Result<u8> {
     crate::cmd::sweep::print_lazy(&lazy);
     if let Some(parts) = st.running.as_ref().and_then(|r| r.partitions.as_ref()) {
         super::partitions_view::print(parts, st.now);
+    }
+    if let Some(sweep) = &st.sweep
+        && let Some(parts) = &sweep.partitions
+    {
+        super::partitions_view::print_sweep(&sweep.kind, &sweep.name, parts, st.now);
     }
     if let Some(l) = &st.lease {
         if l.expires_at > st.now {

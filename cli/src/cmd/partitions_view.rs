@@ -1,5 +1,5 @@
-//! `tern status`'s view of a partitioned stage: each partition done, running
-//! (its worker and rate) or waiting.
+//! `tern status`'s view of a partitioned stage or sweep: each partition done,
+//! running (its worker and rate) or waiting.
 
 use tern_core::migrate::{PartitionState, StagePartitions};
 
@@ -34,13 +34,29 @@ pub(crate) fn json(parts: &StagePartitions, now: i64) -> serde_json::Value {
     serde_json::json!({"stage": parts.stage, "kind": parts.kind, "partitions": list})
 }
 
-/// Prints the partitions, one a line, under a summary.
+/// Prints the partitions of a stage of `tern up`, one a line, under a summary.
 pub(crate) fn print(parts: &StagePartitions, now: i64) {
+    print_titled(
+        &format!("stage {} ({})", parts.stage + 1, parts.kind),
+        parts,
+        now,
+    );
+}
+
+/// Prints the partitions of `tern sweep`'s pass over `name` (of kind `kind`).
+pub(crate) fn print_sweep(kind: &str, name: &str, parts: &StagePartitions, now: i64) {
+    let what = if kind == name {
+        format!("the sweep of {kind}")
+    } else {
+        format!("the sweep of {kind} (former name {name})")
+    };
+    print_titled(&what, parts, now);
+}
+
+fn print_titled(what: &str, parts: &StagePartitions, now: i64) {
     let done = parts.parts.iter().filter(|p| p.done).count();
     crate::outln!(
-        "partitions of stage {} ({}): {done} of {} done, {} entities processed",
-        parts.stage + 1,
-        parts.kind,
+        "partitions of {what}: {done} of {} done, {} entities processed",
         parts.parts.len(),
         parts.counts().processed
     );

@@ -57,6 +57,9 @@ pub struct Status {
     pub lease: Option<state::LeaseRecord>,
     /// The checkpoint of an interrupted run.
     pub running: Option<RunState>,
+    /// The checkpoint of a running or interrupted `tern sweep` (with its
+    /// partitions, when it sweeps partitioned).
+    pub sweep: Option<state::SweepState>,
     /// The store's clock now (to judge the lease).
     pub now: i64,
 }
@@ -257,6 +260,7 @@ impl Migrator {
             kinds: doc.kinds,
             lease: doc.lease,
             running: doc.running,
+            sweep: doc.sweep,
             now,
         })
     }
@@ -947,8 +951,24 @@ impl Migrator {
     fn runner<'a>(
         &'a self,
         store: &'a dyn Store,
-        (migration, migration_name): (u32, &'a str),
+        ids: (u32, &'a str),
         lease: &'a Lease,
+        progress: &'a dyn Progress,
+        history: &'a BTreeMap<String, Vec<plan::Step>>,
+    ) -> Runner<'a> {
+        Runner {
+            lease: Some(lease),
+            pace: crate::migration::pace::RateLimiter::new(self.run.max_rate),
+            ..self.unleased_runner(store, ids, progress, history)
+        }
+    }
+
+    /// A runner as [`Migrator::runner`] makes it, with no lease and no pace
+    /// (a partition's worker sets its lease, partition and share of the rate).
+    fn unleased_runner<'a>(
+        &'a self,
+        store: &'a dyn Store,
+        (migration, migration_name): (u32, &'a str),
         progress: &'a dyn Progress,
         history: &'a BTreeMap<String, Vec<plan::Step>>,
     ) -> Runner<'a> {
@@ -956,7 +976,7 @@ impl Migrator {
             store,
             migration,
             migration_name,
-            lease: Some(lease),
+            lease: None,
             part: None,
             options: &self.run,
             progress,
@@ -966,7 +986,7 @@ impl Migrator {
             history,
             conflicts: std::sync::Mutex::new(Vec::new()),
             collect_conflicts: false,
-            pace: crate::migration::pace::RateLimiter::new(self.run.max_rate),
+            pace: None,
             unmatched: std::sync::atomic::AtomicU64::new(0),
             prebuilt: std::sync::Mutex::new(None),
             renames_prechecked: false,

@@ -16,14 +16,19 @@
 //! they did not land at all.
 //!
 //! The workers of one process share one cached copy of the document
-//! ([`StateCache`]): their checkpoints take turns on it, so that they do not
-//! race each other; workers of other processes race by compare-and-set.
+//! ([`StateCache`]) and commit their checkpoints together: a checkpoint is
+//! queued, and whichever worker gets the copy next writes every queued
+//! checkpoint (and lease renewal) of the process with one compare-and-set,
+//! so that N workers pay one state-document round trip per round of
+//! checkpoints rather than N in a row. Each queued change is applied only
+//! while its own claim holds its partition; workers of other processes race
+//! by compare-and-set.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Mutex, Notify};
+use tokio::sync::{Mutex, Notify, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::migration::error::{MigrateError, Result};
@@ -34,15 +39,137 @@ use crate::migration::state::{
 use crate::store::{Cursor, Partition, Store, StoreExt, Write, WriteOutcome};
 
 /// The state document as one process last read or wrote it, shared by its
-/// partition workers.
-pub(crate) type StateCache = Arc<Mutex<Versioned>>;
+/// partition workers, and their checkpoints waiting for the next write.
+pub(crate) type StateCache = Arc<Cache>;
+
+/// See [`StateCache`].
+pub(crate) struct Cache {
+    /// The document; held by the worker that writes it.
+    doc: Mutex<Versioned>,
+    /// Changes waiting to be written with the next compare-and-set.
+    queue: std::sync::Mutex<Vec<Queued>>,
+}
+
+/// One claim's change of its partition's record, queued for the next write.
+struct Queued {
+    claim: Arc<ClaimShared>,
+    change: Box<dyn Fn(&mut PartitionState) + Send + Sync>,
+    reply: oneshot::Sender<Result<()>>,
+}
 
 /// A new cache, read from the store.
 ///
 /// # Errors
 /// A store error.
 pub(crate) async fn new_cache(store: &dyn Store) -> Result<StateCache> {
-    Ok(Arc::new(Mutex::new(state::load(store).await?)))
+    Ok(Arc::new(Cache {
+        doc: Mutex::new(state::load(store).await?),
+        queue: std::sync::Mutex::new(Vec::new()),
+    }))
+}
+
+impl Cache {
+    fn take_queue(&self) -> Vec<Queued> {
+        std::mem::take(
+            &mut *self
+                .queue
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+}
+
+/// A copy of `e` for the other workers of a failed group write.
+fn copy_error(e: &MigrateError) -> MigrateError {
+    match e {
+        MigrateError::LeaseLost { token } => MigrateError::LeaseLost { token: *token },
+        MigrateError::Store { context, source } => MigrateError::Store {
+            context: context.clone(),
+            source: crate::store::Error::new(source.kind(), source.to_string()),
+        },
+        other => MigrateError::Store {
+            context: "writing partition checkpoints".to_owned(),
+            source: crate::store::Error::new(
+                crate::store::ErrorKind::Unexpected,
+                other.to_string(),
+            ),
+        },
+    }
+}
+
+/// Writes the queued changes `batch` to the document `current` holds, with
+/// one compare-and-set (again on the document now there when another process
+/// wrote it meanwhile), and answers each change's worker. A change whose
+/// claim no longer holds its partition (after reading the store again: the
+/// copy at hand may be older) is not applied and its worker is told the
+/// partition was lost.
+///
+/// # Errors
+/// A store error (every worker of the batch is told).
+async fn commit(store: &dyn Store, current: &mut Versioned, batch: Vec<Queued>) -> Result<()> {
+    let mut batch: Vec<Queued> = batch
+        .into_iter()
+        .filter_map(|q| {
+            if q.claim.is_lost() {
+                let _ = q.reply.send(Err(q.claim.lose()));
+                None
+            } else {
+                Some(q)
+            }
+        })
+        .collect();
+    let mut reloaded_at = None;
+    let outcome = loop {
+        if batch.iter().any(|q| !q.claim.holds(&current.doc)) {
+            if reloaded_at != Some(current.revision) {
+                match state::load(store).await {
+                    Ok(fresh) => *current = fresh,
+                    Err(e) => break Err(e),
+                }
+                reloaded_at = Some(current.revision);
+            }
+            let (kept, lost): (Vec<Queued>, Vec<Queued>) =
+                batch.into_iter().partition(|q| q.claim.holds(&current.doc));
+            for q in lost {
+                let _ = q.reply.send(Err(q.claim.lose()));
+            }
+            batch = kept;
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut doc = current.doc.clone();
+        for q in &batch {
+            if let Some(part) = q.claim.mine(&mut doc) {
+                (q.change)(part);
+            }
+        }
+        match state::store_or_current(store, current.revision, &doc).await {
+            Ok(Ok(rev)) => {
+                *current = Versioned {
+                    doc,
+                    revision: Some(rev),
+                };
+                break Ok(());
+            }
+            Ok(Err(now)) => *current = now,
+            Err(e) => break Err(e),
+        }
+    };
+    match outcome {
+        Ok(()) => {
+            for q in batch {
+                let _ = q.reply.send(Ok(()));
+            }
+            Ok(())
+        }
+        Err(e) => {
+            for q in batch {
+                let _ = q.reply.send(Err(copy_error(&e)));
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Who holds a claim, for people: host, process and worker number.
@@ -147,7 +274,7 @@ pub(crate) async fn claim_next(
     who: &Claimant,
 ) -> Result<Next> {
     let site = site.into();
-    let mut current = cache.lock().await;
+    let mut current = cache.doc.lock().await;
     // Always from the store: expiries are judged on what it holds now.
     *current = state::load(store.as_ref()).await?;
     loop {
@@ -257,16 +384,37 @@ impl ClaimShared {
             })
     }
 
-    /// Changes the partition's record while this claim holds it: the
-    /// document is read again after another writer's change.
-    async fn update(&self, change: &(dyn Fn(&mut PartitionState) + Send + Sync)) -> Result<()> {
-        let mut current = self.cache.lock().await;
-        fenced::update(self.store.as_ref(), self, &mut current, |doc| {
-            if let Some(part) = self.mine(doc) {
-                change(part);
-            }
-        })
-        .await
+    /// Changes the partition's record while this claim holds it: queued, and
+    /// written with the process's other queued changes (by this worker, or
+    /// by the one that holds the cached document now).
+    async fn update(
+        self: &Arc<Self>,
+        change: impl Fn(&mut PartitionState) + Send + Sync + 'static,
+    ) -> Result<()> {
+        if self.is_lost() {
+            return Err(self.lose());
+        }
+        let (reply, mut answer) = oneshot::channel();
+        self.cache
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Queued {
+                claim: Arc::clone(self),
+                change: Box::new(change),
+                reply,
+            });
+        let mut current = self.cache.doc.lock().await;
+        // The worker that held the document before wrote it with its own.
+        match answer.try_recv() {
+            Ok(done) => return done,
+            Err(oneshot::error::TryRecvError::Closed) => return Err(MigrateError::Interrupted),
+            Err(oneshot::error::TryRecvError::Empty) => {}
+        }
+        let batch = self.cache.take_queue();
+        commit(self.store.as_ref(), &mut current, batch).await?;
+        drop(current);
+        answer.await.unwrap_or(Err(MigrateError::Interrupted))
     }
 }
 
@@ -344,7 +492,7 @@ impl Claim {
     /// or a store error.
     pub(crate) async fn checkpoint(&self, cursor: Option<Cursor>, counts: RunCounts) -> Result<()> {
         self.shared
-            .update(&move |p: &mut PartitionState| {
+            .update(move |p: &mut PartitionState| {
                 p.cursor = cursor.clone();
                 p.counts = counts;
             })
@@ -376,7 +524,7 @@ impl Claim {
                 .map_err(MigrateError::store("writing entities"))?;
             let seen = outcomes.clone();
             shared
-                .update(&move |p: &mut PartitionState| change(p, &seen))
+                .update(move |p: &mut PartitionState| change(p, &seen))
                 .await?;
             return Ok(outcomes);
         }
@@ -388,7 +536,7 @@ impl Claim {
                 }
             })
         };
-        let mut current = shared.cache.lock().await;
+        let mut current = shared.cache.doc.lock().await;
         fenced::write_and_update(
             shared.store.as_ref(),
             &**shared,
@@ -410,7 +558,7 @@ impl Claim {
             let _ = task.await;
         }
         self.shared
-            .update(&move |p: &mut PartitionState| {
+            .update(move |p: &mut PartitionState| {
                 p.cursor = None;
                 p.counts = counts;
                 p.done = true;
@@ -434,7 +582,7 @@ async fn renew_loop(shared: Arc<ClaimShared>) {
         };
         let expires = now.saturating_add(shared.ttl_ms);
         match shared
-            .update(&move |p: &mut PartitionState| {
+            .update(move |p: &mut PartitionState| {
                 if let Some(l) = p.lease.as_mut() {
                     l.expires_at = expires;
                 }

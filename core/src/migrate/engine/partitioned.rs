@@ -315,7 +315,7 @@ impl Migrator {
                         .max_rate
                         .map(|r| r / self.run.workers.max(1) as f64),
                 ),
-                ..self.runner_parts(
+                ..self.unleased_runner(
                     work.store.as_ref(),
                     (work.migration.id, &work.migration.name),
                     &progress,
@@ -345,37 +345,6 @@ impl Migrator {
                 Ok(false)
             }
             Err(e) => Err(e),
-        }
-    }
-
-    /// A runner with this migrator's options and no lease (the caller sets
-    /// the lease and partition).
-    fn runner_parts<'a>(
-        &'a self,
-        store: &'a dyn Store,
-        (migration, migration_name): (u32, &'a str),
-        progress: &'a dyn Progress,
-        history: &'a std::collections::BTreeMap<String, Vec<plan::Step>>,
-    ) -> Runner<'a> {
-        Runner {
-            store,
-            migration,
-            migration_name,
-            lease: None,
-            part: None,
-            options: &self.run,
-            progress,
-            cancel: &self.cancel,
-            #[cfg(feature = "fault-injection")]
-            faults: self.faults.as_ref(),
-            history,
-            conflicts: std::sync::Mutex::new(Vec::new()),
-            collect_conflicts: false,
-            pace: None,
-            unmatched: std::sync::atomic::AtomicU64::new(0),
-            prebuilt: std::sync::Mutex::new(None),
-            renames_prechecked: false,
-            rename_proven: std::sync::Mutex::new(None),
         }
     }
 
