@@ -239,8 +239,11 @@ VALKEY_MODULE_URL=${TERN_VALKEY_MODULE_URL:-redis://127.0.0.1/0?prefix=vm&id_tag
 
 valkey_install() {
     valkey_install_packages
-    # The module, built as the tests build it (cargo decides what is stale).
-    (cd "$REPO" && cargo build --quiet --locked -p tern-redis-module) >&2
+    # The module, built as the tests build it (cargo decides what is stale), unless
+    # TERN_REDIS_MODULE names one built elsewhere (a worktree's, a release build).
+    if [[ -z ${TERN_REDIS_MODULE:-} ]]; then
+        (cd "$REPO" && cargo build --quiet --locked -p tern-redis-module) >&2
+    fi
     [[ -f $VALKEY_MODULE ]] || die "valkey: the module $VALKEY_MODULE was not built"
 }
 

@@ -48,6 +48,16 @@ impl TlsNode {
             .split_once("tls_ca_file=")
             .map(|(_, p)| PathBuf::from(p.split('&').next().unwrap()))
             .unwrap_or_else(|| panic!("{VAR}={url} names no tls_ca_file"));
+        if !ca.is_file() {
+            // `servers.sh env` names the CA a start of the node makes: without it the node
+            // was not started here.
+            eprintln!(
+                "{test}: skipped: the CA file {} named by {VAR} does not exist \
+                 (scripts/servers.sh start cassandra-tls makes it)",
+                ca.display()
+            );
+            return None;
+        }
         Some(TlsNode { node, ca })
     }
 
