@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::intercept::Forward as _;
-use tern_core::model::{Entity, Value};
+use tern_core::model::{Entity, Key, Value};
 use tern_core::store::{Cursor, Filter, ScanPage, ScanRequest, Store};
 
 /// One page (at most `limit`) of the entities of `kind` that pass `filter`,
@@ -69,12 +69,10 @@ pub async fn put_numbered<V: Into<Value>>(
 ) {
     let writes = (0..count)
         .map(|i| {
-            tern_core::store::Write::Put(crate::battery::entity(
-                kind,
-                id(i),
-                u64::from(i % 3 == 0),
-                &[("n", Value::Int(i))],
-            ))
+            let props = [("n".to_owned(), Value::Int(i))].into_iter().collect();
+            let mut e = Entity::new(Key::new(kind, id(i)).unwrap(), props);
+            e.version = u64::from(i % 3 == 0);
+            tern_core::store::Write::Put(e)
         })
         .collect();
     store.write_batch(writes).await.unwrap();

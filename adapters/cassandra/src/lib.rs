@@ -30,6 +30,7 @@ mod scan;
 mod schema;
 mod statement;
 mod tls;
+mod token_range;
 
 use std::sync::Arc;
 

@@ -36,8 +36,8 @@ use crate::core::{
     CassStore, JSON_COLUMNS_TABLE, Layout, LwtOutcome, Retry, decode_doc, rows_of, table_of,
 };
 use crate::cursor::ScanCursor;
-use crate::scan::Queries;
 use crate::schema::{TableSchema, VERSION_COLUMN, ident};
+use crate::token_range::Queries;
 
 /// How often a row is copied again when the new kind's key was taken by another writer and
 /// deleted again in between (a race, not a failure).

@@ -11,24 +11,12 @@ use tern_core::store::{Cursor, Error, ErrorKind, Result, ScanPage, ScanRequest};
 
 use crate::core::{CassStore, Layout, decode_doc, driver_error, is_invalid_request, rows_of};
 use crate::cursor::{Fallback, ScanCursor};
-use crate::partitions::TokenRange;
+use crate::token_range::{Queries, TokenRange};
 
 /// The largest page a scan asks for.
 const MAX_PAGE: usize = 5000;
 /// The most rows one scan call reads while looking for entities that pass its filter.
 const MAX_ROWS_PER_CALL: usize = 20_000;
-
-/// The statements of a scan over one table.
-pub(crate) struct Queries {
-    /// The whole table.
-    pub(crate) all: String,
-    /// From a token on: `... WHERE token(pk) >= ?`.
-    pub(crate) from_token: String,
-    /// Bound by the partition key: its prepared metadata computes a row's token.
-    pub(crate) lookup: String,
-    /// How many leading columns of a row are its partition key.
-    pub(crate) partition_columns: usize,
-}
 
 /// Why a page could not be read.
 enum PageError {

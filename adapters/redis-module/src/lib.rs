@@ -19,6 +19,7 @@ mod ffi;
 pub mod filter;
 pub mod loaded;
 pub mod migrate;
+mod plain;
 pub mod reply;
 
 use std::ffi::CStr;
@@ -133,7 +134,7 @@ extern "C" fn tern_filter(fctx: *mut valkey_module::raw::RedisModuleCommandFilte
 }
 
 fn filter_inner(f: &ffi::FilterCtx) {
-    fast::forget_if_changing(f.arg(0), || f.client_id());
+    plain::forget_if_changing(f.arg(0), || f.client_id());
     let Some(l) = loaded::current() else { return };
     let n = f.len();
     let outdated = if l.prefixes.is_empty() && !fence_active() {
@@ -178,9 +179,9 @@ fn fast_path(f: &ffi::FilterCtx, l: &Loaded) -> bool {
         return false;
     };
     let client = f.client_id();
-    if !fast::known_plain(client) {
+    if !plain::known_plain(client) {
         // Asked of the server once per client (a syscall for its address), then kept
-        // until it sends a command that may change its state (`fast::forget_if_changing`).
+        // until it sends a command that may change its state (`plain::forget_if_changing`).
         let Some(state) = ffi::client_state(client) else {
             return false;
         };
@@ -192,7 +193,7 @@ fn fast_path(f: &ffi::FilterCtx, l: &Loaded) -> bool {
             // Another database: the module command would run it untouched.
             return true;
         }
-        fast::remember_plain(client);
+        plain::remember_plain(client);
     }
     if fence::any()
         && let Some(kind) = std::str::from_utf8(f.arg(1))
@@ -518,7 +519,7 @@ extern "C" fn on_event(
             ffi::EVENT_CLIENT_CHANGE if sub == ffi::SUB_CLIENT_DISCONNECTED => {
                 if let Some(id) = ffi::client_info_id(data) {
                     fence::forget(id);
-                    fast::forget(id);
+                    plain::forget(id);
                 }
             }
             _ => {}

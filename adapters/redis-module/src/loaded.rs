@@ -165,7 +165,7 @@ pub fn current() -> Option<Arc<Loaded>> {
 
 /// Installs a new view.
 pub fn install(l: Loaded) {
-    crate::fast::forget_all();
+    crate::plain::forget_all();
     let l = Some(Arc::new(l));
     match LOADED.write() {
         Ok(mut g) => *g = l,
