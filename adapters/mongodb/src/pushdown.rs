@@ -129,7 +129,42 @@ struct CompiledStep {
     change: Option<(Bson, Document)>,
 }
 
+/// A dotted or `$` name the step addresses or writes ([`codec::has_two_forms`]):
+/// the server would take it for a path or an operator, and the property may be
+/// stored under either of two names (its legacy escaped form), so such a step
+/// runs on the client (see docs.md, "Dotted and `$`-prefixed field names").
+fn two_form_name(step: &PushStep) -> Option<String> {
+    /// A dotted or `$` field name in the BSON a value is written as (a tag
+    /// such as `{"$oid": ..}` is written as its BSON type, no document).
+    fn in_value(v: &Bson) -> Option<String> {
+        match v {
+            Bson::Document(d) => d.iter().find_map(|(k, v)| {
+                if k.starts_with('$') || k.contains('.') {
+                    Some(k.clone())
+                } else {
+                    in_value(v)
+                }
+            }),
+            Bson::Array(items) => items.iter().find_map(in_value),
+            _ => None,
+        }
+    }
+    let in_path = |path: &[String]| path.iter().find(|p| codec::has_two_forms(p)).cloned();
+    let op = match &step.op {
+        PushOp::Set { path, value } => in_path(path).or_else(|| in_value(&codec::to_bson(value))),
+        PushOp::Unset { path } => in_path(path),
+        PushOp::Rename { from, to } => in_path(&[from.clone(), to.clone()]),
+    };
+    op.or_else(|| step.conditions.iter().find_map(|c| in_path(&c.path)))
+}
+
 fn compile(step: &PushStep) -> Result<CompiledStep> {
+    if let Some(name) = two_form_name(step) {
+        return Err(unsupported(format!(
+            "property {name:?} is dotted or starts with `$` (stored as it is, or escaped by \
+             tern before 2026-11-29)"
+        )));
+    }
     let mut parts = step
         .conditions
         .iter()
