@@ -255,7 +255,7 @@ pub(crate) fn conditional_replace(
     let filter = doc! { "_id": codec::id_to_bson(&expected.key.id) };
     let pipeline = vec![doc! { "$replaceWith": { "$cond": [
         expected_expr(expected)?,
-        { "$literal": codec::entity_to_document(new)? },
+        expr_of(&Bson::Document(codec::entity_to_document(new)?)),
         "$$ROOT",
     ] } }];
     Ok((filter, pipeline))
@@ -268,7 +268,41 @@ pub(crate) fn conditional_replace(
 pub(crate) fn replacement_pipeline(doc: &Document) -> Option<Vec<Document>> {
     doc.keys()
         .any(|k| k.starts_with('$') || k.contains('.'))
-        .then(|| vec![doc! { "$replaceWith": { "$literal": doc.clone() } }])
+        .then(|| vec![doc! { "$replaceWith": expr_of(&Bson::Document(doc.clone())) }])
+}
+
+/// An aggregation expression whose value is exactly `value`: a `$literal`,
+/// except for a document holding a `$` name (at any depth), which is built
+/// by `$arrayToObject` from its fields (names under `$literal`, each value an
+/// expression of its own), and an array of such documents.
+///
+/// Why: SecantusDB 0.7.0b3 parses operators even inside `$literal`, so a
+/// stored `{"$map": {"$float": 1}}` (a plain field named `$map`) under a
+/// `$literal` fails ("Unrecognized parameter to $map"); MongoDB takes a
+/// `$literal` as it is, and either form gives it the same value.
+pub(crate) fn expr_of(value: &Bson) -> Bson {
+    fn has_dollar_name(b: &Bson) -> bool {
+        match b {
+            Bson::Document(d) => d
+                .iter()
+                .any(|(k, v)| k.starts_with('$') || has_dollar_name(v)),
+            Bson::Array(a) => a.iter().any(has_dollar_name),
+            _ => false,
+        }
+    }
+    match value {
+        Bson::Document(d) if has_dollar_name(value) => {
+            let fields: Vec<Bson> = d
+                .iter()
+                .map(|(k, v)| Bson::Document(doc! { "k": { "$literal": k }, "v": expr_of(v) }))
+                .collect();
+            Bson::Document(doc! { "$arrayToObject": [ Bson::Array(fields) ] })
+        }
+        Bson::Array(items) if has_dollar_name(value) => {
+            Bson::Array(items.iter().map(expr_of).collect())
+        }
+        other => Bson::Document(doc! { "$literal": other.clone() }),
+    }
 }
 
 /// A replace (`filter`, `doc`) as a `bulkWrite` model: a replacement, or an
@@ -321,9 +355,7 @@ pub(crate) fn document_filter(stored: &Document) -> Document {
         conds.push(Bson::Document(
             doc! { "$eq": [ { "$type": field.clone() }, codec::type_name(value) ] },
         ));
-        conds.push(Bson::Document(
-            doc! { "$eq": [ field, { "$literal": value.clone() } ] },
-        ));
+        conds.push(Bson::Document(doc! { "$eq": [ field, expr_of(value) ] }));
     }
     // `$and` of the two: see `replace_filter`.
     doc! { "$and": [

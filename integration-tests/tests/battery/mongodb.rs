@@ -304,7 +304,8 @@ mod specific {
     /// A document as another program writes it with dotted and `$` names
     /// (legal since MongoDB 5.0), at the top and nested, next to plain ones;
     /// some named like extended JSON keys (`$date`, `$numberLong`), which the
-    /// driver's own decoding would take for the values they stand for.
+    /// driver's own decoding would take for the values they stand for, and
+    /// `$map`, which SecantusDB parses as an operator even under `$literal`.
     fn foreign_doc(id: i64) -> Document {
         let mut nested = Document::new();
         nested.insert("$y", 2.5);
@@ -314,6 +315,8 @@ mod specific {
         d.insert("$x", nested);
         d.insert("n", 5_i64);
         d.insert("$numberLong", "7");
+        // Named like an operator, with what would be wrong arguments.
+        d.insert("$map", doc! { "$float": 1_i64 });
         d.insert("plain", "p");
         d
     }
@@ -370,7 +373,7 @@ mod specific {
         let legacy = doc! {
             "_id": 2_i64, "a%2Eb": 1_i64,
             "%24x": { "%24y": 2.5, "c%2Ed": [1_i64, "s"], "%24date": 5_i64 },
-            "n": 5_i64, "%24numberLong": "7", "plain": "p",
+            "n": 5_i64, "%24numberLong": "7", "%24map": { "%24float": 1_i64 }, "plain": "p",
         };
         coll.insert_one(legacy).await.unwrap();
         let lazy = add_likes_lazily(&store).await;
