@@ -73,8 +73,9 @@ impl Store for MongoStore {
             if name == META_COLLECTION || name.starts_with("system.") {
                 continue;
             }
+            // Raw: a document is not decoded here (see `codec::from_raw`).
             let one = self
-                .collection(&name)
+                .raw_collection(&name)
                 .find_one(Document::new())
                 .await
                 .map_err(|e| self.err("listing kinds", e))?;

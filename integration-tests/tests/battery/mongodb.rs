@@ -434,6 +434,8 @@ mod specific {
         }
         let stored = as_stored(&coll, 1).await;
         assert_eq!(stored, foreign_doc(1));
+        // Listing kinds reads one document of each collection.
+        assert_eq!(store.kinds().await.unwrap(), ["things"]);
 
         // tern's own writes of such names: a put and a compare-and-set replace.
         let key = Key::new("things", 9).unwrap();
