@@ -114,21 +114,31 @@ fn field_equal(field: &str, input: &Bson, lit: Bson, conds: &mut Vec<Bson>) {
         };
         return equal_at(at, lit, conds);
     };
-    let found = doc! { "$filter": {
-        "input": { "$objectToArray": input.clone() },
-        "as": "f",
-        "cond": { "$in": [ "$$f.k", [ { "$literal": field }, { "$literal": legacy } ] ] },
-    } };
-    let present = doc! { "$eq": [ { "$size": found.clone() }, 1_i64 ] };
-    let value = Bson::Document(doc! { "$arrayElemAt": [
-        { "$map": { "input": found, "as": "f", "in": "$$f.v" } },
-        0_i64,
-    ] });
+    let (present, value) = stored_field(field, &legacy, input);
     let mut inner = Vec::new();
     equal_at(value, lit, &mut inner);
     conds.push(Bson::Document(
         doc! { "$cond": [ present, { "$and": inner }, false ] },
     ));
+}
+
+/// Whether the document `input` (an expression) holds the stored field
+/// `field` or its other form `legacy`, and its value (missing when it holds
+/// neither), found among the document's fields (`$objectToArray`): a dotted
+/// or `$` name is no field path, and SecantusDB's `$type` of a `$getField`
+/// of a missing field is no answer (see [`field_equal`]).
+pub(crate) fn stored_field(field: &str, legacy: &str, input: &Bson) -> (Bson, Bson) {
+    let found = doc! { "$filter": {
+        "input": { "$objectToArray": input.clone() },
+        "as": "f",
+        "cond": { "$in": [ "$$f.k", [ { "$literal": field }, { "$literal": legacy } ] ] },
+    } };
+    let present = doc! { "$gt": [ { "$size": found.clone() }, 0_i64 ] };
+    let value = doc! { "$arrayElemAt": [
+        { "$map": { "input": found, "as": "f", "in": "$$f.v" } },
+        0_i64,
+    ] };
+    (Bson::Document(present), Bson::Document(value))
 }
 
 /// Does `lit` hold, at any depth, a document with a field stored in two

@@ -329,6 +329,15 @@ mod specific {
         (store, raw(&b.url_for(&db), &db).await)
     }
 
+    /// [`foreign_doc`] in the form tern wrote before 2026-11-29 (names escaped).
+    fn legacy_doc(id: i64) -> Document {
+        doc! {
+            "_id": id, "a%2Eb": 1_i64,
+            "%24x": { "%24y": 2.5, "c%2Ed": [1_i64, "s"], "%24date": 5_i64 },
+            "n": 5_i64, "%24numberLong": "7", "%24map": { "%24float": 1_i64 }, "plain": "p",
+        }
+    }
+
     /// Document `id` as stored (read raw: the driver's decoding of a
     /// `Document` would take `$numberLong` for an extended JSON value).
     async fn as_stored(coll: &mongodb::Collection<Document>, id: i64) -> Document {
@@ -370,12 +379,7 @@ mod specific {
         let (store, coll) = fresh_things(&b).await;
         coll.insert_one(foreign_doc(1)).await.unwrap();
         // The form tern wrote before 2026-11-29.
-        let legacy = doc! {
-            "_id": 2_i64, "a%2Eb": 1_i64,
-            "%24x": { "%24y": 2.5, "c%2Ed": [1_i64, "s"], "%24date": 5_i64 },
-            "n": 5_i64, "%24numberLong": "7", "%24map": { "%24float": 1_i64 }, "plain": "p",
-        };
-        coll.insert_one(legacy).await.unwrap();
+        coll.insert_one(legacy_doc(2)).await.unwrap();
         let lazy = add_likes_lazily(&store).await;
         for id in [1, 2] {
             let got = lazy
@@ -410,30 +414,57 @@ mod specific {
             }
         }
 
-        // A step on such a name is declined inside the server before anything is
-        // written (the migration then runs it on the client).
+        // Steps on such names run inside the server, on both stored forms; a
+        // condition on one is declined before anything is written (the
+        // migration then runs that stage on the client).
         let (store, coll) = fresh_things(&b).await;
         coll.insert_one(foreign_doc(1)).await.unwrap();
-        for path in ["a.b", "$x"] {
-            let e = store
-                .update_in_place(PushdownRequest {
-                    kind: "things".into(),
-                    from: 0,
-                    steps: vec![PushStep {
-                        conditions: vec![],
-                        op: PushOp::Unset {
-                            path: vec![path.into()],
-                        },
-                    }],
-                    cursor: None,
-                    limit: 10,
-                })
-                .await
-                .unwrap_err();
-            assert_eq!(e.kind(), tern_core::store::ErrorKind::Unsupported, "{e}");
+        coll.insert_one(legacy_doc(2)).await.unwrap();
+        let unset = |name: &str| PushStep {
+            conditions: vec![],
+            op: PushOp::Unset {
+                path: vec![name.into()],
+            },
+        };
+        let request = |steps| PushdownRequest {
+            kind: "things".into(),
+            from: 0,
+            steps,
+            cursor: None,
+            limit: 10,
+        };
+        let mut cond = unset("n");
+        cond.conditions = vec![Condition::eq("a.b", 1)];
+        let e = store
+            .update_in_place(request(vec![cond]))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), tern_core::store::ErrorKind::Unsupported, "{e}");
+        assert_eq!(as_stored(&coll, 1).await, foreign_doc(1));
+        let page = store
+            .update_in_place(request(vec![unset("a.b"), unset("$x")]))
+            .await
+            .unwrap();
+        assert_eq!((page.advanced, page.changed), (2, vec![2, 2]));
+        for id in [1, 2] {
+            let mut want = foreign_doc(id);
+            want.remove("a.b");
+            want.remove("$x");
+            want.insert("_v", 2_i64);
+            let stored = as_stored(&coll, id).await;
+            // The legacy document keeps its other fields in their legacy form.
+            let key = Key::new("things", id).unwrap();
+            let got = store.get(&key).await.unwrap().unwrap();
+            assert_eq!(got.version, 2);
+            assert!(
+                !got.value.contains_key("a.b") && !got.value.contains_key("$x"),
+                "{stored}"
+            );
+            if id == 1 {
+                assert_eq!(stored, want);
+            }
+            assert_eq!(got.value.len(), 4, "{stored}");
         }
-        let stored = as_stored(&coll, 1).await;
-        assert_eq!(stored, foreign_doc(1));
         // Listing kinds reads one document of each collection.
         assert_eq!(store.kinds().await.unwrap(), ["things"]);
 
@@ -708,7 +739,7 @@ mod specific {
                     conditions: vec![],
                     op: PushOp::Rename {
                         from: "t".into(),
-                        to: "%oid".into(),
+                        to: "$oid".into(),
                     },
                 },
                 PushStep {
@@ -717,7 +748,29 @@ mod specific {
                         values: vec![Value::Int(1)],
                     }],
                     op: PushOp::Unset {
-                        path: vec!["a".into()],
+                        path: vec!["a.b".into()],
+                    },
+                },
+                // Dotted and `$` names as they are, in update pipelines.
+                PushStep {
+                    conditions: vec![Condition::eq("a", 1)],
+                    op: PushOp::Set {
+                        path: vec!["$x".into()],
+                        value: Value::Int(1),
+                    },
+                },
+                PushStep {
+                    conditions: vec![],
+                    op: PushOp::Set {
+                        path: vec!["c.d".into()],
+                        value: Value::Map(m(r#"{"$map": {"$q": 1}, "e.f": "$g"}"#)),
+                    },
+                },
+                PushStep {
+                    conditions: vec![],
+                    op: PushOp::Rename {
+                        from: "$x".into(),
+                        to: "x.y".into(),
                     },
                 },
             ],
