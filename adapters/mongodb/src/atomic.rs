@@ -21,7 +21,7 @@ use tern_core::store::{AtomicScope, AtomicWrites, Guard, Result, Write, WriteOut
 
 use crate::codec;
 use crate::core::{MongoStore, is_duplicate_key};
-use crate::writes::replace_filter;
+use crate::writes::{replace_filter, replacement_pipeline};
 
 /// The field a guard sets and removes again inside the transaction. `%`
 /// followed by a letter that is not a hex digit: never a name tern writes
@@ -151,11 +151,23 @@ impl MongoStore {
             let id = codec::id_to_bson(&key.id);
             match w {
                 Write::Put(e) => {
-                    coll.replace_one(doc! { "_id": id }, codec::entity_to_document(e)?)
-                        .upsert(true)
-                        .session(&mut *session)
-                        .await
-                        .map_err(mapped("put", key))?;
+                    let d = codec::entity_to_document(e)?;
+                    let filter = doc! { "_id": id };
+                    match replacement_pipeline(&d) {
+                        Some(p) => {
+                            coll.update_one(filter, p)
+                                .upsert(true)
+                                .session(&mut *session)
+                                .await
+                        }
+                        None => {
+                            coll.replace_one(filter, d)
+                                .upsert(true)
+                                .session(&mut *session)
+                                .await
+                        }
+                    }
+                    .map_err(mapped("put", key))?;
                 }
                 Write::Insert(e) => {
                     match coll
@@ -169,11 +181,12 @@ impl MongoStore {
                     }
                 }
                 Write::Replace { expected, new } => {
-                    let r = coll
-                        .replace_one(replace_filter(expected)?, codec::entity_to_document(new)?)
-                        .session(&mut *session)
-                        .await
-                        .map_err(mapped("replace", key))?;
+                    let (filter, d) = (replace_filter(expected)?, codec::entity_to_document(new)?);
+                    let r = match replacement_pipeline(&d) {
+                        Some(p) => coll.update_one(filter, p).session(&mut *session).await,
+                        None => coll.replace_one(filter, d).session(&mut *session).await,
+                    }
+                    .map_err(mapped("replace", key))?;
                     if r.matched_count != 1 {
                         return Err(Stop::Conflict);
                     }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use futures::TryStreamExt;
-use mongodb::bson::{Document, doc};
+use mongodb::bson::{Document, RawDocumentBuf, doc};
 use tern_core::model::{Entity, Key, Version};
 use tern_core::store::{
     CountEstimate, Features, Filter, KindRename, MetaCas, MetaChange, MetaEntry, ProjectedScan,
@@ -73,8 +73,9 @@ impl Store for MongoStore {
             if name == META_COLLECTION || name.starts_with("system.") {
                 continue;
             }
+            // Raw: a document is not decoded here (see `codec::from_raw`).
             let one = self
-                .collection(&name)
+                .raw_collection(&name)
                 .find_one(Document::new())
                 .await
                 .map_err(|e| self.err("listing kinds", e))?;
@@ -162,14 +163,22 @@ impl ProjectedScan for MongoStore {
             .conditions
             .iter()
             .filter_map(|c| c.path.first());
-        for name in properties.iter().chain(tested) {
-            projection.insert(codec::escape_name(name), 1);
-        }
+        let mut names = properties.iter().chain(tested);
+        // A dotted or `$` name is no projection path (`a.b` projects the
+        // nested `b`): then the whole documents.
+        let projection = if names.clone().any(|n| codec::has_two_forms(n)) {
+            None
+        } else {
+            for name in &mut names {
+                projection.insert(codec::escape_name(name), 1);
+            }
+            Some(projection)
+        };
         let docs = self
             .batch_docs(
                 kind,
                 query,
-                Some(projection),
+                projection,
                 request.cursor.as_ref(),
                 limit,
                 "scan: reading a page for a pass that writes nothing",
@@ -256,8 +265,8 @@ impl MongoStore {
         }
         // The page's documents as they are now, by `_id` range (see `batches`).
         let started = std::time::Instant::now();
-        let mut docs: Vec<Document> = self
-            .collection(kind)
+        let raws: Vec<RawDocumentBuf> = self
+            .raw_collection(kind)
             .find(and(vec![query, id_batch(&ids)]))
             .sort(doc! { "_id": 1 })
             .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
@@ -266,6 +275,7 @@ impl MongoStore {
             .try_collect()
             .await
             .map_err(|e| self.err("scan", e).with_context("kind", kind.to_owned()))?;
+        let mut docs = codec::from_raw_all(&raws)?;
         tracing::debug!(
             kind,
             docs = docs.len(),

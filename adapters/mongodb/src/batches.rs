@@ -27,16 +27,17 @@
 use std::time::Instant;
 
 use futures::TryStreamExt;
-use mongodb::bson::{Bson, Document, doc};
+use mongodb::bson::{Bson, Document, RawDocumentBuf, doc};
 use tern_core::store::{Cursor, Result};
 
+use crate::codec;
 use crate::core::{MongoStore, after_id, and, decode_cursor, driver_error, encode_cursor};
 
-/// Reads up to `limit` documents from `cursor`.
+/// Reads up to `limit` documents from `cursor` (as they are: [`codec::from_raw`]).
 async fn read(
-    cursor: &mut mongodb::Cursor<Document>,
+    cursor: &mut mongodb::Cursor<RawDocumentBuf>,
     limit: usize,
-) -> mongodb::error::Result<Vec<Document>> {
+) -> mongodb::error::Result<Vec<RawDocumentBuf>> {
     let mut docs = Vec::with_capacity(limit);
     while docs.len() < limit {
         match cursor.try_next().await? {
@@ -109,7 +110,7 @@ impl MongoStore {
         };
         if let Some(mut open) = open_cursor {
             match read(&mut open, limit).await {
-                Ok(docs) => return Ok(done(docs, open, "open")),
+                Ok(raws) => return Ok(done(codec::from_raw_all(&raws)?, open, "open")),
                 // Timed out or killed on the server: start again from `cursor`.
                 Err(e) => {
                     tracing::debug!(kind, error = %e, "{purpose}: the open cursor failed; reopening");
@@ -123,7 +124,7 @@ impl MongoStore {
         if let Some(c) = cursor {
             parts.push(after_id(&decode_cursor(c)?));
         }
-        let coll = self.collection(kind);
+        let coll = self.raw_collection(kind);
         let mut open = coll
             .find(and(parts))
             .with_options(
@@ -135,8 +136,8 @@ impl MongoStore {
             )
             .await
             .map_err(ctx)?;
-        let docs = read(&mut open, limit).await.map_err(ctx)?;
-        Ok(done(docs, open, "new"))
+        let raws = read(&mut open, limit).await.map_err(ctx)?;
+        Ok(done(codec::from_raw_all(&raws)?, open, "new"))
     }
 
     fn keep_if_more(
@@ -145,7 +146,7 @@ impl MongoStore {
         signature: String,
         docs: &[Document],
         limit: usize,
-        open: mongodb::Cursor<Document>,
+        open: mongodb::Cursor<RawDocumentBuf>,
     ) {
         if let Some(last) = last_of_full(docs, limit) {
             self.open_cursors

@@ -21,42 +21,78 @@ pub(crate) const MAX_DATE_MS: i64 = 253_402_300_799_999;
 /// The field that holds an entity's version.
 pub(crate) const VERSION_FIELD: &str = "_v";
 
-/// A property name as a BSON field name: reversible, and never starting with
-/// `$`, containing `.` or NUL, empty, or equal to `_id` / `_v`.
+/// A property name as a BSON field name: reversible, and never containing NUL,
+/// empty, or equal to `_id` / `_v`.
 ///
-/// `%` is the escape character: `%`, `.` and NUL become `%25`, `%2E`, `%00`; a
-/// leading `$` becomes `%24`; `_id` and `_v` become `%5Fid` and `%5Fv`; the empty
-/// name becomes `%`. Every other name is stored as it is.
+/// `%` is the escape character: `%` and NUL become `%25` and `%00`; `_id` and
+/// `_v` become `%5Fid` and `%5Fv`; the empty name becomes `%`. Every other
+/// name is stored as it is, dotted and `$`-prefixed names too (legal since
+/// MongoDB 5.0; tern wrote them escaped before 2026-11-29, as
+/// [`legacy_field_name`] does, and still reads that form: see docs.md).
 pub(crate) fn escape_name(name: &str) -> String {
+    escape_with(name, false)
+}
+
+/// The form tern wrote a property name in before 2026-11-29, when `.` and a
+/// leading `$` were escaped too (`%2E`, `%24`); `None` when it is the form of
+/// [`escape_name`] (the name has neither).
+pub(crate) fn legacy_field_name(name: &str) -> Option<String> {
+    has_two_forms(name).then(|| escape_with(name, true))
+}
+
+/// Is a property stored under one of two field names ([`escape_name`] and
+/// [`legacy_field_name`]): a dotted or `$`-prefixed name? Such a field is
+/// no plain path in a query (`a.b` is the nested `b`, `$x` an operator), so it
+/// is addressed with `$getField`, in both forms, or not in the server at all.
+pub(crate) fn has_two_forms(name: &str) -> bool {
+    name.starts_with('$') || name.contains('.')
+}
+
+/// The other field name a stored field `field` may have for the same
+/// property (its legacy form, [`legacy_field_name`]), for a field in the form
+/// of [`escape_name`]; `None` when it has one form only.
+pub(crate) fn legacy_of_field(field: &str) -> Option<String> {
+    legacy_field_name(&unescape_any(field)?)
+}
+
+fn escape_with(name: &str, legacy: bool) -> String {
     if name.is_empty() {
         return "%".to_owned();
     }
     if name == "_id" || name == VERSION_FIELD {
         return format!("%5F{}", &name[1..]);
     }
-    if !name.starts_with('$') && !name.contains(['%', '.', '\0']) {
+    let special = |i: usize, c: char| match c {
+        '%' | '\0' => true,
+        '.' => legacy,
+        '$' => legacy && i == 0,
+        _ => false,
+    };
+    if !name.chars().enumerate().any(|(i, c)| special(i, c)) {
         return name.to_owned();
     }
     let mut out = String::with_capacity(name.len() + 4);
     for (i, c) in name.chars().enumerate() {
         match c {
-            '$' if i == 0 => out.push_str("%24"),
+            c if !special(i, c) => out.push(c),
+            '$' => out.push_str("%24"),
             '%' => out.push_str("%25"),
             '.' => out.push_str("%2E"),
-            '\0' => out.push_str("%00"),
-            c => out.push(c),
+            _ => out.push_str("%00"),
         }
     }
     out
 }
 
-/// The inverse of [`escape_name`]; `None` for a name it cannot have produced
-/// (`progress%`, and also `a%41`, `a.b` or `$x`, which another program may
-/// write: read as `aA`, `a.b`, `$x`, they would be written back under another
-/// name, so they are refused with the field named rather than renamed).
+/// The inverse of [`escape_name`] and of [`legacy_field_name`]; `None` for a
+/// name neither can have produced (`progress%`, and also `a%41` or `a%2e`,
+/// which another program may write: read as `aA` or `a.b`, they would be
+/// written back under another name, so they are refused with the field named
+/// rather than renamed).
 pub(crate) fn unescape_name(field: &str) -> Option<String> {
     let name = unescape_any(field)?;
-    (escape_name(&name) == field).then_some(name)
+    (escape_name(&name) == field || legacy_field_name(&name).is_some_and(|l| l == field))
+        .then_some(name)
 }
 
 fn unescape_any(field: &str) -> Option<String> {
@@ -236,7 +272,7 @@ pub(crate) fn from_bson(value: &Bson) -> Result<Value> {
         Bson::Array(items) => Value::Array(items.iter().map(from_bson).collect::<Result<_>>()?),
         Bson::Document(doc) => match (doc.len(), doc.get(WIDE_DATE_FIELD)) {
             (1, Some(Bson::Int64(ms))) => Value::Timestamp(*ms),
-            _ => Value::Map(document_to_map(doc)?),
+            _ => plain_map(document_to_map(doc)?)?,
         },
         Bson::ObjectId(oid) => tagged("$oid", Value::String(oid.to_hex())),
         Bson::Decimal128(d) => tagged("$numberDecimal", Value::String(d.to_string())),
@@ -264,6 +300,21 @@ pub(crate) fn from_bson(value: &Bson) -> Result<Value> {
         Bson::MaxKey => tagged("$maxKey", Value::Int(1)),
         Bson::DbPointer(_) => return Err(invalid("a DBPointer value cannot be read by tern")),
     })
+}
+
+/// A document read as a map, refused when the map reads as a tag
+/// (`{"$oid": "<24 hex>"}` as a plain document another program wrote): tern
+/// would write it back as the BSON type it stands for.
+fn plain_map(map: Map) -> Result<Value> {
+    if tagged_to_bson(&map).is_some() {
+        let first = map.keys().next().cloned().unwrap_or_default();
+        return Err(invalid(format!(
+            "a plain document with field {first:?} that reads as tern's tag for a BSON type \
+             (see the values table of the mongodb adapter's docs): tern would write it back as that \
+             type; rename the field in the collection, or keep tern away from this kind"
+        )));
+    }
+    Ok(Value::Map(map))
 }
 
 /// The aggregation `$type` names of the BSON types tern reads as the type of
@@ -310,34 +361,42 @@ pub(crate) fn type_name(b: &Bson) -> &'static str {
 pub(crate) fn document_to_map(doc: &Document) -> Result<Map> {
     let mut map = Map::new();
     for (k, v) in doc {
-        let name = unescape_name(k).ok_or_else(|| invalid(foreign_name_message(k)))?;
-        map.insert(name, from_bson(v)?);
+        insert_field(&mut map, doc, k, v)?;
     }
     Ok(map)
 }
 
+/// Adds stored field `field` of `doc` to `map` under its property name.
+/// Refused: a name tern cannot read ([`foreign_name_message`]), and a
+/// property held twice (`a.b` and `a%2Eb`, the legacy form).
+fn insert_field(map: &mut Map, doc: &Document, field: &str, value: &Bson) -> Result<()> {
+    let name = unescape_name(field).ok_or_else(|| invalid(foreign_name_message(field)))?;
+    if map.contains_key(&name) {
+        let other = [
+            escape_name(&name),
+            legacy_field_name(&name).unwrap_or_default(),
+        ]
+        .into_iter()
+        .find(|f| f != field && doc.contains_key(f))
+        .unwrap_or_default();
+        return Err(invalid(format!(
+            "fields {other:?} and {field:?} both hold property {name:?} (the second is the form \
+             tern wrote before 2026-11-29, the first the literal name): remove one of them"
+        )));
+    }
+    map.insert(name, from_bson(value)?);
+    Ok(())
+}
+
 /// Why a field name another program wrote is refused, and what to do.
 ///
-/// Dotted and `$`-prefixed names (legal since MongoDB 5.0) are not read yet
-/// (issue 34 item 12): tern stores those names escaped (`a%2Eb`, `%24x`), so
-/// writing such an entity back would move the value to another field name;
-/// and pushdown, filters and projections address fields by dotted paths,
-/// where `a.b` means a nested field. Refused on read, naming the field.
-pub(crate) fn foreign_name_message(field: &str) -> String {
-    if field.contains('.') || field.starts_with('$') {
-        format!(
-            "field name {field:?} is dotted or starts with `$` (legal since MongoDB 5.0, written by \
-             another program): tern does not read such names yet (it would write the value back \
-             under its escaped name {:?}); rename the field in the collection (an update pipeline \
-             with `$getField`/`$setField`), or keep tern away from this kind",
-            escape_name(field)
-        )
-    } else {
-        format!(
-            "field name {field:?} is not a name tern writes (`%` starts an escape, as in `%2E`): \
-             rename the field in the collection, or keep tern away from this kind"
-        )
-    }
+/// Dotted and `$`-prefixed names (legal since MongoDB 5.0) are read as they
+/// are (issue 34 item 12); a `%` that starts no escape tern writes is not.
+fn foreign_name_message(field: &str) -> String {
+    format!(
+        "field name {field:?} is not a name tern writes (`%` starts an escape, as in `%25`): \
+         rename the field in the collection, or keep tern away from this kind"
+    )
 }
 
 /// An entity id as a BSON `_id`.
@@ -405,6 +464,20 @@ pub(crate) fn entity_to_document(entity: &Entity) -> Result<Document> {
     Ok(doc)
 }
 
+/// A document the server sent, read as it is. The driver's own decoding of a
+/// `Document` (serde) takes a field named like an extended JSON key (`$oid`,
+/// `$date`, `$numberLong`...) for the value it stands for, and so changes or
+/// refuses a document another program wrote with such a field name (legal
+/// since MongoDB 5.0): every read of stored documents goes through here.
+pub(crate) fn from_raw(raw: &mongodb::bson::RawDocument) -> Result<Document> {
+    Document::try_from(raw).map_err(|e| invalid(format!("a malformed BSON document: {e}")))
+}
+
+/// [`from_raw`] of each document.
+pub(crate) fn from_raw_all(raws: &[mongodb::bson::RawDocumentBuf]) -> Result<Vec<Document>> {
+    raws.iter().map(|r| from_raw(r)).collect()
+}
+
 /// A stored document as an entity of `kind`.
 pub(crate) fn document_to_entity(kind: &str, doc: &Document) -> Result<Entity> {
     let id = doc
@@ -417,8 +490,7 @@ pub(crate) fn document_to_entity(kind: &str, doc: &Document) -> Result<Entity> {
         if k == "_id" || k == VERSION_FIELD {
             continue;
         }
-        let name = unescape_name(k).ok_or_else(|| invalid(foreign_name_message(k)))?;
-        value.insert(name, from_bson(v)?);
+        insert_field(&mut value, doc, k, v)?;
     }
     Key::new(kind, id)
         .map(|key| Entity {
@@ -433,41 +505,108 @@ pub(crate) fn document_to_entity(kind: &str, doc: &Document) -> Result<Entity> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn names_round_trip() {
         for n in [
-            "", "a", "$bytes", "$", "a.b", "%", "%25", "_id", "_v", "a\0b", "x$", "é.$",
+            "", "a", "$bytes", "$", "a.b", "%", "%25", "_id", "_v", "a\0b", "x$", "é.$", "$a.b%",
         ] {
             let e = escape_name(n);
-            assert!(
-                !e.is_empty() && !e.starts_with('$') && !e.contains(['.', '\0']),
-                "{n:?} -> {e:?}"
-            );
+            assert!(!e.is_empty() && !e.contains('\0'), "{n:?} -> {e:?}");
             assert!(e != "_id" && e != "_v");
             assert_eq!(unescape_name(&e).as_deref(), Some(n), "{n:?} -> {e:?}");
         }
+        // Dotted and `$` names are stored as they are; what tern wrote before still reads.
+        assert_eq!(escape_name("a.b"), "a.b");
+        assert_eq!(escape_name("$x"), "$x");
+        assert_eq!(escape_name("$a.b%"), "$a.b%25");
+        assert_eq!(unescape_name("a%2Eb").as_deref(), Some("a.b"));
+        assert_eq!(unescape_name("%24x").as_deref(), Some("$x"));
+        assert_eq!(unescape_name("%24a%2Eb%25").as_deref(), Some("$a.b%"));
         assert_eq!(unescape_name(ARRAY_ID_FIELD), None);
         assert_eq!(unescape_name(WIDE_DATE_FIELD), None);
         // Names another program wrote that tern would write back otherwise.
-        for field in ["progress%", "a%41", "a%2e", "a.b", "$x", "%2", "%zz"] {
+        for field in ["progress%", "a%41", "a%2e", "%2", "%zz", "a%24"] {
             assert_eq!(unescape_name(field), None, "{field:?}");
         }
     }
 
+    proptest! {
+        /// Every property name made of the characters that matter reads back
+        /// from both forms it may be stored in, and no two names share a field.
+        #[test]
+        fn both_stored_forms_read_back(name in "[a$.%_\\x00idv2E4]{0,6}") {
+            let canonical = escape_name(&name);
+            prop_assert!(!canonical.contains('\0'));
+            prop_assert_eq!(unescape_name(&canonical), Some(name.clone()));
+            let legacy = legacy_field_name(&name);
+            prop_assert_eq!(legacy.is_some(), has_two_forms(&name));
+            if let Some(legacy) = legacy {
+                prop_assert!(!legacy.starts_with('$') && !legacy.contains('.'));
+                prop_assert_eq!(unescape_name(&legacy), Some(name.clone()));
+                prop_assert_eq!(legacy_of_field(&canonical), Some(legacy));
+            }
+        }
+    }
+
+    /// Item 12: a document another program wrote with dotted and `$` names,
+    /// at the top and nested, reads with the names as they are.
     #[test]
-    fn item12_a_dotted_or_dollar_field_is_refused_naming_it_and_the_fix() {
-        let doc = mongodb::bson::doc! { "_id": 1, "a.b": 1 };
-        let err = document_to_entity("k", &doc).unwrap_err().to_string();
-        assert!(
-            err.contains("\"a.b\"") && err.contains("MongoDB 5.0"),
-            "{err}"
-        );
-        assert!(err.contains("$getField") && err.contains("a%2Eb"), "{err}");
+    fn item12_dotted_and_dollar_fields_read_as_they_are() {
+        let mut nested = Document::new();
+        nested.insert("$y", 3);
+        nested.insert("c.d", "v");
         let mut doc = Document::new();
         doc.insert("_id", 1);
-        doc.insert("$x", 1);
+        doc.insert("a.b", 1);
+        doc.insert("$x", 2.5);
+        doc.insert("m", nested);
+        let e = document_to_entity("k", &doc).unwrap();
+        let names: Vec<&str> = e.value.keys().map(String::as_str).collect();
+        assert_eq!(names, ["$x", "a.b", "m"]);
+        assert_eq!(e.value["a.b"], Value::Int(1));
+        assert_eq!(e.value["$x"], Value::Float(2.5));
+        let Value::Map(m) = &e.value["m"] else {
+            panic!("{:?}", e.value["m"])
+        };
+        assert_eq!(m["$y"], Value::Int(3));
+        assert_eq!(m["c.d"], Value::from("v"));
+        // Written back under the same names, in every field.
+        let back = entity_to_document(&e).unwrap();
+        for (k, v) in &doc {
+            assert_eq!(
+                back.get(k).map(|b| from_bson(b).unwrap()),
+                Some(from_bson(v).unwrap()),
+                "{k}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_property_held_in_both_forms_is_refused_naming_both() {
+        let doc = mongodb::bson::doc! { "_id": 1, "a%2Eb": 1, "a.b": 2 };
         let err = document_to_entity("k", &doc).unwrap_err().to_string();
-        assert!(err.contains("\"$x\"") && err.contains("%24x"), "{err}");
+        assert!(
+            err.contains("\"a%2Eb\"") && err.contains("\"a.b\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_plain_document_that_reads_as_a_tag_is_refused() {
+        let hex = "0123456789abcdef01234567";
+        let mut inner = Document::new();
+        inner.insert("$oid", hex);
+        let doc = mongodb::bson::doc! { "_id": 1, "ref": inner.clone() };
+        let err = document_to_entity("k", &doc).unwrap_err().to_string();
+        assert!(err.contains("\"$oid\""), "{err}");
+        // Not a tag (no valid hex): read as the document it is, written back as one.
+        let doc = mongodb::bson::doc! { "_id": 1_i64, "ref": { "$oid": "zz" } };
+        let e = document_to_entity("k", &doc).unwrap();
+        assert_eq!(
+            entity_to_document(&e).unwrap(),
+            mongodb::bson::doc! { "_id": 1_i64, "_v": 0_i64, "ref": { "$oid": "zz" } }
+        );
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::TryStreamExt;
-use mongodb::bson::{Bson, Document, doc};
+use mongodb::bson::{Bson, Document, RawDocumentBuf, doc};
 use mongodb::error::{ErrorKind as DriverKind, WriteFailure};
 use mongodb::options::ClientOptions;
 use mongodb::{Client, Collection, Database};
@@ -35,7 +35,7 @@ struct Open {
     query: String,
     /// The cursor text of the last document handed out.
     at: String,
-    docs: mongodb::Cursor<Document>,
+    docs: mongodb::Cursor<RawDocumentBuf>,
 }
 
 /// The open cursors of a store (shared by its clones).
@@ -56,7 +56,7 @@ impl OpenCursors {
         kind: &str,
         query: &str,
         at: &str,
-    ) -> Option<mongodb::Cursor<Document>> {
+    ) -> Option<mongodb::Cursor<RawDocumentBuf>> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let i = open
             .iter()
@@ -78,7 +78,7 @@ impl OpenCursors {
         kind: &str,
         query: String,
         at: String,
-        docs: mongodb::Cursor<Document>,
+        docs: mongodb::Cursor<RawDocumentBuf>,
     ) {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         if open.len() >= KEEP {
@@ -213,6 +213,12 @@ impl MongoStore {
         self.db.collection(kind)
     }
 
+    /// The collection of `kind` for reading stored documents as they are
+    /// (see [`codec::from_raw`]).
+    pub(crate) fn raw_collection(&self, kind: &str) -> Collection<RawDocumentBuf> {
+        self.db.collection(kind)
+    }
+
     pub(crate) fn meta(&self) -> Collection<Document> {
         self.db.collection(META_COLLECTION)
     }
@@ -237,10 +243,12 @@ impl MongoStore {
     }
 
     pub(crate) async fn get_doc(&self, kind: &str, id: &Bson) -> Result<Option<Document>> {
-        self.collection(kind)
+        let raw = self
+            .raw_collection(kind)
             .find_one(doc! { "_id": id.clone() })
             .await
-            .map_err(|e| self.err("get", e).with_context("kind", kind.to_owned()))
+            .map_err(|e| self.err("get", e).with_context("kind", kind.to_owned()))?;
+        raw.map(|r| codec::from_raw(&r)).transpose()
     }
 }
 
@@ -271,6 +279,10 @@ pub(crate) fn encode_cursor(last: &Bson) -> Cursor {
 /// along a path). `None` when no useful superset is cheap to express.
 fn superset_condition(path: &[String], values: &[Value]) -> Option<Document> {
     if path.is_empty() || values.is_empty() {
+        return None;
+    }
+    // A dotted or `$` name is no query path (and may be stored in two forms).
+    if path.iter().any(|p| codec::has_two_forms(p)) {
         return None;
     }
     // Documents and arrays compare by field order in MongoDB: not a safe superset.

@@ -17,6 +17,7 @@ use tern_core::store::{
 
 use crate::codec::{self, VERSION_FIELD};
 use crate::core::{MongoStore, and, encode_cursor, id_batch};
+use crate::writes::stored_field;
 
 fn unsupported(why: impl Into<String>) -> Error {
     Error::new(
@@ -123,13 +124,147 @@ fn scalar_types(v: &Value) -> Option<Vec<Bson>> {
     }
 }
 
+/// The update of a compiled step.
+#[derive(Clone)]
+enum Update {
+    /// Update operators (`$set`, `$unset`, `$rename`).
+    Ops(Document),
+    /// An update pipeline: a step on a dotted or `$` top-level name
+    /// ([`pipeline_step`]).
+    Pipeline(Vec<Document>),
+}
+
 /// One compiled step: which entities it changes (an `$expr`) and the update.
 struct CompiledStep {
     /// `None`: the op never changes anything (a rename onto itself).
-    change: Option<(Bson, Document)>,
+    change: Option<(Bson, Update)>,
+}
+
+/// The stored field of property `name` in the document being updated: whether
+/// it is there (in either stored form) and its value ([`stored_field`]).
+fn stored(name: &str) -> (Bson, Bson) {
+    let field = codec::escape_name(name);
+    let legacy = codec::legacy_of_field(&field).unwrap_or_else(|| field.clone());
+    stored_field(&field, &legacy, &Bson::String("$$ROOT".into()))
+}
+
+/// `input` with property `name` set to `value` (an expression), or removed
+/// with `$$REMOVE`, under its stored name ([`codec::escape_name`]).
+fn set_field(input: Bson, name: &str, value: Bson) -> Bson {
+    let field = codec::escape_name(name);
+    Bson::Document(
+        doc! { "$setField": { "field": { "$literal": field }, "input": input, "value": value } },
+    )
+}
+
+/// `input` without property `name`, in either stored form.
+fn without(input: Bson, name: &str) -> Bson {
+    let input = match codec::legacy_field_name(name) {
+        Some(legacy) => Bson::Document(doc! { "$setField": {
+            "field": { "$literal": legacy }, "input": input, "value": "$$REMOVE",
+        } }),
+        None => input,
+    };
+    set_field(input, name, "$$REMOVE".into())
+}
+
+/// A step that sets, unsets or renames a top-level property, one of them a
+/// dotted or `$` name, as an update pipeline: `$setField` (with `$$REMOVE`)
+/// under the name as it is, removing the legacy form
+/// ([`codec::legacy_field_name`]) too; which entities it changes tested on
+/// the field in either form. `None` for any other step with such a name
+/// (nested, or in a condition): declined.
+fn pipeline_step(step: &PushStep) -> Result<Option<CompiledStep>> {
+    if step
+        .conditions
+        .iter()
+        .any(|c| c.path.iter().any(|p| codec::has_two_forms(p)))
+    {
+        return Ok(None);
+    }
+    let mut parts = step
+        .conditions
+        .iter()
+        .map(exact_condition)
+        .collect::<Result<Vec<_>>>()?;
+    let root = Bson::String("$$ROOT".into());
+    let new = match &step.op {
+        PushOp::Set { path, value } if path.len() == 1 => {
+            let name = &path[0];
+            if let Some(types) = scalar_types(value) {
+                let (present, current) = stored(name);
+                parts.push(Bson::Document(doc! { "$not": [ { "$and": [
+                    present,
+                    { "$in": [ { "$type": current.clone() }, types ] },
+                    { "$eq": [ current, { "$literal": codec::to_bson(value) } ] },
+                ] } ] }));
+            }
+            let value = crate::writes::expr_of(&codec::to_bson(value));
+            set_field(without(root, name), name, value)
+        }
+        PushOp::Unset { path } if path.len() == 1 => {
+            parts.push(stored(&path[0]).0);
+            without(root, &path[0])
+        }
+        PushOp::Rename { from, to } => {
+            if from == to {
+                return Ok(Some(CompiledStep { change: None }));
+            }
+            let (present, value) = stored(from);
+            parts.push(present);
+            set_field(without(without(root, from), to), to, value)
+        }
+        PushOp::Set { .. } | PushOp::Unset { .. } => return Ok(None),
+    };
+    Ok(Some(CompiledStep {
+        change: Some((
+            Bson::Document(doc! { "$and": parts }),
+            Update::Pipeline(vec![doc! { "$replaceWith": new }]),
+        )),
+    }))
+}
+
+/// A dotted or `$` name the step addresses or writes ([`codec::has_two_forms`]):
+/// the server would take it for a path or an operator, and the property may be
+/// stored under either of two names (its legacy escaped form), so such a step
+/// runs as an update pipeline ([`pipeline_step`]) where it can, and on the
+/// client otherwise (see docs.md, "Dotted and `$`-prefixed field names").
+fn two_form_name(step: &PushStep) -> Option<String> {
+    /// A dotted or `$` field name in the BSON a value is written as (a tag
+    /// such as `{"$oid": ..}` is written as its BSON type, no document).
+    fn in_value(v: &Bson) -> Option<String> {
+        match v {
+            Bson::Document(d) => d.iter().find_map(|(k, v)| {
+                if k.starts_with('$') || k.contains('.') {
+                    Some(k.clone())
+                } else {
+                    in_value(v)
+                }
+            }),
+            Bson::Array(items) => items.iter().find_map(in_value),
+            _ => None,
+        }
+    }
+    let in_path = |path: &[String]| path.iter().find(|p| codec::has_two_forms(p)).cloned();
+    let op = match &step.op {
+        PushOp::Set { path, value } => in_path(path).or_else(|| in_value(&codec::to_bson(value))),
+        PushOp::Unset { path } => in_path(path),
+        PushOp::Rename { from, to } => in_path(&[from.clone(), to.clone()]),
+    };
+    op.or_else(|| step.conditions.iter().find_map(|c| in_path(&c.path)))
 }
 
 fn compile(step: &PushStep) -> Result<CompiledStep> {
+    if let Some(name) = two_form_name(step) {
+        if let Some(compiled) = pipeline_step(step)? {
+            return Ok(compiled);
+        }
+        return Err(unsupported(format!(
+            "property {name:?} is dotted or starts with `$` and the step addresses it in a \
+             condition or under a nested path (only a set, unset or rename of a top-level \
+             property runs inside the server for such names)"
+        )));
+    }
     let mut parts = step
         .conditions
         .iter()
@@ -169,7 +304,7 @@ fn compile(step: &PushStep) -> Result<CompiledStep> {
         }
     };
     Ok(CompiledStep {
-        change: Some((Bson::Document(doc! { "$and": parts }), update)),
+        change: Some((Bson::Document(doc! { "$and": parts }), Update::Ops(update))),
     })
 }
 
@@ -295,7 +430,7 @@ fn fast_plan(
     let mut guards = Vec::new();
     let mut update = Document::new();
     for (i, (c, step)) in compiled.iter().zip(&request.steps).enumerate() {
-        let (Some((guard, op)), Some(plain)) = (&c.change, plain_guard(step)) else {
+        let (Some((guard, Update::Ops(op))), Some(plain)) = (&c.change, plain_guard(step)) else {
             return Ok(None);
         };
         key.insert(format!("g{i}"), guard.clone());
@@ -637,19 +772,24 @@ impl MongoStore {
                         }
                     }
                 }
-                let mut update = update.clone();
-                match update.get_document_mut("$set") {
-                    Ok(set) => {
-                        set.insert(VERSION_FIELD, next.clone());
+                let r = match update.clone() {
+                    Update::Ops(mut update) => {
+                        match update.get_document_mut("$set") {
+                            Ok(set) => {
+                                set.insert(VERSION_FIELD, next.clone());
+                            }
+                            Err(_) => {
+                                update.insert("$set", doc! { VERSION_FIELD: next.clone() });
+                            }
+                        }
+                        coll.update_many(filter, update).await
                     }
-                    Err(_) => {
-                        update.insert("$set", doc! { VERSION_FIELD: next.clone() });
+                    Update::Pipeline(mut stages) => {
+                        stages.push(doc! { "$set": { VERSION_FIELD: next.clone() } });
+                        coll.update_many(filter, stages).await
                     }
                 }
-                let r = coll
-                    .update_many(filter, update)
-                    .await
-                    .map_err(|e| ctx("pushdown: applying a step", e))?;
+                .map_err(|e| ctx("pushdown: applying a step", e))?;
                 page.changed[i] = r.modified_count;
             }
             coll.update_many(scope, doc! { "$set": { VERSION_FIELD: next } })

@@ -18,7 +18,7 @@
 
 use async_trait::async_trait;
 use futures::TryStreamExt;
-use mongodb::bson::{Bson, Document, doc};
+use mongodb::bson::{Bson, Document, RawDocumentBuf, doc};
 use mongodb::error::ErrorKind as DriverKind;
 use mongodb::options::{DeleteOneModel, WriteModel};
 use tern_core::model::Key;
@@ -138,14 +138,16 @@ impl CopyRename for Renamer<'_> {
             let id = d.get("_id").cloned().unwrap_or(Bson::Null);
             let there = self
                 .0
-                .collection(to)
+                .raw_collection(to)
                 .find_one(doc! { "_id": id })
                 .await
                 .map_err(|e| {
                     self.0
                         .err("rename kind: reading the new kind's document", e)
                         .with_context("kind", to.to_owned())
-                })?;
+                })?
+                .map(|r| codec::from_raw(&r))
+                .transpose()?;
             match there {
                 // A move interrupted after its copy (or the same document written twice).
                 Some(t) if &&t == d => out.push(Copied::Yes),
@@ -213,7 +215,8 @@ impl MongoStore {
             self.err("rename kind: reading the batch", e)
                 .with_context("kind", kind.to_owned())
         };
-        self.collection(kind)
+        let raws: Vec<RawDocumentBuf> = self
+            .raw_collection(kind)
             .find(query)
             .sort(doc! { "_id": 1 })
             .batch_size(u32::try_from(limit).unwrap_or(u32::MAX))
@@ -221,7 +224,8 @@ impl MongoStore {
             .map_err(ctx)?
             .try_collect()
             .await
-            .map_err(ctx)
+            .map_err(ctx)?;
+        codec::from_raw_all(&raws)
     }
 
     /// Inserts `docs` into `kind`, unordered: for each document, `None` when it

@@ -82,11 +82,76 @@ fn expected_expr(expected: &Entity) -> Result<Document> {
             doc! { "$eq": [ { "$size": { "$objectToArray": "$$ROOT" } }, n + 2 ] },
         ));
     }
+    let root = Bson::String("$$ROOT".into());
     for (name, value) in &expected.value {
-        let field = Bson::String(format!("${}", codec::escape_name(name)));
-        equal_at(field, codec::to_bson(value), &mut conds);
+        field_equal(
+            &codec::escape_name(name),
+            &root,
+            codec::to_bson(value),
+            &mut conds,
+        );
     }
     Ok(doc! { "$and": conds })
+}
+
+/// Pushes onto `conds` the tests that the stored field `field` (a name as
+/// [`codec::escape_name`] writes it) of the document `input` (an expression)
+/// is `lit` ([`equal_at`]). A plain name is read as a field path (at the top)
+/// or with `$getField`. A dotted or `$` name may be stored as it is or in its
+/// legacy form (what tern wrote before 2026-11-29,
+/// [`codec::legacy_field_name`]): the field is found among the document's
+/// fields (`$objectToArray`) under either name, its presence tested first
+/// and its value compared only then. (Not `$type` of a `$getField`:
+/// SecantusDB 0.7.0b3 answers "object" for a missing field there.)
+fn field_equal(field: &str, input: &Bson, lit: Bson, conds: &mut Vec<Bson>) {
+    let Some(legacy) = codec::legacy_of_field(field) else {
+        let at = if input.as_str() == Some("$$ROOT") {
+            Bson::String(format!("${field}"))
+        } else {
+            Bson::Document(
+                doc! { "$getField": { "field": { "$literal": field }, "input": input.clone() } },
+            )
+        };
+        return equal_at(at, lit, conds);
+    };
+    let (present, value) = stored_field(field, &legacy, input);
+    let mut inner = Vec::new();
+    equal_at(value, lit, &mut inner);
+    conds.push(Bson::Document(
+        doc! { "$cond": [ present, { "$and": inner }, false ] },
+    ));
+}
+
+/// Whether the document `input` (an expression) holds the stored field
+/// `field` or its other form `legacy`, and its value (missing when it holds
+/// neither), found among the document's fields (`$objectToArray`): a dotted
+/// or `$` name is no field path, and SecantusDB's `$type` of a `$getField`
+/// of a missing field is no answer (see [`field_equal`]).
+pub(crate) fn stored_field(field: &str, legacy: &str, input: &Bson) -> (Bson, Bson) {
+    let found = doc! { "$filter": {
+        "input": { "$objectToArray": input.clone() },
+        "as": "f",
+        "cond": { "$in": [ "$$f.k", [ { "$literal": field }, { "$literal": legacy } ] ] },
+    } };
+    let present = doc! { "$gt": [ { "$size": found.clone() }, 0_i64 ] };
+    let value = doc! { "$arrayElemAt": [
+        { "$map": { "input": found, "as": "f", "in": "$$f.v" } },
+        0_i64,
+    ] };
+    (Bson::Document(present), Bson::Document(value))
+}
+
+/// Does `lit` hold, at any depth, a document with a field stored in two
+/// forms ([`codec::legacy_of_field`])? Compared as a whole, it would not
+/// match the document in its legacy form.
+fn has_two_form_field(lit: &Bson) -> bool {
+    match lit {
+        Bson::Document(d) => d
+            .iter()
+            .any(|(k, v)| codec::legacy_of_field(k).is_some() || has_two_form_field(v)),
+        Bson::Array(a) => a.iter().any(has_two_form_field),
+        _ => false,
+    }
 }
 
 /// Does comparing `lit` with `$eq` depend on the order of fields inside it (a
@@ -107,11 +172,13 @@ fn order_matters(lit: &Bson) -> bool {
 /// documents inside it: a document whose order matters is compared field by
 /// field (its type, its number of fields, each field by `$getField`), an
 /// array holding one element by element (its length, each by
-/// `$arrayElemAt`); anything else with one `$eq` against the literal. Each
+/// `$arrayElemAt`); anything else with one `$eq` against the literal. A
+/// document holding a dotted or `$` name is compared field by field too,
+/// each field in either of its stored forms ([`field_equal`]). Each
 /// level's tests run only once its type is known (`$cond`), so a stored
 /// value of another shape is a failed test, never an error of the server.
 fn equal_at(at: Bson, lit: Bson, conds: &mut Vec<Bson>) {
-    if !order_matters(&lit) {
+    if !order_matters(&lit) && !has_two_form_field(&lit) {
         push_literal(at, lit, conds);
         return;
     }
@@ -123,11 +190,7 @@ fn equal_at(at: Bson, lit: Bson, conds: &mut Vec<Bson>) {
                 doc! { "$eq": [ { "$size": { "$objectToArray": at.clone() } }, n ] },
             ));
             for (name, value) in d {
-                // Names tern writes never start with `$` nor hold a `.`
-                // (`codec::escape_name`); `$literal` keeps any other as it is.
-                let field =
-                    doc! { "$getField": { "field": { "$literal": name }, "input": at.clone() } };
-                equal_at(Bson::Document(field), value, &mut inner);
+                field_equal(&name, &at, value, &mut inner);
             }
             doc! { "$eq": [ { "$type": at }, "object" ] }
         }
@@ -142,7 +205,7 @@ fn equal_at(at: Bson, lit: Bson, conds: &mut Vec<Bson>) {
             }
             doc! { "$isArray": [ at ] }
         }
-        // `order_matters` holds for documents and arrays only.
+        // `order_matters` and `has_two_form_field` hold for documents and arrays only.
         scalar => return push_literal(at, scalar, conds),
     };
     conds.push(Bson::Document(
@@ -202,10 +265,80 @@ pub(crate) fn conditional_replace(
     let filter = doc! { "_id": codec::id_to_bson(&expected.key.id) };
     let pipeline = vec![doc! { "$replaceWith": { "$cond": [
         expected_expr(expected)?,
-        { "$literal": codec::entity_to_document(new)? },
+        expr_of(&Bson::Document(codec::entity_to_document(new)?)),
         "$$ROOT",
     ] } }];
     Ok((filter, pipeline))
+}
+
+/// The update pipeline that replaces a document by `doc` when `doc` cannot be
+/// a replacement document: a top-level `$` name ("not allowed in the context
+/// of an update's replacement", MongoDB and SecantusDB) or a dotted one;
+/// `None` for every other document, which goes as a plain replacement.
+pub(crate) fn replacement_pipeline(doc: &Document) -> Option<Vec<Document>> {
+    doc.keys()
+        .any(|k| k.starts_with('$') || k.contains('.'))
+        .then(|| vec![doc! { "$replaceWith": expr_of(&Bson::Document(doc.clone())) }])
+}
+
+/// An aggregation expression whose value is exactly `value`: a `$literal`,
+/// except for a document holding a `$` name (at any depth), which is built
+/// by `$arrayToObject` from its fields (names under `$literal`, each value an
+/// expression of its own), and an array of such documents.
+///
+/// Why: SecantusDB 0.7.0b3 parses operators even inside `$literal`, so a
+/// stored `{"$map": {"$float": 1}}` (a plain field named `$map`) under a
+/// `$literal` fails ("Unrecognized parameter to $map"); MongoDB takes a
+/// `$literal` as it is, and either form gives it the same value.
+pub(crate) fn expr_of(value: &Bson) -> Bson {
+    fn has_dollar_name(b: &Bson) -> bool {
+        match b {
+            Bson::Document(d) => d
+                .iter()
+                .any(|(k, v)| k.starts_with('$') || has_dollar_name(v)),
+            Bson::Array(a) => a.iter().any(has_dollar_name),
+            _ => false,
+        }
+    }
+    match value {
+        Bson::Document(d) if has_dollar_name(value) => {
+            let fields: Vec<Bson> = d
+                .iter()
+                .map(|(k, v)| Bson::Document(doc! { "k": { "$literal": k }, "v": expr_of(v) }))
+                .collect();
+            Bson::Document(doc! { "$arrayToObject": [ Bson::Array(fields) ] })
+        }
+        Bson::Array(items) if has_dollar_name(value) => {
+            Bson::Array(items.iter().map(expr_of).collect())
+        }
+        other => Bson::Document(doc! { "$literal": other.clone() }),
+    }
+}
+
+/// A replace (`filter`, `doc`) as a `bulkWrite` model: a replacement, or an
+/// update by [`replacement_pipeline`].
+fn replace_model(
+    namespace: mongodb::Namespace,
+    filter: Document,
+    doc: Document,
+    upsert: bool,
+) -> WriteModel {
+    match replacement_pipeline(&doc) {
+        Some(pipeline) => UpdateOneModel::builder()
+            .namespace(namespace)
+            .filter(filter)
+            .update(pipeline)
+            .upsert(upsert)
+            .build()
+            .into(),
+        None => ReplaceOneModel::builder()
+            .namespace(namespace)
+            .filter(filter)
+            .replacement(doc)
+            .upsert(upsert)
+            .build()
+            .into(),
+    }
 }
 
 /// The filter matching `stored` exactly as it is now: the same `_id` (and its
@@ -232,9 +365,7 @@ pub(crate) fn document_filter(stored: &Document) -> Document {
         conds.push(Bson::Document(
             doc! { "$eq": [ { "$type": field.clone() }, codec::type_name(value) ] },
         ));
-        conds.push(Bson::Document(
-            doc! { "$eq": [ field, { "$literal": value.clone() } ] },
-        ));
+        conds.push(Bson::Document(doc! { "$eq": [ field, expr_of(value) ] }));
     }
     // `$and` of the two: see `replace_filter`.
     doc! { "$and": [
@@ -346,13 +477,12 @@ impl MongoStore {
     /// The `bulkWrite` model of a write.
     fn write_model(&self, w: &Write) -> Result<WriteModel> {
         Ok(match w {
-            Write::Put(e) => ReplaceOneModel::builder()
-                .namespace(self.collection(&e.key.kind).namespace())
-                .filter(doc! { "_id": codec::id_to_bson(&e.key.id) })
-                .replacement(codec::entity_to_document(e)?)
-                .upsert(true)
-                .build()
-                .into(),
+            Write::Put(e) => replace_model(
+                self.collection(&e.key.kind).namespace(),
+                doc! { "_id": codec::id_to_bson(&e.key.id) },
+                codec::entity_to_document(e)?,
+                true,
+            ),
             Write::Insert(e) => InsertOneModel::builder()
                 .namespace(self.collection(&e.key.kind).namespace())
                 .document(codec::entity_to_document(e)?)
@@ -367,12 +497,12 @@ impl MongoStore {
                     .build()
                     .into()
             }
-            Write::Replace { expected, new } => ReplaceOneModel::builder()
-                .namespace(self.collection(&new.key.kind).namespace())
-                .filter(replace_filter(expected)?)
-                .replacement(codec::entity_to_document(new)?)
-                .build()
-                .into(),
+            Write::Replace { expected, new } => replace_model(
+                self.collection(&new.key.kind).namespace(),
+                replace_filter(expected)?,
+                codec::entity_to_document(new)?,
+                false,
+            ),
             Write::Delete(key) => DeleteOneModel::builder()
                 .namespace(self.collection(&key.kind).namespace())
                 .filter(doc! { "_id": codec::id_to_bson(&key.id) })
@@ -423,6 +553,22 @@ impl MongoStore {
         Ok((results, errors))
     }
 
+    /// Replaces the document of `kind` that `filter` matches by `doc`: a
+    /// replacement, or an update by [`replacement_pipeline`].
+    async fn replace_doc(
+        &self,
+        kind: &str,
+        filter: Document,
+        doc: Document,
+        upsert: bool,
+    ) -> mongodb::error::Result<mongodb::results::UpdateResult> {
+        let coll = self.collection(kind);
+        match replacement_pipeline(&doc) {
+            Some(pipeline) => coll.update_one(filter, pipeline).upsert(upsert).await,
+            None => coll.replace_one(filter, doc).upsert(upsert).await,
+        }
+    }
+
     /// One write, on a server without `bulkWrite` (MongoDB before 8.0, whose
     /// planner finds a [`replace_filter`]'s document by `_id`; the pipeline
     /// form of [`conditional_replace`] would also need 4.2).
@@ -430,9 +576,8 @@ impl MongoStore {
         match w {
             Write::Put(e) => {
                 let d = codec::entity_to_document(&e)?;
-                self.collection(&e.key.kind)
-                    .replace_one(doc! { "_id": codec::id_to_bson(&e.key.id) }, d)
-                    .upsert(true)
+                let filter = doc! { "_id": codec::id_to_bson(&e.key.id) };
+                self.replace_doc(&e.key.kind, filter, d, true)
                     .await
                     .map_err(|err| self.err("put", err).with_context("key", e.key.to_string()))?;
                 Ok(WriteOutcome::Applied)
@@ -451,8 +596,7 @@ impl MongoStore {
                 let d = codec::entity_to_document(&new)?;
                 let filter = replace_filter(&expected)?;
                 let r = self
-                    .collection(&new.key.kind)
-                    .replace_one(filter, d)
+                    .replace_doc(&new.key.kind, filter, d, false)
                     .await
                     .map_err(|err| {
                         self.err("replace", err)

@@ -221,17 +221,7 @@ mod specific {
                 .await
                 .unwrap();
         }
-        let set = tern_testkit::battery::set(&[(1, "add things.likes = 0\n")]);
-        let report = tern_core::migrate::Migrator::new(Arc::clone(&store), set)
-            .with_run_options(tern_core::migrate::RunOptions {
-                pushdown: false,
-                max_retries: 0,
-                ..Default::default()
-            })
-            .up(None)
-            .await
-            .unwrap();
-        assert_eq!(report.applied.len(), 1, "{report:?}");
+        add_likes_eagerly(&store, false).await;
         for id in 1..=3_i64 {
             let d = coll.find_one(doc! { "_id": id }).await.unwrap().unwrap();
             assert_eq!(
@@ -258,7 +248,7 @@ mod specific {
         leaf.prop_recursive(3, 24, 4, |inner| {
             prop_oneof![
                 proptest::collection::vec(inner.clone(), 0..4).prop_map(Bson::Array),
-                proptest::collection::vec(("[a-z]{1,3}", inner), 0..4).prop_map(|fields| {
+                proptest::collection::vec(("[a-z$.]{1,3}", inner), 0..4).prop_map(|fields| {
                     let mut d = Document::new();
                     for (k, v) in fields {
                         d.insert(k, v);
@@ -270,8 +260,9 @@ mod specific {
     }
 
     /// As a property: any document an application wrote (Int32 numbers,
-    /// embedded documents in its own field order, arrays of them) migrates
-    /// lazily on the client's path without a conflict and keeps every value.
+    /// embedded documents in its own field order, arrays of them, field names
+    /// with `.` and `$`) migrates lazily on the client's path without a
+    /// conflict and keeps every name and value.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn mongodb_any_document_an_application_wrote_migrates_keeping_its_values() {
         let Some(b) = or_skip(backend(), None).await else {
@@ -281,7 +272,7 @@ mod specific {
         let coll = raw(&b.url_for(&db), &db).await;
         let lazy = add_likes_lazily(&store).await;
         let next = std::sync::atomic::AtomicI64::new(1);
-        let strategy = proptest::collection::vec(("[a-z]{1,3}", arb_bson()), 1..5);
+        let strategy = proptest::collection::vec(("[a-z$.]{1,3}", arb_bson()), 1..5);
         let (store, lazy, coll, next) = (&store, &lazy, &coll, &next);
         tern_testkit::prop::check(48, &strategy, |fields| async move {
             let id = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -295,8 +286,224 @@ mod specific {
             let mut got = lazy.get(&key).await.unwrap().unwrap();
             assert_eq!(got.value.remove("likes"), Some(Value::Int(0)), "{d}");
             assert_eq!(got.value, before.value, "{d}");
-            assert_eq!(store.get(&key).await.unwrap().unwrap().version, 1, "{d}");
+            let mut after = store.get(&key).await.unwrap().unwrap();
+            assert_eq!(after.version, 1, "{d}");
+            after.value.remove("likes");
+            assert_eq!(after.value, before.value, "{d}");
+            let stored = coll.find_one(doc! { "_id": id }).await.unwrap().unwrap();
+            let mut names: Vec<&String> = stored.keys().collect();
+            let mut want: Vec<&String> = d.keys().collect();
+            let added = ["_v".to_owned(), "likes".to_owned()];
+            want.extend(&added);
+            names.sort();
+            want.sort();
+            assert_eq!(names, want, "{d} stored as {stored}");
         });
+    }
+
+    /// A document as another program writes it with dotted and `$` names
+    /// (legal since MongoDB 5.0), at the top and nested, next to plain ones;
+    /// some named like extended JSON keys (`$date`, `$numberLong`), which the
+    /// driver's own decoding would take for the values they stand for, and
+    /// `$map`, which SecantusDB parses as an operator even under `$literal`.
+    fn foreign_doc(id: i64) -> Document {
+        let mut nested = Document::new();
+        nested.insert("$y", 2.5);
+        nested.insert("c.d", Bson::Array(vec![Bson::Int64(1), "s".into()]));
+        nested.insert("$date", 5_i64);
+        let mut d = doc! { "_id": id, "a.b": 1_i64 };
+        d.insert("$x", nested);
+        d.insert("n", 5_i64);
+        d.insert("$numberLong", "7");
+        // Named like an operator, with what would be wrong arguments.
+        d.insert("$map", doc! { "$float": 1_i64 });
+        d.insert("plain", "p");
+        d
+    }
+
+    /// A fresh store, and its collection `things` for the driver's own writes.
+    async fn fresh_things(
+        b: &tern_integration_tests::mongodb::MongoBackend,
+    ) -> (Arc<dyn Store>, mongodb::Collection<Document>) {
+        let (store, db) = b.fresh_named().await;
+        (store, raw(&b.url_for(&db), &db).await)
+    }
+
+    /// [`foreign_doc`] in the form tern wrote before 2026-11-29 (names escaped).
+    fn legacy_doc(id: i64) -> Document {
+        doc! {
+            "_id": id, "a%2Eb": 1_i64,
+            "%24x": { "%24y": 2.5, "c%2Ed": [1_i64, "s"], "%24date": 5_i64 },
+            "n": 5_i64, "%24numberLong": "7", "%24map": { "%24float": 1_i64 }, "plain": "p",
+        }
+    }
+
+    /// Document `id` as stored (read raw: the driver's decoding of a
+    /// `Document` would take `$numberLong` for an extended JSON value).
+    async fn as_stored(coll: &mongodb::Collection<Document>, id: i64) -> Document {
+        let raw = coll
+            .clone_with_type::<bson::RawDocumentBuf>()
+            .find_one(doc! { "_id": id })
+            .await
+            .unwrap()
+            .unwrap();
+        Document::try_from(raw).unwrap()
+    }
+
+    /// `stored` is `original` with `_v` and `likes` added, every other field
+    /// under its name with its value and BSON type.
+    fn kept_with_likes(original: &Document, stored: &Document, version: i64) {
+        let mut want = original.clone();
+        want.insert("_v", version);
+        want.insert("likes", 0_i64);
+        let sorted = |d: &Document| {
+            let mut fields: Vec<(String, Bson)> =
+                d.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            fields.sort_by(|a, b| a.0.cmp(&b.0));
+            fields
+        };
+        assert_eq!(sorted(stored), sorted(&want), "{stored}");
+    }
+
+    /// Issue 34 item 12: documents another program wrote with dotted and
+    /// `$`-prefixed field names migrate on the client's path (lazily, and
+    /// eagerly) and eagerly inside the server, keeping every name and value;
+    /// documents tern wrote before with those names escaped (`a%2Eb`, `%24x`)
+    /// still read and migrate; a step on such a name runs on the client.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mongodb_dotted_and_dollar_field_names_migrate_keeping_names_and_values() {
+        let Some(b) = or_skip(backend(), None).await else {
+            return;
+        };
+        // Lazily, on first read through the lazy client.
+        let (store, coll) = fresh_things(&b).await;
+        coll.insert_one(foreign_doc(1)).await.unwrap();
+        // The form tern wrote before 2026-11-29.
+        coll.insert_one(legacy_doc(2)).await.unwrap();
+        let lazy = add_likes_lazily(&store).await;
+        for id in [1, 2] {
+            let got = lazy
+                .get(&Key::new("things", id).unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(got.version, 1);
+            assert_eq!(got.get("a.b"), Some(&Value::Int(1)), "{got:?}");
+            assert_eq!(
+                got.get("$x"),
+                Some(&Value::Map(m(
+                    r#"{"$y": 2.5, "c.d": [1, "s"], "$date": 5}"#
+                ))),
+                "{got:?}"
+            );
+            let stored = as_stored(&coll, id).await;
+            // Both now hold the names as they are.
+            kept_with_likes(&foreign_doc(id), &stored, 1);
+        }
+
+        // Eagerly: on the client's path, and inside the server (pushdown).
+        for pushdown in [false, true] {
+            let (store, coll) = fresh_things(&b).await;
+            for id in 1..=3_i64 {
+                coll.insert_one(foreign_doc(id)).await.unwrap();
+            }
+            add_likes_eagerly(&store, pushdown).await;
+            for id in 1..=3_i64 {
+                let stored = as_stored(&coll, id).await;
+                kept_with_likes(&foreign_doc(id), &stored, 1);
+            }
+        }
+
+        // Steps on such names run inside the server, on both stored forms; a
+        // condition on one is declined before anything is written (the
+        // migration then runs that stage on the client).
+        let (store, coll) = fresh_things(&b).await;
+        coll.insert_one(foreign_doc(1)).await.unwrap();
+        coll.insert_one(legacy_doc(2)).await.unwrap();
+        let unset = |name: &str| PushStep {
+            conditions: vec![],
+            op: PushOp::Unset {
+                path: vec![name.into()],
+            },
+        };
+        let request = |steps| PushdownRequest {
+            kind: "things".into(),
+            from: 0,
+            steps,
+            cursor: None,
+            limit: 10,
+        };
+        let mut cond = unset("n");
+        cond.conditions = vec![Condition::eq("a.b", 1)];
+        let e = store
+            .update_in_place(request(vec![cond]))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), tern_core::store::ErrorKind::Unsupported, "{e}");
+        assert_eq!(as_stored(&coll, 1).await, foreign_doc(1));
+        let page = store
+            .update_in_place(request(vec![unset("a.b"), unset("$x")]))
+            .await
+            .unwrap();
+        assert_eq!((page.advanced, page.changed), (2, vec![2, 2]));
+        for id in [1, 2] {
+            let mut want = foreign_doc(id);
+            want.remove("a.b");
+            want.remove("$x");
+            want.insert("_v", 2_i64);
+            let stored = as_stored(&coll, id).await;
+            // The legacy document keeps its other fields in their legacy form.
+            let key = Key::new("things", id).unwrap();
+            let got = store.get(&key).await.unwrap().unwrap();
+            assert_eq!(got.version, 2);
+            assert!(
+                !got.value.contains_key("a.b") && !got.value.contains_key("$x"),
+                "{stored}"
+            );
+            if id == 1 {
+                assert_eq!(stored, want);
+            }
+            assert_eq!(got.value.len(), 4, "{stored}");
+        }
+        // Listing kinds reads one document of each collection.
+        assert_eq!(store.kinds().await.unwrap(), ["things"]);
+
+        // tern's own writes of such names: a put and a compare-and-set replace.
+        let key = Key::new("things", 9).unwrap();
+        let mut e = Entity::new(key.clone(), m(r#"{"$x": {"$y": 1}, "a.b": "v", "%": 1}"#));
+        store.put(e.clone()).await.unwrap();
+        let stored = as_stored(&coll, 9).await;
+        let names: Vec<&str> = stored.keys().map(String::as_str).collect();
+        assert_eq!(names, ["_id", "_v", "$x", "%25", "a.b"], "{stored}");
+        let mut new = e.clone();
+        new.value.insert("a.b".into(), Value::from("w"));
+        let outcome = store
+            .write_checked(vec![tern_core::store::Write::Replace {
+                expected: e.clone(),
+                new: new.clone(),
+            }])
+            .await
+            .unwrap();
+        assert_eq!(outcome, vec![tern_core::store::WriteOutcome::Applied]);
+        e = store.get(&key).await.unwrap().unwrap();
+        assert_eq!(e, new);
+    }
+
+    /// Runs `add things.likes = 0` eagerly (inside the server with
+    /// `pushdown`, else on the client's path: read, changed, written back
+    /// with a compare-and-set on what was read), without retries.
+    async fn add_likes_eagerly(store: &Arc<dyn Store>, pushdown: bool) {
+        let set = tern_testkit::battery::set(&[(1, "add things.likes = 0\n")]);
+        let report = tern_core::migrate::Migrator::new(Arc::clone(store), set)
+            .with_run_options(tern_core::migrate::RunOptions {
+                pushdown,
+                max_retries: 0,
+                ..Default::default()
+            })
+            .up(None)
+            .await
+            .unwrap();
+        assert_eq!(report.applied.len(), 1, "{report:?}");
     }
 
     /// Installs `add things.likes = 0` lazily; a lazy client of `things` at 1.
@@ -542,6 +749,28 @@ mod specific {
                     }],
                     op: PushOp::Unset {
                         path: vec!["a.b".into()],
+                    },
+                },
+                // Dotted and `$` names as they are, in update pipelines.
+                PushStep {
+                    conditions: vec![Condition::eq("a", 1)],
+                    op: PushOp::Set {
+                        path: vec!["$x".into()],
+                        value: Value::Int(1),
+                    },
+                },
+                PushStep {
+                    conditions: vec![],
+                    op: PushOp::Set {
+                        path: vec!["c.d".into()],
+                        value: Value::Map(m(r#"{"$map": {"$q": 1}, "e.f": "$g"}"#)),
+                    },
+                },
+                PushStep {
+                    conditions: vec![],
+                    op: PushOp::Rename {
+                        from: "$x".into(),
+                        to: "x.y".into(),
                     },
                 },
             ],
