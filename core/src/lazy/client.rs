@@ -727,13 +727,43 @@ impl LazyClient {
             _ => 1,
         };
         for chunk in groups.chunks(per_write) {
-            let writes = chunk.iter().flatten().cloned().collect();
-            self.settings
-                .store
-                .write_atomic_checked(Vec::new(), writes)
+            self.write_unguarded(chunk.iter().flatten().cloned().collect())
                 .await?;
         }
         Ok(())
+    }
+
+    /// An atomic write with no guard (puts and deletes that overwrite
+    /// whatever is there), tried again while the store answers `Conflict`.
+    ///
+    /// A store whose transactions abort on a concurrent write (MongoDB's
+    /// write conflict: the sweep's rename copying the id into the new name,
+    /// or deleting its old copy, while this transaction runs) answers
+    /// `Conflict` with nothing written. An unguarded write has no condition
+    /// that could have become false, so it is simply tried again; returning
+    /// `Ok` then would report as written a write the store dropped.
+    ///
+    /// # Errors
+    /// [`LazyError::Contention`] after [`MAX_ATTEMPTS`] conflicts; the
+    /// store's errors.
+    async fn write_unguarded(&self, writes: Vec<Write>) -> Result<()> {
+        let Some(key) = writes.first().map(|w| w.key().clone()) else {
+            return Ok(());
+        };
+        let store = &self.settings.store;
+        for _ in 0..MAX_ATTEMPTS {
+            if store
+                .write_atomic_checked(Vec::new(), writes.clone())
+                .await?
+                == WriteOutcome::Applied
+            {
+                return Ok(());
+            }
+        }
+        Err(LazyError::Contention {
+            key,
+            attempts: MAX_ATTEMPTS,
+        })
     }
 
     fn stamped(chain: &KindChain, key: &Key, value: Map) -> Entity {
@@ -773,8 +803,7 @@ impl LazyClient {
         self.need_atomic()?;
         let mut writes = vec![write];
         writes.extend(Self::former_deletes(chain, key, None));
-        store.write_atomic_checked(Vec::new(), writes).await?;
-        Ok(())
+        self.write_unguarded(writes).await
     }
 
     /// Creates the entity only if none exists under its name or a former one.
