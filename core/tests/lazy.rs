@@ -458,3 +458,79 @@ async fn a_sweep_across_a_kind_rename_counts_each_entity_once() {
     assert_eq!(report.remaining(), 0, "{report:?}");
     assert_eq!(report.migrated.get("post"), Some(&40), "{report:?}");
 }
+
+/// Answers `Conflict`, writing nothing, to the first `n` atomic writes that
+/// have no guard: as MongoDB aborts a transaction (`WriteConflict`) when a
+/// sweep's rename by copy touches its documents meanwhile.
+#[derive(Debug)]
+struct AbortsUnguarded {
+    n: usize,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl tern_testkit::intercept::Intercept for AbortsUnguarded {
+    async fn write_atomic(
+        &self,
+        inner: &dyn Store,
+        guards: Vec<tern_core::store::Guard>,
+        writes: Vec<tern_core::store::Write>,
+    ) -> tern_core::store::Result<tern_core::store::WriteOutcome> {
+        if guards.is_empty()
+            && self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < self.n
+        {
+            return Ok(tern_core::store::WriteOutcome::Conflict);
+        }
+        inner.write_atomic(guards, writes).await
+    }
+}
+
+/// A put and a delete of a kind with a former name (one atomic write with
+/// no guard) that the store answers `Conflict` are written again: a write
+/// the client acknowledges is in the store (the lost update once seen on
+/// MongoDB while a sweep renamed the kind).
+#[tokio::test]
+async fn a_put_the_store_aborts_is_written_again_not_lost() {
+    use tern_core::model::{Key, Map, Value};
+    use tern_core::store::memory::MemoryStore;
+    use tern_testkit::intercept::Intercepted;
+
+    let inner: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    install_over(
+        &inner,
+        "blogpost",
+        3,
+        "lazy\nrename kind blogpost to post\nadd post.likes = 0\n",
+    )
+    .await;
+    let hooks = AbortsUnguarded {
+        n: 3,
+        calls: Default::default(),
+    };
+    let store: Arc<dyn Store> = Arc::new(Intercepted::new(Arc::clone(&inner), hooks));
+    let client = tern_core::lazy::LazyClient::builder(Arc::clone(&store))
+        .declare("post", 1)
+        .connect()
+        .await
+        .unwrap();
+    let mine = Map::from([("mine".to_owned(), Value::Int(7))]);
+    client
+        .put(&Key::new("post", 1).unwrap(), mine.clone())
+        .await
+        .unwrap();
+    let stored = inner.get(&Key::new("post", 1).unwrap()).await.unwrap();
+    assert_eq!(
+        stored.map(|e| e.value),
+        Some(mine),
+        "the acknowledged put was lost"
+    );
+    assert!(absent(&inner, "blogpost", 1).await);
+    client.delete(&Key::new("post", 2).unwrap()).await.unwrap();
+    assert!(absent(&inner, "post", 2).await && absent(&inner, "blogpost", 2).await);
+}
+
+/// Whether `store` holds nothing under `kind` with `id`.
+async fn absent(store: &Arc<dyn Store>, kind: &str, id: i64) -> bool {
+    let key = tern_core::model::Key::new(kind, id).unwrap();
+    store.get(&key).await.unwrap().is_none()
+}
