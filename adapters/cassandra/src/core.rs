@@ -168,6 +168,15 @@ impl CassCore {
             .map_err(|e| prepare_error(e).with_context("cql", cql))
     }
 
+    /// `cql` prepared now, bypassing the statement cache: its result metadata are the
+    /// server's current column types.
+    pub(crate) async fn prepare_fresh(&self, cql: &str) -> Result<PreparedStatement> {
+        self.session
+            .prepare(cql)
+            .await
+            .map_err(|e| prepare_error(e).with_context("cql", cql))
+    }
+
     /// Executes `cql` (prepared) with `values`; `retry` says whether the driver may repeat it.
     pub(crate) async fn execute(
         &self,

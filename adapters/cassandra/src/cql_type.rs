@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use scylla::frame::response::result::{CollectionType, ColumnType, NativeType};
 use scylla::value::{CqlTimestamp, CqlTimeuuid, CqlValue};
 use tern_core::model::json::{from_json, to_json_string};
 use tern_core::model::{Map, Value};
@@ -78,59 +79,72 @@ impl fmt::Display for CqlType {
 }
 
 impl CqlType {
-    /// Parses a type as `system_schema.columns.type` spells it (`text`, `list<bigint>`,
-    /// `frozen<map<text, int>>`; `bool` and `varchar` are accepted too).
+    /// The type of a column, from the driver's type of it (the result metadata of a prepared
+    /// `SELECT` of the column) and the column's `system_schema.columns.type` text (`text`:
+    /// the server's spelling). The result metadata never says whether a collection is frozen
+    /// (the driver documents its `frozen` flags as always `false` there), so that comes from
+    /// the text's `frozen<` for the column itself; a collection inside a collection is always
+    /// frozen (CQL allows no other).
     ///
     /// # Errors
-    /// A message naming the type when it is not one this adapter maps (counter, decimal,
-    /// varint, date, time, duration, tuples, user-defined types, vectors...).
-    pub(crate) fn parse(text: &str) -> Result<CqlType, String> {
-        let text = text.trim();
-        let (name, inner) = match text.split_once('<') {
-            Some((name, rest)) => {
-                let inner = rest
-                    .strip_suffix('>')
-                    .ok_or_else(|| format!("malformed CQL type {text:?}"))?;
-                (name.trim(), Some(inner))
-            }
-            None => (text, None),
-        };
-        let unsupported = || {
+    /// A message naming the type (as `text`) when it is not one this adapter maps (counter,
+    /// decimal, varint, date, time, duration, tuples, user-defined types, vectors, maps
+    /// without text keys...).
+    pub(crate) fn from_driver(ty: &ColumnType<'_>, text: &str) -> Result<CqlType, String> {
+        let mapped = CqlType::of_driver(ty).ok_or_else(|| {
             format!(
                 "CQL type {text} is not supported by tern's native layout (supported: ascii, text, \
                  varchar, boolean, bigint, int, smallint, tinyint, double, float, blob, timestamp, \
                  uuid, timeuuid, inet, and list, set, map (text keys) and frozen of them)"
             )
+        })?;
+        Ok(if text.trim_start().starts_with("frozen<") {
+            CqlType::Frozen(Box::new(mapped))
+        } else {
+            mapped
+        })
+    }
+
+    /// The driver's type as tern's, nested collections frozen; `None` for a type tern does
+    /// not map.
+    fn of_driver(ty: &ColumnType<'_>) -> Option<CqlType> {
+        let nested = |inner: &ColumnType<'_>| {
+            CqlType::of_driver(inner).map(|t| match inner {
+                ColumnType::Collection { .. } => Box::new(CqlType::Frozen(Box::new(t))),
+                _ => Box::new(t),
+            })
         };
-        let one = |inner: &str| CqlType::parse(inner).map(Box::new);
-        Ok(match (name.to_ascii_lowercase().as_str(), inner) {
-            ("ascii", None) => CqlType::Ascii,
-            ("text" | "varchar", None) => CqlType::Text,
-            ("boolean" | "bool", None) => CqlType::Boolean,
-            ("bigint", None) => CqlType::BigInt,
-            ("int", None) => CqlType::Int,
-            ("smallint", None) => CqlType::SmallInt,
-            ("tinyint", None) => CqlType::TinyInt,
-            ("double", None) => CqlType::Double,
-            ("float", None) => CqlType::Float,
-            ("blob", None) => CqlType::Blob,
-            ("timestamp", None) => CqlType::Timestamp,
-            ("uuid", None) => CqlType::Uuid,
-            ("timeuuid", None) => CqlType::TimeUuid,
-            ("inet", None) => CqlType::Inet,
-            ("list", Some(inner)) => CqlType::List(one(inner)?),
-            ("set", Some(inner)) => CqlType::Set(one(inner)?),
-            ("frozen", Some(inner)) => CqlType::Frozen(one(inner)?),
-            ("map", Some(inner)) => {
-                let (k, v) = split_top_level_comma(inner)
-                    .ok_or_else(|| format!("malformed CQL type {text:?}"))?;
-                let key = CqlType::parse(k)?;
-                if !matches!(key.unfrozen(), CqlType::Text | CqlType::Ascii) {
-                    return Err(unsupported());
+        Some(match ty {
+            ColumnType::Native(native) => match native {
+                NativeType::Ascii => CqlType::Ascii,
+                NativeType::Text => CqlType::Text,
+                NativeType::Boolean => CqlType::Boolean,
+                NativeType::BigInt => CqlType::BigInt,
+                NativeType::Int => CqlType::Int,
+                NativeType::SmallInt => CqlType::SmallInt,
+                NativeType::TinyInt => CqlType::TinyInt,
+                NativeType::Double => CqlType::Double,
+                NativeType::Float => CqlType::Float,
+                NativeType::Blob => CqlType::Blob,
+                NativeType::Timestamp => CqlType::Timestamp,
+                NativeType::Uuid => CqlType::Uuid,
+                NativeType::Timeuuid => CqlType::TimeUuid,
+                NativeType::Inet => CqlType::Inet,
+                _ => return None,
+            },
+            ColumnType::Collection { typ, .. } => match typ {
+                CollectionType::List(t) => CqlType::List(nested(t)?),
+                CollectionType::Set(t) => CqlType::Set(nested(t)?),
+                CollectionType::Map(k, v) => {
+                    let key = nested(k)?;
+                    if !key.is_text() {
+                        return None;
+                    }
+                    CqlType::Map(key, nested(v)?)
                 }
-                CqlType::Map(Box::new(key), Box::new(CqlType::parse(v)?))
-            }
-            _ => return Err(unsupported()),
+                _ => return None,
+            },
+            _ => return None,
         })
     }
 
@@ -172,20 +186,6 @@ impl CqlType {
             _ => json,
         }
     }
-}
-
-/// Splits `k, v` at the first comma outside `<...>`.
-fn split_top_level_comma(text: &str) -> Option<(&str, &str)> {
-    let mut depth = 0i32;
-    for (i, c) in text.char_indices() {
-        match c {
-            '<' => depth += 1,
-            '>' => depth -= 1,
-            ',' if depth == 0 => return Some((&text[..i], &text[i + 1..])),
-            _ => {}
-        }
-    }
-    None
 }
 
 fn scalar_type(value: &Value) -> Option<CqlType> {
@@ -400,37 +400,104 @@ mod tests {
         Value::Array(items.to_vec())
     }
 
+    fn native(t: NativeType) -> ColumnType<'static> {
+        ColumnType::Native(t)
+    }
+
+    fn collection(typ: CollectionType<'static>) -> ColumnType<'static> {
+        // As in result metadata: never marked frozen.
+        ColumnType::Collection { frozen: false, typ }
+    }
+
+    fn list(t: CqlType) -> CqlType {
+        CqlType::List(Box::new(t))
+    }
+
+    fn frozen(t: CqlType) -> CqlType {
+        CqlType::Frozen(Box::new(t))
+    }
+
     #[test]
-    fn parses_and_prints_schema_types() {
-        for (text, shown) in [
-            ("text", "text"),
-            ("varchar", "text"),
-            ("bool", "boolean"),
-            ("list<bigint>", "list<bigint>"),
-            ("set<text>", "set<text>"),
-            ("map<text, int>", "map<text, int>"),
+    fn driver_types_map_and_print_as_the_schema_spells_them() {
+        let text = || Box::new(native(NativeType::Text));
+        let doubles = || {
+            Box::new(collection(CollectionType::List(Box::new(native(
+                NativeType::Double,
+            )))))
+        };
+        for (ty, schema_text, shown) in [
+            (native(NativeType::Text), "text", "text"),
+            (native(NativeType::Text), "varchar", "text"),
+            (native(NativeType::Boolean), "boolean", "boolean"),
+            (native(NativeType::Timeuuid), "timeuuid", "timeuuid"),
             (
+                collection(CollectionType::List(Box::new(native(NativeType::BigInt)))),
+                "list<bigint>",
+                "list<bigint>",
+            ),
+            (
+                collection(CollectionType::Set(text())),
+                "set<text>",
+                "set<text>",
+            ),
+            (
+                collection(CollectionType::Map(
+                    text(),
+                    Box::new(native(NativeType::Int)),
+                )),
+                "map<text, int>",
+                "map<text, int>",
+            ),
+            // Frozen: the column itself from the schema's text, nested collections always.
+            (
+                collection(CollectionType::Map(text(), doubles())),
                 "frozen<map<text, frozen<list<double>>>>",
                 "frozen<map<text, frozen<list<double>>>>",
             ),
-            ("timeuuid", "timeuuid"),
+            (
+                collection(CollectionType::List(doubles())),
+                "list<frozen<list<double>>>",
+                "list<frozen<list<double>>>",
+            ),
         ] {
-            assert_eq!(CqlType::parse(text).unwrap().to_string(), shown, "{text}");
+            assert_eq!(
+                CqlType::from_driver(&ty, schema_text).unwrap().to_string(),
+                shown,
+                "{schema_text}"
+            );
         }
-        for bad in [
-            "counter",
-            "decimal",
-            "varint",
-            "date",
-            "map<int, text>",
-            "tuple<int, int>",
-            "list<bigint",
-            "vector<float, 3>",
+        for (ty, schema_text) in [
+            (native(NativeType::Counter), "counter"),
+            (native(NativeType::Decimal), "decimal"),
+            (native(NativeType::Varint), "varint"),
+            (native(NativeType::Date), "date"),
+            (
+                collection(CollectionType::Map(
+                    Box::new(native(NativeType::Int)),
+                    text(),
+                )),
+                "map<int, text>",
+            ),
+            (
+                collection(CollectionType::List(Box::new(native(NativeType::Duration)))),
+                "list<duration>",
+            ),
+            (
+                ColumnType::Tuple(vec![native(NativeType::Int), native(NativeType::Int)]),
+                "frozen<tuple<int, int>>",
+            ),
+            (
+                ColumnType::Vector {
+                    typ: Box::new(native(NativeType::Float)),
+                    dimensions: 3,
+                },
+                "vector<float, 3>",
+            ),
         ] {
-            let err = CqlType::parse(bad).unwrap_err();
+            let err = CqlType::from_driver(&ty, schema_text).unwrap_err();
             assert!(
-                err.contains("not supported") || err.contains("malformed"),
-                "{bad}: {err}"
+                err.contains(&format!("CQL type {schema_text} is not supported")),
+                "{schema_text}: {err}"
             );
         }
     }
@@ -478,33 +545,44 @@ mod tests {
         let mut m = Map::new();
         m.insert("k".into(), Value::Int(-3));
         let cases = [
-            (Value::from("é'\""), "text"),
-            (Value::from("abc"), "ascii"),
-            (Value::Bool(false), "boolean"),
-            (Value::Int(i64::MIN), "bigint"),
-            (Value::Int(-2_147_483_648), "int"),
-            (Value::Int(32767), "smallint"),
-            (Value::Int(-128), "tinyint"),
-            (Value::Float(-0.0), "double"),
+            (Value::from("é'\""), CqlType::Text),
+            (Value::from("abc"), CqlType::Ascii),
+            (Value::Bool(false), CqlType::Boolean),
+            (Value::Int(i64::MIN), CqlType::BigInt),
+            (Value::Int(-2_147_483_648), CqlType::Int),
+            (Value::Int(32767), CqlType::SmallInt),
+            (Value::Int(-128), CqlType::TinyInt),
+            (Value::Float(-0.0), CqlType::Double),
             (
                 Value::Float(f64::from_bits(0x7ff8_0000_0000_0001)),
-                "double",
+                CqlType::Double,
             ),
-            (Value::Float(0.5), "float"),
-            (Value::Bytes(vec![0, 255]), "blob"),
-            (Value::Timestamp(-1), "timestamp"),
-            (Value::from("123e4567-e89b-12d3-a456-426614174000"), "uuid"),
-            (Value::from("::1"), "inet"),
+            (Value::Float(0.5), CqlType::Float),
+            (Value::Bytes(vec![0, 255]), CqlType::Blob),
+            (Value::Timestamp(-1), CqlType::Timestamp),
+            (
+                Value::from("123e4567-e89b-12d3-a456-426614174000"),
+                CqlType::Uuid,
+            ),
+            (Value::from("::1"), CqlType::Inet),
             (
                 arr(&[Value::Int(2), Value::Int(1), Value::Int(2)]),
-                "list<bigint>",
+                list(CqlType::BigInt),
             ),
-            (arr(&[Value::from("a"), Value::from("b")]), "set<text>"),
-            (Value::Map(m), "frozen<map<text, int>>"),
+            (
+                arr(&[Value::from("a"), Value::from("b")]),
+                CqlType::Set(Box::new(CqlType::Text)),
+            ),
+            (
+                Value::Map(m),
+                frozen(CqlType::Map(
+                    Box::new(CqlType::Text),
+                    Box::new(CqlType::Int),
+                )),
+            ),
         ];
         for (value, ty) in cases {
-            let t = CqlType::parse(ty).unwrap();
-            let cql = to_cql(&value, &t, false).unwrap().unwrap();
+            let cql = to_cql(&value, &ty, false).unwrap().unwrap();
             let back = from_cql(cql, false).unwrap();
             assert_eq!(back, value, "{ty}");
             if let Value::Float(f) = (&back, &value).0 {
@@ -529,28 +607,34 @@ mod tests {
 
     #[test]
     fn values_that_a_column_would_change_are_refused() {
-        let refused = |value: Value, ty: &str| {
-            to_cql(&value, &CqlType::parse(ty).unwrap(), false).unwrap_err()
-        };
+        let refused = |value: Value, ty: CqlType| to_cql(&value, &ty, false).unwrap_err();
         assert!(
-            refused(Value::from("1"), "bigint")
+            refused(Value::from("1"), CqlType::BigInt)
                 .contains("a string cannot be stored in a bigint column")
         );
-        assert!(refused(Value::Int(1), "double").contains("an int cannot"));
-        assert!(refused(Value::Int(1 << 40), "int").contains("out of the range"));
-        assert!(refused(Value::Float(0.1), "float").contains("exactly"));
-        assert!(refused(Value::from("é"), "ascii").contains("non-ASCII"));
-        assert!(refused(Value::from("not-a-uuid"), "uuid").contains("not a UUID"));
+        assert!(refused(Value::Int(1), CqlType::Double).contains("an int cannot"));
+        assert!(refused(Value::Int(1 << 40), CqlType::Int).contains("out of the range"));
+        assert!(refused(Value::Float(0.1), CqlType::Float).contains("exactly"));
+        assert!(refused(Value::from("é"), CqlType::Ascii).contains("non-ASCII"));
+        assert!(refused(Value::from("not-a-uuid"), CqlType::Uuid).contains("not a UUID"));
         assert!(
-            refused(Value::from("123E4567-E89B-12D3-A456-426614174000"), "uuid")
-                .contains("canonical")
+            refused(
+                Value::from("123E4567-E89B-12D3-A456-426614174000"),
+                CqlType::Uuid
+            )
+            .contains("canonical")
         );
         assert!(
-            refused(arr(&[Value::Int(1), Value::Null]), "list<bigint>").contains("null elements")
+            refused(arr(&[Value::Int(1), Value::Null]), list(CqlType::BigInt))
+                .contains("null elements")
         );
         assert!(
-            refused(arr(&[Value::from("b"), Value::from("a")]), "set<text>").contains("reorder")
+            refused(
+                arr(&[Value::from("b"), Value::from("a")]),
+                CqlType::Set(Box::new(CqlType::Text))
+            )
+            .contains("reorder")
         );
-        assert!(refused(Value::Map(Map::new()), "list<bigint>").contains("a map cannot"));
+        assert!(refused(Value::Map(Map::new()), list(CqlType::BigInt)).contains("a map cannot"));
     }
 }

@@ -128,14 +128,14 @@ mod tests {
     use super::*;
     use crate::schema::SchemaRow;
 
-    fn schema(table: &str, columns: &[(&str, &str, &str)], json: &[&str]) -> Arc<TableSchema> {
+    fn schema(table: &str, columns: &[(&str, &str, CqlType)], json: &[&str]) -> Arc<TableSchema> {
         let rows: Vec<SchemaRow> = columns
             .iter()
             .map(|(c, kind, ty)| SchemaRow {
                 column: (*c).to_owned(),
                 kind: (*kind).to_owned(),
                 position: if *kind == "regular" { -1 } else { 0 },
-                ty: (*ty).to_owned(),
+                ty: ty.clone(),
                 descending: false,
             })
             .collect();
@@ -145,22 +145,28 @@ mod tests {
 
     /// The blog's tables as an application created them (no version column).
     fn blog() -> BTreeMap<String, Arc<TableSchema>> {
-        let key = ("id", "partition_key", "text");
-        let text = |c| (c, "regular", "text");
+        let key = || ("id", "partition_key", CqlType::Text);
+        let text = |c| (c, "regular", CqlType::Text);
         [
             (
                 "user",
-                vec![key, text("name"), text("email"), text("url"), text("prefs")],
+                vec![
+                    key(),
+                    text("name"),
+                    text("email"),
+                    text("url"),
+                    text("prefs"),
+                ],
                 &["prefs"][..],
             ),
             (
                 "blogpost",
                 vec![
-                    key,
+                    key(),
                     text("title"),
                     text("text"),
                     text("author"),
-                    ("stars", "regular", "int"),
+                    ("stars", "regular", CqlType::Int),
                 ],
                 &[],
             ),
@@ -256,11 +262,11 @@ mod tests {
         let full = schema(
             "blogpost",
             &[
-                ("id", "partition_key", "text"),
-                ("tern_version", "regular", "bigint"),
-                ("likes", "regular", "bigint"),
-                ("content", "regular", "text"),
-                ("text", "regular", "text"),
+                ("id", "partition_key", CqlType::Text),
+                ("tern_version", "regular", CqlType::BigInt),
+                ("likes", "regular", CqlType::BigInt),
+                ("content", "regular", CqlType::Text),
+                ("text", "regular", CqlType::Text),
             ],
             &[],
         );

@@ -16,7 +16,7 @@ use crate::config::NativeTables;
 use crate::core::{CassStore, JSON_COLUMNS_TABLE, Retry, driver_error, rows_of, table_of};
 use crate::cql_type::CqlType;
 use crate::ddl::{columns_to_add, columns_to_check};
-use crate::schema::{SchemaRow, TableSchema, VERSION_COLUMN};
+use crate::schema::{SchemaRow, TableSchema, VERSION_COLUMN, ident};
 use crate::statement::Call;
 
 /// An entity as a native table reads it back: `null` properties are empty cells, i.e. absent.
@@ -37,9 +37,18 @@ fn invalid(schema: &TableSchema, key: &Key, message: String) -> Error {
     .with_context("kind", key.kind.clone())
 }
 
-/// A row of `system_schema.columns`: keyspace, table, column, kind, position, type,
-/// clustering order.
-type SchemaTuple = (String, String, String, String, i32, String, Option<String>);
+/// A row of `system_schema.columns`.
+struct ColumnRow {
+    table: String,
+    column: String,
+    /// `partition_key`, `clustering`, `regular` or `static`.
+    kind: String,
+    position: i32,
+    /// The type as the server spells it (`frozen<list<int>>`).
+    type_text: String,
+    /// `clustering_order` (`asc`, `desc` or `none`).
+    order: Option<String>,
+}
 
 impl CassStore {
     pub(crate) fn cached_schema(&self, table: &str) -> Option<Arc<TableSchema>> {
@@ -51,35 +60,70 @@ impl CassStore {
     }
 
     /// Every column of every table of the keyspace, from `system_schema.columns`.
-    async fn schema_rows(&self) -> Result<Vec<(String, SchemaRow)>> {
+    async fn schema_rows(&self) -> Result<Vec<ColumnRow>> {
         let step = "reading system_schema.columns";
         let result = self
             .core
             .execute(
-                "SELECT keyspace_name, table_name, column_name, kind, position, type, \
-                 clustering_order FROM system_schema.columns WHERE keyspace_name = ?",
+                "SELECT table_name, column_name, kind, position, type, clustering_order \
+                 FROM system_schema.columns WHERE keyspace_name = ?",
                 (self.ks(),),
                 Retry::Idempotent,
                 step,
             )
             .await?;
-        let rows = rows_of::<SchemaTuple>(result, step)?;
-        Ok(rows
+        type Tuple = (String, String, String, i32, String, Option<String>);
+        Ok(rows_of::<Tuple>(result, step)?
             .into_iter()
-            .filter(|(ks, ..)| ks == self.ks())
-            .map(|(_, table, column, kind, position, ty, order)| {
-                (
+            .map(
+                |(table, column, kind, position, type_text, order)| ColumnRow {
                     table,
-                    SchemaRow {
-                        column,
-                        kind,
-                        position,
-                        ty,
-                        descending: order.is_some_and(|o| o.eq_ignore_ascii_case("desc")),
-                    },
-                )
-            })
+                    column,
+                    kind,
+                    position,
+                    type_text,
+                    order,
+                },
+            )
             .collect())
+    }
+
+    /// The columns of `table` with their types: the driver's, from the result metadata of a
+    /// prepared `SELECT` of every column (prepared anew, not from the statement cache, whose
+    /// statement would keep the types of its first preparation), made tern's by
+    /// [`CqlType::from_driver`].
+    ///
+    /// # Errors
+    /// `Unsupported` naming a column of a type tern does not map; a failed preparation (a
+    /// column dropped meanwhile).
+    async fn typed_columns(&self, table: &str, rows: Vec<ColumnRow>) -> Result<Vec<SchemaRow>> {
+        let names: Vec<String> = rows.iter().map(|r| ident(&r.column)).collect();
+        let cql = format!("SELECT {} FROM {}.{table}", names.join(", "), self.ks());
+        let prepared = self.core.prepare_fresh(&cql).await?;
+        let specs = prepared.get_current_result_set_col_specs();
+        let specs = specs.get();
+        rows.into_iter()
+            .map(|row| {
+                let (_, spec) = specs.get_by_name(&row.column).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Unexpected,
+                        format!(
+                            "cassandra: {cql} was prepared without column {}",
+                            row.column
+                        ),
+                    )
+                })?;
+                let ty = CqlType::from_driver(spec.typ(), &row.type_text)
+                    .map_err(|e| self.unmappable(table, &format!("column {}: {e}", row.column)))?;
+                Ok(SchemaRow {
+                    descending: row.order.is_some_and(|o| o.eq_ignore_ascii_case("desc")),
+                    column: row.column,
+                    kind: row.kind,
+                    position: row.position,
+                    ty,
+                })
+            })
+            .collect()
     }
 
     /// The JSON text columns (`table.column`) registered in `tern_json_columns`.
@@ -101,20 +145,31 @@ impl CassStore {
         )
     }
 
+    /// `Unsupported`: `table` cannot be a native kind, for `reason`.
+    fn unmappable(&self, table: &str, reason: &str) -> Error {
+        Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "table {}.{table} cannot be mapped to entities: {reason}",
+                self.ks()
+            ),
+        )
+    }
+
     /// Reads the schema of a native table from `system_schema` (and caches it); `None` when
     /// the table does not exist.
     pub(crate) async fn load_schema(&self, table: &str) -> Result<Option<Arc<TableSchema>>> {
-        let rows: Vec<SchemaRow> = self
+        let rows: Vec<ColumnRow> = self
             .schema_rows()
             .await?
             .into_iter()
-            .filter(|(t, _)| t == table)
-            .map(|(_, r)| r)
+            .filter(|r| r.table == table)
             .collect();
         if rows.is_empty() {
             self.forget_schema(table);
             return Ok(None);
         }
+        let rows = self.typed_columns(table, rows).await?;
         let prefix = format!("{table}.");
         let json: HashSet<String> = self
             .json_columns()
@@ -122,15 +177,8 @@ impl CassStore {
             .into_iter()
             .filter_map(|n| n.strip_prefix(&prefix).map(str::to_owned))
             .collect();
-        let schema = TableSchema::from_rows(self.ks(), table, &rows, &json).map_err(|message| {
-            Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "table {}.{table} cannot be mapped to entities: {message}",
-                    self.ks()
-                ),
-            )
-        })?;
+        let schema = TableSchema::from_rows(self.ks(), table, &rows, &json)
+            .map_err(|message| self.unmappable(table, &message))?;
         let schema = Arc::new(schema);
         self.schemas
             .lock()
@@ -156,7 +204,7 @@ impl CassStore {
                     .schema_rows()
                     .await?
                     .into_iter()
-                    .map(|(t, _)| t)
+                    .map(|r| r.table)
                     .collect();
                 Ok(tables
                     .iter()
@@ -168,7 +216,7 @@ impl CassStore {
                 .schema_rows()
                 .await?
                 .into_iter()
-                .map(|(t, _)| t)
+                .map(|r| r.table)
                 .filter(|t| table_of(t).is_ok())
                 .collect::<BTreeSet<_>>()
                 .into_iter()

@@ -715,9 +715,10 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
+    use crate::cql_type::CqlType;
     use crate::schema::SchemaRow;
 
-    fn schema(rows: &[(&str, &str, &str)]) -> TableSchema {
+    fn schema(rows: &[(&str, &str, &CqlType)]) -> TableSchema {
         let rows: Vec<SchemaRow> = rows
             .iter()
             .enumerate()
@@ -725,7 +726,7 @@ mod tests {
                 column: (*c).to_owned(),
                 kind: (*kind).to_owned(),
                 position: i32::try_from(i).unwrap(),
-                ty: (*ty).to_owned(),
+                ty: (*ty).clone(),
                 descending: *kind == "clustering" && *c == "seq",
             })
             .collect();
@@ -759,12 +760,12 @@ mod tests {
     #[test]
     fn the_statements_of_a_native_table() {
         let t = schema(&[
-            ("device", "partition_key", "text"),
-            ("day", "partition_key", "bigint"),
-            ("seq", "clustering", "bigint"),
-            ("v", "regular", "text"),
-            ("Order", "regular", "int"),
-            ("tern_version", "regular", "bigint"),
+            ("device", "partition_key", &CqlType::Text),
+            ("day", "partition_key", &CqlType::BigInt),
+            ("seq", "clustering", &CqlType::BigInt),
+            ("v", "regular", &CqlType::Text),
+            ("Order", "regular", &CqlType::Int),
+            ("tern_version", "regular", &CqlType::BigInt),
         ]);
         let s = Shape::native(&t);
         assert_eq!(
@@ -783,7 +784,7 @@ mod tests {
              \"Order\" int, v text, tern_version bigint, PRIMARY KEY ((device, day), seq)) \
              WITH CLUSTERING ORDER BY (seq DESC)"
         );
-        let keyonly = schema(&[("id", "partition_key", "text")]);
+        let keyonly = schema(&[("id", "partition_key", &CqlType::Text)]);
         let s = Shape::native(&keyonly);
         assert_eq!(
             s.delete_exact("ks.a"),
@@ -797,23 +798,23 @@ mod tests {
 
     #[test]
     fn schemas_must_match_column_for_column() {
-        let id = ("id", "partition_key", "text");
-        let v = ("v", "regular", "text");
-        let version = ("tern_version", "regular", "bigint");
+        let id = ("id", "partition_key", &CqlType::Text);
+        let v = ("v", "regular", &CqlType::Text);
+        let version = ("tern_version", "regular", &CqlType::BigInt);
         let a = schema(&[id, v, version]);
         assert_eq!(a.difference(&a.clone()), None);
         for (columns, difference) in [
             (
-                vec![id, ("v", "regular", "bigint"), version],
+                vec![id, ("v", "regular", &CqlType::BigInt), version],
                 "column v text vs v bigint",
             ),
             (vec![id, v], "column tern_version bigint is missing"),
             (
-                vec![id, v, ("w", "regular", "text"), version],
+                vec![id, v, ("w", "regular", &CqlType::Text), version],
                 "extra column w text",
             ),
             (
-                vec![("id", "partition_key", "bigint"), v, version],
+                vec![("id", "partition_key", &CqlType::BigInt), v, version],
                 "partition key (id text) vs (id bigint)",
             ),
         ] {

@@ -1,4 +1,5 @@
-//! The native layout: a table's schema (read from `system_schema.columns`), the mapping of its
+//! The native layout: a table's schema (its columns from `system_schema.columns`, their types
+//! from the driver, see `CqlType::from_driver`), the mapping of its
 //! rows to entities, and the CQL statements tern runs on it. Everything here is pure (no I/O),
 //! so the statements are unit-tested.
 
@@ -106,7 +107,7 @@ pub(crate) struct Column {
     pub(crate) descending: bool,
 }
 
-/// One row of `system_schema.columns`.
+/// One column as read from the server: its row of `system_schema.columns` and its type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SchemaRow {
     /// `column_name`
@@ -115,8 +116,8 @@ pub(crate) struct SchemaRow {
     pub(crate) kind: String,
     /// `position` (order within the partition key or the clustering columns).
     pub(crate) position: i32,
-    /// `type`
-    pub(crate) ty: String,
+    /// Its type (the driver's, from a prepared statement's result metadata).
+    pub(crate) ty: CqlType,
     /// `clustering_order` is `desc`.
     pub(crate) descending: bool,
 }
@@ -143,8 +144,8 @@ impl TableSchema {
     /// the names of its JSON text columns.
     ///
     /// # Errors
-    /// A message naming the column when the table cannot be mapped (static columns, a type
-    /// tern does not map, a version column that is not a regular `bigint`).
+    /// A message naming the column when the table cannot be mapped (static columns, a version
+    /// column that is not a regular `bigint`).
     pub(crate) fn from_rows(
         keyspace: &str,
         table: &str,
@@ -156,9 +157,8 @@ impl TableSchema {
         let mut regular = Vec::new();
         let mut has_version = false;
         for row in rows {
-            let ty = CqlType::parse(&row.ty).map_err(|e| format!("column {}: {e}", row.column))?;
             if row.column == VERSION_COLUMN {
-                if row.kind != "regular" || ty != CqlType::BigInt {
+                if row.kind != "regular" || row.ty != CqlType::BigInt {
                     return Err(format!(
                         "column {VERSION_COLUMN} must be a regular bigint column (tern's version), \
                          found a {} {}",
@@ -169,10 +169,10 @@ impl TableSchema {
                 continue;
             }
             let column = Column {
-                json: ty.is_text() && json.contains(&row.column),
+                json: row.ty.is_text() && json.contains(&row.column),
                 descending: row.kind == "clustering" && row.descending,
                 name: row.column.clone(),
-                ty,
+                ty: row.ty.clone(),
             };
             match row.kind.as_str() {
                 "partition_key" => partition.push((row.position, column)),
@@ -606,12 +606,12 @@ pub(crate) fn version_value(version: Version) -> Result<Option<CqlValue>, String
 mod tests {
     use super::*;
 
-    fn row(column: &str, kind: &str, position: i32, ty: &str) -> SchemaRow {
+    fn row(column: &str, kind: &str, position: i32, ty: CqlType) -> SchemaRow {
         SchemaRow {
             column: column.to_owned(),
             kind: kind.to_owned(),
             position,
-            ty: ty.to_owned(),
+            ty,
             descending: false,
         }
     }
@@ -622,14 +622,19 @@ mod tests {
             "ks",
             "posts",
             &[
-                row("title", "regular", -1, "text"),
-                row("day", "clustering", 1, "timestamp"),
-                row("author", "partition_key", 0, "text"),
-                row("seq", "clustering", 0, "bigint"),
-                row("tern_version", "regular", -1, "bigint"),
-                row("tags", "regular", -1, "list<text>"),
-                row("meta", "regular", -1, "text"),
-                row("Order", "regular", -1, "int"),
+                row("title", "regular", -1, CqlType::Text),
+                row("day", "clustering", 1, CqlType::Timestamp),
+                row("author", "partition_key", 0, CqlType::Text),
+                row("seq", "clustering", 0, CqlType::BigInt),
+                row("tern_version", "regular", -1, CqlType::BigInt),
+                row(
+                    "tags",
+                    "regular",
+                    -1,
+                    CqlType::List(Box::new(CqlType::Text)),
+                ),
+                row("meta", "regular", -1, CqlType::Text),
+                row("Order", "regular", -1, CqlType::Int),
             ],
             &json,
         )
@@ -654,26 +659,19 @@ mod tests {
         let err = |rows: &[SchemaRow]| TableSchema::from_rows("ks", "t", rows, &none).unwrap_err();
         assert!(
             err(&[
-                row("id", "partition_key", 0, "text"),
-                row("s", "static", -1, "int")
+                row("id", "partition_key", 0, CqlType::Text),
+                row("s", "static", -1, CqlType::Int)
             ])
             .contains("static")
         );
         assert!(
             err(&[
-                row("id", "partition_key", 0, "text"),
-                row("d", "regular", -1, "decimal")
-            ])
-            .contains("column d: CQL type decimal is not supported")
-        );
-        assert!(
-            err(&[
-                row("id", "partition_key", 0, "text"),
-                row("tern_version", "regular", -1, "text")
+                row("id", "partition_key", 0, CqlType::Text),
+                row("tern_version", "regular", -1, CqlType::Text)
             ])
             .contains("regular bigint")
         );
-        assert!(err(&[row("x", "regular", -1, "text")]).contains("no partition key"));
+        assert!(err(&[row("x", "regular", -1, CqlType::Text)]).contains("no partition key"));
     }
 
     #[test]
@@ -735,7 +733,7 @@ mod tests {
         let keyonly = TableSchema::from_rows(
             "ks",
             "k",
-            &[row("id", "partition_key", 0, "text")],
+            &[row("id", "partition_key", 0, CqlType::Text)],
             &HashSet::new(),
         )
         .unwrap();
@@ -827,8 +825,8 @@ mod tests {
             "ks",
             "u",
             &[
-                row("id", "partition_key", 0, "bigint"),
-                row("name", "regular", -1, "text"),
+                row("id", "partition_key", 0, CqlType::BigInt),
+                row("name", "regular", -1, CqlType::Text),
             ],
             &HashSet::new(),
         )

@@ -285,6 +285,130 @@ async fn native_columns_round_trip_and_compare_and_set_compares_every_column() {
     assert_eq!(store2.kinds().await.unwrap(), ["docs", "users"]);
 }
 
+/// A column of every type the native layout maps, collections frozen and nested.
+const TYPES: &str = "types (id text PRIMARY KEY, tern_version bigint, a ascii, v varchar, \
+     b boolean, big bigint, i int, s smallint, t tinyint, d double, f float, bl blob, \
+     ts timestamp, u uuid, tu timeuuid, ip inet, l list<frozen<list<bigint>>>, st set<text>, \
+     m map<text, int>, fs frozen<set<bigint>>, fm frozen<map<text, frozen<list<double>>>>)";
+
+/// `column type` of every column of `ks.table`, as `system_schema.columns` spells them.
+async fn schema_types(server: &Server, ks: &str, table: &str) -> Vec<(String, String)> {
+    let mut types: Vec<(String, String)> = server
+        .session
+        .query_unpaged(
+            "SELECT column_name, type FROM system_schema.columns \
+             WHERE keyspace_name = ? AND table_name = ?",
+            (ks, table),
+        )
+        .await
+        .unwrap()
+        .into_rows_result()
+        .unwrap()
+        .rows::<(String, String)>()
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    types.sort();
+    types
+}
+
+/// Column types come from the server (the driver's types of a prepared `SELECT`'s result,
+/// frozen as `system_schema.columns` says): a value of every mapped type round-trips, a kind
+/// rename creates the new table with exactly the old one's types (frozen collections, nested
+/// ones too), and a table with a type tern does not map is refused naming column and type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn column_types_come_from_the_server_and_unmapped_ones_are_refused_by_name() {
+    let test = "column_types_come_from_the_server_and_unmapped_ones_are_refused_by_name";
+    let Some(server) = Server::connect(test).await else {
+        return;
+    };
+    let (ks, url) = server
+        .keyspace(
+            &[
+                TYPES,
+                "money (id text PRIMARY KEY, price decimal)",
+                "lookup (id text PRIMARY KEY, names map<int, text>)",
+            ],
+            "native=types,renamed,money,lookup",
+        )
+        .await;
+    let store = tern_cassandra::open(&url).await.unwrap();
+    let ints = |items: &[i64]| Value::Array(items.iter().map(|i| Value::Int(*i)).collect());
+    let mut m = Map::new();
+    m.insert("k".into(), Value::Int(-3));
+    let mut fm = Map::new();
+    fm.insert(
+        "w".into(),
+        Value::Array(vec![Value::Float(0.5), Value::Float(-0.0)]),
+    );
+    let row = entity(
+        "types",
+        "a",
+        1,
+        &[
+            ("a", Value::from("abc")),
+            ("v", Value::from("vé")),
+            ("b", Value::Bool(false)),
+            ("big", Value::Int(i64::MAX)),
+            ("i", Value::Int(-2_147_483_648)),
+            ("s", Value::Int(32767)),
+            ("t", Value::Int(-128)),
+            ("d", Value::Float(1e300)),
+            ("f", Value::Float(0.25)),
+            ("bl", Value::Bytes(vec![0, 255])),
+            ("ts", Value::Timestamp(-1)),
+            ("u", Value::from("123e4567-e89b-12d3-a456-426614174000")),
+            ("tu", Value::from("50554d6e-29bb-11e5-b345-feff819cdc9f")),
+            ("ip", Value::from("::1")),
+            ("l", Value::Array(vec![ints(&[2, 1]), ints(&[])])),
+            ("st", Value::Array(vec![Value::from("x"), Value::from("y")])),
+            ("m", Value::Map(m)),
+            ("fs", ints(&[1, 5])),
+            ("fm", Value::Map(fm)),
+        ],
+    );
+    store.put(row.clone()).await.unwrap();
+    assert_eq!(store.get(&row.key).await.unwrap(), Some(row.clone()));
+    // Values a column would change are refused by its type.
+    let err = store
+        .put(entity("types", "b", 1, &[("t", Value::Int(128))]))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("a tinyint column"), "{err}");
+
+    battery::migrator(
+        Arc::clone(&store),
+        &[(1, "rename kind types to renamed")],
+        2,
+    )
+    .up(None)
+    .await
+    .unwrap();
+    let created = schema_types(&server, &ks, "renamed").await;
+    assert_eq!(created, schema_types(&server, &ks, "types").await);
+    assert!(
+        created.contains(&(
+            "fm".to_owned(),
+            "frozen<map<text, frozen<list<double>>>>".to_owned()
+        )),
+        "{created:?}"
+    );
+    let moved = store.get(&Key::new("renamed", "a").unwrap()).await;
+    assert_eq!(moved.unwrap().map(|e| e.value), Some(row.value));
+
+    for (kind, says) in [
+        ("money", "column price: CQL type decimal is not supported"),
+        (
+            "lookup",
+            "column names: CQL type map<int, text> is not supported",
+        ),
+    ] {
+        let err = store.get(&Key::new(kind, "x").unwrap()).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        assert!(err.to_string().contains(says), "{err}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn composite_ids_map_to_partition_and_clustering_columns() {
     let Some(server) =
