@@ -10,7 +10,8 @@
 //! `--entities` posts, then one `up` of release 2 (`add blogpost.likes = 0`,
 //! `rename blogpost.text to content`) on the client path in batches of 100
 //! (`--workers 1`: today's unpartitioned runner; N > 1: 4 partitions per
-//! worker); entities/s = entities / time of the `up`. Prints a table and a CSV
+//! worker; and one worker over 4 partitions, the partitioned path's own cost);
+//! entities/s = entities / time of the `up`. Prints a table and a CSV
 //! (`--csv`), and draws the PNG (`--plot`): measured curves against
 //! min(N x one worker, capacity) per store and delay.
 //!
@@ -110,7 +111,11 @@ async fn clean(target: &Target, store: &dyn Store, ns: &str) {
 }
 
 /// The `up` of release 2 over a fresh loaded store with `workers`: entities/s.
-async fn engine_point(target: &Target, via: Option<SocketAddr>, workers: usize) -> f64 {
+async fn engine_point(
+    target: &Target,
+    via: Option<SocketAddr>,
+    (workers, partitions): (usize, Option<usize>),
+) -> f64 {
     let (store, ns) = open(target, via.or(target.upstream)).await;
     let entities = posts(target.entities);
     for chunk in entities.chunks(1000) {
@@ -122,11 +127,23 @@ async fn engine_point(target: &Target, via: Option<SocketAddr>, workers: usize) 
             pushdown_batch_size: 100,
             pushdown: false,
             workers,
-            partitions: (workers > 1).then_some(workers * 4),
+            partitions,
             ..RunOptions::default()
         });
     let started = Instant::now();
+    let log = env("TERN_BENCH_LOG").is_some();
+    let epoch = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    if log {
+        eprintln!("{:.6} up starts: {workers} workers", epoch());
+    }
     migrator.up(None).await.expect("up");
+    if log {
+        eprintln!("{:.6} up ended", epoch());
+    }
     let rate = target.entities as f64 / started.elapsed().as_secs_f64();
     let migrated = store
         .count("blogpost", tern_core::store::Filter::all())
@@ -436,10 +453,12 @@ async fn main() {
         ));
     }
     let mut curves = Vec::new();
+    let heads: Vec<String> = counts.iter().map(|n| format!("workers {n}")).collect();
     println!(
-        "| store | added per round trip | entities | capacity alone | workers 1 | 2 | 4 | 8 | 16 |"
+        "| store | added per round trip | entities | capacity alone | {} | 1 worker, 4 partitions |",
+        heads.join(" | ")
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|{}---:|", "---:|".repeat(counts.len()));
     let mut csv = String::from("store,delay_ms,entities,workers,entities_per_s,capacity\n");
     for (target, proxied) in &targets {
         if only
@@ -488,23 +507,31 @@ async fn main() {
             let cap = capacity(target, via).await;
             let mut points = Vec::new();
             for &n in &counts {
-                let rate = engine_point(target, via, n).await;
+                let rate = engine_point(target, via, (n, (n > 1).then_some(n * 4))).await;
                 csv.push_str(&format!(
                     "{},{delay},{},{n},{rate:.0},{cap:.0}\n",
                     target.name, target.entities
                 ));
                 points.push((n, rate));
             }
+            // One worker through the partitioned path (4 partitions): its
+            // cost against today's runner (`--workers 1`, unpartitioned).
+            let one_split = engine_point(target, via, (1, Some(4))).await;
+            csv.push_str(&format!(
+                "{},{delay},{},1p,{one_split:.0},{cap:.0}\n",
+                target.name, target.entities
+            ));
             let one = points[0].1;
             let cells: Vec<String> = points
                 .iter()
                 .map(|(_, r)| format!("{r:.0} ({:.2}x)", r / one))
                 .collect();
             println!(
-                "| {} | {delay} ms | {} | {cap:.0} | {} |",
+                "| {} | {delay} ms | {} | {cap:.0} | {} | {one_split:.0} ({:.2}x) |",
                 target.name,
                 target.entities,
-                cells.join(" | ")
+                cells.join(" | "),
+                one_split / one
             );
             if cluster {
                 announce(&nodes, &vec![0; nodes.len()]).await;
