@@ -131,19 +131,7 @@ async fn engine_point(
             ..RunOptions::default()
         });
     let started = Instant::now();
-    let log = env("TERN_BENCH_LOG").is_some();
-    let epoch = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64())
-    };
-    if log {
-        eprintln!("{:.6} up starts: {workers} workers", epoch());
-    }
     migrator.up(None).await.expect("up");
-    if log {
-        eprintln!("{:.6} up ended", epoch());
-    }
     let rate = target.entities as f64 / started.elapsed().as_secs_f64();
     let migrated = store
         .count("blogpost", tern_core::store::Filter::all())
@@ -366,13 +354,6 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    if let Some(filter) = env("TERN_BENCH_LOG") {
-        // The engine's events (claims, checkpoints) with their times, for a profile.
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .with_writer(std::io::stderr)
-            .init();
-    }
     let args: Vec<String> = std::env::args().collect();
     let entities: usize = arg(&args, "--entities").map_or(3000, |v| v.parse().unwrap());
     let slow_entities: usize =
