@@ -10,14 +10,25 @@
 //! `--entities` posts, then one `up` of release 2 (`add blogpost.likes = 0`,
 //! `rename blogpost.text to content`) on the client path in batches of 100
 //! (`--workers 1`: today's unpartitioned runner; N > 1: 4 partitions per
-//! worker); entities/s = entities / time of the `up`. Prints a table and a CSV
+//! worker; and one worker over 4 partitions, the partitioned path's own cost);
+//! entities/s = entities / time of the `up`. Prints a table and a CSV
 //! (`--csv`), and draws the PNG (`--plot`): measured curves against
 //! min(N x one worker, capacity) per store and delay.
+//!
+//! `TERN_BENCH_PROXIED_CLUSTER_URL` names a Redis Cluster of the bench's own
+//! (`redis-cluster-proxied`): for the delayed curve the bench puts a fault
+//! proxy in front of each master and points the master's announced port
+//! (`cluster-announce-port`) at it, so that the client's redirects and slot
+//! map lead through the proxies; it sets the ports back afterwards. It
+//! changes the cluster's configuration: never a cluster others use.
 //!
 //! ```sh
 //! eval "$(scripts/servers.sh env)"
 //! cargo bench -p tern-integration-tests --bench workers -- --entities 3000 --plot docs/workers-scaling.png
 //! ```
+//!
+//! `--workers 1,4` measures only these worker counts; `--delays 0,1` the
+//! delays (ms per round trip; default `0` and `--delay-ms`, 1).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic, missing_docs)] // a benchmark: fail loudly
 
@@ -32,6 +43,7 @@ use tern_integration_tests::fault_proxy::FaultProxy;
 use tern_testkit::battery::{RELEASE2, load, set};
 use tern_testkit::partitions::posts;
 
+/// The worker counts measured (`--workers 1,4` measures a subset).
 const WORKERS: [usize; 5] = [1, 2, 4, 8, 16];
 
 /// One store as the bench opens it.
@@ -99,7 +111,11 @@ async fn clean(target: &Target, store: &dyn Store, ns: &str) {
 }
 
 /// The `up` of release 2 over a fresh loaded store with `workers`: entities/s.
-async fn engine_point(target: &Target, via: Option<SocketAddr>, workers: usize) -> f64 {
+async fn engine_point(
+    target: &Target,
+    via: Option<SocketAddr>,
+    (workers, partitions): (usize, Option<usize>),
+) -> f64 {
     let (store, ns) = open(target, via.or(target.upstream)).await;
     let entities = posts(target.entities);
     for chunk in entities.chunks(1000) {
@@ -111,7 +127,7 @@ async fn engine_point(target: &Target, via: Option<SocketAddr>, workers: usize) 
             pushdown_batch_size: 100,
             pushdown: false,
             workers,
-            partitions: (workers > 1).then_some(workers * 4),
+            partitions,
             ..RunOptions::default()
         });
     let started = Instant::now();
@@ -197,6 +213,62 @@ async fn capacity(target: &Target, via: Option<SocketAddr>) -> f64 {
     rate
 }
 
+/// The masters of the cluster at `url` (`host:port` of each, as announced).
+async fn masters(url: &str) -> Vec<SocketAddr> {
+    let client = redis::Client::open(url.replace("/?cluster=1", "/")).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let text: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .is_some_and(|f| f.contains("master"))
+        })
+        .filter_map(|l| l.split_whitespace().nth(1)?.split('@').next()?.parse().ok())
+        .collect()
+}
+
+/// Points each master's announced port at `ports` (`0`: its own), and
+/// waits until every master's slot map shows them.
+async fn announce(nodes: &[SocketAddr], ports: &[u16]) {
+    for (node, port) in nodes.iter().zip(ports) {
+        let client = redis::Client::open(format!("redis://{node}/")).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("cluster-announce-port")
+            .arg(*port)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+    let want: Vec<u16> = nodes
+        .iter()
+        .zip(ports)
+        .map(|(n, p)| if *p == 0 { n.port() } else { *p })
+        .collect();
+    for _ in 0..200 {
+        let mut agreed = true;
+        for node in nodes {
+            let seen = masters(&format!("redis://{node}/?cluster=1")).await;
+            let mut seen: Vec<u16> = seen.iter().map(SocketAddr::port).collect();
+            let mut w = want.clone();
+            seen.sort_unstable();
+            w.sort_unstable();
+            agreed &= seen == w;
+        }
+        if agreed {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the cluster's masters did not agree on the announced ports {want:?}");
+}
+
 /// One curve: a store, a delay, its measured points and its capacity.
 struct Curve {
     store: &'static str,
@@ -212,9 +284,10 @@ fn plot(curves: &[Curve], path: &str) {
     let panels = root.split_evenly((2, curves.len().div_ceil(2).max(1)));
     for (curve, area) in curves.iter().zip(panels.iter()) {
         let one = curve.points.first().map_or(1.0, |p| p.1);
-        let ideal: Vec<(f64, f64)> = WORKERS
+        let ideal: Vec<(f64, f64)> = curve
+            .points
             .iter()
-            .map(|&n| (n as f64, (n as f64 * one).min(curve.capacity)))
+            .map(|&(n, _)| (n as f64, (n as f64 * one).min(curve.capacity)))
             .collect();
         let top = curve
             .points
@@ -286,7 +359,13 @@ async fn main() {
     let slow_entities: usize =
         arg(&args, "--slow-entities").map_or(entities / 3, |v| v.parse().unwrap());
     let delay_ms: f64 = arg(&args, "--delay-ms").map_or(1.0, |v| v.parse().unwrap());
+    let delays: Vec<f64> = arg(&args, "--delays").map_or(vec![0.0, delay_ms], |v| {
+        v.split(',').map(|d| d.parse().unwrap()).collect()
+    });
     let only = arg(&args, "--stores");
+    let counts: Vec<usize> = arg(&args, "--workers").map_or(WORKERS.to_vec(), |v| {
+        v.split(',').map(|n| n.parse().unwrap()).collect()
+    });
     let addr = |url: &str| -> Option<SocketAddr> {
         let rest = url.split("://").nth(1)?;
         let hostport = rest.split(['/', '?']).next()?;
@@ -316,6 +395,21 @@ async fn main() {
             false,
         ));
     }
+    let proxied_cluster = env("TERN_BENCH_PROXIED_CLUSTER_URL");
+    if let Some(url) = &proxied_cluster {
+        targets.push((
+            Target {
+                name: "redis-cluster-proxied",
+                url: format!(
+                    "{}&prefix={{ns}}",
+                    url.replace(&addr(url).unwrap().to_string(), "{}")
+                ),
+                upstream: addr(url),
+                entities,
+            },
+            true,
+        ));
+    }
     if let Some(url) = env("TERN_IT_MONGODB_URL") {
         targets.push((
             Target {
@@ -340,10 +434,12 @@ async fn main() {
         ));
     }
     let mut curves = Vec::new();
+    let heads: Vec<String> = counts.iter().map(|n| format!("workers {n}")).collect();
     println!(
-        "| store | added per round trip | entities | capacity alone | workers 1 | 2 | 4 | 8 | 16 |"
+        "| store | added per round trip | entities | capacity alone | {} | 1 worker, 4 partitions |",
+        heads.join(" | ")
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|{}---:|", "---:|".repeat(counts.len()));
     let mut csv = String::from("store,delay_ms,entities,workers,entities_per_s,capacity\n");
     for (target, proxied) in &targets {
         if only
@@ -352,44 +448,76 @@ async fn main() {
         {
             continue;
         }
-        let delays: Vec<f64> = if *proxied {
-            vec![0.0, delay_ms]
-        } else {
-            vec![0.0]
-        };
+        let delays: Vec<f64> = delays
+            .iter()
+            .copied()
+            .filter(|d| *proxied || *d == 0.0)
+            .collect();
         for delay in delays {
-            let proxy = if delay > 0.0 {
-                let p = FaultProxy::start(target.upstream.expect("an address"))
-                    .await
-                    .unwrap();
-                // Half each way: `delay` per round trip.
-                p.set_delay(Duration::from_secs_f64(delay / 2000.0));
-                Some(p)
+            let cluster = target.name == "redis-cluster-proxied" && delay > 0.0;
+            let nodes = if cluster {
+                masters(
+                    &target
+                        .url
+                        .replace("{}", &target.upstream.unwrap().to_string())
+                        .replace("&prefix={ns}", ""),
+                )
+                .await
             } else {
-                None
+                target.upstream.into_iter().collect()
             };
-            let via = proxy.as_ref().map(FaultProxy::addr);
+            let mut proxies = Vec::new();
+            if delay > 0.0 {
+                for node in &nodes {
+                    let p = FaultProxy::start(*node).await.unwrap();
+                    // Half each way: `delay` per round trip.
+                    p.set_delay(Duration::from_secs_f64(delay / 2000.0));
+                    proxies.push(p);
+                }
+            }
+            if cluster {
+                let ports: Vec<u16> = proxies.iter().map(|p| p.addr().port()).collect();
+                announce(&nodes, &ports).await;
+            }
+            // The proxy of the first node (the one the URL names).
+            let via = nodes
+                .iter()
+                .position(|n| Some(*n) == target.upstream)
+                .and_then(|i| proxies.get(i))
+                .map(FaultProxy::addr);
             let cap = capacity(target, via).await;
             let mut points = Vec::new();
-            for n in WORKERS {
-                let rate = engine_point(target, via, n).await;
+            for &n in &counts {
+                let rate = engine_point(target, via, (n, (n > 1).then_some(n * 4))).await;
                 csv.push_str(&format!(
                     "{},{delay},{},{n},{rate:.0},{cap:.0}\n",
                     target.name, target.entities
                 ));
                 points.push((n, rate));
             }
+            // One worker through the partitioned path (4 partitions): its
+            // cost against today's runner (`--workers 1`, unpartitioned).
+            let one_split = engine_point(target, via, (1, Some(4))).await;
+            csv.push_str(&format!(
+                "{},{delay},{},1p,{one_split:.0},{cap:.0}\n",
+                target.name, target.entities
+            ));
             let one = points[0].1;
             let cells: Vec<String> = points
                 .iter()
                 .map(|(_, r)| format!("{r:.0} ({:.2}x)", r / one))
                 .collect();
             println!(
-                "| {} | {delay} ms | {} | {cap:.0} | {} |",
+                "| {} | {delay} ms | {} | {cap:.0} | {} | {one_split:.0} ({:.2}x) |",
                 target.name,
                 target.entities,
-                cells.join(" | ")
+                cells.join(" | "),
+                one_split / one
             );
+            if cluster {
+                announce(&nodes, &vec![0; nodes.len()]).await;
+            }
+            drop(proxies);
             curves.push(Curve {
                 store: target.name,
                 delay_ms: delay,

@@ -6,8 +6,9 @@
 //! - [`FaultProxy::drop_connections`]: every open connection is closed at once
 //!   (a server restart or a network reset, as the client sees it); new
 //!   connections are forwarded again;
-//! - [`FaultProxy::set_delay`]: every chunk waits this long before it is
-//!   forwarded (a slow network);
+//! - [`FaultProxy::set_delay`]: every chunk is forwarded this long after it
+//!   was read, while later chunks are read meanwhile (a network's latency:
+//!   pipelined requests overlap their waits);
 //! - [`FaultProxy::blackhole`]: nothing is forwarded any more, in either
 //!   direction, and new connections are accepted but stall (a partition); a
 //!   later [`FaultProxy::heal`] closes the stalled connections and forwards
@@ -15,11 +16,11 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +91,8 @@ impl FaultProxy {
         }
     }
 
-    /// Delays every forwarded chunk by `delay` (zero: no delay).
+    /// Delays every forwarded chunk by `delay` (zero: no delay), as a
+    /// network's latency: chunks in flight overlap their delays.
     pub fn set_delay(&self, delay: Duration) {
         self.mode.send_modify(|m| m.delay = delay);
     }
@@ -152,9 +154,33 @@ async fn through_blackhole(mode: &mut watch::Receiver<Mode>, generation: u64) ->
     }
 }
 
+/// One direction of a connection: a delay line. A reader reads chunks and
+/// stamps each with the time it is due (read time + the delay); a writer
+/// forwards each when it is due, in order. The reader goes on reading while
+/// earlier chunks wait, so the delay is latency only, as on a network: requests
+/// pipelined on one connection (a multiplexed client) overlap their waits
+/// instead of waiting one after the other.
 async fn pump(
+    from: tokio::net::tcp::OwnedReadHalf,
+    to: tokio::net::tcp::OwnedWriteHalf,
+    mode: watch::Receiver<Mode>,
+    generation: u64,
+) {
+    let (line, due) = mpsc::channel(1024);
+    tokio::join!(
+        read_into(from, line, mode.clone(), generation),
+        deliver(due, to, mode, generation)
+    );
+}
+
+/// A chunk and when it is due.
+type Chunk = (Instant, Vec<u8>);
+
+/// The reading end of [`pump`]: ends at the end of the stream, on a drop, or
+/// when the writer is gone (dropping `line` lets the writer drain and end).
+async fn read_into(
     mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
+    line: mpsc::Sender<Chunk>,
     mut mode: watch::Receiver<Mode>,
     generation: u64,
 ) {
@@ -176,16 +202,43 @@ async fn pump(
                 continue;
             }
         };
-        let m = *mode.borrow();
-        if !m.delay.is_zero() {
-            tokio::time::sleep(m.delay).await;
+        let due = Instant::now() + mode.borrow().delay;
+        if line.send((due, buf[..n].to_vec())).await.is_err() {
+            return;
         }
+    }
+}
+
+/// The writing end of [`pump`]: each chunk when it is due.
+async fn deliver(
+    mut due: mpsc::Receiver<Chunk>,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut mode: watch::Receiver<Mode>,
+    generation: u64,
+) {
+    while let Some((at, bytes)) = due.recv().await {
+        wait_until(at).await;
         // Data read just before a blackhole began is held until it ends.
         if !through_blackhole(&mut mode, generation).await {
             return;
         }
-        if to.write_all(&buf[..n]).await.is_err() {
+        if to.write_all(&bytes).await.is_err() {
             return;
         }
+    }
+}
+
+/// Waits until `at`, to a fraction of a millisecond: Tokio's timer ticks in
+/// milliseconds (a sleep of 0.5 ms lasts up to 1.5 ms), so the last stretch
+/// is slept on a blocking thread.
+async fn wait_until(at: Instant) {
+    let coarse = Duration::from_millis(2);
+    let left = at.saturating_duration_since(Instant::now());
+    if left > coarse {
+        tokio::time::sleep_until((at - coarse).into()).await;
+    }
+    let left = at.saturating_duration_since(Instant::now());
+    if !left.is_zero() {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(left)).await;
     }
 }

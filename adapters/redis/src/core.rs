@@ -43,7 +43,7 @@ pub const MAX_KEYS_PER_SCRIPT: usize = 1000;
 /// cut and repeated, and a repeated step visits the same part of the keyspace
 /// only if no key of it was removed meanwhile (a kind rename removes every key
 /// it takes; a key it misses is left to the census pass).
-fn scan_count(room: usize, asked: usize, found: usize) -> usize {
+pub(crate) fn scan_count(room: usize, asked: usize, found: usize) -> usize {
     let ask = if asked == 0 {
         room.max(2 * MAX_PENDING)
     } else if found == 0 {

@@ -19,7 +19,7 @@ use tern_core::store::{
 };
 
 use crate::conn::Node;
-use crate::core::{MAX_KEYS_PER_SCRIPT, RedisStore, SCAN_COUNT, SCAN_STEPS_PER_PAGE};
+use crate::core::{MAX_KEYS_PER_SCRIPT, RedisStore, SCAN_COUNT, SCAN_STEPS_PER_PAGE, scan_count};
 use crate::scanpos::ScanPos;
 
 /// The slots of a Redis Cluster.
@@ -135,10 +135,45 @@ impl Spec {
         }
     }
 
+    /// Where the range ends in the iteration, out of `2^64` (see [`place`]).
+    fn end_place(&self) -> u128 {
+        u128::from(self.to) << (64 - self.bits)
+    }
+
     /// Whether the range ends where the iteration does.
     fn is_last(&self) -> bool {
         self.to == 1u64 << self.bits
     }
+}
+
+/// Where SCAN cursor `cursor` stands in the iteration, out of `2^64`: the
+/// reversed cursor (Redis visits buckets in reverse-binary order).
+fn place(cursor: u64) -> u128 {
+    u128::from(cursor.reverse_bits())
+}
+
+/// Where a SCAN step that answered `next` ended: [`place`], or the end of the
+/// iteration (`2^64`) when `next` is `0`.
+fn place_after(next: u64) -> u128 {
+    if next == 0 { 1u128 << 64 } else { place(next) }
+}
+
+/// `num / den`, rounded up, at least 1 and at most [`SCAN_COUNT`] (a COUNT).
+fn share(num: u128, den: u128) -> usize {
+    if den == 0 {
+        return SCAN_COUNT;
+    }
+    usize::try_from(num.div_ceil(den)).map_or(SCAN_COUNT, |n| n.clamp(1, SCAN_COUNT))
+}
+
+/// What one page of a partition scans: a node (none on one server), the
+/// partition's range, the kind's key pattern and Redis type.
+#[derive(Clone, Copy)]
+struct Range<'a> {
+    node: Option<&'a Node>,
+    spec: &'a Spec,
+    pattern: &'a str,
+    type_name: Option<&'a str>,
 }
 
 /// Where a SCAN step ended, against a partition's range.
@@ -377,40 +412,64 @@ impl RedisStore {
 
     /// One page of the keys of `pattern` in `spec`'s range on one node, from
     /// `pos`: [`RedisStore::scan_node_page`]'s loop, stopped at the range's
-    /// end. A SCAN step that passed the end is repeated with a smaller COUNT
-    /// until one step of COUNT 1 passes it: that step returned the keys of a
-    /// single bucket (it stops at the first bucket holding a key), at or past
-    /// the end, so nothing of the range is left.
+    /// end. A step asks what the unpartitioned scan asks ([`scan_count`]: up
+    /// to [`SCAN_COUNT`] in a database where the kind is a small share of the
+    /// keys), and no more than about 4/5 of the keys estimated to be left in
+    /// the range (from how far the page's steps so far moved the reversed
+    /// cursor per key asked). A SCAN step that passed the end is repeated with
+    /// a smaller COUNT (its own estimate of the keys left, at most half its
+    /// COUNT) until one step of COUNT 1 passes it: that step returned the keys
+    /// of a single bucket (it stops at the first bucket holding a key), at or
+    /// past the end, so nothing of the range is left.
     async fn range_page(
         &self,
-        node: Option<&Node>,
-        spec: &Spec,
-        pattern: &str,
-        type_name: Option<&str>,
+        range: &Range<'_>,
         pos: &mut ScanPos,
         limit: usize,
     ) -> Result<Vec<String>> {
+        let Range {
+            node,
+            spec,
+            pattern,
+            type_name,
+        } = *range;
         let mut out = std::mem::take(&mut pos.pending);
         let mut steps = 0;
-        let mut ask = limit.clamp(128, SCAN_COUNT);
+        let (mut asked, mut found) = (0, 0);
+        // How far the accepted steps moved (out of 2^64) for the COUNT they asked.
+        let (mut walked, mut walked_asked) = (0u128, 0u128);
+        // The most a step asks: lowered by every step that passed the end.
+        let mut most = SCAN_COUNT;
+        let end = spec.end_place();
         while out.len() < limit && !pos.done && steps < SCAN_STEPS_PER_PAGE * 2 {
+            let room = limit - out.len();
+            let left = end.saturating_sub(place(pos.cursor));
+            let mut ask = scan_count(room, asked, found).min(most);
+            if walked > 0 {
+                ask = ask.min(share(left * walked_asked * 4 / 5, walked));
+            }
             let (next, keys) = self
                 .scan_keys(node, pos.cursor, pattern, ask, type_name)
                 .await?;
             steps += 1;
             let reached = spec.reached(next);
+            let moved = place_after(next).saturating_sub(place(pos.cursor));
             if reached == Reached::Past {
                 if ask > 1 {
-                    ask = (ask / 8).max(1);
+                    // The keys left, estimated from this step's own stride.
+                    most = share(left * ask as u128, moved).min(ask / 2);
                     continue;
                 }
                 pos.done = true;
                 break;
             }
+            asked += ask;
+            found += keys.len();
+            walked += moved;
+            walked_asked += ask as u128;
             out.extend(keys);
             pos.cursor = next;
             pos.done = reached == Reached::End;
-            ask = (limit.saturating_sub(out.len())).clamp(128, SCAN_COUNT);
         }
         if out.len() > limit {
             pos.pending = out.split_off(limit);
@@ -418,7 +477,37 @@ impl RedisStore {
         Ok(out)
     }
 
+    /// [`RedisStore::range_page`] on `node`, with the node's `INFO` (its run
+    /// id) read in the same round trip.
+    async fn node_page(
+        &self,
+        range: &Range<'_>,
+        pos: &mut ScanPos,
+        limit: usize,
+    ) -> Result<(ServerInfo, Vec<String>)> {
+        futures::try_join!(
+            self.server_info(range.node),
+            self.range_page(range, pos, limit)
+        )
+    }
+
+    /// The masters of the cluster's slot map that serve `spec`'s slots and
+    /// their fingerprint (on one server: the server, no fingerprint).
+    async fn owners_of(&self, spec: &Spec) -> Result<(Vec<Option<Node>>, String)> {
+        if self.nodes.is_empty() {
+            return Ok((vec![None], String::new()));
+        }
+        let map = self.slot_map().await?;
+        let (owners, print) = owners(&map, spec);
+        Ok((owners.into_iter().map(Some).collect(), print))
+    }
+
     /// One page of the keys of `kind` in `partition`, and where to continue.
+    ///
+    /// Continuing on a cluster, the slot map is read in the same round trip
+    /// as the page's first SCAN step (not before it): the page is scanned on
+    /// the cursor's master and kept only if the map still gives the
+    /// partition's slots to the owners the cursor recorded.
     async fn partition_keys(
         &self,
         kind: &str,
@@ -440,18 +529,40 @@ impl RedisStore {
                 ),
             )
         };
-        // Where the scan stands: the node, its run id, the owners' fingerprint.
-        let (nodes, print) = if self.nodes.is_empty() {
-            (vec![None], String::new())
-        } else {
-            let map = self.slot_map().await?;
-            let (owners, print) = owners(&map, &spec);
-            (owners.into_iter().map(Some).collect(), print)
+        let cursor = cursor.map(PartCursor::parse).transpose()?;
+        let fresh = |spec: &Spec| ScanPos {
+            cursor: spec.start(),
+            ..ScanPos::default()
         };
-        let mut at = match cursor {
-            None => None,
+        // Continuing: the cursor's node is scanned while the slot map is read.
+        let (nodes, print, mut i, mut pos, mut first) = match cursor {
+            None => {
+                let (nodes, print) = self.owners_of(&spec).await?;
+                (nodes, print, 0, fresh(&spec), None)
+            }
             Some(c) => {
-                let c = PartCursor::parse(c)?;
+                let (run, mut pos) = if c.pos.is_empty() {
+                    (None, fresh(&spec))
+                } else {
+                    (Some(c.run), ScanPos::parse(Some(&Cursor(c.pos)))?)
+                };
+                let node = match c.node.rsplit_once(':') {
+                    None => None,
+                    Some((host, port)) => Some(Node {
+                        host: host.to_owned(),
+                        port: port.parse().map_err(|_| changed("its master is gone"))?,
+                    }),
+                };
+                let range = Range {
+                    node: node.as_ref(),
+                    spec: &spec,
+                    pattern: &pattern,
+                    type_name,
+                };
+                let ((nodes, print), page) = futures::try_join!(
+                    self.owners_of(&spec),
+                    self.node_page(&range, &mut pos, limit)
+                )?;
                 if c.owners != print {
                     return Err(changed("its slots moved to other masters"));
                 }
@@ -459,31 +570,27 @@ impl RedisStore {
                     .iter()
                     .position(|n| node_name(n.as_ref()) == c.node)
                     .ok_or_else(|| changed("its master is gone"))?;
-                Some((i, c))
+                (nodes, print, i, pos, Some((run, page)))
             }
         };
         let mut out = Vec::new();
-        let mut i = at.as_ref().map_or(0, |(i, _)| *i);
         while i < nodes.len() {
             let node = nodes[i].as_ref();
-            let (run, mut pos) = match at.take() {
-                Some((_, c)) if !c.pos.is_empty() => {
-                    (Some(c.run), ScanPos::parse(Some(&Cursor(c.pos)))?)
+            let (run, (info, keys)) = match first.take() {
+                Some(page) => page,
+                None => {
+                    let room = limit - out.len();
+                    let range = Range {
+                        node,
+                        spec: &spec,
+                        pattern: &pattern,
+                        type_name,
+                    };
+                    let page = self.node_page(&range, &mut pos, room).await?;
+                    (None, page)
                 }
-                _ => (
-                    None,
-                    ScanPos {
-                        cursor: spec.start(),
-                        ..ScanPos::default()
-                    },
-                ),
             };
-            let room = limit - out.len();
-            let (info, keys) = futures::try_join!(
-                self.server_info(node),
-                self.range_page(node, &spec, &pattern, type_name, &mut pos, room)
-            )?;
-            if run.as_ref().is_some_and(|r| *r != info.run_id) {
+            if run.is_some_and(|r| r != info.run_id) {
                 return Err(changed(
                     "the server restarted (a new run_id hashes keys anew)",
                 ));
@@ -502,6 +609,7 @@ impl RedisStore {
                 return Ok((out, Some(next.to_cursor())));
             }
             i += 1;
+            pos = fresh(&spec);
             if out.len() >= limit && i < nodes.len() {
                 // The next node from its start: an empty position there.
                 let next = PartCursor {
@@ -696,6 +804,35 @@ mod tests {
         };
         assert_eq!(last.reached(0), Reached::End);
         assert_eq!(last.reached(0b1011), Reached::Before);
+    }
+
+    #[test]
+    fn places_follow_the_reversed_cursor_and_the_range_end() {
+        // 4 units of 2^64 / 4: cursor 0b01 (bucket 1 of a table of 4) is
+        // unit rev(0b01) = 2, cursor 0b10 unit 1.
+        assert_eq!(place(0b01), 2u128 << 62);
+        assert_eq!(place(0b10), 1u128 << 62);
+        assert_eq!(place_after(0), 1u128 << 64);
+        let spec = Spec {
+            slots: Vec::new(),
+            bits: 2,
+            from: 1,
+            to: 3,
+        };
+        assert_eq!(spec.end_place(), 3u128 << 62);
+        assert!(place(spec.start()) < spec.end_place());
+        let whole = Spec {
+            bits: 0,
+            from: 0,
+            to: 1,
+            ..spec
+        };
+        assert_eq!(whole.end_place(), 1u128 << 64);
+        // A COUNT: at least 1, at most SCAN_COUNT, SCAN_COUNT when nothing moved.
+        assert_eq!(share(0, 10), 1);
+        assert_eq!(share(25, 10), 3);
+        assert_eq!(share(u128::MAX, 1), SCAN_COUNT);
+        assert_eq!(share(5, 0), SCAN_COUNT);
     }
 
     #[test]

@@ -274,14 +274,19 @@ pub(crate) async fn claim_next(
     who: &Claimant,
 ) -> Result<Next> {
     let site = site.into();
-    let mut current = cache.doc.lock().await;
-    // Always from the store: expiries are judged on what it holds now.
-    *current = state::load(store.as_ref()).await?;
-    loop {
-        let now = store
+    let clock = || async {
+        store
             .now()
             .await
-            .map_err(MigrateError::store("reading the clock"))?;
+            .map_err(MigrateError::store("reading the clock"))
+    };
+    let mut current = cache.doc.lock().await;
+    // Always from the store: expiries are judged on what it holds now. The
+    // clock is read in the same round trip (the other workers' checkpoints
+    // wait for this lock).
+    let (fresh, mut now) = futures::try_join!(state::load(store.as_ref()), clock())?;
+    *current = fresh;
+    loop {
         let mut doc = current.doc.clone();
         let token = doc.next_token.max(1);
         let Some(parts) = site_parts_mut(&mut doc, &site) else {
@@ -354,7 +359,10 @@ pub(crate) async fn claim_next(
                     counts,
                 }));
             }
-            Err(seen) => *current = seen,
+            Err(seen) => {
+                *current = seen;
+                now = clock().await?;
+            }
         }
     }
 }
