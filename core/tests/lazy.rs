@@ -459,13 +459,41 @@ async fn a_sweep_across_a_kind_rename_counts_each_entity_once() {
     assert_eq!(report.migrated.get("post"), Some(&40), "{report:?}");
 }
 
-/// Answers `Conflict`, writing nothing, to the first `n` atomic writes that
-/// have no guard: as MongoDB aborts a transaction (`WriteConflict`) when a
-/// sweep's rename by copy touches its documents meanwhile.
+/// What [`AbortsUnguarded`] does to an atomic write with no guard.
+#[derive(Debug, Clone, Copy)]
+enum Abort {
+    /// The store's transaction aborts (nothing written) and the store runs it
+    /// again, as the MongoDB adapter does with a `WriteConflict`.
+    RunAgain,
+    /// The store answers `Conflict` (a store that breaks the contract of
+    /// `write_atomic`: a write with no condition is never a conflict).
+    AnswerConflict,
+}
+
+/// A store whose transaction the server aborts, writing nothing, on the first
+/// `n` runs of the atomic writes that have no guard: as MongoDB aborts one
+/// (`WriteConflict`) when a sweep's rename by copy touches its documents
+/// meanwhile.
 #[derive(Debug)]
 struct AbortsUnguarded {
     n: usize,
     calls: std::sync::atomic::AtomicUsize,
+    then: Abort,
+}
+
+impl AbortsUnguarded {
+    fn new(n: usize, then: Abort) -> AbortsUnguarded {
+        AbortsUnguarded {
+            n,
+            calls: Default::default(),
+            then,
+        }
+    }
+
+    /// Whether this run aborts.
+    fn aborts(&self, guards: &[tern_core::store::Guard]) -> bool {
+        guards.is_empty() && self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < self.n
+    }
 }
 
 #[async_trait]
@@ -476,22 +504,27 @@ impl tern_testkit::intercept::Intercept for AbortsUnguarded {
         guards: Vec<tern_core::store::Guard>,
         writes: Vec<tern_core::store::Write>,
     ) -> tern_core::store::Result<tern_core::store::WriteOutcome> {
-        if guards.is_empty()
-            && self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < self.n
-        {
-            return Ok(tern_core::store::WriteOutcome::Conflict);
+        use tern_core::store::{Error, ErrorKind, WriteOutcome, txn_retry::TransactionRetry};
+        let mut retry = TransactionRetry::new("a transaction of the test store");
+        while self.aborts(&guards) {
+            match self.then {
+                Abort::RunAgain => {
+                    retry
+                        .after_abort(Error::new(ErrorKind::Rejected, "WriteConflict"))
+                        .await?;
+                }
+                Abort::AnswerConflict => return Ok(WriteOutcome::Conflict),
+            }
         }
         inner.write_atomic(guards, writes).await
     }
 }
 
-/// A put and a delete of a kind with a former name (one atomic write with
-/// no guard) that the store answers `Conflict` are written again: a write
-/// the client acknowledges is in the store (the lost update once seen on
-/// MongoDB while a sweep renamed the kind).
-#[tokio::test]
-async fn a_put_the_store_aborts_is_written_again_not_lost() {
-    use tern_core::model::{Key, Map, Value};
+/// A lazy client over `inner` through `hooks`, declaring `post` v1, after a
+/// lazy `rename kind blogpost to post` of 3 entities was installed.
+async fn client_over_a_pending_rename(
+    hooks: AbortsUnguarded,
+) -> (Arc<dyn Store>, tern_core::lazy::LazyClient) {
     use tern_core::store::memory::MemoryStore;
     use tern_testkit::intercept::Intercepted;
 
@@ -503,17 +536,31 @@ async fn a_put_the_store_aborts_is_written_again_not_lost() {
         "lazy\nrename kind blogpost to post\nadd post.likes = 0\n",
     )
     .await;
-    let hooks = AbortsUnguarded {
-        n: 3,
-        calls: Default::default(),
-    };
     let store: Arc<dyn Store> = Arc::new(Intercepted::new(Arc::clone(&inner), hooks));
-    let client = tern_core::lazy::LazyClient::builder(Arc::clone(&store))
+    let client = tern_core::lazy::LazyClient::builder(store)
         .declare("post", 1)
         .connect()
         .await
         .unwrap();
+    (inner, client)
+}
+
+/// A put and a delete of a kind with a former name (one atomic write with
+/// no guard) whose transaction the store aborts are written again, by the
+/// store, and acknowledged only once written: a write the client
+/// acknowledges is in the store (the lost update once seen on MongoDB while
+/// a sweep renamed the kind). When the store gives up, the put is an error
+/// and nothing is written; a store that answers such a write `Conflict` gets
+/// an error too, never an acknowledgement.
+#[tokio::test(start_paused = true)]
+async fn a_put_the_store_aborts_is_written_again_not_lost() {
+    use tern_core::lazy::LazyError;
+    use tern_core::model::{Key, Map, Value};
+    use tern_core::store::{ErrorKind, txn_retry::TRANSACTION_ATTEMPTS};
+
     let mine = Map::from([("mine".to_owned(), Value::Int(7))]);
+    let (inner, client) =
+        client_over_a_pending_rename(AbortsUnguarded::new(3, Abort::RunAgain)).await;
     client
         .put(&Key::new("post", 1).unwrap(), mine.clone())
         .await
@@ -521,12 +568,36 @@ async fn a_put_the_store_aborts_is_written_again_not_lost() {
     let stored = inner.get(&Key::new("post", 1).unwrap()).await.unwrap();
     assert_eq!(
         stored.map(|e| e.value),
-        Some(mine),
+        Some(mine.clone()),
         "the acknowledged put was lost"
     );
     assert!(absent(&inner, "blogpost", 1).await);
     client.delete(&Key::new("post", 2).unwrap()).await.unwrap();
     assert!(absent(&inner, "post", 2).await && absent(&inner, "blogpost", 2).await);
+
+    // Aborted on every run: a temporary error, and nothing written.
+    let always = usize::try_from(TRANSACTION_ATTEMPTS).unwrap();
+    let (inner, client) =
+        client_over_a_pending_rename(AbortsUnguarded::new(always, Abort::RunAgain)).await;
+    let err = client
+        .put(&Key::new("post", 1).unwrap(), mine.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LazyError::Store(e) if e.kind() == ErrorKind::Busy && e.is_temporary()),
+        "{err}"
+    );
+    assert!(absent(&inner, "post", 1).await && !absent(&inner, "blogpost", 1).await);
+
+    // A `Conflict` to a write with no condition: not acknowledged.
+    let (inner, client) =
+        client_over_a_pending_rename(AbortsUnguarded::new(1, Abort::AnswerConflict)).await;
+    let err = client
+        .put(&Key::new("post", 1).unwrap(), mine)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LazyError::Contention { .. }), "{err}");
+    assert!(absent(&inner, "post", 1).await);
 }
 
 /// Whether `store` holds nothing under `kind` with `id`.

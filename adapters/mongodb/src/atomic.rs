@@ -10,13 +10,23 @@
 //! (only if it is still the expected one) and removed again; an
 //! [`Guard::Absent`] key gets a placeholder inserted and deleted again. A write
 //! of another client to a guarded key after the transaction's snapshot then
-//! conflicts with it (`WriteConflict`), as it does for the writes themselves,
-//! and the transaction aborts: the outcome is [`WriteOutcome::Conflict`],
-//! nothing written.
+//! conflicts with it (`WriteConflict`), as it does for the writes themselves.
+//!
+//! The server then aborts the transaction and labels the error
+//! `TransientTransactionError`: nothing is written, and MongoDB says to run the
+//! whole transaction again. [`AtomicWrites::write_atomic`] does so here
+//! ([`TransactionRetry`]: up to 12 runs, jittered pauses growing from 5 ms),
+//! reading the guards afresh each time; a commit labelled
+//! `UnknownTransactionCommitResult` is committed again, as the driver's
+//! documentation says. The answer is [`WriteOutcome::Conflict`] only when a
+//! guard (or an insert's or a replace's condition) does not hold; an abort on
+//! every run is a temporary `Busy` error, never a `Conflict`.
 
 use async_trait::async_trait;
 use mongodb::ClientSession;
 use mongodb::bson::doc;
+use mongodb::error::{TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT};
+use tern_core::store::txn_retry::TransactionRetry;
 use tern_core::store::{AtomicScope, AtomicWrites, Guard, Result, Write, WriteOutcome};
 
 use crate::codec;
@@ -28,6 +38,9 @@ use crate::writes::{replace_filter, replacement_pipeline};
 /// (`codec::escape_name`).
 const GUARD_FIELD: &str = "%guard";
 
+/// How many times a commit whose result is unknown is sent again.
+const COMMIT_ATTEMPTS: u32 = 5;
+
 /// The reason a deployment has no transactions, for the refusal of a lazy kind rename.
 pub(crate) const NO_TRANSACTIONS: &str = "MongoDB runs multi-document transactions only on a replica \
      set or a sharded cluster, and this server is standalone: start it as a replica set (one node \
@@ -37,6 +50,9 @@ pub(crate) const NO_TRANSACTIONS: &str = "MongoDB runs multi-document transactio
 enum Stop {
     /// A guard or a write's condition does not hold.
     Conflict,
+    /// The server aborted the transaction (`TransientTransactionError`):
+    /// nothing written, the whole transaction may run again.
+    Aborted(mongodb::error::Error),
     /// A store error.
     Failed(tern_core::store::Error),
 }
@@ -47,10 +63,50 @@ impl From<tern_core::store::Error> for Stop {
     }
 }
 
-/// A transaction that met another writer (`WriteConflict`, labelled
-/// `TransientTransactionError`): a conflict, not a failure.
-fn is_transient(e: &mongodb::error::Error) -> bool {
-    e.contains_label(mongodb::error::TRANSIENT_TRANSACTION_ERROR)
+/// What one run of the transaction came to.
+enum Run {
+    /// Committed, or stopped by a guard: the answer.
+    Done(WriteOutcome),
+    /// Aborted by the server: run it again.
+    Aborted(mongodb::error::Error),
+}
+
+/// Where a driver error met the transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// An operation inside it.
+    Operation,
+    /// Its commit.
+    Commit,
+}
+
+/// What a driver error means for the transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Run the whole transaction again (nothing of it was written).
+    RunAgain,
+    /// Send the commit again (it may or may not have been applied).
+    CommitAgain,
+    /// A failure: report it.
+    Fail,
+}
+
+/// The decision MongoDB's documentation prescribes, from the error's labels
+/// (`has_label`): `TransientTransactionError` runs the transaction again,
+/// `UnknownTransactionCommitResult` on a commit sends the commit again.
+fn next_after(step: Step, has_label: impl Fn(&str) -> bool) -> Next {
+    if has_label(TRANSIENT_TRANSACTION_ERROR) {
+        Next::RunAgain
+    } else if step == Step::Commit && has_label(UNKNOWN_TRANSACTION_COMMIT_RESULT) {
+        Next::CommitAgain
+    } else {
+        Next::Fail
+    }
+}
+
+/// [`next_after`] for a driver error.
+fn next_for(step: Step, e: &mongodb::error::Error) -> Next {
+    next_after(step, |label| e.contains_label(label))
 }
 
 #[async_trait]
@@ -65,30 +121,87 @@ impl AtomicWrites for MongoStore {
             .start_session()
             .await
             .map_err(|e| self.err("starting a session", e))?;
-        session
-            .start_transaction()
-            .await
-            .map_err(|e| self.err("starting a transaction", e))?;
-        let run = self.in_transaction(&mut session, &guards, &writes).await;
-        let outcome = match run {
-            Ok(()) => match session.commit_transaction().await {
-                Ok(()) => return Ok(WriteOutcome::Applied),
-                Err(e) if is_transient(&e) => WriteOutcome::Conflict,
-                Err(e) => return Err(self.err("committing a transaction", e)),
-            },
-            Err(Stop::Conflict) => WriteOutcome::Conflict,
-            Err(Stop::Failed(e)) => {
-                // Best effort: the server aborts an abandoned transaction anyway.
-                let _ = session.abort_transaction().await;
-                return Err(e);
+        let mut retry = TransactionRetry::new(format!(
+            "mongodb: a transaction of {} guards and {} writes",
+            guards.len(),
+            writes.len()
+        ));
+        loop {
+            match self.run_once(&mut session, &guards, &writes).await? {
+                Run::Done(outcome) => {
+                    if retry.aborted() > 0 {
+                        tracing::debug!(
+                            aborted = retry.aborted(),
+                            ?outcome,
+                            "transaction ran again"
+                        );
+                    }
+                    return Ok(outcome);
+                }
+                Run::Aborted(e) => {
+                    let key = writes.first().map(|w| w.key().to_string());
+                    let cause = self.err("a transaction", e);
+                    let cause = match key {
+                        Some(k) => cause.with_context("key", k),
+                        None => cause,
+                    };
+                    retry.after_abort(cause).await?;
+                }
             }
-        };
-        let _ = session.abort_transaction().await;
-        Ok(outcome)
+        }
     }
 }
 
 impl MongoStore {
+    /// One run of the transaction: its guards and writes, then its commit
+    /// (sent again while its result is unknown).
+    async fn run_once(
+        &self,
+        session: &mut ClientSession,
+        guards: &[Guard],
+        writes: &[Write],
+    ) -> Result<Run> {
+        session
+            .start_transaction()
+            .await
+            .map_err(|e| self.err("starting a transaction", e))?;
+        match self.in_transaction(session, guards, writes).await {
+            Ok(()) => {}
+            Err(stop) => {
+                // Best effort: the server aborts an abandoned (or already
+                // aborted) transaction anyway; this ends it in the session.
+                let _ = session.abort_transaction().await;
+                return match stop {
+                    Stop::Conflict => Ok(Run::Done(WriteOutcome::Conflict)),
+                    Stop::Aborted(e) => Ok(Run::Aborted(e)),
+                    Stop::Failed(e) => Err(e),
+                };
+            }
+        }
+        let mut sent = 0;
+        loop {
+            sent += 1;
+            let e = match session.commit_transaction().await {
+                Ok(()) => return Ok(Run::Done(WriteOutcome::Applied)),
+                Err(e) => e,
+            };
+            match next_for(Step::Commit, &e) {
+                Next::RunAgain => return Ok(Run::Aborted(e)),
+                Next::CommitAgain if sent < COMMIT_ATTEMPTS => {}
+                Next::CommitAgain => {
+                    return Err(self.err("committing a transaction", e).with_context(
+                        "outcome",
+                        format!(
+                            "unknown after {sent} commits: the writes may or may not be \
+                                 applied; read the keys again"
+                        ),
+                    ));
+                }
+                Next::Fail => return Err(self.err("committing a transaction", e)),
+            }
+        }
+    }
+
     /// The guards and the writes inside the session's transaction.
     async fn in_transaction(
         &self,
@@ -98,10 +211,9 @@ impl MongoStore {
     ) -> std::result::Result<(), Stop> {
         let mapped = |what: &'static str, key: &tern_core::model::Key| {
             let key = key.to_string();
-            move |e: mongodb::error::Error| {
-                if is_transient(&e) {
-                    Stop::Conflict
-                } else {
+            move |e: mongodb::error::Error| match next_for(Step::Operation, &e) {
+                Next::RunAgain => Stop::Aborted(e),
+                Next::CommitAgain | Next::Fail => {
                     Stop::Failed(self.err(what, e).with_context("key", key))
                 }
             }
@@ -200,5 +312,57 @@ impl MongoStore {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(set: &'static [&'static str]) -> impl Fn(&str) -> bool {
+        move |label| set.contains(&label)
+    }
+
+    /// A `WriteConflict` (labelled `TransientTransactionError`), inside the
+    /// transaction or at its commit, runs the whole transaction again: it is
+    /// neither a conflict of the caller's guards nor a failure.
+    #[test]
+    fn a_transient_transaction_error_runs_the_transaction_again() {
+        for step in [Step::Operation, Step::Commit] {
+            assert_eq!(
+                next_after(step, labels(&[TRANSIENT_TRANSACTION_ERROR])),
+                Next::RunAgain
+            );
+        }
+    }
+
+    /// A commit whose result is unknown is committed again, not run again
+    /// (its writes may be applied) and not reported failed.
+    #[test]
+    fn an_unknown_commit_result_commits_again() {
+        assert_eq!(
+            next_after(Step::Commit, labels(&[UNKNOWN_TRANSACTION_COMMIT_RESULT])),
+            Next::CommitAgain
+        );
+        assert_eq!(
+            next_after(
+                Step::Operation,
+                labels(&[UNKNOWN_TRANSACTION_COMMIT_RESULT])
+            ),
+            Next::Fail
+        );
+    }
+
+    /// Any other error (a duplicate key is handled before, as a conflict) is
+    /// a failure; a retryable-write label alone does not run a transaction again.
+    #[test]
+    fn other_errors_fail() {
+        for step in [Step::Operation, Step::Commit] {
+            assert_eq!(next_after(step, labels(&[])), Next::Fail);
+            assert_eq!(
+                next_after(step, labels(&["RetryableWriteError"])),
+                Next::Fail
+            );
+        }
     }
 }

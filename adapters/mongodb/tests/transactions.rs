@@ -4,14 +4,18 @@
 //! a standalone server (a SecantusDB of the test's own, `--standalone`, on
 //! 127.0.0.1:27102) has none, and the install is refused with that reason.
 //!
-//! The first test needs `TERN_IT_MONGODB_URL`, the second `secantusd-py` (at
+//! A transaction that another transaction's write aborts (`WriteConflict`,
+//! `TransientTransactionError`) is run again inside the adapter, and answers
+//! `Conflict` only when a guard no longer holds.
+//!
+//! The first tests need `TERN_IT_MONGODB_URL`, the last `secantusd-py` (at
 //! `$TERN_SECANTUSD`, in the venv of `scripts/servers.sh`, or on the PATH);
 //! each prints why and is skipped without it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tern_core::lazy::LazyClient;
 use tern_core::migrate::{Migration, MigrationSet, Migrator};
@@ -45,17 +49,35 @@ fn lazy_rename() -> MigrationSet {
     set
 }
 
+/// The test server's URL, or `None` after printing why the test is skipped.
+fn server_url() -> Option<String> {
+    let url = std::env::var("TERN_IT_MONGODB_URL").ok();
+    if url.is_none() {
+        eprintln!(
+            "skipped: TERN_IT_MONGODB_URL is not set (scripts/servers.sh start mongodb; \
+             eval \"$(scripts/servers.sh env)\")"
+        );
+    }
+    url
+}
+
 /// A database of its own on the server at `url`.
 async fn fresh(url: &str) -> Arc<dyn Store> {
+    fresh_with_url(url).await.0
+}
+
+/// [`fresh`], and the store's URL (with its database).
+async fn fresh_with_url(url: &str) -> (Arc<dyn Store>, String) {
     let (main, query) = url.split_once('?').unwrap_or((url, ""));
     let (scheme, rest) = main.split_once("://").unwrap_or(("mongodb", main));
     let host = rest.split('/').next().unwrap_or(rest);
     let db = format!("tern_tx_{}", uuid_ish());
     let url = format!("{scheme}://{host}/{db}?{query}");
-    let store = MongoStore::connect(MongoConfig::from_url(url.trim_end_matches('?')).unwrap())
+    let url = url.trim_end_matches('?').to_owned();
+    let store = MongoStore::connect(MongoConfig::from_url(&url).unwrap())
         .await
         .unwrap();
-    Arc::new(store)
+    (Arc::new(store), url)
 }
 
 fn uuid_ish() -> String {
@@ -74,11 +96,7 @@ fn uuid_ish() -> String {
 /// (it was refused on MongoDB before: no atomic multi-key write).
 #[tokio::test]
 async fn item13_a_lazy_kind_rename_runs_in_a_transaction_on_a_replica_set() {
-    let Ok(url) = std::env::var("TERN_IT_MONGODB_URL") else {
-        eprintln!(
-            "skipped: TERN_IT_MONGODB_URL is not set (scripts/servers.sh start mongodb; \
-             eval \"$(scripts/servers.sh env)\")"
-        );
+    let Some(url) = server_url() else {
         return;
     };
     let store = fresh(&url).await;
@@ -174,6 +192,114 @@ async fn item13_a_lazy_kind_rename_runs_in_a_transaction_on_a_replica_set() {
             .unwrap()
             .is_some()
     );
+}
+
+/// Another client's open transaction that wrote `kind:id` (the document
+/// `{_id: id}` of the collection `kind`): every transaction that writes the
+/// same document meanwhile aborts with `WriteConflict`.
+struct Blocker {
+    session: mongodb::ClientSession,
+}
+
+impl Blocker {
+    async fn start(url: &str, kind: &str, id: i64) -> Blocker {
+        let client = mongodb::Client::with_uri_str(url).await.unwrap();
+        let db = client.default_database().expect("a database in the URL");
+        let mut session = client.start_session().await.unwrap();
+        session.start_transaction().await.unwrap();
+        db.collection::<mongodb::bson::Document>(kind)
+            .update_one(
+                mongodb::bson::doc! { "_id": id },
+                mongodb::bson::doc! { "$set": { "blocker": 1 } },
+            )
+            .session(&mut session)
+            .await
+            .unwrap();
+        Blocker { session }
+    }
+
+    /// Ends the transaction after `after`: committed (its write applied) or aborted.
+    async fn end(mut self, after: Duration, commit: bool) {
+        tokio::time::sleep(after).await;
+        if commit {
+            self.session.commit_transaction().await.unwrap();
+        } else {
+            self.session.abort_transaction().await.unwrap();
+        }
+    }
+}
+
+/// A transaction aborted by another transaction's write (`WriteConflict`,
+/// labelled `TransientTransactionError`) is run again inside the adapter:
+/// a put answers `Applied` once the other transaction ends (it answered
+/// `Conflict`, nothing written, before), a guarded write is `Conflict` only if
+/// its guard no longer holds when it runs again, and a transaction aborted on
+/// every run is a temporary `Busy` error, not a `Conflict`.
+#[tokio::test]
+async fn a_transaction_aborted_by_a_write_conflict_runs_again_in_the_adapter() {
+    let Some(url) = server_url() else {
+        return;
+    };
+    let (store, url) = fresh_with_url(&url).await;
+    let (one, two) = (entity("b", 1, 1, 1), entity("b", 2, 1, 2));
+    store
+        .write_batch(vec![Write::Put(one.clone()), Write::Put(two.clone())])
+        .await
+        .unwrap();
+    let pause = Duration::from_millis(60);
+
+    // A put (no guard) that meets the other transaction's write to b:1.
+    let mine = entity("b", 1, 1, 10);
+    let blocker = Blocker::start(&url, "b", 1).await;
+    let started = Instant::now();
+    let (out, ()) = tokio::join!(
+        store.write_atomic_checked(Vec::new(), vec![Write::Put(mine.clone())]),
+        blocker.end(pause, true),
+    );
+    assert_eq!(
+        out.unwrap(),
+        WriteOutcome::Applied,
+        "run again, not a conflict"
+    );
+    assert!(
+        started.elapsed() >= pause,
+        "the put ran before the other commit"
+    );
+    assert_eq!(store.get(&mine.key).await.unwrap(), Some(mine.clone()));
+
+    // A guard on b:2 that the other transaction touches and then aborts: the
+    // guard still holds when the transaction runs again.
+    let moved = entity("b", 3, 1, 3);
+    let guarded = || {
+        store.write_atomic_checked(
+            vec![Guard::Unchanged(two.clone())],
+            vec![Write::Put(moved.clone())],
+        )
+    };
+    let blocker = Blocker::start(&url, "b", 2).await;
+    let (out, ()) = tokio::join!(guarded(), blocker.end(pause, false));
+    assert_eq!(out.unwrap(), WriteOutcome::Applied);
+    assert_eq!(store.get(&moved.key).await.unwrap(), Some(moved.clone()));
+
+    // The same guard, and the other transaction commits its change of b:2:
+    // the guard fails when run again, and that alone is a `Conflict`.
+    store.delete(&moved.key).await.unwrap();
+    let blocker = Blocker::start(&url, "b", 2).await;
+    let (out, ()) = tokio::join!(guarded(), blocker.end(pause, true));
+    assert_eq!(out.unwrap(), WriteOutcome::Conflict);
+    assert_eq!(store.get(&moved.key).await.unwrap(), None);
+
+    // Aborted on every run (the other transaction stays open until the
+    // adapter gives up): an error, temporary, with nothing written.
+    let blocker = Blocker::start(&url, "b", 1).await;
+    let out = store
+        .write_atomic_checked(Vec::new(), vec![Write::Put(entity("b", 1, 1, 11))])
+        .await;
+    blocker.end(Duration::ZERO, false).await;
+    let err = out.unwrap_err();
+    assert_eq!(err.kind(), tern_core::store::ErrorKind::Busy, "{err}");
+    assert!(err.is_temporary(), "{err}");
+    assert_eq!(store.get(&mine.key).await.unwrap(), Some(mine));
 }
 
 /// On a standalone server (no transactions) the facet is absent, and a lazy

@@ -734,36 +734,33 @@ impl LazyClient {
     }
 
     /// An atomic write with no guard (puts and deletes that overwrite
-    /// whatever is there), tried again while the store answers `Conflict`.
+    /// whatever is there): done only when the store answers `Applied`.
     ///
-    /// A store whose transactions abort on a concurrent write (MongoDB's
-    /// write conflict: the sweep's rename copying the id into the new name,
-    /// or deleting its old copy, while this transaction runs) answers
-    /// `Conflict` with nothing written. An unguarded write has no condition
-    /// that could have become false, so it is simply tried again; returning
-    /// `Ok` then would report as written a write the store dropped.
+    /// Such a write has no condition that could fail, so a store never
+    /// answers it `Conflict` ([`AtomicWrites::write_atomic`]): a store whose
+    /// transactions abort on a concurrent write (MongoDB's `WriteConflict`,
+    /// frequent while a sweep renames the kind by copy) runs the transaction
+    /// again itself and answers an error when it gives up. A `Conflict` all
+    /// the same (a store that does not keep that contract) means nothing was
+    /// written: it is [`LazyError::Contention`], never reported as done.
+    ///
+    /// [`AtomicWrites::write_atomic`]: crate::store::AtomicWrites::write_atomic
     ///
     /// # Errors
-    /// [`LazyError::Contention`] after [`MAX_ATTEMPTS`] conflicts; the
-    /// store's errors.
+    /// [`LazyError::Contention`] on a `Conflict`; the store's errors.
     async fn write_unguarded(&self, writes: Vec<Write>) -> Result<()> {
         let Some(key) = writes.first().map(|w| w.key().clone()) else {
             return Ok(());
         };
-        let store = &self.settings.store;
-        for _ in 0..MAX_ATTEMPTS {
-            if store
-                .write_atomic_checked(Vec::new(), writes.clone())
-                .await?
-                == WriteOutcome::Applied
-            {
-                return Ok(());
-            }
+        match self
+            .settings
+            .store
+            .write_atomic_checked(Vec::new(), writes)
+            .await?
+        {
+            WriteOutcome::Applied => Ok(()),
+            WriteOutcome::Conflict => Err(LazyError::Contention { key, attempts: 1 }),
         }
-        Err(LazyError::Contention {
-            key,
-            attempts: MAX_ATTEMPTS,
-        })
     }
 
     fn stamped(chain: &KindChain, key: &Key, value: Map) -> Entity {

@@ -133,12 +133,18 @@ pub enum LazyError {
         /// Why.
         message: String,
     },
-    /// Other writers kept changing the entity between our read and our write.
-    #[error("{key} kept changing under {attempts} attempts to migrate it; retry the operation")]
+    /// A write of the entity did not apply because other writers got in
+    /// first: they kept changing it between our read and our write (a
+    /// migration's write-back, a read-modify-write), or the store refused a
+    /// put or delete of it as conflicting. Nothing of the write is in the store.
+    #[error(
+        "{key} was not written: other writers changed it meanwhile (tries: {attempts}); \
+         nothing was written, retry the operation"
+    )]
     Contention {
         /// The entity.
         key: Key,
-        /// How many attempts were made.
+        /// How many times the write was tried.
         attempts: u32,
     },
     /// The store cannot write an entity under a new kind name and remove the

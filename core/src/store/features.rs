@@ -209,9 +209,18 @@ pub trait AtomicWrites: Send + Sync {
     /// Callers go through
     /// [`StoreExt::write_atomic_checked`](super::StoreExt::write_atomic_checked).
     ///
+    /// `Conflict` means only that a guard or a write's own condition
+    /// ([`Write::Insert`], [`Write::Replace`]) did not hold: writes with
+    /// neither (puts and deletes alone) are never answered `Conflict`. A store
+    /// whose transaction the server aborts for another reason (MongoDB's
+    /// `WriteConflict` with a concurrent writer) runs it again itself
+    /// ([`TransactionRetry`](super::txn_retry::TransactionRetry)) and answers
+    /// an error when it gives up.
+    ///
     /// # Errors
     /// The store's errors (nothing is then known to be written or not, as with
-    /// any remote call).
+    /// any remote call); a temporary [`ErrorKind::Busy`](super::ErrorKind::Busy)
+    /// when the store's transaction was aborted on every run (nothing written).
     async fn write_atomic(&self, guards: Vec<Guard>, writes: Vec<Write>) -> Result<WriteOutcome>;
 }
 

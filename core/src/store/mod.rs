@@ -84,6 +84,7 @@ pub mod memory;
 pub mod partitions;
 pub mod pushdown;
 pub mod rename_copy;
+pub mod txn_retry;
 pub mod url;
 
 use std::collections::BTreeMap;
