@@ -7,7 +7,12 @@
 //! former name, `oldkey`, declared: the filter's fast path reads each key's version and
 //! the former name and lets the command run as it is, src/fast.rs). Rounds
 //! alternate between the servers; the median requests/s of each cell and its ratio to
-//! the baseline are printed as a markdown table (docs/benchmarks.md).
+//! the baseline are printed as a markdown table (docs/benchmarks.md), with the
+//! main thread's CPU time per request of each server (`/proc/<pid>/schedstat`
+//! around each run, median): steadier than requests/s on a shared machine.
+//! `TERN_BENCH_MODULE_BEFORE=<path of another build of the module>` adds a fourth
+//! server, that build with the same kinds pending (a change's before and after in
+//! one run).
 //!
 //! `cargo bench -p tern-redis-module --bench table1` (release build of the module).
 //! Environment: TERN_BENCH_KEYS (1000000), TERN_BENCH_REQUESTS (1000000),
@@ -86,6 +91,14 @@ fn bench(
         .unwrap_or_else(|| panic!("no result from valkey-benchmark: {text}"))
 }
 
+/// The CPU time the server's main thread has used, in nanoseconds.
+fn cpu_ns(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|n| n.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -106,23 +119,28 @@ async fn main() {
             common::Valkey::start_without_module(&fast)
         }
     };
-    let servers = match (start(false), start(true), start(true)) {
-        (Ok(a), Ok(b), Ok(c)) => [a, b, c],
-        (a, b, c) => {
-            let why = [a.err(), b.err(), c.err()]
-                .into_iter()
-                .flatten()
-                .next()
-                .unwrap_or_default();
-            eprintln!("skipped: {why}");
-            return;
+    let before = std::env::var_os("TERN_BENCH_MODULE_BEFORE").map(std::path::PathBuf::from);
+    let mut servers = Vec::new();
+    for s in [start(false), start(true), start(true)].into_iter().chain(
+        before
+            .as_deref()
+            .map(|p| common::Valkey::start_module_at(p, url, &fast)),
+    ) {
+        match s {
+            Ok(s) => servers.push(s),
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
         }
-    };
+    }
     let labels = [
         "no module",
         "module, nothing pending",
         "module, kinds pending (up to date; `key` with a former name)",
+        "module before, kinds pending",
     ];
+    let labels = &labels[..servers.len()];
     let t = Instant::now();
     for (n, s) in servers.iter().enumerate() {
         pipe(s.port, keys, |i| {
@@ -141,21 +159,23 @@ async fn main() {
             pipe(s.port, keys, |i| {
                 vec!["SET".into(), format!("key:{i:012}"), "xxx".into()]
             });
+            continue;
         }
+        // The pending kinds: `user` one step ahead of none (its entities carry _v 1 and x:
+        // up to date), `key` renamed from `oldkey` (then written: created through the
+        // module).
+        common::up(
+            s,
+            &[
+                (1, "lazy\nadd user.x = 0\n"),
+                (2, "lazy\nrename kind oldkey to key\n"),
+            ],
+        )
+        .await;
+        pipe(s.port, keys, |i| {
+            vec!["SET".into(), format!("key:{i:012}"), "xxx".into()]
+        });
     }
-    // The pending kinds: `user` one step ahead of none (its entities carry _v 1 and x: up
-    // to date), `key` renamed from `oldkey` (then written: created through the module).
-    common::up(
-        &servers[2],
-        &[
-            (1, "lazy\nadd user.x = 0\n"),
-            (2, "lazy\nrename kind oldkey to key\n"),
-        ],
-    )
-    .await;
-    pipe(servers[2].port, keys, |i| {
-        vec!["SET".into(), format!("key:{i:012}"), "xxx".into()]
-    });
     eprintln!(
         "loaded {keys} hashes and {keys} strings per server in {:.1}s",
         t.elapsed().as_secs_f64()
@@ -172,28 +192,43 @@ async fn main() {
             .query(&mut s.conn())
             .unwrap();
     }
-    println!(
-        "| command | -P | {} rps | {} rps | ratio | {} rps | ratio |",
-        labels[0], labels[1], labels[2]
-    );
-    println!("|---|---|---|---|---|---|---|");
+    let mut head = String::from("| command | -P |");
+    let mut rule = String::from("|---|---|");
+    for (i, l) in labels.iter().enumerate() {
+        head.push_str(&format!(" {l} rps | ns CPU/req |"));
+        rule.push_str("---|---|");
+        if i > 0 {
+            head.push_str(" rps ratio | CPU ratio |");
+            rule.push_str("---|---|");
+        }
+    }
+    println!("{head}\n{rule}");
     for pipeline in [1, 10] {
         for (name, cmd) in &tests {
-            let mut rps = [Vec::new(), Vec::new(), Vec::new()];
+            let mut rps = vec![Vec::new(); servers.len()];
+            let mut cpu = vec![Vec::new(); servers.len()];
             for _ in 0..rounds {
                 for (i, s) in servers.iter().enumerate() {
+                    let pid = s.pid().unwrap_or(0);
+                    let c0 = cpu_ns(pid);
                     rps[i].push(bench(s.port, clients, requests, keys, pipeline, cmd));
+                    cpu[i].push((cpu_ns(pid) - c0) / requests as f64);
                 }
             }
-            let m: Vec<f64> = rps.into_iter().map(median).collect();
-            println!(
-                "| {name} | {pipeline} | {:.0} | {:.0} | {:+.1} % | {:.0} | {:+.1} % |",
-                m[0],
-                m[1],
-                (m[1] / m[0] - 1.0) * 100.0,
-                m[2],
-                (m[2] / m[0] - 1.0) * 100.0
-            );
+            let r: Vec<f64> = rps.into_iter().map(median).collect();
+            let c: Vec<f64> = cpu.into_iter().map(median).collect();
+            let mut line = format!("| {name} | {pipeline} |");
+            for i in 0..servers.len() {
+                line.push_str(&format!(" {:.0} | {:.0} |", r[i], c[i]));
+                if i > 0 {
+                    line.push_str(&format!(
+                        " {:+.1} % | {:+.1} % |",
+                        (r[i] / r[0] - 1.0) * 100.0,
+                        (c[i] / c[0] - 1.0) * 100.0
+                    ));
+                }
+            }
+            println!("{line}");
         }
     }
     // Server-side time per command (INFO commandstats, all rounds): less sensitive than

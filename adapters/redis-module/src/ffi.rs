@@ -383,6 +383,14 @@ pub(crate) fn key_read(ctx: Ctx, key: &[u8], want: KeyRead<'_>) -> Reply {
         KeyRead::HashField(_) => Reply::Nil,
         KeyRead::String if t == 1 => string_value(k),
         KeyRead::String => Reply::Nil,
+        KeyRead::Pttl if t == 0 => Reply::Int(-2),
+        KeyRead::Pttl => match unsafe { raw::RedisModule_GetExpire } {
+            Some(expire) => match unsafe { expire(k.cast()) } {
+                ms if ms == i64::from(raw::REDISMODULE_NO_EXPIRE) => Reply::Int(-1),
+                ms => Reply::Int(ms),
+            },
+            None => Reply::Error("ERR tern: the server lacks RedisModule_GetExpire".to_owned()),
+        },
     };
     if !k.is_null() {
         unsafe { close(k.cast()) };
@@ -402,6 +410,8 @@ pub(crate) enum KeyRead<'a> {
     HashField(&'a [u8]),
     /// The value of a string (nil when absent or another type).
     String,
+    /// The time to live in milliseconds, as PTTL answers (-2 absent, -1 none).
+    Pttl,
 }
 
 fn string_value(k: *mut raw::RedisModuleKey) -> Reply {
@@ -674,40 +684,43 @@ pub(crate) fn client_state(id: u64) -> Option<ClientState> {
 /// expiry, no LRU/LFU touch, no keyspace stats or notifications).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Peeked {
-    /// The Redis type as TYPE names it (`none` when absent or logically expired).
+    /// The Redis type as TYPE names it (`none` when absent or logically expired,
+    /// `?` when the server could not be asked).
     pub(crate) ty: &'static str,
-    /// The hash field asked for, or a string's value.
+    /// The hash field asked for, or a string's value when asked for.
     pub(crate) value: Option<Vec<u8>>,
-    /// The key has a TTL.
-    pub(crate) ttl: bool,
 }
 
-/// Reads `key` through `ctx` (the filter's context): its type, its TTL, and the hash
-/// field `field` (a hash) or its value (a string, when `field` is `None`).
-pub(crate) fn peek(ctx: Ctx, key: &[u8], field: Option<&[u8]>) -> Peeked {
-    let (Some(open), Some(close), Some(ty), Some(expire)) = (
+/// What [`peek`] reads of a key besides its type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Want<'a> {
+    /// The type only.
+    Type,
+    /// One field of a hash.
+    Field(&'a [u8]),
+    /// The value of a string.
+    Value,
+}
+
+/// Reads `key` through `ctx` (the filter's context): its type, and what `want` names.
+pub(crate) fn peek(ctx: Ctx, key: &[u8], want: Want<'_>) -> Peeked {
+    let unknown = Peeked {
+        ty: "?",
+        value: None,
+    };
+    let (Some(open), Some(close), Some(ty)) = (
         unsafe { raw::RedisModule_OpenKey },
         unsafe { raw::RedisModule_CloseKey },
         unsafe { raw::RedisModule_KeyType },
-        unsafe { raw::RedisModule_GetExpire },
     ) else {
-        return Peeked {
-            ty: "?",
-            ..Peeked::default()
-        };
+        return unknown;
     };
     if ctx.is_null() {
-        return Peeked {
-            ty: "?",
-            ..Peeked::default()
-        };
+        return unknown;
     }
     let name = create_string(ptr::null_mut(), key);
     if name.is_null() {
-        return Peeked {
-            ty: "?",
-            ..Peeked::default()
-        };
+        return unknown;
     }
     let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOEFFECTS) as c_int;
     let k = unsafe { open(ctx, name, mode) };
@@ -716,30 +729,25 @@ pub(crate) fn peek(ctx: Ctx, key: &[u8], field: Option<&[u8]>) -> Peeked {
     } else {
         unsafe { ty(k.cast()) }
     };
-    let mut out = Peeked {
-        ty: type_name(t),
-        value: None,
-        ttl: false,
-    };
-    if t != 0 {
-        out.ttl = unsafe { expire(k.cast()) } != i64::from(raw::REDISMODULE_NO_EXPIRE);
-        out.value = match (t, field) {
-            (3, Some(f)) => match hash_field(ptr::null_mut(), k, f) {
-                Reply::Bytes(b) => Some(b),
-                _ => None,
-            },
-            (1, None) => match string_value(k) {
-                Reply::Bytes(b) => Some(b),
-                _ => None,
-            },
+    let value = match (t, want) {
+        (3, Want::Field(f)) => match hash_field(ptr::null_mut(), k, f) {
+            Reply::Bytes(b) => Some(b),
             _ => None,
-        };
-    }
+        },
+        (1, Want::Value) => match string_value(k) {
+            Reply::Bytes(b) => Some(b),
+            _ => None,
+        },
+        _ => None,
+    };
     if !k.is_null() {
         unsafe { close(k.cast()) };
     }
     free_string(ptr::null_mut(), name);
-    out
+    Peeked {
+        ty: type_name(t),
+        value,
+    }
 }
 
 /// The name TYPE gives a key type of the module API.

@@ -48,6 +48,7 @@ impl migrate::Server for CtxServer {
             ("EXISTS", [key]) => ffi::key_read(self.ctx, key, ffi::KeyRead::Exists),
             ("HGET", [key, field]) => ffi::key_read(self.ctx, key, ffi::KeyRead::HashField(field)),
             ("GET", [key]) => ffi::key_read(self.ctx, key, ffi::KeyRead::String),
+            ("PTTL", [key]) => ffi::key_read(self.ctx, key, ffi::KeyRead::Pttl),
             _ => ffi::call(self.ctx, "E", cmd, args),
         }
     }
@@ -207,9 +208,8 @@ fn fast_path(f: &ffi::FilterCtx, l: &Loaded) -> bool {
     if ctx.is_null() {
         return false;
     }
-    let args: Vec<&[u8]> = (0..n).map(|i| f.arg(i)).collect();
-    let mut peek = |key: &[u8], field: Option<&[u8]>| ffi::peek(ctx, key, field);
-    fast::may_pass(&cfg.wire, l, &args, &mut peek)
+    let mut peek = |key: &[u8], want: ffi::Want<'_>| ffi::peek(ctx, key, want);
+    fast::may_pass(&cfg.wire, l, f.arg(0), f.arg(1), n, &mut peek)
 }
 
 fn fence_active() -> bool {

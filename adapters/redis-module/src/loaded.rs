@@ -6,6 +6,8 @@ use std::sync::{Arc, RwLock};
 
 use tern_core::lazy::Spec;
 use tern_core::migrate::state::StateDoc;
+use tern_core::model::Version;
+use tern_redis::KindLayout;
 use tern_redis::wire::Wire;
 
 /// The module's configuration: `--loadmodule <so> [URL]` where URL is the tern
@@ -81,6 +83,47 @@ pub struct Loaded {
     pub awaiting_push: bool,
     /// The spec came from `TERN.LOADSPEC` (a cluster node without the state key).
     pub pushed: bool,
+    /// What the filter's fast path needs of each pending kind it may pass reads of
+    /// (not JSON strings, not former names), computed once per spec so that the
+    /// filter builds no string per command.
+    pub fast: Vec<FastKind>,
+}
+
+/// A kind with a pending lazy migration, as the filter's fast path sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FastKind {
+    /// The kind (its name now).
+    pub kind: String,
+    /// How its entities are stored.
+    pub layout: KindLayout,
+    /// Its logical version: what an up-to-date entity carries.
+    pub version: Version,
+    /// The length of `ns:kind:`.
+    pub prefix_len: usize,
+    /// `ns:former:` of each former name of the kind (newest first).
+    pub former_prefixes: Vec<Vec<u8>>,
+}
+
+impl FastKind {
+    fn of(wire: &Wire, spec: &Spec) -> Vec<FastKind> {
+        spec.pending_kinds()
+            .into_iter()
+            .filter(|c| {
+                spec.renamed_to(&c.kind).is_none() && wire.layout(&c.kind) != KindLayout::Json
+            })
+            .map(|c| FastKind {
+                kind: c.kind.clone(),
+                layout: wire.layout(&c.kind),
+                version: c.version,
+                prefix_len: wire.kind_prefix(&c.kind).len(),
+                former_prefixes: c
+                    .formers
+                    .iter()
+                    .map(|f| wire.kind_prefix(f).into_bytes())
+                    .collect(),
+            })
+            .collect()
+    }
 }
 
 impl Loaded {
@@ -116,6 +159,7 @@ impl Loaded {
             .map(|k| wire.kind_prefix(k).into_bytes())
             .collect();
         Ok(Loaded {
+            fast: FastKind::of(wire, &spec),
             spec,
             prefixes,
             revision,

@@ -201,17 +201,37 @@ pub(crate) fn tag_version(
     let version: Version = version.parse().map_err(|_| bad())?;
     match (digest, value) {
         (None, _) => Ok(version),
-        (Some(d), Some(value)) if sha1_smol::Sha1::from(value).digest().to_string() == d => {
-            Ok(version)
-        }
+        (Some(d), Some(value)) if is_sha1_hex_of(d.as_bytes(), value) => Ok(version),
         (Some(_), _) => Ok(0),
     }
+}
+
+/// Whether `hex` is the lowercase hex SHA-1 of `value` (as `Sha1::digest` prints
+/// it), compared without building the text: the module's filter asks it per read.
+fn is_sha1_hex_of(hex: &[u8], value: &[u8]) -> bool {
+    let digit = |n: u8| if n < 10 { b'0' + n } else { b'a' + n - 10 };
+    let digest = sha1_smol::Sha1::from(value).digest().bytes();
+    hex.len() == 2 * digest.len()
+        && hex
+            .chunks_exact(2)
+            .zip(digest)
+            .all(|(pair, byte)| pair == [digit(byte >> 4), digit(byte & 15)])
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_digest_is_compared_as_its_hex_text() {
+        for value in [&b""[..], b"xxx", &[0xff; 100]] {
+            let hex = sha1_smol::Sha1::from(value).digest().to_string();
+            assert!(is_sha1_hex_of(hex.as_bytes(), value));
+            assert!(!is_sha1_hex_of(&hex.as_bytes()[1..], value));
+            assert!(!is_sha1_hex_of(hex.as_bytes(), b"other"));
+        }
+    }
 
     #[test]
     fn names_keys_as_the_store_does() {

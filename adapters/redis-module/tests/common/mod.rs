@@ -93,6 +93,29 @@ impl Valkey {
         Self::start_with(None, extra)
     }
 
+    /// A server with the module at `module` (not the one [`module_path`] finds):
+    /// a benchmark's other build, side by side.
+    pub fn start_module_at(
+        module: &Path,
+        module_arg: &str,
+        extra: &[&str],
+    ) -> Result<Valkey, String> {
+        let mut with = vec![
+            "--loadmodule",
+            module.to_str().ok_or("the module's path is not UTF-8")?,
+            module_arg,
+        ];
+        with.extend_from_slice(extra);
+        let mut v = Self::start_with(None, &with)?;
+        v.module_arg = module_arg.to_owned();
+        Ok(v)
+    }
+
+    /// The server's process id (while it runs).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     fn start_with(module_arg: Option<&str>, extra: &[&str]) -> Result<Valkey, String> {
         let bin = valkey_server()?;
         let port = free_port().ok_or("no free port in 6390-6399")?;
