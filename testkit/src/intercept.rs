@@ -22,8 +22,8 @@ use tern_core::store::{
     Advanced, AtomicBatchWithMeta, AtomicScope, AtomicWrites, BatchMetaOutcome, CountEstimate,
     Error, Features, Filter, FormerNameReads, Guard, KindRename, MetaCas, MetaChange, MetaEntry,
     MetaUpdate, ProjectedScan, Pushdown, PushdownPage, PushdownRequest, RenameKindPage,
-    RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, SchemaHooks, ServerClock,
-    StepsFrom, Store, StoreExt, StoreInfo, Write, WriteOutcome,
+    RenameKindRequest, Result, ScanPage, ScanRequest, SchemaChange, SchemaHooks, SerialWrites,
+    ServerClock, StepsFrom, Store, StoreExt, StoreInfo, Write, WriteOutcome,
 };
 
 /// Declares [`Intercept`], one hook a [`Store`] or facet method (the method's
@@ -203,6 +203,9 @@ intercept_every_method! {
         }
         count_estimate: CountEstimate {
             fn estimate_count(kind: &str) -> Result<u64>;
+        }
+        serial_writes: SerialWrites {
+            fn write_serial(writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
         }
     }
     forwarded {

@@ -6,11 +6,14 @@
 //!   `SELECT doc FROM ks.blogpost WHERE id = ?` of the same driver on the same rows (the
 //!   floor: the statement `Store::get` runs, without decoding the row), and against the
 //!   adapter's `Store::get` (the same statement, the row decoded into an entity), in chunks of 500 keys whose order
-//!   of sides turns each chunk (so a change in the machine's load falls on every side alike).
+//!   of sides turns each chunk (so a change in the machine's load falls on every side alike);
+//! - puts of existing entities one at a time: a plain put (`Store::write_batch`, an `INSERT`)
+//!   against a serial put (`SerialWrites::write_serial`, an `UPDATE ... IF EXISTS`: what the
+//!   lazy client writes to a kind with a pending migration), chunks of 500 alternating.
 //!
 //! ```sh
 //! scripts/servers.sh start cassandra; eval "$(scripts/servers.sh env)"
-//! cargo bench -p tern-cassandra --bench lazy -- --entities 100000 --rounds 3 [--reads 20000]
+//! cargo bench -p tern-cassandra --bench lazy -- --entities 100000 --rounds 3 [--reads 20000] [--puts 5000]
 //! ```
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used, missing_docs)]
 
@@ -20,7 +23,7 @@ use std::time::{Duration, Instant};
 use scylla::client::session::Session;
 use tern_core::lazy::LazyClient;
 use tern_core::model::{Key, Value};
-use tern_core::store::Store;
+use tern_core::store::{Store, Write, WriteOutcome};
 use tern_testkit::bench::{self, BenchArgs};
 use tern_testkit::lazy_bench;
 
@@ -101,12 +104,65 @@ async fn reads(
     r
 }
 
+/// The two putting sides' total times over the same entities (put back as read) and the
+/// per-chunk ratios of serial over plain.
+#[derive(Default)]
+struct Puts {
+    plain: Duration,
+    serial: Duration,
+    serial_over_plain: Vec<f64>,
+}
+
+async fn puts(store: &dyn Store, n: usize, count: usize) -> Puts {
+    let serial = store
+        .features()
+        .serial_writes
+        .expect("the Cassandra store has serial writes");
+    let ids: Vec<usize> = (0..count).map(|i| i * 7907 % n).collect();
+    let mut p = Puts::default();
+    // The first chunk warms both sides up and is not counted.
+    for (c, chunk) in ids.chunks(CHUNK).enumerate() {
+        let mut entities = Vec::with_capacity(chunk.len());
+        for &i in chunk {
+            entities.push(store.get(&key(i)).await.unwrap().expect("loaded"));
+        }
+        let mut times = [Duration::ZERO; 2];
+        for turn in 0..2 {
+            let side = (turn + c) % 2;
+            let t = Instant::now();
+            for e in &entities {
+                let w = vec![Write::Put(e.clone())];
+                let done = if side == 0 {
+                    store.write_batch(w).await.unwrap()
+                } else {
+                    serial.write_serial(w).await.unwrap()
+                };
+                assert_eq!(done, [WriteOutcome::Applied]);
+            }
+            times[side] = t.elapsed();
+        }
+        if c == 0 {
+            continue;
+        }
+        p.plain += times[0];
+        p.serial += times[1];
+        p.serial_over_plain
+            .push(times[1].as_secs_f64() / times[0].as_secs_f64().max(1e-9));
+    }
+    p
+}
+
 #[tokio::main]
 async fn main() {
     let a = BenchArgs::parse(100_000, 3);
     let count = a
         .value("--reads")
         .map_or(20_000, |v| v.parse().expect("--reads N"))
+        .min(a.entities)
+        .max(2 * CHUNK);
+    let put_count = a
+        .value("--puts")
+        .map_or(5_000, |v| v.parse().expect("--puts N"))
         .min(a.entities)
         .max(2 * CHUNK);
     let addr = server();
@@ -117,8 +173,8 @@ async fn main() {
     );
     let session = session(&addr).await;
     let run = std::process::id();
-    let (mut installs, mut eagers, mut over_raw, mut over_store) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut installs, mut eagers, mut over_raw, mut over_store, mut serial_over_plain) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 1..=a.rounds {
         let eager_ks = format!("bench_eager_{run}_{round}");
         let lazy_ks = format!("bench_lazy_{run}_{round}");
@@ -170,6 +226,16 @@ async fn main() {
             rate(r.store),
             rate(r.client),
         );
+        let p = puts(eager.as_ref(), a.entities, put_count).await;
+        let counted = put_count.saturating_sub(CHUNK) as f64;
+        let m_puts = bench::median(&p.serial_over_plain).unwrap_or(f64::NAN);
+        println!(
+            "round {round}: puts of existing entities, one at a time: plain (INSERT) {:.0}/s, \
+             serial (UPDATE ... IF EXISTS) {:.0}/s; serial/plain time {m_puts:.2} (chunk median)",
+            counted / p.plain.as_secs_f64(),
+            counted / p.serial.as_secs_f64(),
+        );
+        serial_over_plain.push(m_puts);
         installs.push(install.as_secs_f64() * 1e3);
         eagers.push(eager_up.as_secs_f64());
         over_raw.push(m_raw);
@@ -184,11 +250,12 @@ async fn main() {
     let m = |v: &[f64]| bench::median(v).unwrap_or(f64::NAN);
     println!(
         "median over {} round(s): lazy install {:.1} ms, eager tern up {:.2} s; \
-         lazy client read / raw SELECT {:.3}, / Store::get {:.3}",
+         lazy client read / raw SELECT {:.3}, / Store::get {:.3}; serial put / plain put {:.2}",
         a.rounds,
         m(&installs),
         m(&eagers),
         m(&over_raw),
-        m(&over_store)
+        m(&over_store),
+        m(&serial_over_plain)
     );
 }

@@ -14,7 +14,8 @@ use tern_core::store::{
 
 use crate::config::CASSANDRA_SCHEME;
 use crate::core::{
-    CassStore, KINDS_TABLE, Layout, LwtOutcome, META_TABLE, Retry, driver_error, rows_of, table_of,
+    CassStore, KINDS_TABLE, Layout, LwtOutcome, META_TABLE, Retry, WriteMode, driver_error,
+    rows_of, table_of,
 };
 use crate::resolve::{self, Resolution};
 
@@ -29,13 +30,16 @@ impl Store for CassStore {
 
     /// Scans run in token order: no `scan_ordered`. No server-side update, no
     /// multi-partition transactions (no atomic writes, no batch with its
-    /// checkpoint in one step). The server's clock where it answered at open.
+    /// checkpoint in one step). The server's clock where it answered at open. Puts and
+    /// deletes through Paxos on request (`serial_writes`: plain writes are not ordered
+    /// against lightweight transactions).
     fn features(&self) -> Features<'_> {
         Features {
             kind_rename: Some(self),
             schema_hooks: Some(self),
             server_clock: self.server_clock.then_some(self),
             partitions: Some(self),
+            serial_writes: Some(self),
             ..Features::default()
         }
     }
@@ -86,66 +90,7 @@ impl Store for CassStore {
     }
 
     async fn write_batch(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
-        let total = writes.len();
-        // Writes to one key form a chain run in order (the contract); chains run
-        // `concurrency` at a time, one statement per write. No multi-partition batches: each
-        // write is atomic on its own, which is all the contract asks.
-        let mut chains: Vec<Vec<(usize, Write)>> = Vec::new();
-        let mut by_key: HashMap<Key, usize> = HashMap::new();
-        for (i, write) in writes.into_iter().enumerate() {
-            let key = write.key().clone();
-            match by_key.get(&key) {
-                Some(&c) => chains[c].push((i, write)),
-                None => {
-                    by_key.insert(key, chains.len());
-                    chains.push(vec![(i, write)]);
-                }
-            }
-        }
-        let mut layouts: HashMap<String, Layout> = HashMap::new();
-        for chain in &chains {
-            let (_, first) = &chain[0];
-            let (kind, creates) = match first {
-                Write::Put(e) | Write::Insert(e) => (&e.key.kind, true),
-                Write::Replace { new, .. } => (&new.key.kind, true),
-                Write::Delete(k) => (&k.kind, chain.len() > 1),
-            };
-            if !layouts.contains_key(kind) {
-                let layout = if creates {
-                    self.layout_for_write(kind).await?
-                } else {
-                    self.layout(kind).await?
-                };
-                layouts.insert(kind.clone(), layout);
-            }
-        }
-        let concurrency = self.core.config.concurrency;
-        let results: Vec<Vec<(usize, Result<WriteOutcome>)>> = futures::stream::iter(chains)
-            .map(|chain| {
-                let kind = match &chain[0].1 {
-                    Write::Put(e) | Write::Insert(e) => e.key.kind.clone(),
-                    Write::Replace { new, .. } => new.key.kind.clone(),
-                    Write::Delete(k) => k.kind.clone(),
-                };
-                let layout = layouts
-                    .get(&kind)
-                    .cloned()
-                    .unwrap_or(Layout::Missing { native: false });
-                self.write_chain(chain, layout)
-            })
-            .buffer_unordered(concurrency)
-            .collect()
-            .await;
-        let mut outcomes: Vec<Option<WriteOutcome>> = vec![None; total];
-        for (i, outcome) in results.into_iter().flatten() {
-            outcomes[i] = Some(outcome?);
-        }
-        outcomes
-            .into_iter()
-            .map(|o| {
-                o.ok_or_else(|| Error::new(ErrorKind::Unexpected, "cassandra: a write was lost"))
-            })
-            .collect()
+        self.run_writes(writes, WriteMode::Plain).await
     }
 
     async fn meta_get(&self, name: &str) -> Result<Option<MetaEntry>> {
@@ -233,5 +178,75 @@ impl SchemaHooks for CassStore {
 
     async fn finish_schema(&self, changes: &[SchemaChange]) -> Result<()> {
         self.native_finish_schema(changes).await
+    }
+}
+
+impl CassStore {
+    /// Runs a batch of writes, puts and deletes as `mode` says: writes to one key form a
+    /// chain run in order (the contract); chains run `concurrency` at a time, one statement
+    /// per write. No multi-partition batches: each write is atomic on its own, which is all
+    /// the contract asks.
+    pub(crate) async fn run_writes(
+        &self,
+        writes: Vec<Write>,
+        mode: WriteMode,
+    ) -> Result<Vec<WriteOutcome>> {
+        let total = writes.len();
+        let mut chains: Vec<Vec<(usize, Write)>> = Vec::new();
+        let mut by_key: HashMap<Key, usize> = HashMap::new();
+        for (i, write) in writes.into_iter().enumerate() {
+            let key = write.key().clone();
+            match by_key.get(&key) {
+                Some(&c) => chains[c].push((i, write)),
+                None => {
+                    by_key.insert(key, chains.len());
+                    chains.push(vec![(i, write)]);
+                }
+            }
+        }
+        let mut layouts: HashMap<String, Layout> = HashMap::new();
+        for chain in &chains {
+            let (_, first) = &chain[0];
+            let (kind, creates) = match first {
+                Write::Put(e) | Write::Insert(e) => (&e.key.kind, true),
+                Write::Replace { new, .. } => (&new.key.kind, true),
+                Write::Delete(k) => (&k.kind, chain.len() > 1),
+            };
+            if !layouts.contains_key(kind) {
+                let layout = if creates {
+                    self.layout_for_write(kind).await?
+                } else {
+                    self.layout(kind).await?
+                };
+                layouts.insert(kind.clone(), layout);
+            }
+        }
+        let concurrency = self.core.config.concurrency;
+        let results: Vec<Vec<(usize, Result<WriteOutcome>)>> = futures::stream::iter(chains)
+            .map(|chain| {
+                let kind = match &chain[0].1 {
+                    Write::Put(e) | Write::Insert(e) => e.key.kind.clone(),
+                    Write::Replace { new, .. } => new.key.kind.clone(),
+                    Write::Delete(k) => k.kind.clone(),
+                };
+                let layout = layouts
+                    .get(&kind)
+                    .cloned()
+                    .unwrap_or(Layout::Missing { native: false });
+                self.write_chain(chain, layout, mode)
+            })
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+        let mut outcomes: Vec<Option<WriteOutcome>> = vec![None; total];
+        for (i, outcome) in results.into_iter().flatten() {
+            outcomes[i] = Some(outcome?);
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.ok_or_else(|| Error::new(ErrorKind::Unexpected, "cassandra: a write was lost"))
+            })
+            .collect()
     }
 }

@@ -43,6 +43,17 @@ pub(crate) enum LwtOutcome {
     Unknown(Error),
 }
 
+/// How a batch writes its puts and deletes (inserts and replaces are always lightweight
+/// transactions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteMode {
+    /// Plain `INSERT` and `DELETE` ([`Store::write_batch`](tern_core::store::Store::write_batch)).
+    Plain,
+    /// Through Paxos, ordered against every lightweight transaction of the row
+    /// ([`SerialWrites`](tern_core::store::SerialWrites), `crate::serial`).
+    Serial,
+}
+
 /// The connected session and what the adapter caches about it.
 pub(crate) struct CassCore {
     pub(crate) session: Arc<Session>,
@@ -863,10 +874,15 @@ impl CassStore {
         }
     }
 
-    pub(crate) async fn write_one(&self, write: Write, layout: &Layout) -> Result<WriteOutcome> {
+    pub(crate) async fn write_one(
+        &self,
+        write: Write,
+        layout: &Layout,
+        mode: WriteMode,
+    ) -> Result<WriteOutcome> {
         match layout {
-            Layout::Document => self.document_write(write).await,
-            Layout::Native(schema) => self.native_write(schema, write).await,
+            Layout::Document => self.document_write(write, mode).await,
+            Layout::Native(schema) => self.native_write(schema, write, mode).await,
             Layout::Missing { .. } => match write {
                 // Nothing to delete in a table that does not exist.
                 Write::Delete(_) => Ok(WriteOutcome::Applied),
@@ -877,7 +893,7 @@ impl CassStore {
                         Write::Delete(k) => &k.kind,
                     };
                     let layout = self.layout_for_write(kind).await?;
-                    Box::pin(self.write_one(other, &layout)).await
+                    Box::pin(self.write_one(other, &layout, mode)).await
                 }
             },
         }
@@ -888,10 +904,11 @@ impl CassStore {
         &self,
         chain: Vec<(usize, Write)>,
         layout: Layout,
+        mode: WriteMode,
     ) -> Vec<(usize, Result<WriteOutcome>)> {
         let mut out = Vec::with_capacity(chain.len());
         for (i, write) in chain {
-            out.push((i, self.write_one(write, &layout).await));
+            out.push((i, self.write_one(write, &layout, mode).await));
         }
         out
     }

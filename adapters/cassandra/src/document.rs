@@ -5,7 +5,10 @@ use scylla::value::CqlValue;
 use tern_core::model::{Entity, Key};
 use tern_core::store::{Error, ErrorKind, Result, Write, WriteOutcome};
 
-use crate::core::{CassStore, Retry, decode_doc, encode_doc, id_text, rows_of, table_of};
+use crate::core::{
+    CassStore, Retry, WriteMode, decode_doc, encode_doc, id_text, rows_of, table_of,
+};
+use crate::serial::SerialPut;
 use crate::statement::Call;
 
 /// The `tern_version` column of an entity.
@@ -49,9 +52,45 @@ impl CassStore {
     }
 
     /// One write to a document table.
-    pub(crate) async fn document_write(&self, write: Write) -> Result<WriteOutcome> {
+    pub(crate) async fn document_write(
+        &self,
+        write: Write,
+        mode: WriteMode,
+    ) -> Result<WriteOutcome> {
         let ks = self.ks();
         match write {
+            Write::Put(e) if mode == WriteMode::Serial => {
+                let table = table_of(&e.key.kind)?;
+                let insert = row(&e)?;
+                let mut update = insert.clone();
+                update.rotate_left(1);
+                let put = SerialPut {
+                    update: Some(Call {
+                        cql: format!(
+                            "UPDATE {ks}.{table} SET tern_version = ?, doc = ? WHERE id = ? \
+                             IF EXISTS"
+                        ),
+                        values: update,
+                    }),
+                    insert: Call {
+                        cql: format!(
+                            "INSERT INTO {ks}.{table} (id, tern_version, doc) VALUES (?, ?, ?) \
+                             IF NOT EXISTS"
+                        ),
+                        values: insert,
+                    },
+                    entity: e,
+                };
+                self.put_serial(put).await
+            }
+            Write::Delete(key) if mode == WriteMode::Serial => {
+                let table = table_of(&key.kind)?;
+                let call = Call {
+                    cql: format!("DELETE FROM {ks}.{table} WHERE id = ? IF EXISTS"),
+                    values: vec![Some(CqlValue::Text(id_text(&key.id)))],
+                };
+                self.delete_serial(&key, call).await
+            }
             Write::Put(e) => {
                 let table = table_of(&e.key.kind)?;
                 self.core

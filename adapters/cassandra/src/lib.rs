@@ -28,6 +28,7 @@ mod rename;
 mod resolve;
 mod scan;
 mod schema;
+mod serial;
 mod statement;
 mod tls;
 mod token_range;

@@ -13,10 +13,13 @@ use tern_core::model::{Entity, Key, Value};
 use tern_core::store::{Error, ErrorKind, Result, SchemaChange, Write, WriteOutcome};
 
 use crate::config::NativeTables;
-use crate::core::{CassStore, JSON_COLUMNS_TABLE, Retry, driver_error, rows_of, table_of};
+use crate::core::{
+    CassStore, JSON_COLUMNS_TABLE, Retry, WriteMode, driver_error, rows_of, table_of,
+};
 use crate::cql_type::CqlType;
 use crate::ddl::{columns_to_add, columns_to_check};
 use crate::schema::{SchemaRow, TableSchema, VERSION_COLUMN, ident};
+use crate::serial::SerialPut;
 use crate::statement::Call;
 
 /// An entity as a native table reads it back: `null` properties are empty cells, i.e. absent.
@@ -302,8 +305,39 @@ impl CassStore {
         &self,
         schema: &Arc<TableSchema>,
         write: Write,
+        mode: WriteMode,
     ) -> Result<WriteOutcome> {
         match write {
+            Write::Put(e) if mode == WriteMode::Serial => {
+                let (schema, keys, row) = self.native_row(schema, &e).await?;
+                let update = schema.update_if_exists().map(|cql| {
+                    let mut values = row.clone();
+                    values.extend(keys.iter().cloned().map(Some));
+                    Call { cql, values }
+                });
+                let mut values: Vec<Option<CqlValue>> = keys.into_iter().map(Some).collect();
+                values.extend(row);
+                let put = SerialPut {
+                    update,
+                    insert: Call {
+                        cql: schema.insert(true),
+                        values,
+                    },
+                    entity: as_stored(&e),
+                };
+                self.put_serial(put).await
+            }
+            Write::Delete(key) if mode == WriteMode::Serial => {
+                let Ok(keys) = schema.key_values(&key.id) else {
+                    // An id that cannot be a key of this table names no row.
+                    return Ok(WriteOutcome::Applied);
+                };
+                let call = Call {
+                    cql: schema.delete_if_exists(),
+                    values: keys.into_iter().map(Some).collect(),
+                };
+                self.delete_serial(&key, call).await
+            }
             Write::Put(e) => {
                 let (schema, keys, row) = self.native_row(schema, &e).await?;
                 let mut values: Vec<Option<CqlValue>> = keys.into_iter().map(Some).collect();

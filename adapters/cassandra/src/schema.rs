@@ -302,6 +302,18 @@ impl TableSchema {
     /// Values: regular columns and version (new), keys, regular columns and version (expected).
     /// `None` when the table has no non-key column (nothing to set or compare).
     pub(crate) fn update_if(&self) -> Option<String> {
+        self.update(|assign| assign(" AND "))
+    }
+
+    /// The put of a serial write: `UPDATE t SET <every column> = ? WHERE <key> IF EXISTS`.
+    /// Values: regular columns and version, keys. `None` when the table has no non-key column.
+    pub(crate) fn update_if_exists(&self) -> Option<String> {
+        self.update(|_| "EXISTS".to_owned())
+    }
+
+    /// `UPDATE t SET <every column> = ? WHERE <key> IF <condition>`, the condition made from
+    /// the `<column> = ?` list joined by its argument; `None` without a non-key column.
+    fn update(&self, condition: impl Fn(&dyn Fn(&str) -> String) -> String) -> Option<String> {
         let mut columns: Vec<String> = self.regular.iter().map(|c| ident(&c.name)).collect();
         if self.has_version {
             columns.push(VERSION_COLUMN.to_owned());
@@ -321,7 +333,7 @@ impl TableSchema {
             self.qualified,
             assign(", "),
             self.key_condition(),
-            assign(" AND ")
+            condition(&assign)
         ))
     }
 
@@ -332,6 +344,11 @@ impl TableSchema {
             self.qualified,
             self.key_condition()
         )
+    }
+
+    /// The delete of a serial write: `DELETE FROM t WHERE <key> IF EXISTS`.
+    pub(crate) fn delete_if_exists(&self) -> String {
+        format!("{} IF EXISTS", self.delete())
     }
 
     /// `ALTER TABLE t ADD <column> <type>`.

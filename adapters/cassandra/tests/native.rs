@@ -603,3 +603,56 @@ async fn the_blog_migrations_give_the_reference_result_on_native_tables() {
     )
     .await;
 }
+
+/// Serial writes (the lazy client's puts and deletes of a kind with a pending migration, issue
+/// 35): a put creates a row (`INSERT ... IF NOT EXISTS`) and replaces one (`UPDATE ... IF
+/// EXISTS`), a delete removes it (`DELETE ... IF EXISTS`) and succeeds where no row is, on a
+/// native table, a native table of key columns only and the document layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serial_puts_and_deletes_on_every_layout() {
+    let Some(server) = Server::connect("serial_puts_and_deletes_on_every_layout").await else {
+        return;
+    };
+    let (_, url) = server
+        .keyspace(
+            &[
+                "pets (id text PRIMARY KEY, tern_version bigint, name text)",
+                "tags (id text PRIMARY KEY)",
+            ],
+            "native=pets,tags",
+        )
+        .await;
+    let store = tern_cassandra::open(&url).await.unwrap();
+    let serial = store.features().serial_writes.expect("serial writes");
+    // Each kind: its version, the first put's properties and the second's.
+    type Props = Vec<(&'static str, Value)>;
+    let sides: [(&str, u64, Props, Props); 3] = [
+        (
+            "pets",
+            2,
+            vec![("name", Value::from("a"))],
+            vec![("name", Value::from("b"))],
+        ),
+        (
+            "docs",
+            2,
+            vec![("x", Value::Int(1))],
+            vec![("x", Value::Int(2))],
+        ),
+        ("tags", 0, vec![], vec![]),
+    ];
+    for (kind, version, first, second) in sides {
+        let key = Key::new(kind, "k").unwrap();
+        for props in [first, second] {
+            let e = entity(kind, "k", version, &props);
+            let done = serial.write_serial(vec![Write::Put(e.clone())]).await;
+            assert_eq!(done.unwrap(), [WriteOutcome::Applied], "{kind}");
+            assert_eq!(store.get(&key).await.unwrap(), Some(e), "{kind}");
+        }
+        for _ in 0..2 {
+            let done = serial.write_serial(vec![Write::Delete(key.clone())]).await;
+            assert_eq!(done.unwrap(), [WriteOutcome::Applied], "{kind}");
+            assert_eq!(store.get(&key).await.unwrap(), None, "{kind}");
+        }
+    }
+}

@@ -698,8 +698,11 @@ impl LazyClient {
     }
 
     /// [`LazyClient::put`] for several entities in one store call: a batch of
-    /// puts (one pipelined call on Redis) or, where a kind has former names,
-    /// one atomic write of every put and the deletes of the stale copies.
+    /// puts (one pipelined call on Redis; the puts to kinds with a pending
+    /// migration in a call of their own, serial where the store has
+    /// [`SerialWrites`](crate::store::SerialWrites)) or, where a kind has
+    /// former names, one atomic write of every put and the deletes of the
+    /// stale copies.
     ///
     /// # Errors
     /// See [`LazyError`]; on an error of a batch (not atomic), some puts may
@@ -707,16 +710,32 @@ impl LazyClient {
     pub async fn put_many(&self, entities: Vec<(Key, Map)>) -> Result<()> {
         // Each put with the deletes of its stale copies under former names.
         let mut groups = Vec::with_capacity(entities.len());
+        // Whether each group's kind has a pending migration.
+        let mut pending = Vec::with_capacity(entities.len());
         for (key, value) in entities {
             let chain = self.chain(&key.kind).await?;
             let mut group = vec![Write::Put(Self::stamped(&chain, &key, value))];
             group.extend(Self::former_deletes(&chain, &key, None));
             groups.push(group);
+            pending.push(chain.pending);
         }
         if groups.iter().all(|g| g.len() == 1) {
-            let writes: Vec<Write> = groups.into_iter().flatten().collect();
-            if !writes.is_empty() {
-                self.settings.store.write_checked(writes).await?;
+            let (serial, plain): (Vec<_>, Vec<_>) = groups
+                .into_iter()
+                .flatten()
+                .zip(pending)
+                .partition(|(_, pending)| *pending);
+            let store = &self.settings.store;
+            for (writes, serial) in [(serial, true), (plain, false)] {
+                let writes: Vec<Write> = writes.into_iter().map(|(w, _)| w).collect();
+                if writes.is_empty() {
+                    continue;
+                }
+                if serial {
+                    store.write_serial_checked(writes).await?;
+                } else {
+                    store.write_checked(writes).await?;
+                }
             }
             return Ok(());
         }
@@ -784,8 +803,10 @@ impl LazyClient {
     }
 
     /// `write` (to `key`), and the deletes of `key`'s copies under the
-    /// kind's former names in the same atomic write (a plain write where the
-    /// kind has none).
+    /// kind's former names in the same atomic write (a single write where
+    /// the kind has none: serial while a migration of the kind is pending,
+    /// so that no read migrating the entity overwrites it, see
+    /// [`SerialWrites`](crate::store::SerialWrites)).
     async fn write_dropping_formers(
         &self,
         chain: &KindChain,
@@ -794,7 +815,11 @@ impl LazyClient {
     ) -> Result<()> {
         let store = &self.settings.store;
         if chain.formers.is_empty() {
-            store.write_checked(vec![write]).await?;
+            if chain.pending {
+                store.write_serial_checked(vec![write]).await?;
+            } else {
+                store.write_checked(vec![write]).await?;
+            }
             return Ok(());
         }
         self.need_atomic()?;

@@ -77,6 +77,21 @@ pub trait StoreExt: Store {
         self.write_batch(writes).await
     }
 
+    /// [`SerialWrites::write_serial`](super::SerialWrites::write_serial)
+    /// after [`check_writes`] on a store with that facet (puts and deletes
+    /// that no concurrent compare-and-set can overwrite), else
+    /// [`Store::write_batch`] (whose plain writes are ordered already).
+    ///
+    /// # Errors
+    /// A replace that changes its key (nothing is written), or the store's errors.
+    async fn write_serial_checked(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>> {
+        check_writes(&writes)?;
+        match self.features().serial_writes {
+            Some(serial) => serial.write_serial(writes).await,
+            None => self.write_batch(writes).await,
+        }
+    }
+
     /// [`AtomicWrites::write_atomic`](super::AtomicWrites::write_atomic) after
     /// [`check_writes`]. Callers ask for the facet first (and its scope); a
     /// store without it answers `Unsupported`, writing nothing.

@@ -100,6 +100,13 @@ pub struct Features<'a> {
     /// How the store splits a kind for many workers (`tern up --workers`,
     /// `tern worker`); without it every stage runs as one partition.
     pub partitions: Option<&'a dyn Partitions>,
+    /// Puts and deletes that a concurrent compare-and-set of the same entity
+    /// cannot overwrite, for a store whose plain writes are not ordered
+    /// against its compare-and-set (Cassandra: lightweight transactions
+    /// against plain writes). The lazy client writes through it to kinds
+    /// with a pending migration. A store without it orders its plain writes
+    /// already (one server, transactions).
+    pub serial_writes: Option<&'a dyn SerialWrites>,
     /// Code in the store's server that migrates entities lazily for every
     /// client (tern's Redis module, docs/module.md), named for messages. Such a
     /// server runs the evolution language only, so the lazy install refuses a
@@ -146,7 +153,7 @@ impl<'a> Features<'a> {
     /// Each facet by name (the field's name) and whether the store has it, in
     /// declaration order; the scope of `atomic_writes` is in
     /// [`Features::atomic_scope`]. What each adapter's capability table lists.
-    pub fn rows(&self) -> [(&'static str, bool); 11] {
+    pub fn rows(&self) -> [(&'static str, bool); 12] {
         [
             ("scan_ordered", self.scan_ordered),
             ("pushdown", self.pushdown.is_some()),
@@ -162,6 +169,7 @@ impl<'a> Features<'a> {
             ("server_clock", self.server_clock.is_some()),
             ("count_estimate", self.count_estimate.is_some()),
             ("partitions", self.partitions.is_some()),
+            ("serial_writes", self.serial_writes.is_some()),
         ]
     }
 
@@ -385,4 +393,29 @@ pub trait CountEstimate: Send + Sync {
     /// # Errors
     /// The store's errors.
     async fn estimate_count(&self, kind: &str) -> Result<u64>;
+}
+
+/// Puts and deletes ordered against the store's compare-and-set
+/// ([`Features::serial_writes`]). Without it,
+/// [`StoreExt::write_serial_checked`] runs [`Store::write_batch`].
+///
+/// On a store with this facet a plain `Put` or `Delete` is not ordered
+/// against a concurrent compare-and-set (`Insert`, `Replace`) of the same
+/// entity: the compare-and-set may read the entity before the plain write
+/// and still overwrite it after the plain write was acknowledged, and the
+/// write is lost. Cassandra is such a store: a lightweight transaction's
+/// Paxos round writes with its ballot's timestamp, which can be later than
+/// the timestamp of a plain write that landed after its read
+/// (adapters/cassandra/src/docs.md, "Plain writes and lightweight
+/// transactions").
+#[async_trait]
+pub trait SerialWrites: Send + Sync {
+    /// Applies `writes` as [`Store::write_batch`] does (same outcomes: a put
+    /// and a delete apply), each `Put` and `Delete` ordered against every
+    /// compare-and-set of the same entity, as `Insert` and `Replace` are.
+    ///
+    /// # Errors
+    /// The store's errors; a temporary `Busy` where an entity kept being
+    /// created and deleted under the write.
+    async fn write_serial(&self, writes: Vec<Write>) -> Result<Vec<WriteOutcome>>;
 }

@@ -100,7 +100,7 @@ pub use error::{DriverError, Error, ErrorKind, Result};
 pub use ext::{StoreExt, scan_pages};
 pub use features::{
     AtomicBatchWithMeta, AtomicWrites, CountEstimate, Features, FormerNameReads, KindRename,
-    ProjectedScan, Pushdown, SchemaHooks, ServerClock,
+    ProjectedScan, Pushdown, SchemaHooks, SerialWrites, ServerClock,
 };
 pub use filter::{Condition, Filter, VersionFilter, lookup};
 pub use partitions::{Partition, Partitions};
