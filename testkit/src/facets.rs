@@ -133,7 +133,7 @@ mod tests {
         | `kind_rename` | yes | no | |\n| `schema_hooks` | no | no | |\n\
         | `projected_scan` | no | no | |\n| `former_name_reads` | yes | no | |\n\
         | `server_clock` | no | no | |\n| `count_estimate` | yes | no | |\n\
-        | `partitions` | yes | no | |\n\nafter\n";
+        | `partitions` | yes | no | |\n| `serial_writes` | no | no | |\n\nafter\n";
 
     #[test]
     fn a_table_that_matches_passes_and_one_that_does_not_fails() {
