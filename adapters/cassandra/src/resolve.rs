@@ -36,6 +36,14 @@ pub(crate) fn entity(
     }
 }
 
+/// For a serial put or delete (the `SerialWrites` facet: no expected row), `left` is what the
+/// write leaves (`Some`: the entity put, `None`: no row, a delete): applied where the row holds
+/// it; otherwise the attempt's outcome stays unknown (another writer may have overwritten it),
+/// which the caller reports as the attempt's error, never as a conflict.
+pub(crate) fn serial(stored: Option<&Entity>, left: Option<&Entity>) -> bool {
+    stored == left
+}
+
 /// For a metadata compare-and-set: `stored` is the entry now, `expected` the revision it
 /// required (`None`: must not exist) and `value` what it wrote (`None`: a delete).
 pub(crate) fn meta(
@@ -83,6 +91,17 @@ mod tests {
         assert_eq!(entity(None, None, &new), Resolution::Retry);
         assert_eq!(entity(Some(&new), None, &new), Resolution::Applied);
         assert_eq!(entity(Some(&old), None, &new), Resolution::Conflict);
+    }
+
+    #[test]
+    fn serial_writes() {
+        let (old, new) = (e(1, 1), e(2, 1));
+        assert!(serial(Some(&new), Some(&new)));
+        assert!(!serial(Some(&old), Some(&new)));
+        assert!(!serial(None, Some(&new)));
+        // A delete.
+        assert!(serial(None, None));
+        assert!(!serial(Some(&old), None));
     }
 
     #[test]

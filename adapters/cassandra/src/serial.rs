@@ -97,7 +97,7 @@ impl CassStore {
     /// Paxos round left in progress): applied where the row holds what the write left
     /// (`left`: the entity, `None`: no row), else `err` (tern repeats no failed request).
     async fn settle(&self, key: &Key, left: Option<&Entity>, err: Error) -> Result<WriteOutcome> {
-        if self.get_with(key, true).await?.as_ref() == left {
+        if crate::resolve::serial(self.get_with(key, true).await?.as_ref(), left) {
             Ok(WriteOutcome::Applied)
         } else {
             Err(err)
