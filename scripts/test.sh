@@ -4,6 +4,7 @@
 # (passed, and skipped with the reason). Prints the time of each phase.
 #
 # Environment: TERN_KEEP_SERVERS (set: leave the servers running at the end),
+# TERN_TEST_HANG_MINUTES (a test running longer is reported hung, default 15),
 # TERN_SKIP_CONTAINERS (set: do not build the Redis image; the container battery skips).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,7 +70,12 @@ phase "build"
 
 shopt -s nullglob
 status=0
-cargo test --workspace --locked --no-fail-fast || status=$?
+# Under a watch: a test that runs longer than TERN_TEST_HANG_MINUTES (default 15; the slowest
+# takes about 8) is named with its threads' stacks, its binary killed, and its binary's
+# unfinished tests run once more; a hang is always printed, and one that happens twice fails
+# (scripts/lib/test_watch.py, docs/testing.md "Hung tests").
+python3 scripts/lib/test_watch.py --hang-minutes "${TERN_TEST_HANG_MINUTES:-15}" -- \
+  cargo test --workspace --locked --no-fail-fast || status=$?
 phase "cargo test --workspace"
 
 echo "[test.sh] battery per backend (from $TERN_BATTERY_DIR):"
