@@ -20,6 +20,7 @@ use tern_core::store::{
 
 use crate::codec;
 use crate::config::KindLayout;
+use crate::conn::Node;
 use crate::core::{
     COUNT_KEYS_PER_CALL, MAX_KEYS_PER_SCRIPT, ReadScript, RedisStore, SCAN_STEPS_PER_PAGE,
 };
@@ -353,13 +354,12 @@ impl RedisStore {
     /// inside the server: one script call SCANs up to [`COUNT_KEYS_PER_CALL`]
     /// keys and reads only their version field, returning just the keys that
     /// pass (none, for a census that finds nothing), which are counted once
-    /// each. Anything else scans and filters on the client.
+    /// each. On a cluster the script runs on every master at once, each over
+    /// its own keys. Anything else scans and filters on the client.
     pub(crate) async fn count_entities(&self, kind: &str, filter: Filter) -> Result<u64> {
         self.keys.check_kind(kind)?;
         let pattern = self.keys.kind_pattern(kind);
-        let mut seen = std::collections::HashSet::new();
         if filter.conditions.is_empty()
-            && self.nodes.is_empty()
             && self.config.layout(kind) == KindLayout::Hash
             && !self.keys.has_subkinds(kind)
         {
@@ -368,28 +368,61 @@ impl RedisStore {
                 VersionFilter::Exactly(v) => ("eq", v),
                 VersionFilter::Below(v) => ("below", v),
             };
-            let mut cursor = "0".to_owned();
-            loop {
-                let reply: Vec<String> = self
-                    .script(COUNT_SCRIPT)
-                    .arg(&self.config.version_field)
-                    .arg(mode)
-                    .arg(x)
-                    .arg(&pattern)
-                    .arg(&cursor)
-                    .arg(COUNT_KEYS_PER_CALL)
-                    .arg(SCAN_STEPS_PER_PAGE)
-                    .invoke_async(&mut self.conn())
-                    .await
-                    .map_err(|e| self.err("counting entities", e).with_context("kind", kind))?;
-                let mut reply = reply.into_iter();
-                cursor = reply.next().unwrap_or_default();
-                seen.extend(reply);
-                if cursor == "0" || cursor.is_empty() {
-                    return Ok(seen.len() as u64);
-                }
+            let count = |node| self.count_on_node(node, kind, &pattern, mode, x);
+            if self.nodes.is_empty() {
+                return count(None).await;
+            }
+            // A key lives on one master: the masters' counts add up.
+            let counts =
+                futures::future::try_join_all(self.nodes.iter().map(Some).map(count)).await?;
+            return Ok(counts.into_iter().sum());
+        }
+        self.count_on_client(kind, &pattern, filter).await
+    }
+
+    /// The count script's calls over one master's keys (`node`; `None`: the
+    /// server), from the start of its SCAN to its end; each returns the keys
+    /// that pass, counted once (SCAN may return a key twice).
+    async fn count_on_node(
+        &self,
+        node: Option<&Node>,
+        kind: &str,
+        pattern: &str,
+        mode: &str,
+        x: u64,
+    ) -> Result<u64> {
+        let mut seen = std::collections::HashSet::new();
+        let mut cursor = "0".to_owned();
+        loop {
+            let mut call = redis::cmd("EVAL");
+            call.arg(COUNT_SCRIPT)
+                .arg(0)
+                .arg(&self.config.version_field)
+                .arg(mode)
+                .arg(x)
+                .arg(pattern)
+                .arg(&cursor)
+                .arg(COUNT_KEYS_PER_CALL)
+                .arg(SCAN_STEPS_PER_PAGE);
+            // EVAL (Redis keeps the compiled script): routed to `node` on a cluster.
+            let reply: Vec<String> = self
+                .conn()
+                .on_node(node, call)
+                .await
+                .map_err(|e| self.err("counting entities", e).with_context("kind", kind))?;
+            let mut reply = reply.into_iter();
+            cursor = reply.next().unwrap_or_default();
+            seen.extend(reply);
+            if cursor == "0" || cursor.is_empty() {
+                return Ok(seen.len() as u64);
             }
         }
+    }
+
+    /// A count that reads the entities (or their version tags) on the client.
+    async fn count_on_client(&self, kind: &str, pattern: &str, filter: Filter) -> Result<u64> {
+        let pattern = pattern.to_owned();
+        let mut seen = std::collections::HashSet::new();
         let mut total = 0u64;
         let mut cursor: Option<Cursor> = None;
         loop {
