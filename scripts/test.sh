@@ -4,7 +4,7 @@
 # (passed, and skipped with the reason). Prints the time of each phase.
 #
 # Environment: TERN_KEEP_SERVERS (set: leave the servers running at the end),
-# TERN_TEST_HANG_MINUTES (a test running longer is reported hung, default 15),
+# TERN_TEST_HANG_MINUTES (a test running longer is reported hung, default 20),
 # TERN_SKIP_CONTAINERS (set: do not build the Redis image; the container battery skips).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -70,11 +70,11 @@ phase "build"
 
 shopt -s nullglob
 status=0
-# Under a watch: a test that runs longer than TERN_TEST_HANG_MINUTES (default 15; the slowest
+# Under a watch: a test that runs longer than TERN_TEST_HANG_MINUTES (default 20; the slowest
 # takes about 8) is named with its threads' stacks, its binary killed, and its binary's
 # unfinished tests run once more; a hang is always printed, and one that happens twice fails
 # (scripts/lib/test_watch.py, docs/testing.md "Hung tests").
-python3 scripts/lib/test_watch.py --hang-minutes "${TERN_TEST_HANG_MINUTES:-15}" -- \
+python3 scripts/lib/test_watch.py --hang-minutes "${TERN_TEST_HANG_MINUTES:-20}" -- \
   cargo test --workspace --locked --no-fail-fast || status=$?
 phase "cargo test --workspace"
 

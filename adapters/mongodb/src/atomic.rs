@@ -121,15 +121,12 @@ impl AtomicWrites for MongoStore {
             .start_session()
             .await
             .map_err(|e| self.err("starting a session", e))?;
-        let mut retry = TransactionRetry::new(format!(
-            "mongodb: a transaction of {} guards and {} writes",
-            guards.len(),
-            writes.len()
-        ));
+        // Made at the first abort: most transactions commit on their first run.
+        let mut retry: Option<TransactionRetry> = None;
         loop {
             match self.run_once(&mut session, &guards, &writes).await? {
                 Run::Done(outcome) => {
-                    if retry.aborted() > 0 {
+                    if let Some(retry) = &retry {
                         tracing::debug!(
                             aborted = retry.aborted(),
                             ?outcome,
@@ -145,7 +142,16 @@ impl AtomicWrites for MongoStore {
                         Some(k) => cause.with_context("key", k),
                         None => cause,
                     };
-                    retry.after_abort(cause).await?;
+                    retry
+                        .get_or_insert_with(|| {
+                            TransactionRetry::new(format!(
+                                "mongodb: a transaction of {} guards and {} writes",
+                                guards.len(),
+                                writes.len()
+                            ))
+                        })
+                        .after_abort(cause)
+                        .await?;
                 }
             }
         }
