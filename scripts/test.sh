@@ -71,7 +71,7 @@ phase "build"
 shopt -s nullglob
 status=0
 # Under a watch: a test that runs longer than TERN_TEST_HANG_MINUTES (default 20; the slowest
-# takes about 8) is named with its threads' stacks, its binary killed, and its binary's
+# takes about 3 on fresh servers) is named with its threads' stacks, its binary killed, and its binary's
 # unfinished tests run once more; a hang is always printed, and one that happens twice fails
 # (scripts/lib/test_watch.py, docs/testing.md "Hung tests").
 python3 scripts/lib/test_watch.py --hang-minutes "${TERN_TEST_HANG_MINUTES:-20}" -- \

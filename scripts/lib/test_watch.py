@@ -4,7 +4,7 @@
 A hung test holds CI until CI's own timeout, and what CI shows then does not name it (libtest
 names a slow test once, at 60 s, and the run goes on for an hour). This watcher reads cargo's
 output as it comes (and passes it on unchanged); when one test has run longer than the limit
-(`--hang-minutes`, default 15; `scripts/test.sh` gives 20: the slowest test takes 6-8 here), it:
+(`--hang-minutes`, default 15; `scripts/test.sh` gives 20: the slowest tests take about 3 here on fresh servers), it:
 
 1. prints the test's name, how long it ran, the other tests of its binary still running and
    every thread's stack of the binary (gdb, when installed);

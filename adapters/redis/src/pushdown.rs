@@ -421,13 +421,12 @@ impl RedisStore {
 
     /// A count that reads the entities (or their version tags) on the client.
     async fn count_on_client(&self, kind: &str, pattern: &str, filter: Filter) -> Result<u64> {
-        let pattern = pattern.to_owned();
         let mut seen = std::collections::HashSet::new();
         let mut total = 0u64;
         let mut cursor: Option<Cursor> = None;
         loop {
             let (keys, next) = self
-                .scan_page(&pattern, Some(self.type_name(kind)), cursor.as_ref(), 1000)
+                .scan_page(pattern, Some(self.type_name(kind)), cursor.as_ref(), 1000)
                 .await?;
             let fresh: Vec<String> = keys
                 .into_iter()
