@@ -6,11 +6,13 @@
 //! ([`battery`]), what the benchmarks of every store share ([`bench`]), a store
 //! wrapper that intercepts chosen calls ([`intercept`]), a child-process
 //! killer for crash tests ([`child`]), paging helpers ([`pages`]), property
-//! tests of async code ([`prop`]), and for the TLS tests a test CA
+//! tests of async code ([`prop`]), blocking on async code from a fault hook
+//! ([`blocking`]), and for the TLS tests a test CA
 //! ([`tls`]) and servers of a test's own ([`server`]).
 
 pub mod battery;
 pub mod bench;
+pub mod blocking;
 pub mod child;
 pub mod conformance;
 pub mod facets;

@@ -18,16 +18,15 @@ pub fn check<S, F, Fut>(cases: u32, strategy: &S, test: F)
 where
     S: Strategy,
     F: Fn(S::Value) -> Fut,
-    Fut: Future<Output = ()>,
+    Fut: Future<Output = ()> + Send,
 {
-    let handle = tokio::runtime::Handle::current();
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
         ..Config::default()
     });
     let result = runner.run(strategy, |value| {
-        tokio::task::block_in_place(|| handle.block_on(test(value)));
+        crate::blocking::block_on_aside(test(value));
         Ok(())
     });
     if let Err(e) = result {

@@ -94,8 +94,7 @@ fn put_once_at(store: &Arc<dyn Store>, point: FaultPoint, entity: Entity) -> Fau
     Arc::new(move |p| {
         if p == point && !done.swap(true, Ordering::SeqCst) {
             let (s, e) = (Arc::clone(&store), entity.clone());
-            tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(s.put(e)))
-                .unwrap();
+            crate::blocking::block_on_aside(s.put(e)).unwrap();
         }
         false
     })
@@ -395,20 +394,18 @@ pub async fn rename_kind_with_a_concurrent_writer_on_the_old_kind(
         Arc::new(move |p| {
             if p == census_starts {
                 let (store, gate) = (Arc::clone(&store), Arc::clone(&gate));
-                tokio::task::block_in_place(|| {
-                    tokio::runtime::Handle::current().block_on(async move {
-                        let mut open = gate.lock().await;
-                        if *open {
-                            *open = false;
-                            store
-                                .put(Entity::new(
-                                    Key::new("blogpost", 99_999).unwrap(),
-                                    map(&[("hits", Value::Int(0)), ("late", Value::Bool(true))]),
-                                ))
-                                .await
-                                .unwrap();
-                        }
-                    })
+                crate::blocking::block_on_aside(async move {
+                    let mut open = gate.lock().await;
+                    if *open {
+                        *open = false;
+                        store
+                            .put(Entity::new(
+                                Key::new("blogpost", 99_999).unwrap(),
+                                map(&[("hits", Value::Int(0)), ("late", Value::Bool(true))]),
+                            ))
+                            .await
+                            .unwrap();
+                    }
                 });
             }
             false
@@ -499,51 +496,49 @@ pub async fn rename_kind_never_overwrites_and_stops_on_a_namesake(
             };
         if first && c2.lock().unwrap().is_none() {
             let s3 = Arc::clone(&s2);
-            let ids = tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current().block_on(async move {
-                    let first_of = |kind: &'static str| {
-                        let s = Arc::clone(&s3);
-                        async move {
-                            // Every page: one of a store's own scan (Redis SCAN
-                            // over a busy database) may hold none of the kind.
-                            let (mut ids, mut cursor) = (Vec::new(), None);
-                            loop {
-                                let page = s
-                                    .scan(
-                                        kind,
-                                        ScanRequest {
-                                            filter: Filter::all(),
-                                            cursor: cursor.take(),
-                                            limit: 100,
-                                        },
-                                    )
-                                    .await
-                                    .unwrap();
-                                ids.extend(page.entities.into_iter().map(|e| e.key.id));
-                                cursor = page.cursor;
-                                if cursor.is_none() {
-                                    break;
-                                }
+            let ids = crate::blocking::block_on_aside(async move {
+                let first_of = |kind: &'static str| {
+                    let s = Arc::clone(&s3);
+                    async move {
+                        // Every page: one of a store's own scan (Redis SCAN
+                        // over a busy database) may hold none of the kind.
+                        let (mut ids, mut cursor) = (Vec::new(), None);
+                        loop {
+                            let page = s
+                                .scan(
+                                    kind,
+                                    ScanRequest {
+                                        filter: Filter::all(),
+                                        cursor: cursor.take(),
+                                        limit: 100,
+                                    },
+                                )
+                                .await
+                                .unwrap();
+                            ids.extend(page.entities.into_iter().map(|e| e.key.id));
+                            cursor = page.cursor;
+                            if cursor.is_none() {
+                                break;
                             }
-                            ids.into_iter().min().unwrap()
                         }
-                    };
-                    let waiting = first_of("blogpost").await;
-                    let moved = first_of("post").await;
-                    s3.put(Entity::new(
-                        Key::new("post", waiting.clone()).unwrap(),
-                        map(&[("squatter", Value::Bool(true))]),
-                    ))
-                    .await
-                    .unwrap();
-                    s3.put(Entity::new(
-                        Key::new("blogpost", moved.clone()).unwrap(),
-                        map(&[("stale", Value::Bool(true))]),
-                    ))
-                    .await
-                    .unwrap();
-                    (waiting, moved)
-                })
+                        ids.into_iter().min().unwrap()
+                    }
+                };
+                let waiting = first_of("blogpost").await;
+                let moved = first_of("post").await;
+                s3.put(Entity::new(
+                    Key::new("post", waiting.clone()).unwrap(),
+                    map(&[("squatter", Value::Bool(true))]),
+                ))
+                .await
+                .unwrap();
+                s3.put(Entity::new(
+                    Key::new("blogpost", moved.clone()).unwrap(),
+                    map(&[("stale", Value::Bool(true))]),
+                ))
+                .await
+                .unwrap();
+                (waiting, moved)
             });
             *c2.lock().unwrap() = Some(ids);
         }
