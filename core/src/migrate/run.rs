@@ -70,6 +70,25 @@ struct BatchCheckpoint {
     next: Option<Cursor>,
 }
 
+/// A batch whose writes are done and whose checkpoint is not written yet.
+///
+/// On a store that does not commit a checkpoint with the batch's writes, a
+/// batch's checkpoint is written while the next batch is (its writes, and the
+/// read of the page after it), so that a worker's chain per batch is the
+/// slower of the two round trips, not their sum. It stays sound: a
+/// checkpoint is taken only after its batch's writes all returned, so it
+/// never claims a batch not yet written; one checkpoint at a time, in batch
+/// order (the next one starts only once this one is written), so the record
+/// never goes back. A crash may leave two batches written past the recorded
+/// checkpoint instead of one: their entities are already at their new
+/// version, and a resumed scan no longer finds them (version scoping). A
+/// store that commits a batch's checkpoint with its writes does not defer.
+#[derive(Debug)]
+struct Behind {
+    batch_no: u64,
+    pos: Position,
+}
+
 /// What [`Runner::write_batch`] did about the batch's checkpoint.
 #[derive(Debug, Clone, Copy, Default)]
 struct Written {
@@ -380,8 +399,14 @@ impl Runner<'_> {
         let mut batch_no = 0u64;
         // The next page, read while the current batch was written.
         let mut ahead: Option<(Cursor, ScanPage)> = None;
+        // The last batch's checkpoint, not written yet.
+        let mut behind: Option<Behind> = None;
         loop {
-            self.check_continue()?;
+            if let Err(e) = self.check_continue() {
+                // A cancelled run still records how far it got.
+                let _ = self.catch_up(index, behind.take()).await;
+                return Err(e);
+            }
             let page = match ahead.take() {
                 Some((at, page)) if pos.cursor.as_ref() == Some(&at) => Ok(page),
                 _ => self.stage_page(kind, from, pos.cursor.clone()).await,
@@ -430,25 +455,28 @@ impl Runner<'_> {
             // under a rate limit, where the page would wait (and age) in
             // memory. A failed read ahead is read again, and its error
             // handled, at the top of the loop.
-            let written = match page.cursor.clone() {
-                Some(next) if self.pace.is_none() => {
-                    let (written, read) =
-                        futures::join!(write, self.stage_page(kind, from, Some(next.clone())));
-                    ahead = read.ok().map(|p| (next, p));
-                    written?
+            let read_ahead = async {
+                match page.cursor.clone() {
+                    Some(next) if self.pace.is_none() => {
+                        let read = self.stage_page(kind, from, Some(next.clone())).await;
+                        read.ok().map(|p| (next, p))
+                    }
+                    _ => None,
                 }
-                _ => write.await?,
             };
+            // The previous batch's checkpoint is written while this batch is
+            // (see [`Behind`]).
+            let (written, read, caught_up) =
+                futures::join!(write, read_ahead, self.catch_up(index, behind.take()));
+            caught_up?;
+            ahead = read;
+            let written = written?;
             counts.unmatched_sources += self.unmatched.swap(0, std::sync::atomic::Ordering::SeqCst);
             if !written.before_checkpoint {
                 fault_point!(self, index, pos.phase, batch_no, BeforeCheckpoint);
             }
             pos.counts.add(&counts);
             pos.cursor = page.cursor.clone();
-            if !written.checkpointed {
-                self.checkpoint(index, pos).await?;
-            }
-            self.after_checkpoint(index, pos.phase, batch_no, pos)?;
             tracing::info!(
                 stage = index,
                 kind,
@@ -459,12 +487,35 @@ impl Runner<'_> {
                 conflicts = pos.counts.conflicts,
                 "checkpoint"
             );
+            let done = Behind {
+                batch_no,
+                pos: pos.clone(),
+            };
+            if written.checkpointed {
+                self.after_checkpoint(index, pos.phase, batch_no, pos)?;
+            } else if with_checkpoint.is_some() {
+                // The next batch commits its checkpoint with its writes: this
+                // one must land first.
+                self.catch_up(index, Some(done)).await?;
+            } else {
+                behind = Some(done);
+            }
             self.throttle(n).await;
             batch_no += 1;
             if page.cursor.is_none() {
-                return Ok(());
+                return self.catch_up(index, behind.take()).await;
             }
         }
+    }
+
+    /// Writes the checkpoint of a batch whose writes are done (`behind`, if
+    /// any), then passes its crash point and reports it.
+    async fn catch_up(&self, index: usize, behind: Option<Behind>) -> Result<()> {
+        let Some(Behind { batch_no, pos }) = behind else {
+            return Ok(());
+        };
+        self.checkpoint(index, &pos).await?;
+        self.after_checkpoint(index, pos.phase, batch_no, &pos)
     }
 
     /// Computes and writes one batch, retrying conflicts.
