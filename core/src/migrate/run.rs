@@ -403,8 +403,12 @@ impl Runner<'_> {
         let mut behind: Option<Behind> = None;
         loop {
             if let Err(e) = self.check_continue() {
-                // A cancelled run still records how far it got.
-                let _ = self.catch_up(index, behind.take()).await;
+                // A cancelled run still records how far it got; if that fails,
+                // the resume starts one batch earlier (those entities are
+                // already migrated and are skipped), so the cancel is reported.
+                if let Err(ckpt) = self.catch_up(index, behind.take()).await {
+                    tracing::warn!(stage = index, error = %ckpt, "last checkpoint not written");
+                }
                 return Err(e);
             }
             let page = match ahead.take() {
