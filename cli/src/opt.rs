@@ -94,9 +94,10 @@ pub enum Command {
     Plan(PlanArgs),
     /// Apply pending migrations in checkpointed, version-scoped batches.
     Up(UpArgs),
-    /// Help a partitioned `tern up` from any host: claim unfinished partitions
-    /// (a dead worker's after its lease expires); run `tern up` when no runner
-    /// holds the lock. Exits once no migration is pending. See docs/workers.md.
+    /// Help a partitioned `tern up` or `tern sweep` from any host: claim
+    /// unfinished partitions (a dead worker's after its lease expires); run
+    /// `tern up` when no runner holds the lock. Exits once no migration is
+    /// pending and no sweep runs. See docs/workers.md.
     Worker(WorkerArgs),
     /// Show applied and pending migrations, kind versions, lazy migrations and the lock.
     Status(crate::cmd::sweep::StatusArgs),
@@ -186,7 +187,8 @@ pub struct UpArgs {
 /// `tern worker`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// Batch, worker and partition options (used when this worker runs `tern up` itself).
+    /// Batch, worker and partition options (batch size, rate and workers also
+    /// for the partitions of a sweep it joins).
     #[command(flatten)]
     pub run: RunArgs,
 }

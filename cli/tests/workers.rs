@@ -145,3 +145,80 @@ fn status_shows_the_partitions_of_a_killed_sweep() {
         "{json}"
     );
 }
+
+/// `tern worker` in another process joining a `tern sweep --workers 1
+/// --partitions 8` (throttled, so the split stays open a while) on a Redis
+/// server both reach (the embedded store's file is one process's): the
+/// worker sweeps partitions of the split and returns once the sweep is over;
+/// the sweep counts every entity once and records the migration complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_in_another_process_joins_a_running_sweep() {
+    let url = match tern_integration_tests::redis::backend().await {
+        Ok(b) => b.fresh_url(),
+        Err(reason) => {
+            eprintln!("skipped: tern worker joining a sweep on redis: {reason}");
+            return;
+        }
+    };
+    tokio::task::spawn_blocking(move || worker_joins_a_sweep(&url))
+        .await
+        .unwrap();
+}
+
+fn worker_joins_a_sweep(url: &str) {
+    let posts = 600;
+    let p = Project::on(url, 1_000);
+    p.import_blog(1, posts);
+    p.write(
+        "migrations/0001_likes.tern",
+        "lazy\nadd blogpost.likes = 0\n",
+    );
+    p.ok(&["up"]);
+    let sweep = p
+        .cmd(&[
+            "sweep",
+            "--workers",
+            "1",
+            "--partitions",
+            "8",
+            "--batch-size",
+            "20",
+            "--max-rate",
+            "400",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut split = false;
+    for _ in 0..300 {
+        if p.ok(&["status"])
+            .contains("partitions of the sweep of blogpost")
+        {
+            split = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let joined = p.ok(&["worker", "--workers", "2", "--batch-size", "20", "--json"]);
+    let out = sweep.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(split, "the sweep recorded its split");
+    let w: serde_json::Value = serde_json::from_str(joined.trim()).unwrap();
+    assert!(
+        w["worker"]["sweep_partitions"].as_u64().unwrap() >= 1,
+        "{joined}"
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(v["migrated"]["blogpost"], posts, "{stdout}");
+    assert_eq!(v["stale"]["blogpost"], 0, "{stdout}");
+    assert_eq!(v["completed"], serde_json::json!([1]), "{stdout}");
+    let status = p.ok(&["status", "--json"]);
+    assert!(!status.contains("\"partitions\""), "{status}");
+}

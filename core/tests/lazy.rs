@@ -152,6 +152,8 @@ async fn a_checkpoint_on_a_name_with_nothing_stale_does_not_stop_the_sweep() {
         migrated: 0,
         partitions: None,
         stale_at_start: None,
+        lease_token: None,
+        in_store: false,
     });
     state::store_if(store.as_ref(), current.revision, &current.doc)
         .await
@@ -604,4 +606,120 @@ async fn a_put_the_store_aborts_is_written_again_not_lost() {
 async fn absent(store: &Arc<dyn Store>, kind: &str, id: i64) -> bool {
     let key = tern_core::model::Key::new(kind, id).unwrap();
     store.get(&key).await.unwrap().is_none()
+}
+
+/// Waits (at most 20 s) until the sweep has recorded a split, and gives its checkpoint.
+async fn recorded_sweep_split(store: &Arc<dyn Store>) -> tern_core::migrate::state::SweepState {
+    for _ in 0..2000 {
+        let doc = tern_core::migrate::state::load(store.as_ref())
+            .await
+            .unwrap()
+            .doc;
+        if let Some(s) = doc.sweep.filter(|s| s.partitions.is_some()) {
+            return s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the sweep recorded no split within 20 s");
+}
+
+/// `tern worker` joining a partitioned `tern sweep` another process runs
+/// (one throttled worker there, two here): the joiner sweeps partitions of
+/// the split, on the path the split records (in the store or the client
+/// path), the sweep waits for them, counts every entity once and records the
+/// migration complete, and the joiner returns once the sweep is over. With
+/// no sweep running, a joiner returns at once; a split that a killed sweep
+/// left is not joined (its next `tern sweep` resumes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_joins_a_running_partitioned_sweep_and_never_a_dead_ones() {
+    use std::time::Duration;
+    use tern_core::lazy::SweepOptions;
+    use tern_core::lazy::sweep::{self, JoinReport};
+    use tern_core::migrate::LeaseOptions;
+    use tern_core::store::memory::MemoryStore;
+
+    let n: i64 = 1200;
+    let ttl = Duration::from_millis(300);
+    let lease = LeaseOptions {
+        ttl,
+        wait: Some(Duration::from_secs(30)),
+        ..LeaseOptions::default()
+    };
+    let joiner = SweepOptions {
+        workers: 2,
+        batch_size: 20,
+        ..SweepOptions::default()
+    };
+    let throttled = |pushdown, rate| SweepOptions {
+        workers: 1,
+        partitions: Some(8),
+        batch_size: 20,
+        pushdown,
+        max_rate: Some(rate),
+        ..SweepOptions::default()
+    };
+    for pushdown in [true, false] {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        install_over(&store, "post", n, "lazy\nadd post.likes = 0\n").await;
+        let code = Default::default();
+        let idle = sweep::join(&store, &code, &joiner, ttl).await.unwrap();
+        assert_eq!(idle, JoinReport::default(), "no sweep runs");
+
+        let sweeper = {
+            let (store, lease) = (Arc::clone(&store), lease.clone());
+            let options = throttled(pushdown, 1500.0);
+            tokio::spawn(
+                async move { sweep::sweep(store, &lease, &Default::default(), &options).await },
+            )
+        };
+        let split = recorded_sweep_split(&store).await;
+        assert_eq!(split.in_store, pushdown, "the split records its path");
+        let joined = sweep::join(&store, &code, &joiner, ttl).await.unwrap();
+        let report = sweeper.await.unwrap().unwrap();
+        assert!(joined.partitions >= 1, "pushdown {pushdown}: {joined:?}");
+        assert_eq!(report.migrated.get("post"), Some(&(n as u64)), "{report:?}");
+        assert_eq!(report.remaining(), 0);
+        assert_eq!(report.completed, vec![1]);
+        assert_posts_migrated(&store, n).await;
+        let doc = tern_core::migrate::state::load(store.as_ref())
+            .await
+            .unwrap()
+            .doc;
+        assert!(doc.sweep.is_none(), "{:?}", doc.sweep);
+    }
+
+    // A sweep killed mid-split (no release): once its lease expires, a
+    // joiner leaves its split alone.
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    install_over(&store, "post", n, "lazy\nadd post.likes = 0\n").await;
+    let killed = {
+        let (store, lease) = (Arc::clone(&store), lease.clone());
+        tokio::spawn(async move {
+            sweep::sweep(store, &lease, &Default::default(), &throttled(false, 200.0)).await
+        })
+    };
+    recorded_sweep_split(&store).await;
+    killed.abort();
+    let _ = killed.await;
+    tokio::time::sleep(ttl + Duration::from_millis(200)).await;
+    let left = sweep::join(&store, &Default::default(), &joiner, ttl)
+        .await
+        .unwrap();
+    assert_eq!(
+        left,
+        JoinReport::default(),
+        "a dead sweep's split is not joined"
+    );
+    let doc = tern_core::migrate::state::load(store.as_ref())
+        .await
+        .unwrap()
+        .doc;
+    let split = doc
+        .sweep
+        .and_then(|s| s.partitions)
+        .expect("the split stays");
+    assert!(!split.all_done());
+    let report = sweep_with(&store, &SweepOptions::default()).await;
+    assert_eq!(report.remaining(), 0);
+    assert_posts_migrated(&store, n).await;
 }

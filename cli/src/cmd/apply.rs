@@ -202,17 +202,19 @@ async fn lazy_pending_kinds(
 }
 
 /// `tern worker`: claims partitions of a running partitioned stage, and runs
-/// `tern up` itself when no runner holds the lock; returns once no migration
-/// is pending (docs/workers.md).
+/// `tern up` itself when no runner holds the lock; then joins a partitioned
+/// `tern sweep` in progress, if any; returns once no migration is pending
+/// and no sweep runs (docs/workers.md).
 ///
 /// # Errors
 /// As `tern up`.
 pub async fn worker(ctx: &Ctx, args: &WorkerArgs) -> anyhow::Result<u8> {
     let set = ctx.migrations()?;
     let lazy = lazy_ids(&set);
+    let code = tern_core::lazy::install::code_migrations(&set);
     let store = ctx.store().await?;
     let migrator = ctx
-        .migrator(store, set, &args.run)
+        .migrator(Arc::clone(&store), set, &args.run)
         .with_lease_options(LeaseOptions {
             ttl: ctx.settings.lease_ttl,
             wait: None,
@@ -222,17 +224,36 @@ pub async fn worker(ctx: &Ctx, args: &WorkerArgs) -> anyhow::Result<u8> {
     if let Some(up) = &report.up {
         print_up(ctx, up, &lazy, &BTreeSet::new());
     }
+    let run = ctx.run_options(&args.run);
+    let sweep_options = tern_core::lazy::SweepOptions {
+        batch_size: run.batch_size,
+        max_rate: run.max_rate,
+        cancel: ctx.cancel.clone(),
+        workers: run.workers.max(1),
+        ..tern_core::lazy::SweepOptions::default()
+    };
+    let swept =
+        tern_core::lazy::sweep::join(&store, &code, &sweep_options, ctx.settings.lease_ttl).await?;
+    let (partitions, lost) = (
+        report.partitions + swept.partitions,
+        report.lost + swept.lost,
+    );
     if ctx.opt.json {
         crate::outln!(
             "{}",
-            serde_json::json!({"worker": {"partitions": report.partitions, "lost": report.lost, "ran_up": report.up.is_some()}})
+            serde_json::json!({"worker": {"partitions": partitions, "lost": lost, "ran_up": report.up.is_some(),
+                "sweep_partitions": swept.partitions}})
         );
     } else {
         crate::outln!(
-            "worker done: {} partitions run here{}; nothing is pending",
-            report.partitions,
-            if report.lost > 0 {
-                format!(", {} lost to other workers", report.lost)
+            "worker done: {partitions} partitions run here{}{}; nothing is pending",
+            if swept.partitions > 0 {
+                format!(" ({} of a sweep)", swept.partitions)
+            } else {
+                String::new()
+            },
+            if lost > 0 {
+                format!(", {lost} lost to other workers")
             } else {
                 String::new()
             }

@@ -34,6 +34,7 @@ use crate::store::{
     ErrorKind, Filter, Guard, PushdownRequest, RenameKindRequest, ScanRequest, Store, StoreExt,
     VersionFilter, Write, WriteOutcome,
 };
+pub use parts::{JoinReport, join};
 
 /// The most entities one call of the in-store path takes. A server-side call
 /// may hold the server for its whole length (Redis runs a script alone), while
@@ -92,6 +93,32 @@ impl Default for SweepOptions {
             partitions: None,
         }
     }
+}
+
+impl SweepOptions {
+    /// Entities per call of the in-store path: the batch size, at most
+    /// [`SweepOptions::call_size`] (a batch then takes several calls and one
+    /// checkpoint).
+    fn in_store_limit(&self) -> usize {
+        self.batch_size.min(self.call_size).max(1)
+    }
+}
+
+/// After a batch of `processed` entities and its checkpoint: stops if the
+/// run was cancelled (the checkpoint holds), else waits for the rate limit.
+async fn after_batch(
+    options: &SweepOptions,
+    pace: Option<&RateLimiter>,
+    processed: u64,
+) -> Result<()> {
+    if options.cancel.is_cancelled() {
+        return Err(super::LazyError::Interrupted);
+    }
+    crate::migration::pace::pace(pace, processed, &options.cancel).await;
+    if options.cancel.is_cancelled() {
+        return Err(super::LazyError::Interrupted);
+    }
+    Ok(())
 }
 
 /// What a sweep did, per kind.
@@ -402,7 +429,7 @@ impl Sweeper<'_> {
         let chain = at.chain;
         let mut cursor = at.cursor.clone();
         let mut first = true;
-        let limit = self.in_store_limit();
+        let limit = self.options.in_store_limit();
         let calls_per_checkpoint = self.options.batch_size.max(1).div_ceil(limit);
         let mut calls = 0usize;
         loop {
@@ -441,32 +468,12 @@ impl Sweeper<'_> {
                 self.checkpoint(chain, at.name, page.cursor.clone(), *migrated)
                     .await?;
             }
-            self.after_batch(processed).await?;
+            after_batch(self.options, self.pace.as_ref(), processed).await?;
             match page.cursor {
                 Some(c) => cursor = Some(c),
                 None => return Ok(true),
             }
         }
-    }
-
-    /// After a batch of `processed` entities and its checkpoint: stops if the
-    /// run was cancelled (the checkpoint holds), else waits for the rate limit.
-    async fn after_batch(&self, processed: u64) -> Result<()> {
-        if self.options.cancel.is_cancelled() {
-            return Err(super::LazyError::Interrupted);
-        }
-        crate::migration::pace::pace(self.pace.as_ref(), processed, &self.options.cancel).await;
-        if self.options.cancel.is_cancelled() {
-            return Err(super::LazyError::Interrupted);
-        }
-        Ok(())
-    }
-
-    /// Entities per call of the in-store path: the batch size, at most
-    /// [`SweepOptions::call_size`] (a batch then takes several calls and one
-    /// checkpoint).
-    fn in_store_limit(&self) -> usize {
-        self.options.batch_size.min(self.options.call_size).max(1)
     }
 
     /// What an error of the in-store path means: `Some(false)` (run the client
@@ -510,6 +517,8 @@ impl Sweeper<'_> {
                     migrated,
                     partitions: None,
                     stale_at_start: self.stale_at_start,
+                    lease_token: Some(self.lease.token()),
+                    in_store: false,
                 });
             })
             .await?;
@@ -551,7 +560,7 @@ impl Sweeper<'_> {
             crate::telemetry::sweep_batch(&chain.kind, n, batch);
             self.checkpoint(chain, name, page.cursor.clone(), *migrated)
                 .await?;
-            self.after_batch(n).await?;
+            after_batch(self.options, self.pace.as_ref(), n).await?;
             match page.cursor {
                 Some(c) => cursor = Some(c),
                 None => return Ok(()),

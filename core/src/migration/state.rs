@@ -267,6 +267,19 @@ pub struct SweepState {
     /// then advanced counts once. `None` in a checkpoint of an older tern.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_at_start: Option<u64>,
+    /// The fencing token of the lease of the sweep that wrote this
+    /// checkpoint. A `tern worker` joins the sweep's splits only while the
+    /// document's lease is this one and unexpired: never a split a killed
+    /// sweep left (the next `tern sweep` resumes it and records its own
+    /// token), never under another runner (`tern up`). `None` in a
+    /// checkpoint of an older tern.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_token: Option<u64>,
+    /// While `partitions` is set: whether its partitions run inside the
+    /// store (the first pass's server-side steps) rather than the client
+    /// path, so that a joining worker sweeps them the same way.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_store: bool,
 }
 
 impl StateDoc {

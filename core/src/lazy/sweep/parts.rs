@@ -12,15 +12,30 @@
 //! the census and "complete" happen once, after every partition is done.
 //! Kind renames in the store (a former name re-keyed in place) run
 //! unpartitioned, as in `tern up`.
+//!
+//! A `tern worker` on any host joins a split that a live sweep runs
+//! ([`join`]): it claims the split's partitions with the same fenced leases
+//! and sweeps them on the path the split records, while the sweep itself
+//! keeps its lease and does the census and the recording.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::{InStoreCall, Position, Sweeper, migrate_batch, stale_filter};
+use super::{
+    InStoreCall, Position, SweepOptions, Sweeper, after_batch, migrate_batch, stale_filter,
+    sweep_client,
+};
+use crate::lazy::client::LazyClient;
 use crate::lazy::error::{LazyError, Result};
+use crate::lazy::spec::Spec;
 use crate::migrate::partition::{self, Claim, Claimant, Next, Site, StateCache};
 use crate::migration::error::MigrateError;
+use crate::migration::lease::Lease;
+use crate::migration::pace::RateLimiter;
+use crate::migration::source::Migration;
 use crate::migration::state::{self, RunCounts, StagePartitions, StateDoc, SweepState};
-use crate::store::{ErrorKind, PushdownRequest, ScanRequest, StepsFrom};
+use crate::store::{ErrorKind, PushdownRequest, ScanRequest, StepsFrom, Store, StoreExt};
 
 /// The split recorded for the sweep of `name` (of `kind`), if the checkpoint has one.
 fn recorded_split<'d>(doc: &'d StateDoc, kind: &str, name: &str) -> Option<&'d StagePartitions> {
@@ -31,13 +46,15 @@ fn recorded_split<'d>(doc: &'d StateDoc, kind: &str, name: &str) -> Option<&'d S
 }
 
 /// The sweep's checkpoint of `name` (of `kind`) between partitioned passes:
-/// `migrated` so far, and the split while it runs (`None` once it is done).
+/// `migrated` so far, and the split while it runs (`None` once it is done),
+/// written under the lease whose token is `lease_token`.
 fn name_checkpoint(
     kind: &str,
     name: &str,
     migrated: u64,
     partitions: Option<StagePartitions>,
     stale_at_start: Option<u64>,
+    lease_token: u64,
 ) -> SweepState {
     SweepState {
         kind: kind.to_owned(),
@@ -46,6 +63,8 @@ fn name_checkpoint(
         migrated,
         partitions,
         stale_at_start,
+        lease_token: Some(lease_token),
+        in_store: false,
     }
 }
 
@@ -80,8 +99,16 @@ impl Sweeper<'_> {
             kind: kind.clone(),
             name: name.clone(),
         };
+        let steps = match call {
+            Some(InStoreCall::Steps(steps)) => Some(*steps),
+            _ => None,
+        };
         let doc = state::load(self.store).await?.doc;
-        if recorded_split(&doc, &kind, &name).is_none() {
+        let mut start = match recorded_split(&doc, &kind, &name) {
+            Some(_) => doc.sweep.clone(),
+            None => None,
+        };
+        if start.is_none() {
             let count = self
                 .options
                 .partitions
@@ -90,23 +117,38 @@ impl Sweeper<'_> {
             let parts = facet.split(&name, count).await?;
             tracing::info!(%name, partitions = parts.len(), "sweep: split into partitions");
             let split = partition::fresh_split(0, &name, &parts);
-            let start = name_checkpoint(&kind, &name, *migrated, Some(split), self.stale_at_start);
-            self.lease
-                .update(|doc| doc.sweep = Some(start.clone()))
-                .await?;
+            start = Some(name_checkpoint(
+                &kind,
+                &name,
+                *migrated,
+                Some(split),
+                self.stale_at_start,
+                self.lease.token(),
+            ));
         }
-        let steps = match call {
-            Some(InStoreCall::Steps(steps)) => Some(*steps),
-            _ => None,
+        // Whose split it is now, and its path: what a joining worker checks
+        // and follows (a resumed split gets this sweep's token).
+        let token = self.lease.token();
+        self.lease
+            .update(|doc| {
+                doc.sweep = start.clone().map(|mut s| {
+                    s.lease_token = Some(token);
+                    s.in_store = steps.is_some();
+                    s
+                });
+            })
+            .await?;
+        let parts = PartSweep {
+            store: self.shared,
+            client: &self.client,
+            options: self.options,
+            pace: self.pace.as_ref(),
+            lease: Some(self.lease),
+            ttl: self.lease.ttl(),
         };
-        let cache = partition::new_cache(self.store).await?;
-        // Wakes idle workers when a partition is finished or dropped here.
-        let wake = tokio::sync::Notify::new();
-        futures::future::try_join_all(
-            (0..self.options.workers.max(1))
-                .map(|w| self.part_worker(at, &site, (&cache, &wake), steps, w)),
-        )
-        .await?;
+        parts
+            .run_workers(at, &site, steps, self.options.workers)
+            .await?;
         let doc = state::load(self.store).await?.doc;
         let Some(done) = recorded_split(&doc, &kind, &name).filter(|p| p.all_done()) else {
             return Err(MigrateError::LeaseLost {
@@ -115,11 +157,147 @@ impl Sweeper<'_> {
             .into());
         };
         *migrated += done.counts().changed;
-        let end = name_checkpoint(&kind, &name, *migrated, None, self.stale_at_start);
+        let end = name_checkpoint(
+            &kind,
+            &name,
+            *migrated,
+            None,
+            self.stale_at_start,
+            self.lease.token(),
+        );
         self.lease
             .update(|doc| doc.sweep = Some(end.clone()))
             .await?;
         Ok(())
+    }
+}
+
+/// What a `tern worker` did for the sweeps it joined ([`join`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JoinReport {
+    /// Partitions it swept to their end.
+    pub partitions: u64,
+    /// Partitions it started and lost to another worker (its lease expired).
+    pub lost: u64,
+}
+
+impl JoinReport {
+    fn add(&mut self, other: JoinReport) {
+        self.partitions += other.partitions;
+        self.lost += other.lost;
+    }
+}
+
+/// `tern worker`'s part in a partitioned sweep that another process runs
+/// (`tern sweep --workers N --partitions P`, on any host): while the sweep
+/// holds the lease and has a split open, claims its partitions
+/// (`options.workers` at a time, each with a fenced lease of `ttl`) and
+/// sweeps them on the path the split records. The sweep keeps its lease and
+/// does the census and "complete" itself. Returns when no sweep holding the
+/// lease is in progress (none started, finished, or its runner gone: the
+/// next `tern sweep` resumes a dead one's split).
+///
+/// # Errors
+/// Store and migration errors; [`LazyError::Interrupted`] on cancel.
+pub async fn join(
+    shared: &Arc<dyn Store>,
+    code: &BTreeMap<u32, Migration>,
+    options: &SweepOptions,
+    ttl: Duration,
+) -> Result<JoinReport> {
+    let store = shared.as_ref();
+    let mut report = JoinReport::default();
+    let poll = (ttl / 3).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    let pace = RateLimiter::new(options.max_rate);
+    loop {
+        if options.cancel.is_cancelled() {
+            return Err(LazyError::Interrupted);
+        }
+        let doc = state::load(store).await?.doc;
+        let now = store.now().await?;
+        let live = |token: Option<u64>| {
+            doc.lease
+                .as_ref()
+                .is_some_and(|l| Some(l.token) == token && l.expires_at > now)
+        };
+        let Some(sweep) = doc.sweep.clone().filter(|s| live(s.lease_token)) else {
+            return Ok(report);
+        };
+        match sweep.partitions.as_ref().filter(|p| !p.all_done()) {
+            Some(_) => {
+                let spec = Spec::from_state(&doc, code)?;
+                let chain = spec.chain(&sweep.kind);
+                let steps = if sweep.in_store && sweep.name == chain.kind {
+                    chain.pushdown()
+                } else {
+                    None
+                };
+                let client = sweep_client(shared, &spec, code).await?;
+                let at = Position {
+                    chain: &chain,
+                    name: &sweep.name,
+                    cursor: None,
+                };
+                let site = Site::Sweep {
+                    kind: sweep.kind.clone(),
+                    name: sweep.name.clone(),
+                };
+                tracing::info!(kind = %sweep.kind, name = %sweep.name, "worker: joining the sweep's partitions");
+                let parts = PartSweep {
+                    store: shared,
+                    client: &client,
+                    options,
+                    pace: pace.as_ref(),
+                    lease: None,
+                    ttl,
+                };
+                report.add(
+                    parts
+                        .run_workers(&at, &site, steps, options.workers)
+                        .await?,
+                );
+            }
+            // Between names or passes, or counting: the next split may come.
+            None => tokio::time::sleep(poll).await,
+        }
+    }
+}
+
+/// What sweeping claimed partitions needs: the sweep's own workers (under
+/// its lease), or a worker joining the sweep (no lease of its own: each
+/// partition's claim is fenced by itself).
+struct PartSweep<'a> {
+    store: &'a Arc<dyn Store>,
+    client: &'a LazyClient,
+    options: &'a SweepOptions,
+    pace: Option<&'a RateLimiter>,
+    /// The sweep's lease, when this process runs the sweep.
+    lease: Option<&'a Lease>,
+    /// The lease time of each partition's claim.
+    ttl: Duration,
+}
+
+impl PartSweep<'_> {
+    /// Runs `workers` workers on the split of `site` until none is left.
+    async fn run_workers(
+        &self,
+        at: &Position<'_>,
+        site: &Site,
+        steps: Option<&StepsFrom>,
+        workers: usize,
+    ) -> Result<JoinReport> {
+        let cache = partition::new_cache(self.store.as_ref()).await?;
+        // Wakes idle workers when a partition is finished or dropped here.
+        let wake = tokio::sync::Notify::new();
+        let done = futures::future::try_join_all(
+            (0..workers.max(1)).map(|w| self.part_worker(at, site, (&cache, &wake), steps, w)),
+        )
+        .await?;
+        let mut report = JoinReport::default();
+        for d in done {
+            report.add(d);
+        }
+        Ok(report)
     }
 
     /// One worker: claims partitions of `site` and sweeps them until none is left.
@@ -130,26 +308,27 @@ impl Sweeper<'_> {
         (cache, wake): (&StateCache, &tokio::sync::Notify),
         steps: Option<&StepsFrom>,
         number: usize,
-    ) -> Result<()> {
+    ) -> Result<JoinReport> {
         let who = Claimant {
             owner: uuid::Uuid::new_v4().to_string(),
             holder: partition::holder(number),
-            ttl: self.lease.ttl(),
+            ttl: self.ttl,
             renew: true,
         };
         let poll = (who.ttl / 3).clamp(Duration::from_millis(20), Duration::from_secs(1));
+        let mut report = JoinReport::default();
         loop {
             if self.options.cancel.is_cancelled() {
                 return Err(LazyError::Interrupted);
             }
-            if self.lease.is_lost() {
+            if let Some(lease) = self.lease.filter(|l| l.is_lost()) {
                 return Err(MigrateError::LeaseLost {
-                    token: self.lease.token(),
+                    token: lease.token(),
                 }
                 .into());
             }
             let woken = wake.notified();
-            match partition::claim_next(self.shared, cache, site.clone(), &who).await? {
+            match partition::claim_next(self.store, cache, site.clone(), &who).await? {
                 Next::Claimed(claim) => {
                     let label = claim.partition.label.clone();
                     let outcome = match self.sweep_part(at, &claim, steps).await {
@@ -158,8 +337,9 @@ impl Sweeper<'_> {
                     };
                     wake.notify_waiters();
                     match outcome {
-                        Ok(()) => {}
+                        Ok(()) => report.partitions += 1,
                         Err(LazyError::Migrate(MigrateError::LeaseLost { token })) => {
+                            report.lost += 1;
                             tracing::warn!(partition = %label, token, "sweep: partition taken over by another worker; dropping it");
                         }
                         Err(e) => return Err(e),
@@ -171,7 +351,7 @@ impl Sweeper<'_> {
                         () = woken => {}
                     }
                 }
-                Next::AllDone | Next::Gone => return Ok(()),
+                Next::AllDone | Next::Gone => return Ok(report),
             }
         }
     }
@@ -201,7 +381,7 @@ impl Sweeper<'_> {
                     from: pending.from,
                     steps: pending.steps.clone(),
                     cursor: cursor.clone(),
-                    limit: self.in_store_limit(),
+                    limit: self.options.in_store_limit(),
                 };
                 match facet.update_partition(&claim.partition, request).await {
                     Ok(p) => (p.advanced, p.advanced, p.cursor),
@@ -231,7 +411,8 @@ impl Sweeper<'_> {
                     Err(e) => return Err(e.into()),
                 };
                 let n = page.entities.len() as u64;
-                let m = migrate_batch(self.store, &self.client, chain, name, page.entities).await?;
+                let m = migrate_batch(self.store.as_ref(), self.client, chain, name, page.entities)
+                    .await?;
                 (n, m, page.cursor)
             };
             first = false;
@@ -239,7 +420,7 @@ impl Sweeper<'_> {
             counts.changed += moved;
             crate::telemetry::sweep_batch(&chain.kind, read, moved);
             claim.checkpoint(next.clone(), counts).await?;
-            self.after_batch(read).await?;
+            after_batch(self.options, self.pace, read).await?;
             match next {
                 Some(c) => cursor = Some(c),
                 None => return Ok(counts),
