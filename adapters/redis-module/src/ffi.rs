@@ -539,6 +539,7 @@ pub(crate) fn missing_apis() -> Vec<&'static str> {
         RedisModule_ReplyWithCallReply,
         RedisModule_Call,
         RedisModule_SubscribeToKeyspaceEvents,
+        RedisModule_AddPostNotificationJob,
         RedisModule_SubscribeToServerEvent,
         RedisModule_GetClientId,
         RedisModule_GetSelectedDb
@@ -571,13 +572,38 @@ pub(crate) fn register_filter(ctx: Ctx, filter: FilterFn) -> bool {
 /// A keyspace-notification callback.
 pub(crate) type NotifyFn = extern "C" fn(Ctx, c_int, *const c_char, RString) -> c_int;
 
-/// Subscribes to hash and generic keyspace events.
+/// Subscribes to hash and generic keyspace events, and to keys expiring and
+/// evicted.
 pub(crate) fn subscribe_keyspace(ctx: Ctx, cb: NotifyFn) -> bool {
     let Some(f) = (unsafe { raw::RedisModule_SubscribeToKeyspaceEvents }) else {
         return false;
     };
-    let types = (raw::REDISMODULE_NOTIFY_HASH | raw::REDISMODULE_NOTIFY_GENERIC) as c_int;
+    let types = (raw::REDISMODULE_NOTIFY_HASH
+        | raw::REDISMODULE_NOTIFY_GENERIC
+        | raw::REDISMODULE_NOTIFY_EXPIRED
+        | raw::REDISMODULE_NOTIFY_EVICTED) as c_int;
     unsafe { f(ctx, types, Some(cb)) == OK }
+}
+
+/// A job run after the command that fired a notification (`RM_AddPostNotificationJob`).
+pub(crate) type JobFn = extern "C" fn(Ctx, *mut c_void);
+
+/// Schedules `job` to run once the current execution unit ends, where it may
+/// write (a notification callback must not). `false` when the server refuses.
+pub(crate) fn add_post_notification_job(ctx: Ctx, job: JobFn) -> bool {
+    let Some(f) = (unsafe { raw::RedisModule_AddPostNotificationJob }) else {
+        return false;
+    };
+    unsafe { f(ctx, Some(job), std::ptr::null_mut(), None) == OK }
+}
+
+/// The bytes of a NUL-terminated string the server passed (a keyspace event's
+/// name); empty for a null pointer.
+pub(crate) fn c_str<'a>(p: *const c_char) -> &'a [u8] {
+    if p.is_null() {
+        return &[];
+    }
+    unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes()
 }
 
 /// A server-event callback.

@@ -17,6 +17,7 @@ mod fast;
 pub mod fence;
 mod ffi;
 pub mod filter;
+mod gone;
 pub mod loaded;
 pub mod migrate;
 mod plain;
@@ -40,6 +41,10 @@ struct CtxServer {
 }
 
 impl migrate::Server for CtxServer {
+    fn left_just_now(&self, key: &str) -> bool {
+        gone::left_just_now(key)
+    }
+
     fn read(&mut self, cmd: &str, args: &[&[u8]]) -> Reply {
         // The checks every command on a migrating kind makes go through the key
         // API (no command call); the rest through RM_Call.
@@ -489,10 +494,11 @@ extern "C" fn tern_info(ctx: Ctx, _argv: *mut RString, _argc: c_int) -> c_int {
 
 // --- notifications and server events ------------------------------------------------------
 
-extern "C" fn on_keyspace(ctx: Ctx, _type: c_int, _event: *const c_char, key: RString) -> c_int {
+extern "C" fn on_keyspace(ctx: Ctx, _type: c_int, event: *const c_char, key: RString) -> c_int {
     ffi::guard(
         || OK,
         || {
+            gone::on_keyspace(ctx, ffi::c_str(event), ffi::bytes(key));
             if let Some(cfg) = loaded::config()
                 && ffi::bytes(key) == cfg.wire.state_key().as_bytes()
                 && ffi::selected_db(ctx) == cfg.db

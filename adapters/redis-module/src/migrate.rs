@@ -21,6 +21,13 @@ pub trait Server {
     /// # Errors
     /// The error reply to give the client.
     fn write(&mut self, cmd: &str, args: &[&[u8]]) -> Result<Reply, String>;
+    /// Did `key` leave in the current command (expired, evicted, deleted by a
+    /// client the filter does not see)? Its copies under former names are
+    /// then dropped, never moved in (the module's `gone`).
+    fn left_just_now(&self, key: &str) -> bool {
+        let _ = key;
+        false
+    }
 }
 
 /// An entity key the module must bring up to date before a command runs.
@@ -146,7 +153,10 @@ impl<'a> Job<'a> {
 
 fn move_from_formers(srv: &mut dyn Server, job: Job<'_>) -> Result<bool, String> {
     let (wire, chain, layout, t) = job.parts();
-    let mut present = int(&check(srv.read("EXISTS", &[t.key.as_bytes()]))?) > 0;
+    // A key that left in this very command (its first look here expired it)
+    // counts as present: its copies are stale, not the entity to move in.
+    let mut present =
+        int(&check(srv.read("EXISTS", &[t.key.as_bytes()]))?) > 0 || srv.left_just_now(&t.key);
     let mut changed = false;
     for former in &chain.formers {
         let old = format!("{}{}", wire.kind_prefix(former), t.id_part);

@@ -683,3 +683,92 @@ on_valkey!(
         assert_eq!(module_calls(&mut c), before, "nothing to move");
     }
 );
+
+/// Writes `value` under the former name `app:oldc:<id>` as a client the module does not
+/// stop would (RENAME may write there), beside the entity under the name now.
+fn stale_copy(c: &mut Connection, id: u32, value: &str) {
+    let _: () = c.set("app:tmp", value).unwrap();
+    let _: () = c.rename("app:tmp", format!("app:oldc:{id}")).unwrap();
+    assert!(raw_exists(c, &format!("app:oldc:{id}")));
+}
+
+// An entity under the name now that leaves without the module migrating it first (its TTL
+// expires, a script deletes it) while a stale copy lies under a former name: the copy is
+// dropped, never moved in, so the expired or deleted entity does not come back.
+on_valkey!(
+    an_expired_or_deleted_entity_never_comes_back_from_a_former_name,
+    |v| {
+        let mut c = v.conn();
+        up(&v, &[(1, "lazy\nrename kind oldc to c\n")]).await;
+        // Expired, and first seen expired by a read (no active expiry): the module's own
+        // look at the key expires it, and it drops the copy instead of moving it in.
+        let _: () = redis::cmd("DEBUG")
+            .arg("SET-ACTIVE-EXPIRE")
+            .arg(0)
+            .query(&mut c)
+            .unwrap();
+        // The TTL set with the value: a PEXPIRE would go through the module, which
+        // drops the copy at once.
+        let _: () = redis::cmd("SET")
+            .arg("app:c:1")
+            .arg("new")
+            .arg("PX")
+            .arg(60)
+            .query(&mut c)
+            .unwrap();
+        stale_copy(&mut c, 1, "stale");
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let got: Option<String> = c.get("app:c:1").unwrap();
+        assert_eq!(
+            got, None,
+            "an expired entity came back from its former name"
+        );
+        assert!(
+            !raw_exists(&mut c, "app:oldc:1"),
+            "the stale copy is dropped"
+        );
+        // Expired by the server's own cycle, never read: the copy goes too.
+        let _: () = redis::cmd("DEBUG")
+            .arg("SET-ACTIVE-EXPIRE")
+            .arg(1)
+            .query(&mut c)
+            .unwrap();
+        // The TTL set with the value: a PEXPIRE would go through the module, which
+        // drops the copy at once.
+        let _: () = redis::cmd("SET")
+            .arg("app:c:2")
+            .arg("new")
+            .arg("PX")
+            .arg(60)
+            .query(&mut c)
+            .unwrap();
+        stale_copy(&mut c, 2, "stale");
+        let mut dropped = false;
+        for _ in 0..300 {
+            if !raw_exists(&mut c, "app:oldc:2") {
+                dropped = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(dropped, "the copy of an entity expired by the server stays");
+        assert_eq!(c.get::<_, Option<String>>("app:c:2").unwrap(), None);
+        // Deleted by a script: nothing comes back either.
+        let _: () = c.set("app:c:3", "new").unwrap();
+        stale_copy(&mut c, 3, "stale");
+        let _: i64 = redis::cmd("EVAL")
+            .arg("return redis.call('DEL', KEYS[1])")
+            .arg(1)
+            .arg("app:c:3")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(c.get::<_, Option<String>>("app:c:3").unwrap(), None);
+        assert!(!raw_exists(&mut c, "app:oldc:3"));
+        // An entity not yet moved (nothing under the name now) still moves in on its read.
+        stale_copy(&mut c, 4, "kept");
+        assert_eq!(
+            c.get::<_, Option<String>>("app:c:4").unwrap().as_deref(),
+            Some("kept")
+        );
+    }
+);
