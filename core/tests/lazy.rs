@@ -507,12 +507,14 @@ impl tern_testkit::intercept::Intercept for AbortsUnguarded {
         writes: Vec<tern_core::store::Write>,
     ) -> tern_core::store::Result<tern_core::store::WriteOutcome> {
         use tern_core::store::{Error, ErrorKind, WriteOutcome, txn_retry::TransactionRetry};
-        let mut retry = TransactionRetry::new("a transaction of the test store");
+        let mut retry = TransactionRetry::new();
         while self.aborts(&guards) {
             match self.then {
                 Abort::RunAgain => {
                     retry
-                        .after_abort(Error::new(ErrorKind::Rejected, "WriteConflict"))
+                        .after_abort(Error::new(ErrorKind::Rejected, "WriteConflict"), || {
+                            "a transaction of the test store".to_owned()
+                        })
                         .await?;
                 }
                 Abort::AnswerConflict => return Ok(WriteOutcome::Conflict),

@@ -121,12 +121,11 @@ impl AtomicWrites for MongoStore {
             .start_session()
             .await
             .map_err(|e| self.err("starting a session", e))?;
-        // Made at the first abort: most transactions commit on their first run.
-        let mut retry: Option<TransactionRetry> = None;
+        let mut retry = TransactionRetry::new();
         loop {
             match self.run_once(&mut session, &guards, &writes).await? {
                 Run::Done(outcome) => {
-                    if let Some(retry) = &retry {
+                    if retry.aborted() > 0 {
                         tracing::debug!(
                             aborted = retry.aborted(),
                             ?outcome,
@@ -143,14 +142,13 @@ impl AtomicWrites for MongoStore {
                         None => cause,
                     };
                     retry
-                        .get_or_insert_with(|| {
-                            TransactionRetry::new(format!(
+                        .after_abort(cause, || {
+                            format!(
                                 "mongodb: a transaction of {} guards and {} writes",
                                 guards.len(),
                                 writes.len()
-                            ))
+                            )
                         })
-                        .after_abort(cause)
                         .await?;
                 }
             }

@@ -31,20 +31,15 @@ const MAX_PAUSE: Duration = Duration::from_millis(250);
 ///
 /// The pauses add up to about 0.4 s on average (0.82 s at most) before the
 /// last run.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct TransactionRetry {
-    what: String,
     runs: u32,
 }
 
 impl TransactionRetry {
-    /// The runs of the transaction `what` (as an error message names it:
-    /// "mongodb: a transaction of 3 writes").
-    pub fn new(what: impl Into<String>) -> TransactionRetry {
-        TransactionRetry {
-            what: what.into(),
-            runs: 0,
-        }
+    /// The runs of a transaction not yet aborted.
+    pub fn new() -> TransactionRetry {
+        TransactionRetry::default()
     }
 
     /// How many runs were aborted so far.
@@ -53,13 +48,15 @@ impl TransactionRetry {
     }
 
     /// Records that a run was aborted (nothing written) with `cause`, then
-    /// waits the pause before the next run.
+    /// waits the pause before the next run. `what` names the transaction as
+    /// the error message would ("mongodb: a transaction of 3 writes"): called
+    /// only when giving up, so a transaction that commits builds no text.
     ///
     /// # Errors
     /// After [`TRANSACTION_ATTEMPTS`] aborted runs: a temporary
     /// [`ErrorKind::Busy`] error saying that nothing was written, with
     /// `cause` (the last abort) as its source.
-    pub async fn after_abort(&mut self, cause: Error) -> Result<()> {
+    pub async fn after_abort(&mut self, cause: Error, what: impl FnOnce() -> String) -> Result<()> {
         self.runs += 1;
         if self.runs >= TRANSACTION_ATTEMPTS {
             return Err(Error::new(
@@ -67,7 +64,8 @@ impl TransactionRetry {
                 format!(
                     "{}: other writers made the store abort it on each of {} runs; nothing \
                      was written; try again",
-                    self.what, self.runs
+                    what(),
+                    self.runs
                 ),
             )
             .with_source(cause)
@@ -119,15 +117,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn it_gives_up_after_its_attempts_with_a_temporary_busy_error() {
-        let mut retry = TransactionRetry::new("a transaction of 2 writes");
+        let mut retry = TransactionRetry::new();
+        let what = || "a transaction of 2 writes".to_owned();
         for _ in 1..TRANSACTION_ATTEMPTS {
             retry
-                .after_abort(Error::new(ErrorKind::Rejected, "WriteConflict"))
+                .after_abort(Error::new(ErrorKind::Rejected, "WriteConflict"), what)
                 .await
                 .unwrap();
         }
         let err = retry
-            .after_abort(Error::new(ErrorKind::Rejected, "WriteConflict"))
+            .after_abort(Error::new(ErrorKind::Rejected, "WriteConflict"), what)
             .await
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Busy);
