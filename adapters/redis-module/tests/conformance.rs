@@ -425,7 +425,23 @@ on_valkey!(a_replica_converges_and_refuses_stale_reads, |v| {
         }
         let _: () = c.sadd(format!("app:tags:{i}"), "z").unwrap();
     }
+    // An entity that expires while a stale copy lies under its former name: the copy's
+    // removal (the module's post-notification job) reaches the replica and the AOF.
+    let _: () = c.sadd("app:tags:500", "new").unwrap();
+    let _: () = c.pexpire("app:tags:500", 100).unwrap();
+    let _: () = c.sadd("app:tmp", "stale").unwrap();
+    let _: () = c.rename("app:tmp", "app:oldtags:500").unwrap();
+    assert!(raw_exists(&mut c, "app:oldtags:500"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while raw_exists(&mut c, "app:oldtags:500") {
+        assert!(std::time::Instant::now() < deadline, "the stale copy stays");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     wait_synced(&mut c, &mut r);
+    assert!(
+        !raw_exists(&mut r, "app:oldtags:500"),
+        "the replica kept the copy"
+    );
     let d1: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut c).unwrap();
     let d2: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut r).unwrap();
     assert_eq!(d1, d2, "the replica diverged");
