@@ -116,6 +116,24 @@ impl Conn {
         }
     }
 
+    /// Runs `cmd` (an `EVALSHA` of `script`) as [`Conn::on_node`] does; where
+    /// the script is not loaded there (`NOSCRIPT`), loads it (on every master)
+    /// and runs it again, once.
+    pub(crate) async fn on_node_loading<T: FromRedisValue>(
+        &mut self,
+        node: Option<&Node>,
+        script: &Script,
+        cmd: Cmd,
+    ) -> RedisResult<T> {
+        match self.on_node(node, cmd.clone()).await {
+            Err(e) if e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                script.load_async(self).await?;
+                self.on_node(node, cmd).await
+            }
+            other => other,
+        }
+    }
+
     /// Runs `cmds` as [`Conn::many`] does; where `script` is not loaded
     /// (`NOSCRIPT`: a server or master restarted, failed over, or never ran
     /// it), loads it (on every master) and runs them again, once. The

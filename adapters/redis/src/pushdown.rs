@@ -349,6 +349,10 @@ pub(crate) fn compile_steps(
 /// 0): the caller counts distinct keys, since SCAN may return a key twice.
 pub(crate) const COUNT_SCRIPT: &str = include_str!("../lua/count.lua");
 
+/// [`COUNT_SCRIPT`], made once (its hash computed once).
+static COUNT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(COUNT_SCRIPT));
+
 impl RedisStore {
     /// A version-only count of a hash kind (the census of every migration) runs
     /// inside the server: one script call SCANs up to [`COUNT_KEYS_PER_CALL`]
@@ -394,8 +398,8 @@ impl RedisStore {
         let mut seen = std::collections::HashSet::new();
         let mut cursor = "0".to_owned();
         loop {
-            let mut call = redis::cmd("EVAL");
-            call.arg(COUNT_SCRIPT)
+            let mut call = redis::cmd("EVALSHA");
+            call.arg(COUNT.get_hash())
                 .arg(0)
                 .arg(&self.config.version_field)
                 .arg(mode)
@@ -404,10 +408,10 @@ impl RedisStore {
                 .arg(&cursor)
                 .arg(COUNT_KEYS_PER_CALL)
                 .arg(SCAN_STEPS_PER_PAGE);
-            // EVAL (Redis keeps the compiled script): routed to `node` on a cluster.
+            // Routed to `node` on a cluster; loaded there first if it lacks it.
             let reply: Vec<String> = self
                 .conn()
-                .on_node(node, call)
+                .on_node_loading(node, &COUNT, call)
                 .await
                 .map_err(|e| self.err("counting entities", e).with_context("kind", kind))?;
             let mut reply = reply.into_iter();

@@ -142,8 +142,9 @@ mod redis_restart {
     /// A server that lost its scripts (a restart without persistence of the
     /// script cache, a failover, `SCRIPT FLUSH`) still answers every store
     /// call that runs one by its hash: the container read script (reads of
-    /// sorted sets, one `EVALSHA` per key in a pipeline) and the hash put
-    /// script are loaded again and the calls sent again. Its own server: a
+    /// sorted sets, one `EVALSHA` per key in a pipeline), the hash put
+    /// script and the count script (a census by version) are loaded again
+    /// and the calls sent again. Its own server: a
     /// flush would disturb the tests sharing the CI one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_by_script_hash_survive_a_server_that_lost_its_scripts() {
@@ -202,6 +203,13 @@ mod redis_restart {
             .await
             .unwrap();
         assert_eq!(many.iter().flatten().count(), 2, "{many:?}");
+        // The census's count script (by its hash, in the server), after a flush.
+        flush_scripts().await;
+        let below = tern_core::store::Filter {
+            version: tern_core::store::VersionFilter::Below(1),
+            conditions: Vec::new(),
+        };
+        assert_eq!(store.count("h", below).await.unwrap(), 2);
         server.kill().unwrap();
         server.wait().unwrap();
         report("redis-own", test, "passed");
