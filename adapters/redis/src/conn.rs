@@ -90,7 +90,10 @@ impl Conn {
                             port: node.port,
                         }),
                     )
-                    .await?;
+                    .await?
+                    // A server's error reply (`NOSCRIPT`...) as an error of its kind,
+                    // not as a value that fails to convert.
+                    .extract_error()?;
                 redis::from_redis_value(value).map_err(Into::into)
             }
             (conn, _) => cmd.query_async(conn).await,
