@@ -217,6 +217,25 @@ async fn assert_posts_migrated(store: &Arc<dyn Store>, n: i64) {
     }
 }
 
+/// A sweep over the `n` posts of [`install_over`] that finished: each counted
+/// once, none stale, migration 1 complete, every post migrated, no
+/// checkpoint (nor split) left.
+async fn assert_sweep_complete(
+    store: &Arc<dyn Store>,
+    report: &tern_core::lazy::SweepReport,
+    n: i64,
+) {
+    assert_eq!(report.migrated.get("post"), Some(&(n as u64)), "{report:?}");
+    assert_eq!(report.remaining(), 0, "{report:?}");
+    assert_eq!(report.completed, vec![1]);
+    assert_posts_migrated(store, n).await;
+    let doc = tern_core::migrate::state::load(store.as_ref())
+        .await
+        .unwrap()
+        .doc;
+    assert!(doc.sweep.is_none(), "{:?}", doc.sweep);
+}
+
 /// `tern sweep --workers 4 --partitions 8` on a store with partitions: every
 /// stale entity is migrated once (the report counts each once), on the
 /// in-store and the client path, and the migration is recorded complete with
@@ -238,19 +257,7 @@ async fn a_partitioned_sweep_migrates_every_entity_once() {
             ..SweepOptions::default()
         };
         let report = sweep_with(&store, &options).await;
-        assert_eq!(
-            report.migrated.get("post"),
-            Some(&(n as u64)),
-            "pushdown {pushdown}"
-        );
-        assert_eq!(report.remaining(), 0);
-        assert_eq!(report.completed, vec![1]);
-        assert_posts_migrated(&store, n).await;
-        let doc = tern_core::migrate::state::load(store.as_ref())
-            .await
-            .unwrap()
-            .doc;
-        assert!(doc.sweep.is_none(), "{:?}", doc.sweep);
+        assert_sweep_complete(&store, &report, n).await;
     }
 }
 
@@ -679,15 +686,7 @@ async fn a_worker_joins_a_running_partitioned_sweep_and_never_a_dead_ones() {
         let joined = sweep::join(&store, &code, &joiner, ttl).await.unwrap();
         let report = sweeper.await.unwrap().unwrap();
         assert!(joined.partitions >= 1, "pushdown {pushdown}: {joined:?}");
-        assert_eq!(report.migrated.get("post"), Some(&(n as u64)), "{report:?}");
-        assert_eq!(report.remaining(), 0);
-        assert_eq!(report.completed, vec![1]);
-        assert_posts_migrated(&store, n).await;
-        let doc = tern_core::migrate::state::load(store.as_ref())
-            .await
-            .unwrap()
-            .doc;
-        assert!(doc.sweep.is_none(), "{:?}", doc.sweep);
+        assert_sweep_complete(&store, &report, n).await;
     }
 
     // A sweep killed mid-split (no release): once its lease expires, a
