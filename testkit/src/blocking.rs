@@ -2,8 +2,6 @@
 //! a proptest case) that is itself called from inside a tokio runtime.
 
 use std::future::Future;
-use std::sync::mpsc;
-use std::time::Duration;
 
 /// Runs `fut` to completion on the current runtime and returns its output,
 /// blocking the calling thread meanwhile.
@@ -37,24 +35,26 @@ where
     })
 }
 
-/// Runs `f` on a thread of its own and gives its result, or `None` when it
-/// has not returned within `limit` (the thread is then left running).
-///
-/// For tests whose failure mode is a hang: they fail with a message instead.
-pub fn within<T: Send + 'static>(
-    limit: Duration,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Option<T> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Runs `f` on a thread of its own and gives its result, or `None` when it
+    /// has not returned within `limit` (the thread is then left running).
+    ///
+    /// For tests whose failure mode is a hang: they fail with a message instead.
+    fn within<T: Send + 'static>(
+        limit: Duration,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(limit).ok()
+    }
 
     /// The shape of a fault hook polled in one `futures::join!` with a write:
     /// the hook blocks while the other branch's wakeup arrives.

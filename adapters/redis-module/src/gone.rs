@@ -24,20 +24,22 @@ use std::os::raw::c_void;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::ffi::{self, Ctx};
+use crate::loaded;
+use crate::migrate::{self, Target};
 use crate::reply::Reply;
-use crate::{loaded, migrate};
 
-/// The keys under a kind's name now that left in the current execution unit.
-static GONE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The entities whose key under the kind's name now left in the current
+/// execution unit.
+static GONE: Mutex<Vec<Target>> = Mutex::new(Vec::new());
 
-fn gone() -> MutexGuard<'static, Vec<String>> {
+fn gone() -> MutexGuard<'static, Vec<Target>> {
     GONE.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Did `key` (under a kind's name now) leave in the current command?
 pub(crate) fn left_just_now(key: &str) -> bool {
-    gone().iter().any(|k| k == key)
+    gone().iter().any(|t| t.key == key)
 }
 
 /// Follows keyspace event `event` on `key`: an entity key of a pending kind
@@ -65,7 +67,7 @@ pub(crate) fn on_keyspace(ctx: Ctx, event: &[u8], key: &[u8]) {
         return;
     }
     let mut gone = gone();
-    if gone.contains(&t.key) {
+    if gone.iter().any(|g| g.key == t.key) {
         return;
     }
     if gone.is_empty() && !ffi::add_post_notification_job(ctx, drop_copies) {
@@ -75,7 +77,7 @@ pub(crate) fn on_keyspace(ctx: Ctx, event: &[u8], key: &[u8]) {
         ));
         return;
     }
-    gone.push(t.key);
+    gone.push(t);
 }
 
 /// The post-notification job: drops the copies under former names of every
@@ -84,7 +86,7 @@ extern "C" fn drop_copies(ctx: Ctx, _data: *mut c_void) {
     ffi::guard(
         || (),
         || {
-            let keys = std::mem::take(&mut *gone());
+            let targets = std::mem::take(&mut *gone());
             let (Some(cfg), Some(l)) = (loaded::config(), loaded::current()) else {
                 return;
             };
@@ -92,13 +94,9 @@ extern "C" fn drop_copies(ctx: Ctx, _data: *mut c_void) {
             if db != cfg.db {
                 ffi::select_db(ctx, cfg.db);
             }
-            for key in keys {
-                let Some(t) = migrate::target(&cfg.wire, &l, &key) else {
-                    continue;
-                };
-                for former in &l.spec.chain(&t.kind).formers {
-                    let old = format!("{}{}", cfg.wire.kind_prefix(former), t.id_part);
-                    let tag = cfg.wire.version_key(&old);
+            for t in &targets {
+                let chain = l.spec.chain(&t.kind);
+                for (old, tag) in migrate::former_copies(&cfg.wire, &chain, t) {
                     if let Reply::Error(e) =
                         ffi::call(ctx, "!E", "DEL", &[old.as_bytes(), tag.as_bytes()])
                     {

@@ -24,10 +24,7 @@ pub trait Server {
     /// Did `key` leave in the current command (expired, evicted, deleted by a
     /// client the filter does not see)? Its copies under former names are
     /// then dropped, never moved in (the module's `gone`).
-    fn left_just_now(&self, key: &str) -> bool {
-        let _ = key;
-        false
-    }
+    fn left_just_now(&self, key: &str) -> bool;
 }
 
 /// An entity key the module must bring up to date before a command runs.
@@ -61,6 +58,20 @@ pub fn target(wire: &Wire, loaded: &Loaded, redis_key: &str) -> Option<Target> {
         kind: now,
         id_part,
         via_former,
+    })
+}
+
+/// The keys a copy of `t`'s entity would have under each former name of its
+/// kind (`chain`), newest first: the entity's key and its version tag's key.
+pub fn former_copies<'a>(
+    wire: &'a Wire,
+    chain: &'a KindChain,
+    t: &'a Target,
+) -> impl Iterator<Item = (String, String)> + 'a {
+    chain.formers.iter().map(move |former| {
+        let old = format!("{}{}", wire.kind_prefix(former), t.id_part);
+        let tag = wire.version_key(&old);
+        (old, tag)
     })
 }
 
@@ -158,12 +169,10 @@ fn move_from_formers(srv: &mut dyn Server, job: Job<'_>) -> Result<bool, String>
     let mut present =
         int(&check(srv.read("EXISTS", &[t.key.as_bytes()]))?) > 0 || srv.left_just_now(&t.key);
     let mut changed = false;
-    for former in &chain.formers {
-        let old = format!("{}{}", wire.kind_prefix(former), t.id_part);
+    for (old, old_tag) in former_copies(wire, chain, t) {
         if int(&check(srv.read("EXISTS", &[old.as_bytes()]))?) == 0 {
             continue;
         }
-        let old_tag = wire.version_key(&old);
         if !present && redis_type(srv, &old)? == layout.type_name() {
             srv.write("RENAME", &[old.as_bytes(), t.key.as_bytes()])?;
             if layout.tag_in_companion() {

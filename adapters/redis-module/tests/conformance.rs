@@ -708,6 +708,29 @@ fn stale_copy(c: &mut Connection, id: u32, value: &str) {
     assert!(raw_exists(c, &format!("app:oldc:{id}")));
 }
 
+/// Writes `app:c:<id>` expiring in 60 ms, then a stale copy under its former name. The
+/// TTL is set with the value: a later PEXPIRE would go through the module, which drops
+/// the copy at once.
+fn expiring_beside_a_stale_copy(c: &mut Connection, id: u32) {
+    let _: () = redis::cmd("SET")
+        .arg(format!("app:c:{id}"))
+        .arg("new")
+        .arg("PX")
+        .arg(60)
+        .query(c)
+        .unwrap();
+    stale_copy(c, id, "stale");
+}
+
+/// Turns the server's active expiry cycle on or off (`DEBUG SET-ACTIVE-EXPIRE`).
+fn active_expiry(c: &mut Connection, on: bool) {
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg(i32::from(on))
+        .query(c)
+        .unwrap();
+}
+
 // An entity under the name now that leaves without the module migrating it first (its TTL
 // expires, a script deletes it) while a stale copy lies under a former name: the copy is
 // dropped, never moved in, so the expired or deleted entity does not come back.
@@ -718,21 +741,8 @@ on_valkey!(
         up(&v, &[(1, "lazy\nrename kind oldc to c\n")]).await;
         // Expired, and first seen expired by a read (no active expiry): the module's own
         // look at the key expires it, and it drops the copy instead of moving it in.
-        let _: () = redis::cmd("DEBUG")
-            .arg("SET-ACTIVE-EXPIRE")
-            .arg(0)
-            .query(&mut c)
-            .unwrap();
-        // The TTL set with the value: a PEXPIRE would go through the module, which
-        // drops the copy at once.
-        let _: () = redis::cmd("SET")
-            .arg("app:c:1")
-            .arg("new")
-            .arg("PX")
-            .arg(60)
-            .query(&mut c)
-            .unwrap();
-        stale_copy(&mut c, 1, "stale");
+        active_expiry(&mut c, false);
+        expiring_beside_a_stale_copy(&mut c, 1);
         std::thread::sleep(std::time::Duration::from_millis(120));
         let got: Option<String> = c.get("app:c:1").unwrap();
         assert_eq!(
@@ -744,21 +754,8 @@ on_valkey!(
             "the stale copy is dropped"
         );
         // Expired by the server's own cycle, never read: the copy goes too.
-        let _: () = redis::cmd("DEBUG")
-            .arg("SET-ACTIVE-EXPIRE")
-            .arg(1)
-            .query(&mut c)
-            .unwrap();
-        // The TTL set with the value: a PEXPIRE would go through the module, which
-        // drops the copy at once.
-        let _: () = redis::cmd("SET")
-            .arg("app:c:2")
-            .arg("new")
-            .arg("PX")
-            .arg(60)
-            .query(&mut c)
-            .unwrap();
-        stale_copy(&mut c, 2, "stale");
+        active_expiry(&mut c, true);
+        expiring_beside_a_stale_copy(&mut c, 2);
         let mut dropped = false;
         for _ in 0..300 {
             if !raw_exists(&mut c, "app:oldc:2") {

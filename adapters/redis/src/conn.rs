@@ -129,7 +129,7 @@ impl Conn {
         cmd: Cmd,
     ) -> RedisResult<T> {
         match self.on_node(node, cmd.clone()).await {
-            Err(e) if e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            Err(e) if no_script(&e) => {
                 script.load_async(self).await?;
                 self.on_node(node, cmd).await
             }
@@ -149,8 +149,6 @@ impl Conn {
         if cmds.is_empty() {
             return Ok(Vec::new());
         }
-        let no_script =
-            |e: &RedisError| e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript);
         match self {
             Conn::Single(c) => {
                 let mut pipe = redis::pipe();
@@ -190,6 +188,11 @@ impl Conn {
         nodes.dedup();
         Ok(nodes)
     }
+}
+
+/// Whether `e` is the server's `NOSCRIPT`: the script is not in its cache.
+fn no_script(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript)
 }
 
 /// Each of `cmds` on the cluster, concurrently (each routed by its own key).

@@ -229,7 +229,7 @@ pub async fn worker(ctx: &Ctx, args: &WorkerArgs) -> anyhow::Result<u8> {
         batch_size: run.batch_size,
         max_rate: run.max_rate,
         cancel: ctx.cancel.clone(),
-        workers: run.workers.max(1),
+        workers: run.workers,
         ..tern_core::lazy::SweepOptions::default()
     };
     let swept =

@@ -213,8 +213,9 @@ pub async fn join(
         if options.cancel.is_cancelled() {
             return Err(LazyError::Interrupted);
         }
-        let doc = state::load(store).await?.doc;
-        let now = store.now().await?;
+        // The document and the clock in one round trip.
+        let (loaded, now) = futures::join!(state::load(store), store.now());
+        let (doc, now) = (loaded?.doc, now?);
         let live = |token: Option<u64>| {
             doc.lease
                 .as_ref()
