@@ -1,10 +1,12 @@
--- The Lua function `replace_hash(k, items, from, stop)`: the hash `k` made to
--- hold exactly the field/value pairs `items[from..=stop]`, in place. `HSET`
--- over the existing hash (its TTL stays, nothing freed and allocated again,
--- 1,000 items to a call) and `HLEN`; only when `HLEN` shows fields the pairs
--- lack, `HKEYS` and `HDEL` of those. A key of another type is deleted and
--- written anew, its TTL kept. The put script, the write script and the atomic
--- script share it.
+-- The Lua function `replace_hash(k, items, from, stop, fields)`: the hash `k`
+-- made to hold exactly the field/value pairs `items[from..=stop]`, in place.
+-- `HSET` over the existing hash (its TTL stays, nothing freed and allocated
+-- again, 1,000 items to a call), then `HDEL` of the fields the pairs lack:
+-- with `fields` (the names the hash holds, as the caller just read them in the
+-- same script) those of them; else found by `HLEN` and, only when it shows
+-- fields the pairs lack, `HKEYS`. A key of another type (never with `fields`)
+-- is deleted and written anew, its TTL kept. The put script, the write script
+-- and the atomic script share it.
 local function hset(k, items, from, stop)
   while from <= stop do
     local last = math.min(from + 999, stop)
@@ -12,7 +14,23 @@ local function hset(k, items, from, stop)
     from = last + 1
   end
 end
-local function replace_hash(k, items, from, stop)
+local function drop_absent(k, items, from, stop, names)
+  local keep = {}
+  for i = from, stop, 2 do keep[items[i]] = true end
+  local drop = {}
+  for _, f in ipairs(names) do
+    if not keep[f] then drop[#drop + 1] = f end
+  end
+  for i = 1, #drop, 1000 do
+    redis.call('HDEL', k, unpack(drop, i, math.min(i + 999, #drop)))
+  end
+end
+local function replace_hash(k, items, from, stop, fields)
+  if fields then
+    hset(k, items, from, stop)
+    drop_absent(k, items, from, stop, fields)
+    return
+  end
   local first = math.min(from + 999, stop)
   local set = redis.pcall('HSET', k, unpack(items, from, first))
   if type(set) == 'table' and set.err then
@@ -24,14 +42,6 @@ local function replace_hash(k, items, from, stop)
   end
   hset(k, items, first + 1, stop)
   if redis.call('HLEN', k) * 2 ~= stop - from + 1 then
-    local keep = {}
-    for i = from, stop, 2 do keep[items[i]] = true end
-    local drop = {}
-    for _, f in ipairs(redis.call('HKEYS', k)) do
-      if not keep[f] then drop[#drop + 1] = f end
-    end
-    for i = 1, #drop, 1000 do
-      redis.call('HDEL', k, unpack(drop, i, math.min(i + 999, #drop)))
-    end
+    drop_absent(k, items, from, stop, redis.call('HKEYS', k))
   end
 end

@@ -12,7 +12,8 @@ for i = 1, #KEYS / 2 do
   elseif op == 'R' then
     local e = payload()
     local t = payload()
-    if same(k, vk, lay, e) then store(k, vk, lay, t); out[i] = 1 else out[i] = 0 end
+    local ok, fields = same(k, vk, lay, e)
+    if ok then store(k, vk, lay, t, fields); out[i] = 1 else out[i] = 0 end
   else
     return redis.error_reply('tern: unknown write op ' .. tostring(op))
   end

@@ -1,6 +1,9 @@
 -- The Lua functions the write script and the atomic script share: `payload()`
--- reads the next payload of `ARGV`, `store(k, vk, lay, t)` writes an entity (a
--- replaced key keeps its TTL), `same(k, vk, lay, t)` compares what is stored.
+-- reads the next payload of `ARGV`, `store(k, vk, lay, t, fields)` writes an
+-- entity (a replaced key keeps its TTL), `same(k, vk, lay, t)` compares what
+-- is stored (for a hash, also returning the names of the fields it read, which
+-- `store` takes as `fields` to drop the ones the new entity lacks without
+-- reading the hash again).
 local vf = ARGV[1]
 local a = 2
 local types = { h = 'hash', j = 'string', t = 'string', s = 'set', l = 'list', z = 'zset' }
@@ -19,9 +22,9 @@ local function add(cmd, k, t, from)
     i = last + 1
   end
 end
-local function store(k, vk, lay, t)
+local function store(k, vk, lay, t, fields)
   if lay == 'h' then
-    replace_hash(k, t, 1, #t)
+    replace_hash(k, t, 1, #t, fields)
     return
   end
   local ttl = redis.call('PTTL', k)
@@ -138,17 +141,17 @@ local function same_json(s, e)
   return alike(a, b)
 end
 local function same(k, vk, lay, t)
-  local ty = redis.call('TYPE', k).ok
-  if ty ~= types[lay] then return false end
   if lay == 'h' then
     -- An expected hash ends with its fields' compare modes (`expected_payload`):
-    -- `t`, a field tern reads as text, compares byte for byte.
+    -- `t`, a field tern reads as text, compares byte for byte. One read: an
+    -- error is a key of another type, an empty reply a missing key.
     local modes, pairs_end = '', #t
     if #t % 2 == 1 then modes = t[#t]; pairs_end = #t - 1 end
-    local cur = redis.call('HGETALL', k)
-    local m = {}
+    local cur = redis.pcall('HGETALL', k)
+    if cur.err or #cur == 0 then return false end
+    local m, names = {}, {}
     local n = 0
-    for j = 1, #cur, 2 do m[cur[j]] = cur[j + 1]; n = n + 1 end
+    for j = 1, #cur, 2 do m[cur[j]] = cur[j + 1]; n = n + 1; names[n] = cur[j] end
     if m[vf] == nil then m[vf] = '0'; n = n + 1 end
     if n * 2 ~= pairs_end then return false end
     for j = 1, pairs_end, 2 do
@@ -160,8 +163,9 @@ local function same(k, vk, lay, t)
         end
       end
     end
-    return true
+    return true, names
   end
+  if redis.call('TYPE', k).ok ~= types[lay] then return false end
   if lay == 'j' then return same_json(redis.call('GET', k), t[1]) end
   if lay == 't' then
     local value = redis.call('GET', k)
