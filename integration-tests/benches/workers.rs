@@ -29,6 +29,11 @@
 //!
 //! `--workers 1,4` measures only these worker counts; `--delays 0,1` the
 //! delays (ms per round trip; default `0` and `--delay-ms`, 1).
+//! `TERN_BENCH_SPANS=<file>` writes every batch's phase spans (`page`,
+//! `batch`, `checkpoint`) as JSON lines, for a per-batch timeline;
+//! `--probe-proxy <host:port>` only times PINGs through one fault proxy
+//! (one at a time, 100 concurrent, a pipeline of 100) against the server
+//! directly.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic, missing_docs)] // a benchmark: fail loudly
 
@@ -130,6 +135,7 @@ async fn engine_point(
             partitions,
             ..RunOptions::default()
         });
+    tracing::info!(store = target.name, workers, partitions, "point");
     let started = Instant::now();
     migrator.up(None).await.expect("up");
     let rate = target.entities as f64 / started.elapsed().as_secs_f64();
@@ -363,6 +369,33 @@ async fn main() {
         v.split(',').map(|d| d.parse().unwrap()).collect()
     });
     let only = arg(&args, "--stores");
+    if let Some(server) = arg(&args, "--probe-proxy") {
+        probe_proxy(server.parse().unwrap(), delay_ms).await;
+        return;
+    }
+    // `TERN_BENCH_SPANS=<file>`: every span of a batch's phases (`page`,
+    // `batch`, `checkpoint`) as a JSON line with its time when it closed
+    // (`time.busy` + `time.idle` is its duration), for a per-batch timeline.
+    if let Some(path) = env("TERN_BENCH_SPANS") {
+        let file = std::fs::File::create(&path).unwrap();
+        tracing_subscriber::fmt()
+            .json()
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .with_env_filter("tern_core::migrate=debug,workers=info")
+            .with_writer(std::sync::Mutex::new(file))
+            .init();
+    }
+    // The fault proxies (the network between the workers and the servers)
+    // run on a runtime of their own, so that the engine's CPU work does not
+    // delay their deliveries (a real network is not scheduled by the
+    // client). Shut down in the background at the end: a runtime may not be
+    // dropped inside another's async context.
+    let network = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("network")
+        .enable_all()
+        .build()
+        .unwrap();
     let counts: Vec<usize> = arg(&args, "--workers").map_or(WORKERS.to_vec(), |v| {
         v.split(',').map(|n| n.parse().unwrap()).collect()
     });
@@ -469,7 +502,13 @@ async fn main() {
             let mut proxies = Vec::new();
             if delay > 0.0 {
                 for node in &nodes {
-                    let p = FaultProxy::start(*node).await.unwrap();
+                    // On the network's own threads: a chunk is delivered when
+                    // due, not when the engine's runtime gets to it.
+                    let p = network
+                        .spawn(FaultProxy::start(*node))
+                        .await
+                        .unwrap()
+                        .unwrap();
                     // Half each way: `delay` per round trip.
                     p.set_delay(Duration::from_secs_f64(delay / 2000.0));
                     proxies.push(p);
@@ -532,5 +571,55 @@ async fn main() {
     if let Some(path) = arg(&args, "--plot") {
         plot(&curves, &path);
         println!("plot: {path}");
+    }
+    network.shutdown_background();
+}
+
+/// `--probe-proxy <host:port>`: round trips of PING through a fault proxy
+/// at `--delay-ms`, alone and 100 at a time (one connection), against the
+/// server directly: what one "round trip" costs through the proxy.
+async fn probe_proxy(server: SocketAddr, delay_ms: f64) {
+    let proxy = FaultProxy::start(server).await.unwrap();
+    proxy.set_delay(Duration::from_secs_f64(delay_ms / 2000.0));
+    for (name, addr, buffer) in [
+        ("direct", server, None),
+        ("proxy", proxy.addr(), None),
+        ("proxy, pipeline buffer 1000", proxy.addr(), Some(1000)),
+    ] {
+        let client = redis::Client::open(format!("redis://{addr}")).unwrap();
+        let mut config = redis::AsyncConnectionConfig::new();
+        if let Some(b) = buffer {
+            config = config.set_pipeline_buffer_size(b);
+        }
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .unwrap();
+        let started = Instant::now();
+        for _ in 0..200 {
+            let _: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+        }
+        let one = started.elapsed().as_secs_f64() * 1000.0 / 200.0;
+        let started = Instant::now();
+        for _ in 0..50 {
+            let pings = (0..100).map(|_| {
+                let mut c = conn.clone();
+                async move { redis::cmd("PING").query_async::<String>(&mut c).await }
+            });
+            futures::future::try_join_all(pings).await.unwrap();
+        }
+        let many = started.elapsed().as_secs_f64() * 1000.0 / 50.0;
+        let started = Instant::now();
+        for _ in 0..50 {
+            let mut pipe = redis::pipe();
+            for _ in 0..100 {
+                pipe.cmd("PING");
+            }
+            let _: Vec<String> = pipe.query_async(&mut conn).await.unwrap();
+        }
+        let piped = started.elapsed().as_secs_f64() * 1000.0 / 50.0;
+        println!(
+            "{name}: one PING {one:.3} ms, 100 concurrent PINGs {many:.3} ms, a pipeline of 100 {piped:.3} ms"
+        );
     }
 }

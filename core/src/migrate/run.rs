@@ -367,10 +367,18 @@ impl Runner<'_> {
             cursor,
             limit: self.options.batch_size,
         };
-        match (self.part, self.store.features().partitions) {
-            (Some(part), Some(facet)) => facet.scan_partition(kind, &part.partition, request).await,
-            _ => self.store.scan(kind, request).await,
-        }
+        let read = async {
+            match (self.part, self.store.features().partitions) {
+                (Some(part), Some(facet)) => {
+                    facet.scan_partition(kind, &part.partition, request).await
+                }
+                _ => self.store.scan(kind, request).await,
+            }
+        };
+        // Each phase of a batch is a span (`page`, `batch` for the writes,
+        // `checkpoint`), so that a subscriber timing spans shows where a
+        // batch's time goes.
+        read.instrument(tracing::debug_span!("page")).await
     }
 
     /// One batch of a pushed-down stage: of the whole kind, or of this runner's partition.
@@ -518,7 +526,9 @@ impl Runner<'_> {
         let Some(Behind { batch_no, pos }) = behind else {
             return Ok(());
         };
-        self.checkpoint(index, &pos).await?;
+        self.checkpoint(index, &pos)
+            .instrument(tracing::debug_span!("checkpoint", batch = batch_no))
+            .await?;
         self.after_checkpoint(index, pos.phase, batch_no, &pos)
     }
 
