@@ -301,3 +301,67 @@ impl KernelTimer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An echo server on 127.0.0.1.
+    async fn echo() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_delayed_proxy_delivers_every_byte_in_order_no_sooner_than_the_delay_each_way() {
+        let proxy = FaultProxy::start(echo().await).await.unwrap();
+        let delay = Duration::from_millis(15);
+        proxy.set_delay(delay);
+        let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+        let started = Instant::now();
+        // Two writes in a row: both in flight at once, neither reordered.
+        s.write_all(b"first;").await.unwrap();
+        s.write_all(b"second").await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        while got.len() < 12 {
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the proxy closed the connection");
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got, b"first;second");
+        assert!(
+            started.elapsed() >= 2 * delay,
+            "an echo came back after {:?}, before the delay of {delay:?} each way",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_kernel_timer_never_wakes_early() {
+        let timer = KernelTimer::new().unwrap();
+        for micros in [300, 1_500, 4_000] {
+            let left = Duration::from_micros(micros);
+            let started = Instant::now();
+            timer.sleep(left).await.unwrap();
+            assert!(
+                started.elapsed() >= left,
+                "woke after {:?} of {left:?}",
+                started.elapsed()
+            );
+        }
+    }
+}
