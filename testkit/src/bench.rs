@@ -27,12 +27,16 @@ pub fn median(values: &[f64]) -> Option<f64> {
 
 /// The CPU time this process has used so far, all its threads together
 /// (Linux's `/proc/self/task/*/schedstat`, in nanoseconds); `None` where it
-/// cannot be read. A thread that has ended no longer counts, so measure
-/// between two calls while the same threads run (a tokio runtime's workers).
+/// cannot be read. A thread that has ended no longer counts (one that ends
+/// while the threads are read is skipped), so measure between two calls
+/// while the same threads run (a tokio runtime's workers), and subtract
+/// with `saturating_sub`.
 pub fn process_cpu() -> Option<Duration> {
     let mut total = 0_u64;
     for task in std::fs::read_dir("/proc/self/task").ok()? {
-        let text = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        let Ok(text) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
+            continue;
+        };
         total += text.split_whitespace().next()?.parse::<u64>().ok()?;
     }
     Some(Duration::from_nanos(total))
@@ -303,7 +307,8 @@ mod tests {
             for _ in 0..10_000 {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
             }
-            used = process_cpu().unwrap() - before;
+            // Other tests' threads end meanwhile: their time leaves the sum.
+            used = process_cpu().unwrap().saturating_sub(before);
         }
         assert!(
             used >= Duration::from_millis(20),

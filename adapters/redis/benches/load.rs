@@ -291,7 +291,9 @@ async fn chunk(
     let wall = t.elapsed();
     Spent {
         wall,
-        client: tern_testkit::bench::process_cpu().unwrap_or_default() - client,
+        client: tern_testkit::bench::process_cpu()
+            .unwrap_or_default()
+            .saturating_sub(client),
         server: server_cpu(&mut conn).await - server,
     }
 }
