@@ -41,15 +41,16 @@ impl Node {
 pub(crate) enum Conn {
     /// One server.
     Single(ConnectionManager),
-    /// A Redis Cluster.
-    Cluster(ClusterConnection),
+    /// A Redis Cluster, and which master serves each slot (for commands of
+    /// many keys: [`crate::per_master`]).
+    Cluster(ClusterConnection, crate::per_master::Slots),
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c, _) => c.req_packed_command(cmd),
         }
     }
 
@@ -61,14 +62,14 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c, _) => c.req_packed_commands(cmd, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
+            Conn::Cluster(c, _) => c.get_db(),
         }
     }
 }
@@ -81,7 +82,7 @@ impl Conn {
         cmd: Cmd,
     ) -> RedisResult<T> {
         match (self, node) {
-            (Conn::Cluster(c), Some(node)) => {
+            (Conn::Cluster(c, _), Some(node)) => {
                 let value = c
                     .route_command(
                         cmd,
@@ -115,7 +116,7 @@ impl Conn {
                 }
                 pipe.query_async(c).await
             }
-            Conn::Cluster(c) => each(c, &cmds).await,
+            Conn::Cluster(c, slots) => crate::per_master::each(c, slots, &cmds).await,
         }
     }
 
@@ -163,10 +164,10 @@ impl Conn {
                     other => other,
                 }
             }
-            Conn::Cluster(c) => match each(c, &cmds).await {
+            Conn::Cluster(c, slots) => match crate::per_master::each(c, slots, &cmds).await {
                 Err(e) if no_script(&e) => {
                     script.load_async(c).await?;
-                    each(c, &cmds).await
+                    crate::per_master::each(c, slots, &cmds).await
                 }
                 other => other,
             },
@@ -193,13 +194,4 @@ impl Conn {
 /// Whether `e` is the server's `NOSCRIPT`: the script is not in its cache.
 fn no_script(e: &RedisError) -> bool {
     e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoScript)
-}
-
-/// Each of `cmds` on the cluster, concurrently (each routed by its own key).
-async fn each<T: FromRedisValue>(c: &ClusterConnection, cmds: &[Cmd]) -> RedisResult<Vec<T>> {
-    futures::future::try_join_all(cmds.iter().map(|cmd| {
-        let mut c = c.clone();
-        async move { cmd.query_async::<T>(&mut c).await }
-    }))
-    .await
 }

@@ -179,7 +179,10 @@ impl RedisStore {
                 .with_context("url", config.redacted.clone())
                 .with_driver_error(url::scrub(&e.to_string(), &config.connection))
             })?;
-            Conn::Cluster(cluster.get_async_connection().await.map_err(unavailable)?)
+            Conn::Cluster(
+                cluster.get_async_connection().await.map_err(unavailable)?,
+                crate::per_master::Slots::default(),
+            )
         } else {
             Conn::Single(
                 ConnectionManager::new_with_config(client, manager_config)

@@ -23,6 +23,7 @@ mod lazy_ops;
 pub mod module;
 mod moving;
 mod partitions;
+mod per_master;
 mod pushdown;
 mod rename;
 mod scanpos;

@@ -248,10 +248,10 @@ pub(crate) fn key_slot(key: &[u8]) -> u16 {
 }
 
 /// A master and its slot ranges, from `CLUSTER NODES`.
-type SlotMap = Vec<(Node, Vec<(u16, u16)>)>;
+pub(crate) type SlotMap = Vec<(Node, Vec<(u16, u16)>)>;
 
 /// The masters of `CLUSTER NODES` text with the slots each serves, in address order.
-fn parse_slot_map(text: &str) -> SlotMap {
+pub(crate) fn parse_slot_map(text: &str) -> SlotMap {
     let mut map: SlotMap = text
         .lines()
         .filter_map(|line| {
