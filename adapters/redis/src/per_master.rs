@@ -46,8 +46,9 @@ impl Owners {
         for (i, (node, ranges)) in map.into_iter().enumerate() {
             let owner = u16::try_from(i + 1).unwrap_or(0);
             for (lo, hi) in ranges {
-                for slot in usize::from(lo)..=usize::from(hi).min(SLOTS - 1) {
-                    of_slot[slot] = owner;
+                let hi = usize::from(hi).min(SLOTS - 1);
+                if let Some(range) = of_slot.get_mut(usize::from(lo)..=hi) {
+                    range.fill(owner);
                 }
             }
             nodes.push(node);
