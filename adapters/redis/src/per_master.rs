@@ -261,6 +261,17 @@ d 127.0.0.1:7004@17004 slave a 0 0 1 connected
         assert_eq!(unserved.of(&cmd), None, "slot 12182 has no master there");
     }
 
+    /// `name <key>` for each of `keys`.
+    fn per_key(name: &str, keys: &[String]) -> Vec<Cmd> {
+        keys.iter()
+            .map(|k| {
+                let mut cmd = redis::cmd(name);
+                cmd.arg(k);
+                cmd
+            })
+            .collect()
+    }
+
     /// The cluster at `TERN_IT_REDIS_CLUSTER_URL` (its seed, without options),
     /// or `None` (said on stderr).
     async fn cluster(test: &str) -> Option<ClusterConnection> {
@@ -308,14 +319,7 @@ d 127.0.0.1:7004@17004 slave a 0 0 1 connected
         assert_eq!(ok, vec!["OK".to_owned(); keys.len()]);
         assert!(stale.get().is_none(), "a redirection drops the stale map");
         // Read back through a fresh map (read from the cluster), in order.
-        let gets: Vec<Cmd> = keys
-            .iter()
-            .map(|k| {
-                let mut cmd = redis::cmd("GET");
-                cmd.arg(k);
-                cmd
-            })
-            .collect();
+        let gets = per_key("GET", &keys);
         let fresh = Slots::default();
         let got: Vec<Option<String>> = each(&c, &fresh, &gets).await.unwrap();
         let want: Vec<Option<String>> = keys.iter().map(|k| Some(format!("v-{k}"))).collect();
@@ -326,14 +330,6 @@ d 127.0.0.1:7004@17004 slave a 0 0 1 connected
         wrong.arg(&keys[0]);
         let e = each::<Value>(&c, &fresh, &[wrong]).await.unwrap_err();
         assert!(e.to_string().contains("WRONGTYPE"), "{e}");
-        let dels: Vec<Cmd> = keys
-            .iter()
-            .map(|k| {
-                let mut cmd = redis::cmd("DEL");
-                cmd.arg(k);
-                cmd
-            })
-            .collect();
-        let _: Vec<i64> = each(&c, &fresh, &dels).await.unwrap();
+        let _: Vec<i64> = each(&c, &fresh, &per_key("DEL", &keys)).await.unwrap();
     }
 }
