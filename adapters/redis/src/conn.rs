@@ -1,40 +1,13 @@
 //! The connection: one server (the driver's connection manager) or a Redis
 //! Cluster (the driver's cluster client, which follows MOVED and ASK).
 
+use crate::topology::Node;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{
     Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Script, Value,
 };
-
-/// A master of a cluster: where per-node commands (SCAN) go.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Node {
-    pub(crate) host: String,
-    pub(crate) port: u16,
-}
-
-impl Node {
-    /// The master a line of `CLUSTER NODES` names, with the line's fields
-    /// (the ninth on are its slots); `None` for a replica, a failed master or
-    /// a line it cannot read.
-    pub(crate) fn master_in(line: &str) -> Option<(Node, Vec<&str>)> {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let flags = fields.get(2)?;
-        if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
-            return None;
-        }
-        // `host:port@cport[,hostname]`
-        let addr = fields.get(1)?.split(['@', ',']).next()?;
-        let (host, port) = addr.rsplit_once(':')?;
-        let node = Node {
-            host: host.to_owned(),
-            port: port.parse().ok()?,
-        };
-        Some((node, fields))
-    }
-}
 
 /// A connection to one server or to a cluster.
 #[derive(Clone)]

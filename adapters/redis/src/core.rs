@@ -10,9 +10,10 @@ use tern_core::store::{Cursor, Error, ErrorKind, Result, Write, WriteOutcome, ur
 
 use crate::codec::{self, Keys};
 use crate::config::{KindLayout, RedisConfig};
-use crate::conn::{Conn, Node};
+use crate::conn::Conn;
 use crate::containers;
 use crate::scanpos::{MAX_PENDING, ScanPos};
+use crate::topology::Node;
 
 /// Writes per script call: bounds how long one call holds the server.
 pub(crate) const WRITES_PER_CALL: usize = 500;

@@ -28,6 +28,7 @@ mod pushdown;
 mod rename;
 mod scanpos;
 mod tls;
+mod topology;
 mod typed_json;
 pub mod wire;
 

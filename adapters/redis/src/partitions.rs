@@ -18,12 +18,9 @@ use tern_core::store::{
     ScanPage, ScanRequest,
 };
 
-use crate::conn::Node;
 use crate::core::{MAX_KEYS_PER_SCRIPT, RedisStore, SCAN_COUNT, SCAN_STEPS_PER_PAGE, scan_count};
 use crate::scanpos::ScanPos;
-
-/// The slots of a Redis Cluster.
-const SLOTS: u16 = 16384;
+use crate::topology::{Node, SlotMap, key_slot, parse_slot_map};
 
 /// Cursor-space units per asked partition (`2^3`): ranges of whole units come
 /// out within 1/8 of one another in size.
@@ -220,56 +217,6 @@ fn ranges(parts: usize, bits: u32) -> Vec<(u64, u64)> {
         .map(|i| (units * i / parts, units * (i + 1) / parts))
         .filter(|(a, b)| a < b)
         .collect()
-}
-
-/// The cluster slot of a key: CRC16 (XMODEM) of its hash tag or of the whole key.
-pub(crate) fn key_slot(key: &[u8]) -> u16 {
-    let hashed = key
-        .iter()
-        .position(|b| *b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            let close = rest.iter().position(|b| *b == b'}')?;
-            (close > 0).then(|| &rest[..close])
-        })
-        .unwrap_or(key);
-    let mut crc: u16 = 0;
-    for b in hashed {
-        crc ^= u16::from(*b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % SLOTS
-}
-
-/// A master and its slot ranges, from `CLUSTER NODES`.
-pub(crate) type SlotMap = Vec<(Node, Vec<(u16, u16)>)>;
-
-/// The masters of `CLUSTER NODES` text with the slots each serves, in address order.
-pub(crate) fn parse_slot_map(text: &str) -> SlotMap {
-    let mut map: SlotMap = text
-        .lines()
-        .filter_map(|line| {
-            let (node, fields) = Node::master_in(line)?;
-            let slots = fields
-                .iter()
-                .skip(8)
-                .filter(|f| !f.starts_with('['))
-                .filter_map(|f| match f.split_once('-') {
-                    Some((lo, hi)) => Some((lo.parse().ok()?, hi.parse().ok()?)),
-                    None => f.parse().ok().map(|s| (s, s)),
-                })
-                .collect();
-            Some((node, slots))
-        })
-        .collect();
-    map.sort();
-    map
 }
 
 /// The masters serving any slot of `spec`, in address order, and a
@@ -744,6 +691,7 @@ impl Partitions for RedisStore {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::topology::SLOTS;
 
     #[test]
     fn key_slots_are_redis_cluster_slots() {

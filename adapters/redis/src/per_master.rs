@@ -20,11 +20,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::SingleNodeRoutingInfo;
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
-use crate::conn::Node;
-use crate::partitions::{key_slot, parse_slot_map};
-
-/// The number of hash slots of a Redis Cluster.
-const SLOTS: usize = 16384;
+use crate::topology::{Node, SLOTS, key_slot, parse_slot_map};
 
 /// Which master serves each slot, shared by the clones of one connection;
 /// empty until read, and again after a redirection.
@@ -41,12 +37,12 @@ struct Owners {
 impl Owners {
     fn from_cluster_nodes(text: &str) -> Owners {
         let map = parse_slot_map(text);
-        let mut of_slot = vec![0u16; SLOTS];
+        let mut of_slot = vec![0u16; usize::from(SLOTS)];
         let mut nodes = Vec::with_capacity(map.len());
         for (i, (node, ranges)) in map.into_iter().enumerate() {
             let owner = u16::try_from(i + 1).unwrap_or(0);
             for (lo, hi) in ranges {
-                let hi = usize::from(hi).min(SLOTS - 1);
+                let hi = usize::from(hi).min(usize::from(SLOTS) - 1);
                 if let Some(range) = of_slot.get_mut(usize::from(lo)..=hi) {
                     range.fill(owner);
                 }
@@ -313,7 +309,7 @@ d 127.0.0.1:7004@17004 slave a 0 0 1 connected
         let stale = Slots::default();
         stale.set(Some(Arc::new(Owners {
             nodes: vec![first],
-            of_slot: vec![1; SLOTS],
+            of_slot: vec![1; usize::from(SLOTS)],
         })));
         let ok: Vec<String> = each(&c, &stale, &sets).await.unwrap();
         assert_eq!(ok, vec!["OK".to_owned(); keys.len()]);

@@ -20,11 +20,11 @@ use tern_core::store::{
 
 use crate::codec;
 use crate::config::KindLayout;
-use crate::conn::Node;
 use crate::core::{
     COUNT_KEYS_PER_CALL, MAX_KEYS_PER_SCRIPT, ReadScript, RedisStore, SCAN_STEPS_PER_PAGE,
 };
 use crate::scanpos::ScanPos;
+use crate::topology::Node;
 
 /// The most distinct fields (or set values) one generated script handles; a
 /// stage that touches more runs on the client.
