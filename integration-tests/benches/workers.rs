@@ -381,7 +381,7 @@ async fn main() {
         tracing_subscriber::fmt()
             .json()
             .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
-            .with_env_filter("tern_core::migrate=debug,workers=info")
+            .with_env_filter("tern_core::migrate=debug,tern_redis=debug,workers=info")
             .with_writer(std::sync::Mutex::new(file))
             .init();
     }

@@ -11,6 +11,7 @@ use tern_core::store::{
     RenameKindPage, RenameKindRequest, Result, ScanPage, ScanRequest, ServerClock, StepsFrom,
     Store, StoreInfo, Write, WriteOutcome,
 };
+use tracing::Instrument;
 
 use crate::codec;
 use crate::config::{KindLayout, REDIS_SCHEME};
@@ -84,13 +85,17 @@ impl Store for RedisStore {
                 request.cursor.as_ref(),
                 request.limit,
             )
+            .instrument(tracing::debug_span!("page_keys"))
             .await?;
         // Keys of a longer declared kind match the pattern too: not ours.
         let keys: Vec<String> = keys
             .into_iter()
             .filter(|k| self.keys.owns(kind, k))
             .collect();
-        let mut entities = self.fetch(kind, &keys).await?;
+        let mut entities = self
+            .fetch(kind, &keys)
+            .instrument(tracing::debug_span!("fetch"))
+            .await?;
         entities.retain(|e| request.filter.matches(e));
         Ok(ScanPage { entities, cursor })
     }
@@ -160,7 +165,7 @@ impl Store for RedisStore {
             .arg(self.keys.meta_key(name))
             .arg("rev")
             .arg("doc")
-            .query_async(&mut self.conn())
+            .query_async(&mut self.control())
             .await
             .map_err(|e| self.err("reading metadata", e).with_context("name", name))?;
         match (rev, doc) {
@@ -180,7 +185,7 @@ impl Store for RedisStore {
             .arg(expected.map(|r| r.to_string()).unwrap_or_default())
             .arg(if value.is_some() { "set" } else { "del" })
             .arg(value.unwrap_or(""))
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.control())
             .await
             .map_err(|e| self.err("writing metadata", e).with_context("name", name))?;
         match reply.as_slice() {
@@ -280,7 +285,7 @@ impl KindRename for RedisStore {
 impl ServerClock for RedisStore {
     async fn now(&self) -> Result<i64> {
         let (secs, micros): (i64, i64) = redis::cmd("TIME")
-            .query_async(&mut self.conn())
+            .query_async(&mut self.control())
             .await
             .map_err(|e| self.err("reading the server clock", e))?;
         Ok(secs.saturating_mul(1000).saturating_add(micros / 1000))

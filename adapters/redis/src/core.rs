@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tracing::Instrument;
+
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tern_core::model::{Entity, Key};
 use tern_core::store::{Cursor, Error, ErrorKind, Result, Write, WriteOutcome, url};
@@ -80,6 +82,9 @@ pub struct RedisStore {
     pub(crate) config: Arc<RedisConfig>,
     pub(crate) keys: Keys,
     conn: Conn,
+    /// The connection of tern's state document and the server clock
+    /// ([`RedisStore::control`]).
+    control: Conn,
     /// The masters of the cluster, in address order (empty: one server).
     pub(crate) nodes: Arc<Vec<Node>>,
     pub(crate) write_script: Arc<redis::Script>,
@@ -164,7 +169,10 @@ impl RedisStore {
             .with_driver_error(url::scrub(&e.to_string(), &config.connection))
             .set_temporary()
         };
-        let mut conn = if config.cluster {
+        // Two connections: one for the data, one for tern's state document and
+        // the server clock (checkpoints, leases), so that a checkpoint or a
+        // lease renewal does not queue behind a batch's pipelines.
+        let (mut conn, control) = if config.cluster {
             let mut builder =
                 redis::cluster::ClusterClientBuilder::new(vec![config.connection.as_str()])
                     .connection_timeout(config.connect_timeout)
@@ -180,16 +188,22 @@ impl RedisStore {
                 .with_context("url", config.redacted.clone())
                 .with_driver_error(url::scrub(&e.to_string(), &config.connection))
             })?;
-            Conn::Cluster(
-                cluster.get_async_connection().await.map_err(unavailable)?,
-                crate::per_master::Slots::default(),
+            let (data, control) = futures::try_join!(
+                cluster.get_async_connection(),
+                cluster.get_async_connection()
+            )
+            .map_err(unavailable)?;
+            (
+                Conn::Cluster(data, crate::per_master::Slots::default()),
+                Conn::Cluster(control, crate::per_master::Slots::default()),
             )
         } else {
-            Conn::Single(
+            let (data, control) = futures::try_join!(
+                ConnectionManager::new_with_config(client.clone(), manager_config.clone()),
                 ConnectionManager::new_with_config(client, manager_config)
-                    .await
-                    .map_err(unavailable)?,
             )
+            .map_err(unavailable)?;
+            (Conn::Single(data), Conn::Single(control))
         };
         let _: String = redis::cmd("PING")
             .query_async(&mut conn)
@@ -201,6 +215,7 @@ impl RedisStore {
             keys: Keys::new(&config),
             config: Arc::new(config),
             conn,
+            control,
             nodes: Arc::new(nodes),
             write_script: Arc::new(redis::Script::new(WRITE_SCRIPT)),
             put_script: Arc::new(redis::Script::new(PUT_SCRIPT)),
@@ -271,6 +286,14 @@ impl RedisStore {
         self.conn.clone()
     }
 
+    /// The connection of tern's state document (checkpoints, leases) and the
+    /// server clock: its own, so that these small requests are answered
+    /// between a batch's pipelines instead of after them (the server serves
+    /// its clients in turn).
+    pub(crate) fn control(&self) -> Conn {
+        self.control.clone()
+    }
+
     pub(crate) fn err(&self, operation: &str, e: redis::RedisError) -> Error {
         let timeout = e.is_timeout();
         let err = driver_error(operation, e).with_context("store", self.config.redacted.clone());
@@ -301,6 +324,7 @@ impl RedisStore {
         }
         self.conn()
             .on_node(node, cmd)
+            .instrument(tracing::debug_span!("scan_step"))
             .await
             .map_err(|e| self.err("scanning keys", e))
     }

@@ -17,6 +17,7 @@ use tern_core::store::{
     Cursor, Error, ErrorKind, Partition, Partitions, PushdownPage, PushdownRequest, Result,
     ScanPage, ScanRequest,
 };
+use tracing::Instrument;
 
 use crate::core::{MAX_KEYS_PER_SCRIPT, RedisStore, SCAN_COUNT, SCAN_STEPS_PER_PAGE, scan_count};
 use crate::scanpos::ScanPos;
@@ -182,6 +183,22 @@ enum Reached {
     End,
     /// Beyond its end: the step visited buckets of the next range too.
     Past,
+}
+
+/// The partitions of every master in claim order: the first of each master,
+/// then the second of each, and so on, so that workers claiming one after
+/// another spread over the masters instead of queueing on one of them.
+fn interleave<T>(per_master: Vec<Vec<T>>) -> Vec<T> {
+    let mut queues: Vec<std::vec::IntoIter<T>> =
+        per_master.into_iter().map(Vec::into_iter).collect();
+    let mut out = Vec::new();
+    loop {
+        let before = out.len();
+        out.extend(queues.iter_mut().filter_map(Iterator::next));
+        if out.len() == before {
+            return out;
+        }
+    }
 }
 
 /// The low `bits` bits of `v` in reverse order: the unit of a SCAN cursor
@@ -433,7 +450,8 @@ impl RedisStore {
         limit: usize,
     ) -> Result<(ServerInfo, Vec<String>)> {
         futures::try_join!(
-            self.server_info(range.node),
+            self.server_info(range.node)
+                .instrument(tracing::debug_span!("node_info")),
             self.range_page(range, pos, limit)
         )
     }
@@ -444,7 +462,10 @@ impl RedisStore {
         if self.nodes.is_empty() {
             return Ok((vec![None], String::new()));
         }
-        let map = self.slot_map().await?;
+        let map = self
+            .slot_map()
+            .instrument(tracing::debug_span!("slot_map"))
+            .await?;
         let (owners, print) = owners(&map, spec);
         Ok((owners.into_iter().map(Some).collect(), print))
     }
@@ -624,22 +645,25 @@ impl Partitions for RedisStore {
             return Ok(out);
         }
         // Each master its share of the partitions, its keys cut by hash bucket.
+        let mut per_master = Vec::with_capacity(map.len());
         for (m, (node, slots)) in map.iter().enumerate() {
             let share = count / map.len() + usize::from(m < count % map.len());
             let bits = self.node_bits(Some(node), share).await?;
-            for (from, to) in ranges(share, bits) {
-                out.push(
+            let parts: Vec<Partition> = ranges(share, bits)
+                .into_iter()
+                .map(|(from, to)| {
                     Spec {
                         slots: slots.clone(),
                         bits,
                         from,
                         to,
                     }
-                    .partition(Some(node)),
-                );
-            }
+                    .partition(Some(node))
+                })
+                .collect();
+            per_master.push(parts);
         }
-        Ok(out)
+        Ok(interleave(per_master))
     }
 
     async fn scan_partition(
@@ -656,8 +680,12 @@ impl Partitions for RedisStore {
                 request.limit,
                 Some(self.type_name(kind)),
             )
+            .instrument(tracing::debug_span!("page_keys"))
             .await?;
-        let mut entities = self.fetch(kind, &keys).await?;
+        let mut entities = self
+            .fetch(kind, &keys)
+            .instrument(tracing::debug_span!("fetch"))
+            .await?;
         entities.retain(|e| request.filter.matches(e));
         Ok(ScanPage { entities, cursor })
     }
@@ -692,6 +720,16 @@ impl Partitions for RedisStore {
 mod tests {
     use super::*;
     use crate::topology::SLOTS;
+
+    #[test]
+    fn partitions_alternate_between_masters_in_claim_order() {
+        let per_master = vec![vec!["a0", "a1", "a2"], vec!["b0", "b1"], vec!["c0", "c1"]];
+        assert_eq!(
+            interleave(per_master),
+            ["a0", "b0", "c0", "a1", "b1", "c1", "a2"]
+        );
+        assert!(interleave(Vec::<Vec<u8>>::new()).is_empty());
+    }
 
     #[test]
     fn key_slots_are_redis_cluster_slots() {

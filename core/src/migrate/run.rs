@@ -477,9 +477,12 @@ impl Runner<'_> {
                 }
             };
             // The previous batch's checkpoint is written while this batch is
-            // (see [`Behind`]).
-            let (written, read, caught_up) =
-                futures::join!(write, read_ahead, self.catch_up(index, behind.take()));
+            // (see [`Behind`]). The read ahead is polled first, so that its
+            // request leaves before the batch's writes: the next page's scan
+            // step then does not wait behind them in the server's queue (on
+            // the page's own server, the writes take longer than the step).
+            let (read, written, caught_up) =
+                futures::join!(read_ahead, write, self.catch_up(index, behind.take()));
             caught_up?;
             ahead = read;
             let written = written?;

@@ -39,6 +39,9 @@ pub trait Partitions: Send + Sync {
     /// Splits `kind` into at most `count` partitions (`count` ≥ 1; at least
     /// one partition is returned). A store may return fewer than asked (a
     /// small kind, a topology with fewer natural ranges) but never more.
+    /// Workers claim the partitions in the order returned: a store of several
+    /// servers lists them so that consecutive partitions are served by
+    /// different servers, and workers started together share the load.
     async fn split(&self, kind: &str, count: usize) -> Result<Vec<Partition>>;
 
     /// One page of the entities of `kind` in `partition` that pass
