@@ -209,17 +209,34 @@ async fn pipeline<'g>(
     (group, answer)
 }
 
-/// Whether a reply says the slot is served elsewhere, or not served now.
+/// Whether a reply says the slot is served elsewhere, or not served now (the
+/// errors the cluster client itself follows: `MOVED`, `ASK`, `TRYAGAIN`,
+/// `CLUSTERDOWN`).
 fn redirected(v: &Value) -> bool {
-    matches!(v, Value::ServerError(_))
-        && v.clone()
-            .extract_error()
-            .is_err_and(|e| e.is_cluster_error())
+    use redis::ServerErrorKind::{Ask, ClusterDown, Moved, TryAgain};
+    matches!(v, Value::ServerError(e) if matches!(e.kind(), Some(Moved | Ask | TryAgain | ClusterDown)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_cluster_redirections_count_as_redirected() {
+        let reply =
+            |text: &str| redis::parse_redis_value(format!("-{text}\r\n").as_bytes()).unwrap();
+        assert!(redirected(&reply("MOVED 3999 127.0.0.1:6381")));
+        assert!(redirected(&reply("ASK 3999 127.0.0.1:6381")));
+        assert!(redirected(&reply(
+            "TRYAGAIN Multiple keys request during rehashing of slot"
+        )));
+        assert!(redirected(&reply("CLUSTERDOWN The cluster is down")));
+        assert!(!redirected(&reply("NOSCRIPT No matching script")));
+        assert!(!redirected(&reply(
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        )));
+        assert!(!redirected(&Value::Nil));
+    }
 
     #[test]
     fn commands_are_routed_by_their_first_key() {
