@@ -191,6 +191,11 @@ pub struct WorkerArgs {
     /// for the partitions of a sweep it joins).
     #[command(flatten)]
     pub run: RunArgs,
+    /// When no partitioned `tern sweep` runs yet, wait up to this many seconds
+    /// for one to join (workers started beside the sweep, as a Kubernetes Job's
+    /// pods are); 0: join only a sweep already running.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub wait_for_sweep: u64,
 }
 
 /// `tern import`.

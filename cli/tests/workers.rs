@@ -222,3 +222,77 @@ fn worker_joins_a_sweep(url: &str) {
     let status = p.ok(&["status", "--json"]);
     assert!(!status.contains("\"partitions\""), "{status}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_started_before_the_sweep_waits_for_it_and_joins() {
+    let url = match tern_integration_tests::redis::backend().await {
+        Ok(b) => b.fresh_url(),
+        Err(reason) => {
+            eprintln!("skipped: tern worker waiting for a sweep on redis: {reason}");
+            return;
+        }
+    };
+    tokio::task::spawn_blocking(move || worker_waits_for_a_sweep(&url))
+        .await
+        .unwrap();
+}
+
+fn worker_waits_for_a_sweep(url: &str) {
+    let posts = 600;
+    let p = Project::on(url, 1_000);
+    p.import_blog(1, posts);
+    p.write(
+        "migrations/0001_likes.tern",
+        "lazy\nadd blogpost.likes = 0\n",
+    );
+    p.ok(&["up"]);
+    // Without --wait-for-sweep, a worker with no sweep to join ends at once.
+    let alone = p.ok(&["worker", "--json"]);
+    let w: serde_json::Value = serde_json::from_str(alone.trim()).unwrap();
+    assert_eq!(w["worker"]["sweep_partitions"], 0, "{alone}");
+    // Started first, as a Job's pods may be: it waits, then joins the sweep.
+    let worker = p
+        .cmd(&[
+            "worker",
+            "--wait-for-sweep",
+            "120",
+            "--workers",
+            "2",
+            "--batch-size",
+            "20",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let swept = p.ok(&[
+        "sweep",
+        "--workers",
+        "1",
+        "--partitions",
+        "8",
+        "--batch-size",
+        "20",
+        "--max-rate",
+        "200",
+        "--json",
+    ]);
+    let out = worker.wait_with_output().unwrap();
+    let joined = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{joined}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let w: serde_json::Value = serde_json::from_str(joined.trim()).unwrap();
+    assert!(
+        w["worker"]["sweep_partitions"].as_u64().unwrap() >= 1,
+        "the waiting worker joined the sweep: {joined}"
+    );
+    let v: serde_json::Value = serde_json::from_str(swept.trim()).unwrap();
+    assert_eq!(v["migrated"]["blogpost"], posts, "{swept}");
+    assert_eq!(v["stale"]["blogpost"], 0, "{swept}");
+    assert_eq!(v["completed"], serde_json::json!([1]), "{swept}");
+}

@@ -232,8 +232,7 @@ pub async fn worker(ctx: &Ctx, args: &WorkerArgs) -> anyhow::Result<u8> {
         workers: run.workers,
         ..tern_core::lazy::SweepOptions::default()
     };
-    let swept =
-        tern_core::lazy::sweep::join(&store, &code, &sweep_options, ctx.settings.lease_ttl).await?;
+    let swept = join_sweep(ctx, &store, &code, &sweep_options, args.wait_for_sweep).await?;
     let (partitions, lost) = (
         report.partitions + swept.partitions,
         report.lost + swept.lost,
@@ -261,6 +260,33 @@ pub async fn worker(ctx: &Ctx, args: &WorkerArgs) -> anyhow::Result<u8> {
     }
     Ok(EXIT_OK)
 }
+
+/// `tern worker`'s part in a partitioned sweep: joins the one running, or
+/// waits up to `wait_secs` for one to start, polling, and joins it; returns
+/// when the sweep it joined ends, or when none came.
+async fn join_sweep(
+    ctx: &Ctx,
+    store: &Arc<dyn tern_core::store::Store>,
+    code: &std::collections::BTreeMap<u32, tern_core::migrate::Migration>,
+    options: &tern_core::lazy::SweepOptions,
+    wait_secs: u64,
+) -> anyhow::Result<tern_core::lazy::sweep::JoinReport> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_secs);
+    loop {
+        let swept =
+            tern_core::lazy::sweep::join(store, code, options, ctx.settings.lease_ttl).await?;
+        if swept.partitions + swept.lost > 0 || std::time::Instant::now() >= deadline {
+            return Ok(swept);
+        }
+        tokio::select! {
+            () = ctx.cancel.cancelled() => return Err(tern_core::lazy::LazyError::Interrupted.into()),
+            () = tokio::time::sleep(SWEEP_POLL) => {}
+        }
+    }
+}
+
+/// How often a waiting `tern worker` looks for a sweep to join.
+const SWEEP_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
 fn print_up(ctx: &Ctx, report: &UpReport, lazy: &[u32], lazy_pending: &BTreeSet<String>) {
     if ctx.opt.json {
