@@ -22,6 +22,88 @@ fn lazy_likes(posts: usize) -> Project {
     p
 }
 
+/// [`lazy_likes`] on the store at `url` (1,000 entities per batch).
+fn lazy_likes_on(url: &str, posts: usize) -> Project {
+    let p = Project::on(url, 1_000);
+    p.import_blog(1, posts);
+    p.write(
+        "migrations/0001_likes.tern",
+        "lazy\nadd blogpost.likes = 0\n",
+    );
+    p.ok(&["up"]);
+    p
+}
+
+/// Runs `test` with a fresh Redis URL on a blocking thread, or says why it
+/// is skipped.
+async fn on_redis(what: &str, test: fn(&str)) {
+    let url = match tern_integration_tests::redis::backend().await {
+        Ok(b) => b.fresh_url(),
+        Err(reason) => {
+            eprintln!("skipped: {what} on redis: {reason}");
+            return;
+        }
+    };
+    tokio::task::spawn_blocking(move || test(&url))
+        .await
+        .unwrap();
+}
+
+/// `tern sweep` of 8 partitions in batches of 20 at `rate` entities/s, one
+/// worker of its own, reporting in JSON.
+fn partitioned_sweep(rate: &str) -> [&str; 10] {
+    [
+        "sweep",
+        "--workers",
+        "1",
+        "--partitions",
+        "8",
+        "--batch-size",
+        "20",
+        "--max-rate",
+        rate,
+        "--json",
+    ]
+}
+
+/// `tern <args>` started in `p`, its output piped.
+fn spawn_piped(p: &Project, args: &[&str]) -> std::process::Child {
+    p.cmd(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child`, asserts that it succeeded, and returns its stdout.
+fn finished_ok(child: std::process::Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// A worker's `--json` report shows partitions of a sweep run by it.
+fn assert_joined_a_sweep(report: &str) {
+    let w: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
+    assert!(
+        w["worker"]["sweep_partitions"].as_u64().unwrap() >= 1,
+        "the worker joined the sweep: {report}"
+    );
+}
+
+/// The sweep's `--json` report shows every post migrated and the migration complete.
+fn assert_swept_all(report: &str, posts: usize) {
+    let v: serde_json::Value = serde_json::from_str(report.trim()).unwrap();
+    assert_eq!(v["migrated"]["blogpost"], posts, "{report}");
+    assert_eq!(v["stale"]["blogpost"], 0, "{report}");
+    assert_eq!(v["completed"], serde_json::json!([1]), "{report}");
+}
+
 /// The export of one uninterrupted single-runner `tern up` of release 2 over `lines`.
 fn reference(lines: &str) -> String {
     let p = Project::with_release2(lines);
@@ -153,44 +235,13 @@ fn status_shows_the_partitions_of_a_killed_sweep() {
 /// the sweep counts every entity once and records the migration complete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_in_another_process_joins_a_running_sweep() {
-    let url = match tern_integration_tests::redis::backend().await {
-        Ok(b) => b.fresh_url(),
-        Err(reason) => {
-            eprintln!("skipped: tern worker joining a sweep on redis: {reason}");
-            return;
-        }
-    };
-    tokio::task::spawn_blocking(move || worker_joins_a_sweep(&url))
-        .await
-        .unwrap();
+    on_redis("tern worker joining a sweep", worker_joins_a_sweep).await;
 }
 
 fn worker_joins_a_sweep(url: &str) {
     let posts = 600;
-    let p = Project::on(url, 1_000);
-    p.import_blog(1, posts);
-    p.write(
-        "migrations/0001_likes.tern",
-        "lazy\nadd blogpost.likes = 0\n",
-    );
-    p.ok(&["up"]);
-    let sweep = p
-        .cmd(&[
-            "sweep",
-            "--workers",
-            "1",
-            "--partitions",
-            "8",
-            "--batch-size",
-            "20",
-            "--max-rate",
-            "400",
-            "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let p = lazy_likes_on(url, posts);
+    let sweep = spawn_piped(&p, &partitioned_sweep("400"));
     let mut split = false;
     for _ in 0..300 {
         if p.ok(&["status"])
@@ -202,57 +253,30 @@ fn worker_joins_a_sweep(url: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let joined = p.ok(&["worker", "--workers", "2", "--batch-size", "20", "--json"]);
-    let out = sweep.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = finished_ok(sweep);
     assert!(split, "the sweep recorded its split");
-    let w: serde_json::Value = serde_json::from_str(joined.trim()).unwrap();
-    assert!(
-        w["worker"]["sweep_partitions"].as_u64().unwrap() >= 1,
-        "{joined}"
-    );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(v["migrated"]["blogpost"], posts, "{stdout}");
-    assert_eq!(v["stale"]["blogpost"], 0, "{stdout}");
-    assert_eq!(v["completed"], serde_json::json!([1]), "{stdout}");
+    assert_joined_a_sweep(&joined);
+    assert_swept_all(&stdout, posts);
     let status = p.ok(&["status", "--json"]);
     assert!(!status.contains("\"partitions\""), "{status}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_started_before_the_sweep_waits_for_it_and_joins() {
-    let url = match tern_integration_tests::redis::backend().await {
-        Ok(b) => b.fresh_url(),
-        Err(reason) => {
-            eprintln!("skipped: tern worker waiting for a sweep on redis: {reason}");
-            return;
-        }
-    };
-    tokio::task::spawn_blocking(move || worker_waits_for_a_sweep(&url))
-        .await
-        .unwrap();
+    on_redis("tern worker waiting for a sweep", worker_waits_for_a_sweep).await;
 }
 
 fn worker_waits_for_a_sweep(url: &str) {
     let posts = 600;
-    let p = Project::on(url, 1_000);
-    p.import_blog(1, posts);
-    p.write(
-        "migrations/0001_likes.tern",
-        "lazy\nadd blogpost.likes = 0\n",
-    );
-    p.ok(&["up"]);
+    let p = lazy_likes_on(url, posts);
     // Without --wait-for-sweep, a worker with no sweep to join ends at once.
     let alone = p.ok(&["worker", "--json"]);
     let w: serde_json::Value = serde_json::from_str(alone.trim()).unwrap();
     assert_eq!(w["worker"]["sweep_partitions"], 0, "{alone}");
     // Started first, as a Job's pods may be: it waits, then joins the sweep.
-    let worker = p
-        .cmd(&[
+    let worker = spawn_piped(
+        &p,
+        &[
             "worker",
             "--wait-for-sweep",
             "120",
@@ -261,38 +285,11 @@ fn worker_waits_for_a_sweep(url: &str) {
             "--batch-size",
             "20",
             "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
     std::thread::sleep(Duration::from_millis(500));
-    let swept = p.ok(&[
-        "sweep",
-        "--workers",
-        "1",
-        "--partitions",
-        "8",
-        "--batch-size",
-        "20",
-        "--max-rate",
-        "200",
-        "--json",
-    ]);
-    let out = worker.wait_with_output().unwrap();
-    let joined = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{joined}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let w: serde_json::Value = serde_json::from_str(joined.trim()).unwrap();
-    assert!(
-        w["worker"]["sweep_partitions"].as_u64().unwrap() >= 1,
-        "the waiting worker joined the sweep: {joined}"
-    );
-    let v: serde_json::Value = serde_json::from_str(swept.trim()).unwrap();
-    assert_eq!(v["migrated"]["blogpost"], posts, "{swept}");
-    assert_eq!(v["stale"]["blogpost"], 0, "{swept}");
-    assert_eq!(v["completed"], serde_json::json!([1]), "{swept}");
+    let swept = p.ok(&partitioned_sweep("200"));
+    let joined = finished_ok(worker);
+    assert_joined_a_sweep(&joined);
+    assert_swept_all(&swept, posts);
 }
