@@ -271,11 +271,13 @@ async fn join_sweep(
     options: &tern_core::lazy::SweepOptions,
     wait_secs: u64,
 ) -> anyhow::Result<tern_core::lazy::sweep::JoinReport> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_secs);
+    // Past what the clock can hold (a wait of centuries): no deadline.
+    let deadline = std::time::Instant::now().checked_add(std::time::Duration::from_secs(wait_secs));
     loop {
         let swept =
             tern_core::lazy::sweep::join(store, code, options, ctx.settings.lease_ttl).await?;
-        if swept.partitions + swept.lost > 0 || std::time::Instant::now() >= deadline {
+        let waited = deadline.is_some_and(|d| std::time::Instant::now() >= d);
+        if swept.partitions + swept.lost > 0 || waited {
             return Ok(swept);
         }
         tokio::select! {
