@@ -182,6 +182,11 @@ pub async fn kind_entities(store: &dyn Store, kind: &str, limit: usize) -> Vec<E
 }
 
 /// Every entity as JSON Lines, sorted: two stores with equal exports hold equal data.
+///
+/// A scan may return an entity twice (Redis's SCAN does while the server
+/// rehashes a table: at least once, not exactly once), so identical lines are
+/// kept once, as `tern export` keeps one line per key (`backup::spill`); an
+/// entity seen twice with two different values still shows as two lines.
 pub async fn export(store: &dyn Store) -> String {
     let mut lines = Vec::new();
     for kind in store.kinds().await.unwrap() {
@@ -189,6 +194,7 @@ pub async fn export(store: &dyn Store) -> String {
         lines.extend(entities.iter().map(entity_to_json_line));
     }
     lines.sort();
+    lines.dedup();
     lines.join("\n")
 }
 
