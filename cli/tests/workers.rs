@@ -287,7 +287,8 @@ fn worker_waits_for_a_sweep(url: &str) {
             "--json",
         ],
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // Long enough for a worker without the wait to have found nothing and ended.
+    std::thread::sleep(Duration::from_millis(1500));
     let swept = p.ok(&partitioned_sweep("200"));
     let joined = finished_ok(worker);
     assert_joined_a_sweep(&joined);
